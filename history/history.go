@@ -1,0 +1,125 @@
+// Package history is the record of one run: every operation a lock client invoked and
+// how it completed, and every fault the nemesis injected and healed, in the order they
+// happened, with CLOCK_MONOTONIC times that are comparable across processes.
+//
+// It is plain data on purpose. The harness appends events as they happen (see Recorder),
+// the checkers read them back (see ReadFile) and never need Docker, a worker or a clock, so a
+// saved history can be checked again at any time.
+package history
+
+import (
+	"fmt"
+	"time"
+)
+
+// Type says whether an event is an invocation or one of the three ways an operation ends.
+type Type string
+
+const (
+	Invoke Type = "invoke"
+	// OK means the operation took effect.
+	OK Type = "ok"
+	// Fail means the operation definitely did not take effect.
+	Fail Type = "fail"
+	// Info means it is unknown whether the operation took effect: a timeout, a lost
+	// connection, a killed worker. Never record such an outcome as Fail.
+	Info Type = "info"
+)
+
+// Func names what an operation does.
+type Func string
+
+const (
+	Acquire Func = "acquire"
+	Release Func = "release"
+	Read    Func = "read"
+	Write   Func = "write"
+	// FinalRead is the harness's read of the register after every client stopped; it is
+	// made by no lock holder and shows what the storage really kept.
+	FinalRead Func = "final-read"
+	// Start and Stop bracket a fault injected by the nemesis.
+	Start Func = "start"
+	Stop  Func = "stop"
+)
+
+// Process numbers that are not lock clients.
+const (
+	NemesisProcess = -1
+	HarnessProcess = -2
+)
+
+// Error kinds a completion may carry, so checkers need not parse messages.
+const (
+	// ErrStaleToken: the storage rejected a request whose fencing token was lower than
+	// one it had already seen.
+	ErrStaleToken = "stale-token"
+	// ErrNotHeld: a release found the lock held by someone else or by no one.
+	ErrNotHeld = "not-held"
+	// ErrLockBusy: an acquire gave up because the lock stayed held.
+	ErrLockBusy = "busy"
+)
+
+// Event is one line of history.jsonl.
+type Event struct {
+	// Index is the event's position in the file, assigned by the recorder.
+	Index int  `json:"index"`
+	Type  Type `json:"type"`
+	// Process is the lock client (worker) number, or NemesisProcess/HarnessProcess.
+	Process int  `json:"process"`
+	Func    Func `json:"f"`
+	// Key is the lock key (and the storage register it guards).
+	Key string `json:"key,omitempty"`
+	// Value: for a write the value written, for a read its result.
+	Value *int64 `json:"value,omitempty"`
+	// Token is the fencing token: granted by an acquire, carried by a read or write.
+	Token *int64 `json:"token,omitempty"`
+	// Time is CLOCK_MONOTONIC in nanoseconds, taken by the process that did the work.
+	Time int64 `json:"time"`
+	// Error is a short kind (ErrStaleToken, ...) or a message for info outcomes.
+	Error string `json:"error,omitempty"`
+	// Fault describes a nemesis fault (kind and target), on Start/Stop events.
+	Fault string `json:"fault,omitempty"`
+	// Nodes are the targets of a fault: worker numbers or node names.
+	Nodes []string `json:"nodes,omitempty"`
+	// Detail holds anything else worth keeping (lock node name, validity, czxid...).
+	Detail map[string]string `json:"detail,omitempty"`
+}
+
+// Int64 returns a pointer to v, for Event.Value and Event.Token.
+func Int64(v int64) *int64 { return &v }
+
+// IsCompletion reports whether e ends an operation.
+func (e Event) IsCompletion() bool { return e.Type == OK || e.Type == Fail || e.Type == Info }
+
+// String renders an event for evidence lines in reports.
+func (e Event) String() string {
+	s := fmt.Sprintf("#%d %s p%d %s", e.Index, e.Type, e.Process, e.Func)
+	if e.Key != "" {
+		s += " " + e.Key
+	}
+	if e.Value != nil {
+		s += fmt.Sprintf(" value=%d", *e.Value)
+	}
+	if e.Token != nil {
+		s += fmt.Sprintf(" token=%d", *e.Token)
+	}
+	if e.Fault != "" {
+		s += " " + e.Fault
+	}
+	if e.Error != "" {
+		s += " (" + e.Error + ")"
+	}
+	return s
+}
+
+// Duration is a monotonic time difference, for display.
+func Duration(from, to int64) time.Duration { return time.Duration(to - from) }
+
+// Conventions the workloads and the nemesis follow (checkers rely on them):
+//   - acquire: invoke{key}; ok{token when the lock has one}; fail{error: busy}; info.
+//   - read:    invoke{key, token?}; ok{value}; fail{error: stale-token}; info.
+//   - write:   invoke{key, value, token?}; ok; fail{error: stale-token}; info.
+//   - release: invoke{key}; ok; fail{error: not-held}; info.
+//   - final-read: process HarnessProcess, invoke{key}, ok{value}, after every client stopped.
+//   - nemesis: process NemesisProcess, type info, f start/stop, fault and nodes set; a stop
+//     closes the start with the same fault and nodes.
