@@ -1,0 +1,167 @@
+// Package nemesis injects faults into a running test: process pauses (SIGSTOP), and later
+// clock jumps and network partitions. Each kind is a Nemesis; several compose into one.
+//
+// A nemesis records every fault it injects as a start event and every heal as a stop
+// event in the history, so checkers and reports can see what was broken when. Every fault
+// is healed by the nemesis that made it before Run returns, and Heal undoes anything that
+// might still be there (it is called after Run, also when the run failed), so no paused
+// process survives a run. Schedules are seeded: the same seed gives the same faults.
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/history"
+)
+
+// Workers reaches the lock clients, which are host processes numbered 0..Count()-1.
+type Workers interface {
+	Count() int
+	Signal(process int, sig syscall.Signal) error
+}
+
+// Nodes reaches the lock service's nodes (containers).
+type Nodes interface {
+	Names() []string
+	// Signal sends sig (e.g. "SIGSTOP") to the node's server from outside its container.
+	Signal(ctx context.Context, node, sig string) error
+}
+
+// Env is everything a nemesis may act on.
+type Env struct {
+	Workers Workers
+	Nodes   Nodes
+	// Subscribe returns a channel of every history event recorded from now on, for
+	// nemeses that target whoever holds the lock.
+	Subscribe func() <-chan history.Event
+	// Record writes a nemesis event to the history.
+	Record func(history.Event)
+	Seed   int64
+	// Pause is how long a paused process stays stopped.
+	Pause time.Duration
+	// Interval is the mean time between scheduled faults.
+	Interval time.Duration
+}
+
+// Nemesis injects one kind of fault.
+type Nemesis interface {
+	Name() string
+	// Run injects faults until ctx ends. Every fault it injected is healed before it returns.
+	Run(ctx context.Context, env Env) error
+	// Heal undoes whatever this nemesis may have left behind. It is idempotent.
+	Heal(ctx context.Context, env Env) error
+}
+
+var kinds = map[string]func() Nemesis{
+	"pause-holder": func() Nemesis { return pauseHolder{} },
+	"pause-client": func() Nemesis { return pauseClient{} },
+	"pause-node":   func() Nemesis { return pauseNode{} },
+}
+
+// Names lists the nemeses that can be chosen.
+func Names() []string {
+	names := make([]string, 0, len(kinds))
+	for n := range kinds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// New builds the nemesis for a list of names; "none" or an empty list gives one that does
+// nothing, several names give them all at once.
+func New(names []string) (Nemesis, error) {
+	var all composed
+	for _, name := range names {
+		if name == "none" || name == "" {
+			continue
+		}
+		make, ok := kinds[name]
+		if !ok {
+			return nil, fmt.Errorf("unknown nemesis %q (known: none, %s)", name, strings.Join(Names(), ", "))
+		}
+		all = append(all, make())
+	}
+	return all, nil
+}
+
+// composed runs several nemeses side by side, each on its own seeded schedule.
+type composed []Nemesis
+
+func (c composed) Name() string {
+	if len(c) == 0 {
+		return "none"
+	}
+	names := make([]string, len(c))
+	for i, n := range c {
+		names[i] = n.Name()
+	}
+	return strings.Join(names, ",")
+}
+
+func (c composed) Run(ctx context.Context, env Env) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(c))
+	for i, n := range c {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			own := env
+			own.Seed = env.Seed + int64(i)*7919
+			if err := n.Run(ctx, own); err != nil {
+				errs[i] = fmt.Errorf("nemesis %s: %w", n.Name(), err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (c composed) Heal(ctx context.Context, env Env) error {
+	var errs []error
+	for _, n := range c {
+		if err := n.Heal(ctx, env); err != nil {
+			errs = append(errs, fmt.Errorf("heal %s: %w", n.Name(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// record writes a nemesis start or stop event.
+func record(env Env, f history.Func, fault string, targets ...string) {
+	env.Record(history.Event{Type: history.Info, Process: history.NemesisProcess, Func: f,
+		Time: history.Now(), Fault: fault, Nodes: targets})
+}
+
+// schedule calls inject at seeded random moments, on average env.Interval apart, until
+// ctx ends. inject gets the schedule's own random source.
+func schedule(ctx context.Context, env Env, inject func(*rand.Rand) error) error {
+	rng := rand.New(rand.NewSource(env.Seed))
+	for {
+		wait := env.Interval/2 + time.Duration(rng.Int63n(int64(env.Interval)+1))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		if err := inject(rng); err != nil {
+			return err
+		}
+	}
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}

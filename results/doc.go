@@ -1,0 +1,16 @@
+// Package results is where a run's outcome lives on disk and how people read it: the
+// results directory layout, results.json (the Summary), report.html and junit.xml.
+//
+// Layout: a run lives in <root>/<test>/<timestamp>/ (UTC, like 20261130T081530Z, with -2,
+// -3... appended when the name is taken). <root>/latest and <root>/<test>/latest are
+// relative symlinks to the newest run, so a results tree can be moved or copied whole.
+// Inside a run directory the file names are the constants below; node logs go under
+// nodes/.
+//
+// The package is pure: it never touches Docker, workers or a clock of its own (callers
+// pass the time), so reports can be rendered again from a saved run at any time.
+// Everything a report shows comes from a run and is escaped (html/template,
+// encoding/xml); the page is self-contained (inline CSS, no scripts, no external assets).
+// Verdicts are shown per checker and never collapsed into one bit, except for the
+// overall line, where invalid beats unknown beats valid.
+package results

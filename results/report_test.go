@@ -1,0 +1,224 @@
+package results
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/checkers"
+)
+
+const hostile = `<script>alert("x")</script>`
+
+// hostileResults put markup everywhere a run's data reaches the report.
+func hostileResults() []checkers.Result {
+	evidence := make([]string, 60)
+	for i := range evidence {
+		evidence[i] = fmt.Sprintf("#%d ok p1 write %s", i, hostile)
+	}
+	return []checkers.Result{
+		{Checker: "mutual-exclusion", Verdict: checkers.Invalid, Summary: "overlap on key " + hostile,
+			Evidence: evidence, Files: []string{"javascript:alert(1)", "../../etc/passwd", "porcupine k.html"}},
+		{Checker: hostile, Verdict: checkers.Unknown, Summary: "timed out\x00" + hostile, Evidence: []string{hostile}},
+		{Checker: "lost-updates", Verdict: checkers.Valid, Summary: "ok"},
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestReport(t *testing.T) {
+	tests := []struct {
+		name        string
+		s           Summary
+		rows        int
+		contains    []string
+		notContains []string
+	}{
+		{
+			name: "pause with fencing teaches",
+			s: Summary{Test: "redis-pause-fencing", RunID: "20261130T081530Z", Results: pauseFencingResults(),
+				Notes: []string{"fencing on"}, Spec: json.RawMessage(`{"system":"redis","fencing":true}`)},
+			rows: 5,
+			contains: []string{
+				"lock safety: VIOLATED, data safety: OK (3 stale requests rejected)",
+				"yet the storage stayed correct",
+				`<span class="verdict invalid">invalid</span>`, `<span class="verdict valid">valid</span>`,
+				`<a href="lock-linearizable.html">lock-linearizable.html</a>`,
+				`<a href="history.jsonl">`, `<a href="spec.json">`, `<a href="nodes/redis-1.log">`, `<a href="storage.jsonl">`,
+				"overlaps=1", "fencing on", `&#34;fencing&#34;: true`,
+				"<td>pause</td><td>0</td><td class=\"num\">1.000</td><td class=\"num\">13.000</td><td>yes</td>",
+				"<td>write</td><td class=\"num\">1</td><td class=\"num\">1</td><td class=\"num\">1</td><td class=\"num\">3</td>",
+			},
+			notContains: []string{"<script"},
+		},
+		{
+			name:        "all valid has no lesson",
+			s:           Summary{Test: "redis-nofault", Results: pauseFencingResults()[2:]},
+			rows:        3,
+			notContains: []string{"lock safety:", "yet the storage"},
+		},
+		{
+			name: "hostile strings are escaped",
+			s: Summary{Test: hostile, RunID: hostile, Results: hostileResults(), Notes: []string{hostile},
+				Error: hostile, Spec: json.RawMessage(`{"key":"` + strings.ReplaceAll(hostile, `"`, `\"`) + `"}`)},
+			rows: 3,
+			contains: []string{
+				"&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;", "and 10 more (all in results.json)", "#49 ok p1 write",
+				`<a href="./javascript:alert%281%29">`, `<code>../../etc/passwd</code>`, `<a href="porcupine%20k.html">`,
+				`<span class="verdict unknown">unknown</span>`, "The run broke",
+			},
+			notContains: []string{"<script", `href="javascript`, "#50 ok p1 write", `href="../`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, name := range []string{HistoryFile, SpecFile, StorageFile, filepath.Join(NodesDir, "redis-1.log")} {
+				path := filepath.Join(dir, name)
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := WriteReport(dir, tt.s, pauseHistory()); err != nil {
+				t.Fatal(err)
+			}
+			page := readFile(t, filepath.Join(dir, ReportFile))
+			if got := strings.Count(page, `<tr><td><a href="#checker-`); got != tt.rows {
+				t.Errorf("%d verdict rows, want one per checker (%d)", got, tt.rows)
+			}
+			for _, want := range tt.contains {
+				if !strings.Contains(page, want) {
+					t.Errorf("report lacks %q", want)
+				}
+			}
+			for _, bad := range tt.notContains {
+				if strings.Contains(page, bad) {
+					t.Errorf("report contains %q", bad)
+				}
+			}
+			if t.Failed() {
+				t.Log(page)
+			}
+		})
+	}
+}
+
+type junitDoc struct {
+	Tests    int `xml:"tests,attr"`
+	Failures int `xml:"failures,attr"`
+	Errors   int `xml:"errors,attr"`
+	Suites   []struct {
+		Name     string `xml:"name,attr"`
+		Tests    int    `xml:"tests,attr"`
+		Failures int    `xml:"failures,attr"`
+		Errors   int    `xml:"errors,attr"`
+		Cases    []struct {
+			Name    string `xml:"name,attr"`
+			Failure *struct {
+				Message string `xml:"message,attr"`
+				Text    string `xml:",chardata"`
+			} `xml:"failure"`
+			Error *struct {
+				Message string `xml:"message,attr"`
+			} `xml:"error"`
+		} `xml:"testcase"`
+	} `xml:"testsuite"`
+}
+
+func TestJUnit(t *testing.T) {
+	tests := []struct {
+		name                    string
+		s                       Summary
+		tests, failures, errors int
+		failed, errored         []string
+	}{
+		{"pause with fencing", Summary{Test: "redis-pause-fencing", Results: pauseFencingResults()},
+			5, 2, 0, []string{"lock-linearizable", "mutual-exclusion"}, nil},
+		{"hostile", Summary{Test: hostile, Results: hostileResults()},
+			3, 1, 1, []string{"mutual-exclusion"}, []string{hostile}},
+		{"harness error adds an errored case", Summary{Test: "t", Results: pauseFencingResults()[2:], Error: "docker went away"},
+			4, 0, 1, nil, []string{"harness"}},
+		{"no checker is an error", Summary{Test: "t"}, 1, 0, 1, nil, []string{"checkers"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			tt.s.Started = time.Date(2026, 11, 30, 8, 15, 30, 0, time.UTC)
+			tt.s.Finished = tt.s.Started.Add(90 * time.Second)
+			if err := WriteJUnit(dir, tt.s); err != nil {
+				t.Fatal(err)
+			}
+			raw := readFile(t, filepath.Join(dir, JUnitFile))
+			var doc junitDoc
+			if err := xml.Unmarshal([]byte(raw), &doc); err != nil {
+				t.Fatalf("junit.xml is not valid XML: %v\n%s", err, raw)
+			}
+			if len(doc.Suites) != 1 || doc.Suites[0].Name != tt.s.Test {
+				t.Fatalf("want one testsuite named %q, got %+v", tt.s.Test, doc.Suites)
+			}
+			suite := doc.Suites[0]
+			for _, c := range [][2]int{{suite.Tests, tt.tests}, {suite.Failures, tt.failures}, {suite.Errors, tt.errors},
+				{doc.Tests, tt.tests}, {doc.Failures, tt.failures}, {doc.Errors, tt.errors}} {
+				if c[0] != c[1] {
+					t.Errorf("counts tests/failures/errors = %d/%d/%d, want %d/%d/%d",
+						suite.Tests, suite.Failures, suite.Errors, tt.tests, tt.failures, tt.errors)
+					break
+				}
+			}
+			var failed, errored []string
+			for _, c := range suite.Cases {
+				if c.Failure != nil {
+					failed = append(failed, c.Name)
+				}
+				if c.Error != nil {
+					errored = append(errored, c.Name)
+				}
+			}
+			if fmt.Sprint(failed) != fmt.Sprint(tt.failed) || fmt.Sprint(errored) != fmt.Sprint(tt.errored) {
+				t.Errorf("failed %v errored %v, want %v and %v", failed, errored, tt.failed, tt.errored)
+			}
+			if len(suite.Cases) != tt.tests {
+				t.Errorf("%d testcases, want %d", len(suite.Cases), tt.tests)
+			}
+		})
+	}
+}
+
+func TestWriteAll(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, HistoryFile), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := Summary{Test: "redis-pause-fencing", Results: pauseFencingResults()}
+	if err := WriteAll(dir, s, pauseHistory()); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadSummary(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Verdict != checkers.Invalid || got.Faults != 2 || got.Ops["write:fail"] != 1 {
+		t.Errorf("summary verdict %s, faults %d, ops %v; want invalid, 2, write:fail=1", got.Verdict, got.Faults, got.Ops)
+	}
+	page := readFile(t, filepath.Join(dir, ReportFile))
+	for _, want := range []string{`<a href="results.json">`, `<a href="junit.xml">`, `<a href="history.jsonl">`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}

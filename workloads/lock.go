@@ -1,0 +1,103 @@
+// Package workloads is what the lock clients do: the Lock interface every lock client
+// implements (our own implementations of the seed's algorithms and adapters around
+// third-party libraries), the registry that names them, and the lock-counter workload a
+// worker runs against a lock and the shared storage.
+//
+// Workloads never decide whether a run was safe; they only do the work and report each
+// operation's outcome honestly: ok, fail (definitely did not happen) or indeterminate.
+package workloads
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Lock is one client's handle on one distributed lock.
+type Lock interface {
+	// Acquire tries until the lock is held or ctx ends. ErrBusy means it was definitely
+	// not acquired; any other error leaves that unknown.
+	Acquire(ctx context.Context) (Grant, error)
+	// Release gives the lock up. ErrNotHeld means this client did not hold it any more
+	// (the lease expired, or someone else holds it); other errors leave it unknown.
+	Release(ctx context.Context) error
+	Close() error
+}
+
+// Grant is what a successful Acquire returns.
+type Grant struct {
+	// Token is the fencing token, when HasToken.
+	Token    int64
+	HasToken bool
+	// Detail is kept in the history (e.g. the lock node's name, validity).
+	Detail map[string]string
+}
+
+var (
+	ErrBusy    = errors.New("lock is held by another client")
+	ErrNotHeld = errors.New("lock is not held by this client")
+)
+
+// Config is what a lock client needs to reach its system.
+type Config struct {
+	// Nodes are the addresses of the lock service's nodes.
+	Nodes []string
+	Key   string
+	TTL   time.Duration
+	// Fencing asks the lock for a fencing token with each grant.
+	Fencing bool
+	// OpTimeout bounds one request to one node.
+	OpTimeout time.Duration
+	// Retry is the pause between acquire attempts while the lock is busy.
+	Retry time.Duration
+	// Owner names this client uniquely within a run (the lock's value, the znode's data).
+	Owner string
+}
+
+// Client describes a lock client that can be chosen with --client.
+type Client struct {
+	Name string
+	// System is the cluster kind it runs against.
+	System string
+	// Tokens says whether grants carry a fencing token.
+	Tokens bool
+	// NoTokens explains, when Tokens is false, why fencing cannot be offered.
+	NoTokens string
+	New      func(Config) (Lock, error)
+}
+
+var clients = map[string]Client{}
+
+func register(c Client) { clients[c.Name] = c }
+
+// LookupClient returns a registered lock client.
+func LookupClient(name string) (Client, error) {
+	c, ok := clients[name]
+	if !ok {
+		return Client{}, fmt.Errorf("unknown client %q (known: %v)", name, ClientNames())
+	}
+	return c, nil
+}
+
+// ClientNames lists the registered clients, sorted.
+func ClientNames() []string {
+	names := make([]string, 0, len(clients))
+	for n := range clients {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// DefaultClient is the lock client used on a system when --client is not given: our own
+// implementation of the seed's algorithm for it.
+func DefaultClient(system string) (Client, error) {
+	for _, c := range clients {
+		if c.System == system && c.Name == system {
+			return c, nil
+		}
+	}
+	return Client{}, fmt.Errorf("no lock client for system %q", system)
+}

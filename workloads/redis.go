@@ -1,0 +1,121 @@
+package workloads
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The seed's naive lock on one Redis: SET key value NX PX ttl, released by a Lua
+// compare-and-delete so a client can never delete a lock another client now holds.
+// With fencing, the grant and the INCR of a token counter happen in one Lua script, so
+// no other client can be granted the lock between the two.
+
+var (
+	acquireWithToken = redis.NewScript(`
+if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return redis.call('incr', KEYS[2])
+end
+return false`)
+	compareAndDelete = redis.NewScript(`
+if redis.call('get', KEYS[1]) == ARGV[1] then
+  return redis.call('del', KEYS[1])
+end
+return 0`)
+)
+
+func init() {
+	register(Client{Name: "redis", System: "redis", Tokens: true, New: newRedisLock})
+}
+
+type redisLock struct {
+	cfg Config
+	rdb *redis.Client
+	// value is this grant's random value: unique per acquisition, as the seed says, so a
+	// release can only delete the lock it was granted.
+	value    string
+	acquires int
+}
+
+func newRedisLock(cfg Config) (Lock, error) {
+	if len(cfg.Nodes) != 1 {
+		return nil, errors.New("the redis lock needs exactly one node")
+	}
+	return &redisLock{cfg: cfg, rdb: newRedisClient(cfg.Nodes[0], cfg.OpTimeout)}, nil
+}
+
+// newRedisClient makes a client that never retries on its own: a retried SET NX could
+// succeed twice from the client's point of view, and every outcome must be the one the
+// history records.
+func newRedisClient(addr string, timeout time.Duration) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr:         addr,
+		DialTimeout:  timeout,
+		ReadTimeout:  timeout,
+		WriteTimeout: timeout,
+		MaxRetries:   -1,
+		PoolSize:     1,
+	})
+}
+
+func (l *redisLock) Acquire(ctx context.Context) (Grant, error) {
+	l.acquires++
+	l.value = fmt.Sprintf("%s-%d", l.cfg.Owner, l.acquires)
+	return retryWhileBusy(ctx, l.cfg.Retry, l.try)
+}
+
+// retryWhileBusy calls try until it returns something other than ErrBusy or ctx ends.
+// ctx only stops new attempts: an attempt in flight runs to its own timeout, so giving up
+// on a busy lock is a definite failure rather than an abandoned request.
+func retryWhileBusy(ctx context.Context, retry time.Duration, try func(context.Context) (Grant, error)) (Grant, error) {
+	for {
+		g, err := try(context.WithoutCancel(ctx))
+		if !errors.Is(err, ErrBusy) {
+			return g, err
+		}
+		select {
+		case <-ctx.Done():
+			return Grant{}, ErrBusy
+		case <-time.After(retry):
+		}
+	}
+}
+
+func (l *redisLock) try(ctx context.Context) (Grant, error) {
+	ttl := strconv.FormatInt(l.cfg.TTL.Milliseconds(), 10)
+	if l.cfg.Fencing {
+		token, err := acquireWithToken.Run(ctx, l.rdb, []string{l.cfg.Key, l.cfg.Key + ":token"}, l.value, ttl).Int64()
+		if errors.Is(err, redis.Nil) {
+			return Grant{}, ErrBusy
+		}
+		if err != nil {
+			return Grant{}, err
+		}
+		return Grant{Token: token, HasToken: true}, nil
+	}
+	ok, err := l.rdb.SetNX(ctx, l.cfg.Key, l.value, l.cfg.TTL).Result()
+	if err != nil {
+		return Grant{}, err
+	}
+	if !ok {
+		return Grant{}, ErrBusy
+	}
+	return Grant{}, nil
+}
+
+func (l *redisLock) Release(ctx context.Context) error {
+	deleted, err := compareAndDelete.Run(ctx, l.rdb, []string{l.cfg.Key}, l.value).Int64()
+	if err != nil {
+		return err
+	}
+	if deleted == 0 {
+		return ErrNotHeld
+	}
+	return nil
+}
+
+func (l *redisLock) Close() error { return l.rdb.Close() }
