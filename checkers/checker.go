@@ -54,6 +54,13 @@ type Checker interface {
 	Check(ctx context.Context, events []history.Event, opts Options) Result
 }
 
+// All returns every checker, in the order reports list them: lock safety first
+// (lock-linearizable, mutual-exclusion), then data safety (data-safety, lost-updates),
+// then fencing.
+func All() []Checker {
+	return []Checker{NewLockLinearizable(), NewMutualExclusion(), NewDataSafety(), NewLostUpdates(), NewFencing()}
+}
+
 // Worst merges verdicts: invalid beats unknown beats valid.
 func Worst(results []Result) Verdict {
 	v := Valid

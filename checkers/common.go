@@ -1,0 +1,175 @@
+package checkers
+
+// Helpers every checker shares: grouping by key, printing evidence a person can follow back
+// into history.jsonl, and the one real-time sweep that fencing and lost-updates both need.
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/history"
+)
+
+// evidenceLimit bounds the lines of one kind a checker reports: a badly broken run must
+// still give a report a person can read, and the first violations are the telling ones.
+const evidenceLimit = 20
+
+// corrupt is the result for a history whose operations cannot be paired: nothing can be
+// decided from it, which is Unknown and never a pass.
+func corrupt(err error) Result {
+	return Result{Verdict: Unknown, Summary: "cannot pair the history's operations: " + err.Error()}
+}
+
+// byKey splits items by lock key, keeping their order, and returns the keys sorted so
+// that reports list them the same way every time.
+func byKey[T any](items []T, keyOf func(T) string) (keys []string, groups map[string][]T) {
+	sizes := map[string]int{}
+	for _, item := range items {
+		sizes[keyOf(item)]++
+	}
+	groups = make(map[string][]T, len(sizes))
+	for k, n := range sizes {
+		keys = append(keys, k)
+		groups[k] = make([]T, 0, n)
+	}
+	for _, item := range items {
+		k := keyOf(item)
+		groups[k] = append(groups[k], item)
+	}
+	slices.Sort(keys)
+	return keys, groups
+}
+
+func opKey(op history.Op) string { return op.Invoke.Key }
+
+// sweepCompletedBefore visits completed operations in invocation order, each with the
+// highest-ranked one among those that completed strictly before it was invoked (found is
+// false when none did). Operations that overlap in time are never compared: their order is
+// unknown. Two sorts and one pass make it O(n log n) where comparing every pair would be
+// quadratic. On equal ranks the earlier completion wins.
+func sweepCompletedBefore(ops []history.Op, rank func(history.Op) int64, visit func(op, best history.Op, found bool)) {
+	byInvoke := slices.Clone(ops)
+	slices.SortStableFunc(byInvoke, func(a, b history.Op) int { return compareInt64(a.Invoke.Time, b.Invoke.Time) })
+	byComplete := slices.Clone(ops)
+	slices.SortStableFunc(byComplete, func(a, b history.Op) int { return compareInt64(a.Complete.Time, b.Complete.Time) })
+
+	var best history.Op
+	found, next := false, 0
+	for _, op := range byInvoke {
+		for ; next < len(byComplete) && byComplete[next].Complete.Time < op.Invoke.Time; next++ {
+			if c := byComplete[next]; !found || rank(c) > rank(best) {
+				best, found = c, true
+			}
+		}
+		visit(op, best, found)
+	}
+}
+
+func compareInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// evidence collects report lines, keeping the first evidenceLimit and counting the rest.
+type evidence struct {
+	lines   []string
+	dropped int
+}
+
+func (e *evidence) addf(format string, args ...any) {
+	if len(e.lines) < evidenceLimit {
+		e.lines = append(e.lines, fmt.Sprintf(format, args...))
+		return
+	}
+	e.dropped++
+}
+
+// count is how many lines were added, kept or not.
+func (e *evidence) count() int { return len(e.lines) + e.dropped }
+
+func (e *evidence) list() []string {
+	if e.dropped == 0 {
+		return e.lines
+	}
+	return append(slices.Clip(e.lines), fmt.Sprintf("... and %d more like these", e.dropped))
+}
+
+// timeline prints times as offsets from the history's first event: raw CLOCK_MONOTONIC
+// nanoseconds mean nothing to a reader, offsets line up with the report's timeline.
+type timeline struct{ start int64 }
+
+func newTimeline(events []history.Event) timeline {
+	if len(events) == 0 {
+		return timeline{}
+	}
+	start := events[0].Time
+	for _, e := range events {
+		start = min(start, e.Time)
+	}
+	return timeline{start: start}
+}
+
+func (tl timeline) at(t int64) string {
+	return "t=" + history.Duration(tl.start, t).Round(time.Microsecond).String()
+}
+
+// event points at one line of the history: "#12 (t=1.5s)".
+func (tl timeline) event(e history.Event) string {
+	return fmt.Sprintf("#%d (%s)", e.Index, tl.at(e.Time))
+}
+
+// describe renders an operation with everything needed to find it in history.jsonl:
+// "p1 write k 3 token=7 -> fail (stale-token), #40 (t=1.2s) .. #41 (t=1.3s)".
+func (tl timeline) describe(op history.Op) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s %s", processName(op.Process()), op.Func(), op.Invoke.Key)
+	if v := op.Invoke.Value; v != nil && op.Func() == history.Write {
+		fmt.Fprintf(&b, " %d", *v)
+	}
+	if t := op.Invoke.Token; t != nil {
+		fmt.Fprintf(&b, " token=%d", *t)
+	}
+	c := op.Complete
+	if c == nil {
+		fmt.Fprintf(&b, " -> never completed, %s", tl.event(op.Invoke))
+		return b.String()
+	}
+	fmt.Fprintf(&b, " -> %s", c.Type)
+	if c.Value != nil {
+		fmt.Fprintf(&b, " %d", *c.Value)
+	}
+	if c.Token != nil {
+		fmt.Fprintf(&b, " token=%d", *c.Token)
+	}
+	if c.Error != "" {
+		fmt.Fprintf(&b, " (%s)", c.Error)
+	}
+	fmt.Fprintf(&b, ", %s .. %s", tl.event(op.Invoke), tl.event(*c))
+	return b.String()
+}
+
+// processName names a process the way reports do: p0, p1, ..., harness, nemesis.
+func processName(p int) string {
+	switch p {
+	case history.HarnessProcess:
+		return "harness"
+	case history.NemesisProcess:
+		return "nemesis"
+	}
+	return fmt.Sprintf("p%d", p)
+}
+
+// plural renders "1 stale request" or "3 stale requests".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

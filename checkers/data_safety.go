@@ -1,0 +1,115 @@
+package checkers
+
+// data-safety: did the storage stay correct? The model is "a correct lock guarding a
+// register": an acquire that succeeded always makes its caller the holder, because a lease
+// may legitimately expire and pass on; a storage request the storage accepted is legal only
+// from the current holder, and a read returns the register's value; a request the storage
+// rejected (a stale fencing token) changed nothing. So a stale holder's accepted write after
+// someone else acquired is illegal, and the same write rejected by fencing is fine: with
+// fencing, lock-linearizable fails and data-safety passes, which is the lesson a run teaches.
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/lockbreaker/lockbreaker/history"
+)
+
+// DataSafety checks storage reads and writes against a register guarded by a correct lock.
+type DataSafety struct{}
+
+// NewDataSafety returns the data-safety checker.
+func NewDataSafety() DataSafety { return DataSafety{} }
+
+func (DataSafety) Name() string { return "data-safety" }
+
+func (c DataSafety) Check(ctx context.Context, events []history.Event, opts Options) Result {
+	r := linearizability{name: c.Name(), model: guardedRegister, models: isGuardedOp}.check(ctx, events, opts)
+	if r.Counts == nil { // a corrupt history: nothing was counted
+		return r
+	}
+	accepted, rejected := 0, 0
+	for _, e := range events {
+		if e.Func == history.Write && e.Type == history.OK {
+			accepted++
+		} else if e.Func == history.Write && e.Type == history.Fail {
+			rejected++
+		}
+	}
+	r.Counts["writes-accepted"], r.Counts["writes-rejected"] = accepted, rejected
+	r.Summary += fmt.Sprintf("; %s accepted, %d rejected", plural(accepted, "write"), rejected)
+	return r
+}
+
+// isGuardedOp keeps what may have changed the lock or the register, and the reads that
+// saw it. Rejected requests and failed acquires changed nothing; a read whose result is
+// unknown tells nothing.
+func isGuardedOp(op history.Op, o outcome) bool {
+	switch op.Func() {
+	case history.Acquire, history.Release, history.Write:
+		return o != rejected
+	case history.Read, history.FinalRead:
+		return o == succeeded
+	}
+	return false
+}
+
+// guarded is the model's state: who holds the lock and what the register holds.
+type guarded struct {
+	holder   int
+	register int64
+}
+
+var guardedRegister = (&porcupine.NondeterministicModel{
+	Init: func() []any { return []any{guarded{holder: nobody}} },
+	Step: func(state, in, out any) []any {
+		return guardedStep(state.(guarded), in.(request), out.(response))
+	},
+	Hash: func(state any) uint64 {
+		s := state.(guarded)
+		return mix(uint64(s.holder) ^ mix(uint64(s.register)))
+	},
+	DescribeOperation: describeRequest,
+	DescribeState: func(state any) string {
+		s := state.(guarded)
+		return fmt.Sprintf("%s, register %d", describeHolder(s.holder), s.register)
+	},
+	DescribeOperationMetadata: describeEvents,
+}).ToModel()
+
+// guardedStep returns every state the request may leave behind; none when the response is
+// impossible from s. An indeterminate request may have taken effect or not: both states.
+func guardedStep(s guarded, req request, resp response) []any {
+	caller, unsure := req.process, resp.outcome == indeterminate
+	after := s
+	switch req.f {
+	case history.Acquire:
+		after.holder = caller
+	case history.Release: // ok, not-held or indeterminate: the caller no longer holds it
+		if s.holder == caller {
+			after.holder = nobody
+		}
+	case history.Read:
+		if s.holder != caller || s.register != resp.value {
+			return nil
+		}
+	case history.FinalRead: // after every client stopped: whoever holds the lock
+		if s.register != resp.value {
+			return nil
+		}
+	case history.Write:
+		if s.holder != caller {
+			if unsure { // it may have been rejected, the one legal way it can have ended
+				return []any{s}
+			}
+			return nil
+		}
+		after.register = req.value
+	}
+	if unsure && after != s {
+		return []any{s, after}
+	}
+	return []any{after}
+}

@@ -1,0 +1,116 @@
+package checkers
+
+// fencing: did fencing tokens do their job (Kleppmann)? Two promises, checked per key:
+//   - the lock grants tokens that strictly increase in real time: a grant that completed
+//     before another was invoked carries a lower token. A regression (Sentinel failover to a
+//     replica that missed the INCR) or the same token granted twice defeats fencing, whoever
+//     got it;
+//   - the storage never accepts a request whose token is lower than one it already accepted
+//     (from a request that completed before this one was invoked).
+// Stale requests the storage rejected are the mechanism working; they are counted, not
+// blamed. A history without tokens (Redlock has none) has nothing to check, and says so.
+
+import (
+	"context"
+	"strings"
+
+	"github.com/lockbreaker/lockbreaker/history"
+)
+
+// Fencing checks that tokens increase and that the storage rejects stale ones.
+type Fencing struct{}
+
+// NewFencing returns the fencing checker.
+func NewFencing() Fencing { return Fencing{} }
+
+func (Fencing) Name() string { return "fencing" }
+
+func (Fencing) Check(_ context.Context, events []history.Event, _ Options) Result {
+	ops, err := history.Pair(events)
+	if err != nil {
+		return corrupt(err)
+	}
+	var grants, accepted []history.Op
+	staleRejected := 0
+	for _, op := range ops {
+		storage := op.Func() == history.Read || op.Func() == history.Write
+		switch {
+		case op.Func() == history.Acquire && op.Type() == history.OK && op.Complete.Token != nil:
+			grants = append(grants, op)
+		case storage && op.Type() == history.OK && op.Invoke.Token != nil:
+			accepted = append(accepted, op)
+		case storage && op.Type() == history.Fail && op.Complete.Error == history.ErrStaleToken:
+			staleRejected++
+		}
+	}
+	if len(grants) == 0 {
+		return Result{Verdict: Valid, Summary: "no fencing tokens in this history: nothing to check",
+			Counts: map[string]int{"grants-with-token": 0}}
+	}
+
+	tl := newTimeline(events)
+	var regressions, duplicates, staleAccepted evidence
+	keys, grantsByKey := byKey(grants, opKey)
+	for _, key := range keys {
+		first := map[int64]history.Op{} // token -> its first grant
+		for _, g := range grantsByKey[key] {
+			t := *g.Complete.Token
+			earlier, seen := first[t]
+			switch {
+			case !seen:
+				first[t] = g
+			case earlier.Process() == g.Process():
+				duplicates.addf("key %s: token %d granted twice to %s (#%d and #%d)", key, t, processName(g.Process()), earlier.Complete.Index, g.Complete.Index)
+			default:
+				duplicates.addf("key %s: token %d granted to %s (#%d) and to %s (#%d)", key, t,
+					processName(earlier.Process()), earlier.Complete.Index, processName(g.Process()), g.Complete.Index)
+			}
+		}
+		sweepCompletedBefore(grantsByKey[key], grantedToken, func(g, best history.Op, found bool) {
+			if found && grantedToken(g) < grantedToken(best) {
+				regressions.addf("key %s: token %d granted to %s at %s after token %d was granted to %s at %s",
+					key, grantedToken(g), processName(g.Process()), tl.event(*g.Complete),
+					grantedToken(best), processName(best.Process()), tl.event(*best.Complete))
+			}
+		})
+	}
+	keys, acceptedByKey := byKey(accepted, opKey)
+	for _, key := range keys {
+		sweepCompletedBefore(acceptedByKey[key], carriedToken, func(req, best history.Op, found bool) {
+			if found && carriedToken(req) < carriedToken(best) {
+				staleAccepted.addf("key %s: storage accepted %s after accepting token %d from %s at %s",
+					key, tl.describe(req), carriedToken(best), processName(best.Process()), tl.event(*best.Complete))
+			}
+		})
+	}
+
+	r := Result{
+		Evidence: append(append(regressions.list(), duplicates.list()...), staleAccepted.list()...),
+		Counts: map[string]int{
+			"grants-with-token": len(grants),
+			"stale-rejected":    staleRejected,
+			"regressions":       regressions.count(),
+			"duplicates":        duplicates.count(),
+			"stale-accepted":    staleAccepted.count(),
+		},
+	}
+	var failures []string
+	if n := regressions.count(); n > 0 {
+		failures = append(failures, plural(n, "token regression"))
+	}
+	if n := duplicates.count(); n > 0 {
+		failures = append(failures, plural(n, "duplicate token"))
+	}
+	if n := staleAccepted.count(); n > 0 {
+		failures = append(failures, plural(n, "stale request")+" accepted")
+	}
+	if len(failures) > 0 {
+		r.Verdict, r.Summary = Invalid, strings.Join(failures, ", ")
+	} else {
+		r.Verdict, r.Summary = Valid, "tokens increase; "+plural(staleRejected, "stale request")+" rejected"
+	}
+	return r
+}
+
+func grantedToken(op history.Op) int64 { return *op.Complete.Token }
+func carriedToken(op history.Op) int64 { return *op.Invoke.Token }

@@ -1,0 +1,357 @@
+package checkers
+
+// What the two porcupine checkers (lock-linearizable, data-safety) share: turning a key's
+// operations into porcupine operations, searching each key within one time budget, saying
+// where a search got stuck, and drawing porcupine's visualisation with the nemesis faults.
+//
+// The models differ on purpose (see lock_linearizable.go and data_safety.go); the rules for
+// indeterminate operations are the same for both and live here, in operations():
+//   - an info or never-completed operation returns at "infinity", after every recorded
+//     event, because it may take effect at any moment after its invocation; the models step
+//     it to every state it could leave behind (porcupine.NondeterministicModel);
+//   - the worker then carries on under a fresh porcupine client id. Porcupine decides on
+//     call and return times alone, so this only keeps the visualisation honest: one row
+//     never holds two operations at once.
+//
+// Every key is its own search (the lock and its register are independent per key) and its
+// own visualisation file. The searches share one deadline, Options.Timeout or the
+// context's, whichever is sooner; a key the deadline cuts short is Unknown, never a pass.
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/lockbreaker/lockbreaker/history"
+)
+
+// defaultTimeout bounds the porcupine searches when Options.Timeout is zero.
+const defaultTimeout = 30 * time.Second
+
+// nobody is the lock holder in a model state when no process holds the lock; no process
+// has this number.
+const nobody = math.MinInt
+
+// outcome is how a modelled operation ended.
+type outcome uint8
+
+const (
+	succeeded outcome = iota
+	// notHeld: a release failed because the caller did not hold the lock (any more).
+	notHeld
+	// indeterminate: info or never completed; it may or may not have taken effect.
+	indeterminate
+	// rejected: any other failure; it definitely did not take effect.
+	rejected
+)
+
+func (o outcome) String() string {
+	return [...]string{"ok", history.ErrNotHeld, "info", "fail"}[o]
+}
+
+func outcomeOf(op history.Op) outcome {
+	switch op.Type() {
+	case history.OK:
+		return succeeded
+	case history.Fail:
+		if op.Func() == history.Release && op.Complete.Error == history.ErrNotHeld {
+			return notHeld
+		}
+		return rejected
+	}
+	return indeterminate
+}
+
+// request is a porcupine operation's input: who asked for what.
+type request struct {
+	f       history.Func
+	process int
+	value   int64 // what a write wrote
+}
+
+// response is a porcupine operation's output: how the request ended, what a read returned.
+type response struct {
+	outcome outcome
+	value   int64
+}
+
+// linearizability is one porcupine checker: its model and the operations the model speaks of.
+type linearizability struct {
+	name  string
+	model porcupine.Model
+	// models says whether op takes part in the search; any other op is left out.
+	models func(op history.Op, o outcome) bool
+}
+
+// keySearch is one key's search and what is needed to explain it.
+type keySearch struct {
+	key        string
+	ops        []history.Op
+	operations []porcupine.Operation
+	result     porcupine.CheckResult
+	info       porcupine.LinearizationInfo
+	searched   bool // false when the deadline passed before the search could start
+}
+
+// check searches every key and merges the per-key answers: any illegal key makes the
+// history invalid, any key left undecided makes it unknown.
+func (l linearizability) check(ctx context.Context, events []history.Event, opts Options) Result {
+	ops, err := history.Pair(events)
+	if err != nil {
+		return corrupt(err)
+	}
+	var modelled []history.Op
+	for _, op := range ops {
+		if l.models(op, outcomeOf(op)) {
+			modelled = append(modelled, op)
+		}
+	}
+	keys, groups := byKey(modelled, opKey)
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = defaultTimeout
+	}
+	deadline := time.Now().Add(timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	infinity := history.Span(events) + 1
+	tl := newTimeline(events)
+	var faults []porcupine.Annotation
+	if opts.Dir != "" {
+		faults = faultAnnotations(history.Faults(events))
+	}
+
+	r := Result{Counts: map[string]int{"keys": len(keys), "operations": len(modelled)}}
+	var illegal, undecided []string
+	var proof, doubt evidence
+	files := fileNames{}
+	for _, key := range keys {
+		s := l.search(ctx, deadline, key, groups[key], infinity)
+		switch {
+		case !s.searched || s.result == porcupine.Unknown:
+			undecided = append(undecided, key)
+			doubt.addf("key %s: no answer in time (%d operations)", key, len(s.ops))
+		case s.result == porcupine.Illegal:
+			illegal = append(illegal, key)
+			for _, line := range l.explain(s, tl) {
+				proof.addf("%s", line)
+			}
+		}
+		if opts.Dir != "" && s.searched {
+			name := files.next(l.name, key)
+			if err := l.visualise(filepath.Join(opts.Dir, name), s.info, faults); err != nil {
+				doubt.addf("key %s: %v", key, err)
+			} else {
+				r.Files = append(r.Files, name)
+			}
+		}
+	}
+
+	r.Evidence = append(proof.list(), doubt.list()...)
+	switch {
+	case len(illegal) > 0:
+		r.Verdict, r.Summary = Invalid, "not linearizable on key "+strings.Join(illegal, ", ")
+	case len(undecided) > 0:
+		why := fmt.Sprintf("time limit %v", timeout)
+		if err := ctx.Err(); err != nil {
+			why = err.Error()
+		}
+		r.Verdict, r.Summary = Unknown, fmt.Sprintf("search did not finish on key %s (%s)", strings.Join(undecided, ", "), why)
+	default:
+		r.Verdict, r.Summary = Valid, fmt.Sprintf("linearizable: %s, %s", plural(len(keys), "key"), plural(len(modelled), "operation"))
+	}
+	return r
+}
+
+// search runs porcupine on one key with the time left. Porcupine takes no context: a
+// cancellation is seen between keys, a deadline also during a search.
+func (l linearizability) search(ctx context.Context, deadline time.Time, key string, ops []history.Op, infinity int64) keySearch {
+	s := keySearch{key: key, ops: ops, operations: operations(ops, infinity)}
+	if left := time.Until(deadline); left > 0 && ctx.Err() == nil {
+		s.result, s.info = porcupine.CheckOperationsVerbose(l.model, s.operations, left)
+		s.searched = true
+	}
+	return s
+}
+
+// operations converts one key's operations (in invocation order) to porcupine's, applying
+// the infinity and fresh-client-id rules described at the top of this file. Operation i is
+// ops[i], which porcupine's partial linearizations refer to by index.
+func operations(ops []history.Op, infinity int64) []porcupine.Operation {
+	clientID := map[int]int{} // process -> its current porcupine client id
+	fresh := 0
+	out := make([]porcupine.Operation, len(ops))
+	for i := range ops {
+		op := &ops[i]
+		id, ok := clientID[op.Process()]
+		if !ok {
+			id, fresh = fresh, fresh+1
+			clientID[op.Process()] = id
+		}
+		o := outcomeOf(*op)
+		ret := infinity
+		if o == indeterminate {
+			delete(clientID, op.Process())
+		} else {
+			ret = op.Complete.Time
+		}
+		var read int64
+		if o == succeeded {
+			read = valueOf(op.Complete.Value)
+		}
+		out[i] = porcupine.Operation{
+			ClientId: id,
+			Input:    request{f: op.Func(), process: op.Process(), value: valueOf(op.Invoke.Value)},
+			Call:     op.Invoke.Time,
+			Output:   response{outcome: o, value: read},
+			Return:   ret,
+			Metadata: op,
+		}
+	}
+	return out
+}
+
+// explain says where the search got stuck, from porcupine's longest partial linearization:
+// the last operations it could place, the model's state after them, and the operation that
+// could not come next (the earliest-returning one left, which had to be placed before
+// anything invoked after it returned).
+func (l linearizability) explain(s keySearch, tl timeline) []string {
+	var longest []int
+	if partials := s.info.PartialLinearizations(); len(partials) > 0 {
+		for _, p := range partials[0] {
+			if len(p) > len(longest) {
+				longest = p
+			}
+		}
+	}
+	lines := []string{fmt.Sprintf("key %s: no order of its %d operations is legal; the longest legal prefix has %d",
+		s.key, len(s.ops), len(longest))}
+
+	placed := make([]bool, len(s.ops))
+	state := l.model.Init()
+	for _, id := range longest {
+		placed[id] = true
+		_, state = l.model.Step(state, s.operations[id].Input, s.operations[id].Output)
+	}
+	for _, id := range longest[max(0, len(longest)-3):] {
+		lines = append(lines, "  last placed: "+tl.describe(s.ops[id]))
+	}
+	lines = append(lines, "  state then: "+l.model.DescribeState(state))
+
+	stuck := -1
+	for id, op := range s.operations {
+		if placed[id] {
+			continue
+		}
+		if stuck < 0 || op.Return < s.operations[stuck].Return ||
+			op.Return == s.operations[stuck].Return && op.Call < s.operations[stuck].Call {
+			stuck = id
+		}
+	}
+	if stuck >= 0 {
+		lines = append(lines, "  cannot come next: "+tl.describe(s.ops[stuck]))
+	}
+	return lines
+}
+
+// visualise writes porcupine's HTML for one key, with the nemesis faults on their own row.
+func (l linearizability) visualise(path string, info porcupine.LinearizationInfo, faults []porcupine.Annotation) error {
+	info.AddAnnotations(faults)
+	if err := porcupine.VisualizePath(l.model, info, path); err != nil {
+		return fmt.Errorf("visualise %s: %w", filepath.Base(path), err)
+	}
+	return nil
+}
+
+// faultAnnotations draws every nemesis fault as an annotation on the "nemesis" row.
+func faultAnnotations(faults []history.Fault) []porcupine.Annotation {
+	out := make([]porcupine.Annotation, 0, len(faults))
+	for _, f := range faults {
+		description := f.Description
+		if len(f.Nodes) > 0 {
+			description += " " + strings.Join(f.Nodes, ",")
+		}
+		details := "healed"
+		if !f.Healed {
+			details = "never healed: lasted until the history ended"
+		}
+		out = append(out, porcupine.Annotation{
+			Tag: "nemesis", Start: f.Start, End: f.Stop,
+			Description: description, Details: details, BackgroundColor: "#efaefc",
+		})
+	}
+	return out
+}
+
+// fileNames hands out visualisation file names, "<checker>-<key>.html", with the key made
+// safe for a file name; two keys that sanitise alike get distinct names.
+type fileNames map[string]bool
+
+func (used fileNames) next(checker, key string) string {
+	safe := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
+			return r
+		}
+		return '_'
+	}, key)
+	name := checker + "-" + safe + ".html"
+	for n := 2; used[name]; n++ {
+		name = fmt.Sprintf("%s-%s-%d.html", checker, safe, n)
+	}
+	used[name] = true
+	return name
+}
+
+// describeRequest is the models' DescribeOperation: "p1 write 3 -> info".
+func describeRequest(in, out any) string {
+	req, resp := in.(request), out.(response)
+	s := processName(req.process) + " " + string(req.f)
+	if req.f == history.Write {
+		s += fmt.Sprintf(" %d", req.value)
+	}
+	if resp.outcome == succeeded && (req.f == history.Read || req.f == history.FinalRead) {
+		return s + fmt.Sprintf(" -> %d", resp.value)
+	}
+	return s + " -> " + resp.outcome.String()
+}
+
+// describeEvents is the models' DescribeOperationMetadata: where the operation is in the history.
+func describeEvents(metadata any) string {
+	op := metadata.(*history.Op)
+	if op.Complete == nil {
+		return fmt.Sprintf("events #%d .. never completed", op.Invoke.Index)
+	}
+	s := fmt.Sprintf("events #%d .. #%d", op.Invoke.Index, op.Complete.Index)
+	if op.Complete.Error != "" {
+		s += " (" + op.Complete.Error + ")"
+	}
+	return s
+}
+
+func describeHolder(h int) string {
+	if h == nobody {
+		return "free"
+	}
+	return "held by " + processName(h)
+}
+
+func valueOf(v *int64) int64 {
+	if v == nil {
+		return 0
+	}
+	return *v
+}
+
+// mix spreads the bits of a model state's fields for porcupine's state cache (splitmix64).
+func mix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}

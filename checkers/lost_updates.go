@@ -1,0 +1,103 @@
+package checkers
+
+// lost-updates: did the storage keep every increment it acknowledged? Each worker reads the
+// counter and writes it plus one while it holds the lock, so with a correct lock the final
+// counter F, read by the harness after every client stopped, lies between the acknowledged
+// writes W and W plus the indeterminate ones I (each may or may not have landed). F < W
+// means acknowledged increments were overwritten; F > W+I means the storage holds
+// increments nobody made.
+//
+// It needs no search, so it gives a verdict where porcupine times out, and it names the
+// damage in the unit a user cares about: increments lost.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/lockbreaker/lockbreaker/history"
+)
+
+// LostUpdates compares the final counter with the writes the storage acknowledged.
+type LostUpdates struct{}
+
+// NewLostUpdates returns the lost-updates checker.
+func NewLostUpdates() LostUpdates { return LostUpdates{} }
+
+func (LostUpdates) Name() string { return "lost-updates" }
+
+func (LostUpdates) Check(_ context.Context, events []history.Event, _ Options) Result {
+	ops, err := history.Pair(events)
+	if err != nil {
+		return corrupt(err)
+	}
+	tl := newTimeline(events)
+	keys, groups := byKey(ops, opKey)
+	var counted, acknowledged, indeterminate, final, lost int
+	var damage, stale evidence
+	var unread, broken []string
+	for _, key := range keys {
+		var accepted []history.Op
+		unsure, finalValue, read := 0, int64(0), false
+		for _, op := range groups[key] {
+			switch {
+			case op.Func() == history.Write && op.Type() == history.OK:
+				accepted = append(accepted, op)
+			case op.Func() == history.Write && op.Type() == history.Info:
+				unsure++
+			case op.Func() == history.FinalRead && op.Type() == history.OK && op.Complete.Value != nil:
+				finalValue, read = *op.Complete.Value, true
+			}
+		}
+		if len(accepted)+unsure == 0 && !read {
+			continue // a key that was locked but never written
+		}
+		counted++
+		acknowledged += len(accepted)
+		indeterminate += unsure
+		sweepCompletedBefore(accepted, writtenValue, func(w, earlier history.Op, found bool) {
+			if found && writtenValue(w) <= writtenValue(earlier) {
+				stale.addf("stale overwrite: %s wrote %d after %s had written %d: %s",
+					processName(w.Process()), writtenValue(w), processName(earlier.Process()), writtenValue(earlier), tl.describe(w))
+			}
+		})
+		if !read {
+			unread = append(unread, key)
+			continue
+		}
+		w, f := int64(len(accepted)), finalValue
+		final += int(f)
+		switch {
+		case f < w:
+			lost += int(w - f)
+			broken = append(broken, key)
+			damage.addf("key %s: final counter %d, %d acknowledged increments: %d lost", key, f, w, w-f)
+		case f > w+int64(unsure):
+			broken = append(broken, key)
+			damage.addf("key %s: final counter %d, but only %d acknowledged and %d indeterminate increments: %d that no client made",
+				key, f, w, unsure, f-w-int64(unsure))
+		}
+	}
+
+	r := Result{
+		Evidence: append(damage.list(), stale.list()...),
+		Counts:   map[string]int{"acknowledged": acknowledged, "indeterminate": indeterminate, "final": final, "lost": lost},
+	}
+	switch {
+	case len(broken) > 0 && lost > 0:
+		r.Verdict, r.Summary = Invalid, plural(lost, "acknowledged increment")+" lost"
+	case len(broken) > 0:
+		r.Verdict, r.Summary = Invalid, "final counter higher than every write could make it on key "+strings.Join(broken, ", ")
+	case len(unread) > 0 || counted == 0:
+		r.Verdict, r.Summary = Unknown, "no final read"
+		if len(unread) > 0 {
+			r.Summary += " of key " + strings.Join(unread, ", ")
+		}
+	default:
+		r.Verdict, r.Summary = Valid, fmt.Sprintf("no lost updates: %s, final counter %d (%d indeterminate)",
+			plural(acknowledged, "acknowledged increment"), final, indeterminate)
+	}
+	return r
+}
+
+func writtenValue(op history.Op) int64 { return valueOf(op.Invoke.Value) }

@@ -1,0 +1,128 @@
+package checkers
+
+// mutual-exclusion: did two clients ever believe they held the same lock at once? Unlike
+// lock-linearizable it explains a violation in the terms a reader thinks in: who held the
+// key from when to when, who came in meanwhile, and for how long both believed it.
+//
+// A client believes it holds a key from the moment its acquire returned ok until it
+// invokes its next release of that key, whatever that release's outcome (a release that
+// finds the lease gone shows the client believed it to the last); a client that never
+// releases believes it until its last event.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/history"
+)
+
+// MutualExclusion reports every pair of overlapping holds of one key by different clients.
+type MutualExclusion struct{}
+
+// NewMutualExclusion returns the mutual-exclusion checker.
+func NewMutualExclusion() MutualExclusion { return MutualExclusion{} }
+
+func (MutualExclusion) Name() string { return "mutual-exclusion" }
+
+// hold is the time a process believed it held a key.
+type hold struct {
+	process  int
+	key      string
+	granted  history.Event // the acquire's ok: the hold starts at its time
+	until    history.Event // the release's invocation, or the process's last event
+	released bool          // whether until is a release
+}
+
+func (MutualExclusion) Check(_ context.Context, events []history.Event, _ Options) Result {
+	ops, err := history.Pair(events)
+	if err != nil {
+		return corrupt(err)
+	}
+	tl := newTimeline(events)
+	keys, groups := byKey(holds(ops, lastEvents(events)), func(h hold) string { return h.key })
+	var found evidence
+	overlaps, total := 0, 0
+	for _, key := range keys {
+		total += len(groups[key])
+		for _, p := range overlapping(groups[key]) {
+			overlaps++
+			earlier, later := p[0], p[1]
+			ended := "its last event"
+			if earlier.released {
+				ended = "its release"
+			}
+			overlap := time.Duration(min(earlier.until.Time, later.until.Time) - later.granted.Time)
+			found.addf("%s held %s from %s to %s, %s; %s acquired %s at %s while %s still believed it held it; overlap %v",
+				processName(earlier.process), key, tl.event(earlier.granted), tl.event(earlier.until), ended,
+				processName(later.process), key, tl.event(later.granted), processName(earlier.process), overlap)
+		}
+	}
+	r := Result{Evidence: found.list(), Counts: map[string]int{"holds": total, "overlaps": overlaps}}
+	if overlaps > 0 {
+		r.Verdict, r.Summary = Invalid, plural(overlaps, "overlapping hold")
+	} else {
+		r.Verdict, r.Summary = Valid, fmt.Sprintf("no overlapping holds (%s on %s)", plural(total, "hold"), plural(len(keys), "key"))
+	}
+	return r
+}
+
+// holds finds every hold in ops (ordered by invocation, so a process's operations come in
+// the order it made them). A second acquire while holding extends nothing.
+func holds(ops []history.Op, last map[int]history.Event) []hold {
+	type holding struct {
+		process int
+		key     string
+	}
+	open := map[holding]int{} // index into out
+	var out []hold
+	for _, op := range ops {
+		h := holding{op.Process(), op.Invoke.Key}
+		i, held := open[h]
+		switch {
+		case op.Func() == history.Acquire && op.Type() == history.OK && !held:
+			open[h] = len(out)
+			out = append(out, hold{process: h.process, key: h.key, granted: *op.Complete})
+		case op.Func() == history.Release && held:
+			out[i].until, out[i].released = op.Invoke, true
+			delete(open, h)
+		}
+	}
+	for h, i := range open {
+		out[i].until = last[h.process]
+	}
+	return out
+}
+
+// lastEvents maps every process to its last event.
+func lastEvents(events []history.Event) map[int]history.Event {
+	last := map[int]history.Event{}
+	for _, e := range events {
+		if l, ok := last[e.Process]; !ok || e.Time >= l.Time {
+			last[e.Process] = e
+		}
+	}
+	return last
+}
+
+// overlapping returns every pair of holds (of one key) by different processes that
+// overlap, earlier first. Sorted by start, a sweep keeps the holds still running: each new
+// hold first drops those that ended by its start, then overlaps all that remain. A
+// process's own holds never overlap, so with no violations at most one hold is running and
+// the sweep is linear after the O(n log n) sort; with violations it costs one step per pair.
+func overlapping(keyHolds []hold) [][2]hold {
+	slices.SortStableFunc(keyHolds, func(a, b hold) int { return compareInt64(a.granted.Time, b.granted.Time) })
+	var running []hold
+	var pairs [][2]hold
+	for _, h := range keyHolds {
+		running = slices.DeleteFunc(running, func(r hold) bool { return r.until.Time <= h.granted.Time })
+		for _, r := range running {
+			if r.process != h.process {
+				pairs = append(pairs, [2]hold{r, h})
+			}
+		}
+		running = append(running, h)
+	}
+	return pairs
+}
