@@ -58,7 +58,7 @@ type Checker interface {
 // (lock-linearizable, mutual-exclusion), then data safety (data-safety, lost-updates),
 // then fencing.
 func All() []Checker {
-	return []Checker{NewLockLinearizable(), NewMutualExclusion(), NewDataSafety(), NewLostUpdates(), NewFencing()}
+	return []Checker{NewLockLinearizable(), NewMutualExclusion(), NewDataSafety(), NewLostUpdates(), NewFencing(), NewHerd()}
 }
 
 // Worst merges verdicts: invalid beats unknown beats valid.

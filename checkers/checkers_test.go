@@ -299,8 +299,38 @@ func TestAllNamesTheCheckersInReportOrder(t *testing.T) {
 	for _, c := range All() {
 		names = append(names, c.Name())
 	}
-	want := []string{"lock-linearizable", "mutual-exclusion", "data-safety", "lost-updates", "fencing"}
+	want := []string{"lock-linearizable", "mutual-exclusion", "data-safety", "lost-updates", "fencing", "herd"}
 	if !slices.Equal(names, want) {
 		t.Errorf("All() = %q, want %q", names, want)
+	}
+}
+
+func TestHerd(t *testing.T) {
+	grant := func(watches string) []history.Event {
+		return []history.Event{
+			{Type: history.Invoke, Func: history.Acquire, Key: "k", Time: 1},
+			{Type: history.OK, Func: history.Acquire, Key: "k", Time: 2, Detail: map[string]string{"watch-events": watches}},
+		}
+	}
+	release := []history.Event{
+		{Type: history.Invoke, Func: history.Release, Key: "k", Time: 3},
+		{Type: history.OK, Func: history.Release, Key: "k", Time: 4},
+	}
+	cases := []struct {
+		name   string
+		events [][]history.Event
+		want   Verdict
+	}{
+		{"not a queue lock", [][]history.Event{release}, Valid},
+		{"one per release", [][]history.Event{grant("0"), release, grant("1"), release, grant("1"), release}, Valid},
+		{"herd", [][]history.Event{grant("0"), release, grant("6"), release}, Invalid},
+		{"no release", [][]history.Event{grant("1")}, Unknown},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := NewHerd().Check(context.Background(), slices.Concat(c.events...), Options{}); got.Verdict != c.want {
+				t.Fatalf("got %s (%s), want %s", got.Verdict, got.Summary, c.want)
+			}
+		})
 	}
 }
