@@ -49,6 +49,11 @@ type Env struct {
 	Pause time.Duration
 	// Interval is the mean time between scheduled faults.
 	Interval time.Duration
+	// ClockOffset is how far clock faults move a clock; ClockRate how fast clock-rate runs it.
+	ClockOffset time.Duration
+	ClockRate   float64
+	// TTL is the lock's lease, for faults staged around it.
+	TTL time.Duration
 }
 
 // Nemesis injects one kind of fault.
@@ -61,9 +66,21 @@ type Nemesis interface {
 }
 
 var kinds = map[string]func() Nemesis{
-	"pause-holder": func() Nemesis { return pauseHolder{} },
-	"pause-client": func() Nemesis { return pauseClient{} },
-	"pause-node":   func() Nemesis { return pauseNode{} },
+	"pause-holder":    func() Nemesis { return pauseHolder{} },
+	"pause-client":    func() Nemesis { return pauseClient{} },
+	"pause-node":      func() Nemesis { return pauseNode{} },
+	"clock":           func() Nemesis { return clockFault{} },
+	"clock-bump":      func() Nemesis { return clockFault{mode: "bump"} },
+	"clock-strobe":    func() Nemesis { return clockFault{mode: "strobe"} },
+	"clock-rate":      func() Nemesis { return clockFault{mode: "rate"} },
+	"partition":       func() Nemesis { return partition{} },
+	"kleppmann-clock": func() Nemesis { return kleppmannClock{} },
+}
+
+func init() {
+	for _, shape := range shapeNames() {
+		kinds["partition-"+shape] = func() Nemesis { return partition{shape: shape} }
+	}
 }
 
 // Names lists the nemeses that can be chosen.
@@ -164,4 +181,15 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-time.After(d):
 	}
+}
+
+// NeedsClocks reports whether any of the named nemeses moves clocks, so the cluster must
+// run its servers under libfaketime.
+func NeedsClocks(names []string) bool {
+	for _, name := range names {
+		if strings.HasPrefix(name, "clock") || name == "kleppmann-clock" {
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,117 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/lockbreaker/lockbreaker/history"
+)
+
+// kleppmannClock stages the clock scenario of Kleppmann's "How to do distributed locking"
+// against Redlock: with nodes A..E, D and E are unreachable from client 1; client 1 locks
+// A, B and C; C's clock jumps forward past the TTL, so C forgets the lock; client 2 locks
+// C, D and E; both clients believe they hold the lock.
+//
+// The clients share one network address here, so "unreachable from client 1" is staged in
+// time: the minority (D, E) is cut off from every client until some client ("client 1")
+// has been granted the lock by the majority alone, then healed, so the next client to try
+// ("client 2") reaches C, D and E. Grants requested within a TTL of the cut are ignored:
+// a key set on D or E before the cut may still be alive. Each round moves C's clock a
+// further env.ClockOffset; the clock is put back when the run ends.
+type kleppmannClock struct{}
+
+func (kleppmannClock) Name() string { return "kleppmann-clock" }
+
+func (kleppmannClock) Run(ctx context.Context, env Env) (err error) {
+	net, err := networkOf(env)
+	if err != nil {
+		return err
+	}
+	clocks, err := clocksOf(env)
+	if err != nil {
+		return err
+	}
+	nodes := env.Nodes.Names()
+	if len(nodes) < 3 {
+		return fmt.Errorf("kleppmann-clock needs at least 3 nodes, got %d", len(nodes))
+	}
+	majority := len(nodes)/2 + 1
+	c, minority := nodes[majority-1], nodes[majority:]
+	events := env.Subscribe()
+	bumped := 0.0
+	defer func() {
+		if bumped != 0 {
+			err = errors.Join(err, clocks.SetClock(context.WithoutCancel(ctx), c, "+0"))
+			record(env, history.Stop, "clock-bump", c)
+		}
+	}()
+	for round := 1; ; round++ {
+		sleep(ctx, env.Interval)
+		if ctx.Err() != nil {
+			return nil
+		}
+		g := grudge{}
+		for _, node := range minority {
+			g[node] = []string{Clients}
+		}
+		fault := "partition-clients-from " + g.String()
+		if err := cut(context.WithoutCancel(ctx), net, g); err != nil {
+			return errors.Join(err, net.HealNetwork(context.WithoutCancel(ctx)))
+		}
+		record(env, history.Start, fault, minority...)
+		cutAt := history.Now()
+		client1, ok := awaitGrant(ctx, events, cutAt+env.TTL.Nanoseconds())
+		if ok {
+			if bumped == 0 {
+				record(env, history.Start, "clock-bump", c)
+			}
+			bumped += env.ClockOffset.Seconds()
+			err = clocks.SetClock(context.WithoutCancel(ctx), c, fmt.Sprintf("%+.3f", bumped))
+		}
+		err = errors.Join(err, net.HealNetwork(context.WithoutCancel(ctx)))
+		record(env, history.Stop, fault, minority...)
+		if err != nil || !ok {
+			return err
+		}
+		awaitRelease(ctx, events, client1)
+	}
+}
+
+// awaitGrant waits for an acquire that was invoked after notBefore and succeeded, and
+// returns the process that made it.
+func awaitGrant(ctx context.Context, events <-chan history.Event, notBefore int64) (int, bool) {
+	invoked := map[int]int64{}
+	for {
+		select {
+		case <-ctx.Done():
+			return 0, false
+		case e := <-events:
+			switch {
+			case e.Func != history.Acquire:
+			case e.Type == history.Invoke:
+				invoked[e.Process] = e.Time
+			case e.Type == history.OK && invoked[e.Process] >= notBefore:
+				return e.Process, true
+			}
+		}
+	}
+}
+
+// awaitRelease waits until process p starts releasing the lock.
+func awaitRelease(ctx context.Context, events <-chan history.Event, p int) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e := <-events:
+			if e.Process == p && e.Func == history.Release {
+				return
+			}
+		}
+	}
+}
+
+func (kleppmannClock) Heal(ctx context.Context, env Env) error {
+	return errors.Join(partition{}.Heal(ctx, env), clockFault{}.Heal(ctx, env))
+}

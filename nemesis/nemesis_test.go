@@ -1,0 +1,272 @@
+package nemesis
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/history"
+)
+
+// fake is a cluster and a set of workers that only remember what was done to them.
+type fake struct {
+	mu       sync.Mutex
+	workers  int
+	nodes    []string
+	actions  []string
+	recorded []history.Event
+	events   chan history.Event
+}
+
+func newFake(workers, nodes int) *fake {
+	f := &fake{workers: workers, events: make(chan history.Event, 64)}
+	for i := 1; i <= nodes; i++ {
+		f.nodes = append(f.nodes, fmt.Sprintf("n%d", i))
+	}
+	return f
+}
+
+func (f *fake) act(format string, args ...any) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.actions = append(f.actions, fmt.Sprintf(format, args...))
+	return nil
+}
+
+func (f *fake) did() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.actions)
+}
+
+func (f *fake) Count() int { return f.workers }
+func (f *fake) Signal(p int, sig syscall.Signal) error {
+	return f.act("worker-%d %s", p, strings.ToUpper(sig.String()))
+}
+func (f *fake) Names() []string                   { return f.nodes }
+func (f *fake) SignalNode(node, sig string) error { return f.act("%s %s", node, sig) }
+func (f *fake) SetClock(_ context.Context, node, offset string) error {
+	return f.act("clock %s %s", node, offset)
+}
+func (f *fake) ResetClocks(context.Context) error { return f.act("reset clocks") }
+func (f *fake) IP(node string) string             { return "ip-" + node }
+func (f *fake) Gateway() string                   { return "gw" }
+func (f *fake) HealNetwork(context.Context) error { return f.act("heal network") }
+func (f *fake) DropFrom(_ context.Context, node string, sources ...string) error {
+	return f.act("%s drops %s", node, strings.Join(sources, ","))
+}
+
+// fakeNodes gives the node signal its interface's name without clashing with Workers.
+type fakeNodes struct{ *fake }
+
+func (n fakeNodes) Signal(_ context.Context, node, sig string) error { return n.SignalNode(node, sig) }
+
+func (f *fake) env() Env {
+	return Env{
+		Workers:     f,
+		Nodes:       fakeNodes{f},
+		Subscribe:   func() <-chan history.Event { return f.events },
+		Record:      func(e history.Event) { f.mu.Lock(); f.recorded = append(f.recorded, e); f.mu.Unlock() },
+		Seed:        42,
+		Pause:       30 * time.Millisecond,
+		Interval:    10 * time.Millisecond,
+		ClockOffset: 4 * time.Second,
+		ClockRate:   2,
+		TTL:         time.Millisecond,
+	}
+}
+
+func (f *fake) faults() []history.Fault {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return history.Faults(f.recorded)
+}
+
+func TestNewKnowsEveryNemesisAndRejectsOthers(t *testing.T) {
+	for _, name := range Names() {
+		if n, err := New([]string{name}); err != nil || n.Name() != name {
+			t.Errorf("New(%q) = %v, %v", name, n, err)
+		}
+	}
+	if n, err := New([]string{"none"}); err != nil || n.Name() != "none" {
+		t.Errorf("none: %v %v", n, err)
+	}
+	if _, err := New([]string{"pause-holder", "meteor"}); err == nil || !strings.Contains(err.Error(), `unknown nemesis "meteor"`) {
+		t.Errorf("meteor: %v", err)
+	}
+	if !NeedsClocks([]string{"pause-holder", "clock-bump"}) || NeedsClocks([]string{"partition"}) {
+		t.Error("NeedsClocks is wrong")
+	}
+}
+
+func TestPauseHolderFreezesTheClientThatJustReadAndThawsIt(t *testing.T) {
+	f := newFake(3, 1)
+	env := f.env()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	done := make(chan error)
+	go func() { done <- pauseHolder{}.Run(ctx, env) }()
+	now := history.Now()
+	f.events <- history.Event{Type: history.OK, Process: 2, Func: history.Read, Time: now} // not a holder
+	f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Acquire, Time: now}
+	f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Read, Time: now}
+	for len(f.faults()) == 0 || !f.faults()[0].Healed {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	want := []string{"worker-1 STOPPED (SIGNAL)", "worker-1 CONTINUED"}
+	if got := f.did(); len(got) < 2 || !strings.HasPrefix(got[0], "worker-1 STOP") || !strings.HasPrefix(got[1], "worker-1 CONT") {
+		t.Fatalf("actions %q, want %q", got, want)
+	}
+	if fl := f.faults()[0]; fl.Nodes[0] != "worker-1" || fl.Stop-fl.Start < int64(env.Pause) {
+		t.Fatalf("fault %+v: want worker-1 paused for at least %s", fl, env.Pause)
+	}
+}
+
+func TestHealResumesEveryWorkerAndNode(t *testing.T) {
+	f := newFake(2, 3)
+	n, _ := New([]string{"pause-client", "pause-node", "partition", "clock"})
+	if err := n.Heal(context.Background(), f.env()); err != nil {
+		t.Fatal(err)
+	}
+	got := f.did()
+	for _, want := range []string{"worker-0 CONT", "worker-1 CONT", "n1 SIGCONT", "n3 SIGCONT", "heal network", "reset clocks"} {
+		if !slices.ContainsFunc(got, func(a string) bool { return strings.HasPrefix(a, want) }) {
+			t.Errorf("heal did not %q: %q", want, got)
+		}
+	}
+}
+
+func TestSchedulesAreSeeded(t *testing.T) {
+	run := func() []string {
+		f := newFake(5, 5)
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		pauseNode{}.Run(ctx, f.env())
+		var targets []string
+		for _, fl := range f.faults() {
+			targets = append(targets, fl.Nodes...)
+		}
+		return targets[:min(3, len(targets))]
+	}
+	a, b := run(), run()
+	if len(a) < 3 || !slices.Equal(a, b) {
+		t.Fatalf("same seed, different schedules: %q vs %q", a, b)
+	}
+}
+
+func TestPartitionShapes(t *testing.T) {
+	nodes := []string{"n1", "n2", "n3", "n4", "n5"}
+	rng := rand.New(rand.NewSource(1))
+	heard := func(g grudge, node string) int { return len(nodes) - len(g[node]) }
+	g := shapes["isolate-one"](nodes, rng)
+	if len(g) != 5 || !slices.ContainsFunc(nodes, func(n string) bool { return len(g[n]) == 4 }) {
+		t.Errorf("isolate-one %s", g)
+	}
+	g = shapes["halves"](nodes, rng)
+	if small := slices.IndexFunc(nodes, func(n string) bool { return len(g[n]) == 3 }); small < 0 {
+		t.Errorf("halves %s", g)
+	}
+	g = shapes["majorities-ring"](nodes, rng)
+	for _, n := range nodes {
+		if heard(g, n) != 3 {
+			t.Errorf("majorities-ring: %s hears %d nodes (itself included), want 3: %s", n, heard(g, n), g)
+		}
+	}
+	g = shapes["bridge"](nodes, rng)
+	if bridges := slices.IndexFunc(nodes, func(n string) bool { return len(g[n]) == 0 }); bridges < 0 || len(g) != 4 {
+		t.Errorf("bridge %s", g)
+	}
+	g = shapes["clients-from"](nodes, rng)
+	if len(g) != 2 || g[g.nodes()[0]][0] != Clients {
+		t.Errorf("clients-from must cut a minority off the clients: %s", g)
+	}
+}
+
+func TestPartitionCutsAndHeals(t *testing.T) {
+	f := newFake(1, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := (partition{shape: "clients-from"}).Run(ctx, f.env()); err != nil {
+		t.Fatal(err)
+	}
+	got := f.did()
+	if len(got) < 2 || !strings.HasSuffix(got[0], "drops gw") || got[1] != "heal network" || got[len(got)-1] != "heal network" {
+		t.Fatalf("actions %q", got)
+	}
+	for _, fl := range f.faults() {
+		if !fl.Healed {
+			t.Errorf("fault %+v not healed", fl)
+		}
+	}
+}
+
+func TestClockFaultsMoveOneClockAndPutItBack(t *testing.T) {
+	for _, mode := range clockModes {
+		t.Run(mode, func(t *testing.T) {
+			f := newFake(1, 3)
+			env := f.env()
+			env.Pause = 350 * time.Millisecond
+			if err := skewClock(context.Background(), env, f, mode, "n2", 4); err != nil {
+				t.Fatal(err)
+			}
+			got := f.did()
+			if got[len(got)-1] != "clock n2 +0.000" {
+				t.Fatalf("clock not put back: %q", got)
+			}
+			switch mode {
+			case "bump":
+				if got[0] != "clock n2 +4.000" || len(got) != 2 {
+					t.Errorf("bump: %q", got)
+				}
+			case "strobe":
+				if !slices.Contains(got[1:], "clock n2 +0.000") || !slices.Contains(got[1:], "clock n2 +4.000") {
+					t.Errorf("strobe never flipped: %q", got)
+				}
+			case "rate":
+				if !slices.Contains(got, "clock n2 +0.200") {
+					t.Errorf("rate x2 never got 0.2s ahead: %q", got)
+				}
+			}
+		})
+	}
+}
+
+func TestKleppmannClockStagesTheScenario(t *testing.T) {
+	f := newFake(2, 5)
+	env := f.env()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	done := make(chan error)
+	go func() { done <- kleppmannClock{}.Run(ctx, env) }()
+	// Wait for the cut, then let client 0 be granted the lock by the majority alone.
+	for !slices.Contains(f.did(), "n5 drops gw") {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(5 * time.Millisecond) // past the cut plus the (1ms) TTL
+	f.events <- history.Event{Type: history.Invoke, Process: 0, Func: history.Acquire, Time: history.Now()}
+	f.events <- history.Event{Type: history.OK, Process: 0, Func: history.Acquire, Time: history.Now()}
+	for !slices.Contains(f.did(), "heal network") {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"n4 drops gw", "n5 drops gw", "clock n3 +4.000", "heal network", "clock n3 +0"}
+	if got := f.did(); !slices.Equal(got, want) {
+		t.Fatalf("actions %q, want %q", got, want)
+	}
+	for _, fl := range f.faults() {
+		if !fl.Healed {
+			t.Errorf("fault %+v not healed", fl)
+		}
+	}
+}
