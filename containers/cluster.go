@@ -1,0 +1,270 @@
+package containers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"regexp"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+	"github.com/testcontainers/testcontainers-go"
+)
+
+// The systems a cluster can run.
+const (
+	SystemRedis     = "redis"     // one Redis server
+	SystemRedlock   = "redlock"   // independent Redis masters (default 5)
+	SystemZooKeeper = "zookeeper" // a ZooKeeper ensemble (default 3)
+)
+
+// Spec describes a cluster. It is plain data.
+type Spec struct {
+	RunID  string // names and labels everything created; [a-zA-Z0-9][a-zA-Z0-9_.-]*
+	Image  string // the node image, from EnsureImage
+	System string // SystemRedis, SystemRedlock or SystemZooKeeper
+	Nodes  int    // 0 means the system's default: 1, 5, 3
+	// Faketime runs every server under libfaketime so SetClock can move its
+	// wall clock. Monotonic clocks are never faked.
+	Faketime bool
+	// ZKSessionTimeout is the session timeout ZooKeeper clients will ask for.
+	// The servers accept 1 s to 60 s; a value outside widens that range.
+	ZKSessionTimeout time.Duration
+}
+
+// Node is one server of a cluster.
+type Node struct {
+	Name        string // n1..nN, also its host name and alias on the cluster network
+	ContainerID string
+	IP          string // on the cluster network
+	Port        int    // the server's client port
+}
+
+// Addr is the address host processes (the lock clients) dial: the node's IP
+// on the cluster network with the server's own port. Such traffic reaches the
+// node from the network's gateway address (see Cluster.Gateway).
+func (n Node) Addr() string { return net.JoinHostPort(n.IP, strconv.Itoa(n.Port)) }
+
+// Cluster is a running cluster. Its methods are safe for concurrent use.
+type Cluster struct {
+	spec    Spec
+	network string // lockbreaker-<run id>
+	gateway string
+	nodes   []Node
+}
+
+const (
+	redisPort     = 6379
+	zookeeperPort = 2181
+	// readyTimeout bounds the wait for a started cluster to serve.
+	readyTimeout = 2 * time.Minute
+)
+
+var runIDPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
+
+// withDefaults checks spec and fills in the default node count.
+func (s Spec) withDefaults() (Spec, error) {
+	if !runIDPattern.MatchString(s.RunID) {
+		return s, fmt.Errorf("run id %q: want letters, digits, '_', '.', '-'", s.RunID)
+	}
+	if s.Image == "" {
+		return s, errors.New("no node image: call EnsureImage first")
+	}
+	defaults := map[string]int{SystemRedis: 1, SystemRedlock: 5, SystemZooKeeper: 3}
+	def, ok := defaults[s.System]
+	if !ok {
+		return s, fmt.Errorf("unknown system %q (want %s, %s or %s)", s.System, SystemRedis, SystemRedlock, SystemZooKeeper)
+	}
+	if s.Nodes == 0 {
+		s.Nodes = def
+	}
+	switch {
+	case s.Nodes < 0 || s.Nodes > 9:
+		return s, fmt.Errorf("%s: %d nodes (want 1 to 9)", s.System, s.Nodes)
+	case s.System == SystemRedis && s.Nodes != 1:
+		return s, fmt.Errorf("redis: %d nodes (a single Redis has 1)", s.Nodes)
+	case s.System == SystemZooKeeper && s.Nodes%2 == 0:
+		return s, fmt.Errorf("zookeeper: %d nodes (want an odd number)", s.Nodes)
+	}
+	return s, nil
+}
+
+// Start creates the network lockbreaker-<run id>, starts the nodes on it and
+// waits until each serves: Redis answers PING, every ZooKeeper server reports
+// a leader or follower mode (a quorum formed). On any error it removes what it
+// created.
+func Start(ctx context.Context, spec Spec) (c *Cluster, err error) {
+	spec, err = spec.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("start cluster: %w", err)
+	}
+	if err := Ping(ctx); err != nil {
+		return nil, err
+	}
+	cli, _ := docker()
+	c = &Cluster{spec: spec, network: "lockbreaker-" + spec.RunID}
+	defer func() {
+		if err != nil {
+			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			_ = c.Stop(stopCtx)
+			c = nil
+		}
+	}()
+	labels := ownerLabels(spec.RunID)
+
+	created, err := cli.NetworkCreate(ctx, c.network, client.NetworkCreateOptions{Driver: "bridge", Labels: labels})
+	if err != nil {
+		return nil, fmt.Errorf("start %s cluster: create network %s: %w", spec.System, c.network, err)
+	}
+	inspected, err := cli.NetworkInspect(ctx, created.ID, client.NetworkInspectOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("start %s cluster: inspect network %s: %w", spec.System, c.network, err)
+	}
+	for _, cfg := range inspected.Network.IPAM.Config {
+		if cfg.Gateway.Is4() {
+			c.gateway = cfg.Gateway.String()
+		}
+	}
+	if c.gateway == "" {
+		return nil, fmt.Errorf("start %s cluster: network %s has no IPv4 gateway", spec.System, c.network)
+	}
+
+	// Start the nodes together: ZooKeeper servers look each other up by name.
+	c.nodes = make([]Node, spec.Nodes)
+	errs := make([]error, spec.Nodes)
+	var wg sync.WaitGroup
+	for i := range c.nodes {
+		wg.Go(func() {
+			c.nodes[i], errs[i] = c.startNode(ctx, i+1, labels)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("start %s cluster: %w", spec.System, err)
+	}
+
+	readyCtx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	for i, n := range c.nodes {
+		wg.Go(func() { errs[i] = c.waitReady(readyCtx, n) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("start %s cluster: %w", spec.System, err)
+	}
+	return c, nil
+}
+
+// startNode creates and starts node n<id> and returns it with its IP.
+func (c *Cluster) startNode(ctx context.Context, id int, labels map[string]string) (Node, error) {
+	name := "n" + strconv.Itoa(id)
+	labels = maps.Clone(labels)
+	labels[LabelNode] = name
+	env := map[string]string{}
+	if c.spec.Faketime {
+		env["LOCKBREAKER_FAKETIME"] = "1"
+	}
+	req := testcontainers.ContainerRequest{
+		Image:          c.spec.Image,
+		Name:           c.network + "-" + name,
+		Env:            env,
+		Labels:         labels,
+		Networks:       []string{c.network},
+		NetworkAliases: map[string][]string{c.network: {name}},
+		ConfigModifier: func(cfg *container.Config) { cfg.Hostname = name },
+		// NET_ADMIN lets DropFrom install iptables rules inside the node. It must
+		// be added here: once a HostConfigModifier is set, CapAdd is ignored.
+		HostConfigModifier: func(hc *container.HostConfig) { hc.CapAdd = append(hc.CapAdd, "NET_ADMIN") },
+	}
+	port := redisPort
+	if c.spec.System == SystemZooKeeper {
+		port = zookeeperPort
+		req.Cmd = zookeeperCmd
+		req.Files = zookeeperFiles(c.spec, id)
+	} else {
+		req.Cmd = redisCmd
+	}
+	ctr, err := testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{
+		ContainerRequest: req,
+		Started:          true,
+	})
+	if err != nil {
+		return Node{}, fmt.Errorf("start %s node %s: %w", c.spec.System, name, err)
+	}
+	node := Node{Name: name, ContainerID: ctr.GetContainerID(), Port: port}
+	cli, _ := docker()
+	info, err := cli.ContainerInspect(ctx, node.ContainerID, client.ContainerInspectOptions{})
+	if err != nil {
+		return node, fmt.Errorf("start %s node %s: inspect: %w", c.spec.System, name, err)
+	}
+	if ns := info.Container.NetworkSettings; ns != nil && ns.Networks[c.network] != nil {
+		node.IP = ns.Networks[c.network].IPAddress.String()
+	}
+	if net.ParseIP(node.IP) == nil {
+		return node, fmt.Errorf("start %s node %s: no IP on network %s", c.spec.System, name, c.network)
+	}
+	return node, nil
+}
+
+// waitReady polls node n from this host until it serves, fails fast when its
+// container exits, and reports the end of its log when it gives up.
+func (c *Cluster) waitReady(ctx context.Context, n Node) error {
+	probe := pingRedis
+	if c.spec.System == SystemZooKeeper {
+		probe = zookeeperServing
+	}
+	cli, _ := docker()
+	var last error
+	for attempt := 0; ; attempt++ {
+		if last = probe(ctx, n.Addr()); last == nil {
+			return nil
+		}
+		if attempt%10 == 9 {
+			info, err := cli.ContainerInspect(ctx, n.ContainerID, client.ContainerInspectOptions{})
+			if err == nil && info.Container.State != nil && !info.Container.State.Running {
+				return fmt.Errorf("node %s exited (%s); log ends:\n%s", n.Name, info.Container.State.Status, c.logTail(n))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("node %s (%s) not serving: %w (%v); log ends:\n%s", n.Name, n.Addr(), ctx.Err(), last, c.logTail(n))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Nodes returns the cluster's nodes, n1 first.
+func (c *Cluster) Nodes() []Node { return append([]Node(nil), c.nodes...) }
+
+// Spec returns the cluster's spec, with defaults filled in.
+func (c *Cluster) Spec() Spec { return c.spec }
+
+// Gateway is the cluster network's gateway IP: the source address of every
+// host process's traffic to the nodes. DropFrom(node, c.Gateway()) cuts the
+// lock clients off that node.
+func (c *Cluster) Gateway() string { return c.gateway }
+
+// Stop removes the cluster's containers and network, whatever their state
+// (paused, partitioned). It is idempotent.
+func (c *Cluster) Stop(ctx context.Context) error {
+	if _, err := Clean(ctx, c.spec.RunID); err != nil {
+		return fmt.Errorf("stop %s cluster %s: %w", c.spec.System, c.spec.RunID, err)
+	}
+	return nil
+}
+
+// node returns the node called name.
+func (c *Cluster) node(name string) (Node, error) {
+	for _, n := range c.nodes {
+		if n.Name == name {
+			return n, nil
+		}
+	}
+	return Node{}, fmt.Errorf("no node %q in %s cluster %s", name, c.spec.System, c.spec.RunID)
+}

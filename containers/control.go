@@ -1,0 +1,193 @@
+package containers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
+)
+
+// Signal sends sig ("SIGSTOP", "SIGCONT", "SIGKILL", ...) to the server of
+// node name. It is sent from outside through the engine: PID 1 of a container
+// ignores SIGSTOP sent from inside its own namespace.
+func (c *Cluster) Signal(ctx context.Context, name, sig string) error {
+	n, err := c.node(name)
+	if err != nil {
+		return err
+	}
+	cli, _ := docker()
+	if _, err := cli.ContainerKill(ctx, n.ContainerID, client.ContainerKillOptions{Signal: sig}); err != nil {
+		return fmt.Errorf("send %s to node %s: %w", sig, name, err)
+	}
+	return nil
+}
+
+// Exec runs cmd in node name and returns its combined output. A non-zero exit
+// status is an error carrying the output.
+func (c *Cluster) Exec(ctx context.Context, name string, cmd ...string) (output string, err error) {
+	n, err := c.node(name)
+	if err != nil {
+		return "", err
+	}
+	out, err := execIn(ctx, n.ContainerID, cmd)
+	if err != nil {
+		return out, fmt.Errorf("exec %q in node %s: %w", strings.Join(cmd, " "), name, err)
+	}
+	return out, nil
+}
+
+func execIn(ctx context.Context, containerID string, cmd []string) (string, error) {
+	cli, _ := docker()
+	created, err := cli.ExecCreate(ctx, containerID, client.ExecCreateOptions{Cmd: cmd, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		return "", err
+	}
+	attached, err := cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return "", err
+	}
+	defer attached.Close()
+	var out bytes.Buffer
+	if _, err := stdcopy.StdCopy(&out, &out, attached.Reader); err != nil {
+		return out.String(), err
+	}
+	res, err := cli.ExecInspect(ctx, created.ID, client.ExecInspectOptions{})
+	if err != nil {
+		return out.String(), err
+	}
+	if res.ExitCode != 0 {
+		return out.String(), fmt.Errorf("exit status %d: %s", res.ExitCode, strings.TrimSpace(out.String()))
+	}
+	return out.String(), nil
+}
+
+// clockOffset is what SetClock accepts: libfaketime's relative offsets in
+// seconds, with an optional m/h/d/y unit ("+500ms" would mean 500 minutes:
+// write "+0.5").
+var clockOffset = regexp.MustCompile(`^[+-]?[0-9]+(\.[0-9]+)?[mhdy]?$`)
+
+// SetClock moves the wall clock of node name's server to real time plus
+// offset ("+20", "-5", "+0.5", "+2m"). The server reads it on its next time
+// call. The cluster must have been started with Spec.Faketime.
+func (c *Cluster) SetClock(ctx context.Context, name, offset string) error {
+	if !c.spec.Faketime {
+		return fmt.Errorf("set clock of node %s: the cluster runs without faketime", name)
+	}
+	if !clockOffset.MatchString(offset) {
+		return fmt.Errorf("set clock of node %s: bad offset %q (want e.g. +20, -5, +0.5)", name, offset)
+	}
+	// Write a new file and rename it over the old one: the server reads the
+	// file on every time call and must never see it half written.
+	_, err := c.Exec(ctx, name, "sh", "-c",
+		`printf '%s' "$1" > /lockbreaker/faketime.new && mv -f /lockbreaker/faketime.new /lockbreaker/faketime`, "sh", offset)
+	return err
+}
+
+// ResetClocks puts every node's clock back to real time. It does nothing when
+// the cluster runs without faketime.
+func (c *Cluster) ResetClocks(ctx context.Context) error {
+	if !c.spec.Faketime {
+		return nil
+	}
+	return c.eachNode(func(n Node) error { return c.SetClock(ctx, n.Name, "+0") })
+}
+
+// DropFrom makes node name drop every packet coming from the given source
+// IPs (iptables INPUT rules inside the node). Dropping Gateway() cuts the
+// host's lock clients off the node; dropping other nodes' IPs partitions the
+// cluster. HealNetwork removes the rules.
+func (c *Cluster) DropFrom(ctx context.Context, name string, sources ...string) error {
+	args := []string{"sh", "-c", `for ip; do iptables -w -I INPUT -s "$ip" -j DROP || exit 1; done`, "sh"}
+	for _, s := range sources {
+		ip, err := netip.ParseAddr(s)
+		if err != nil || !ip.Is4() {
+			return fmt.Errorf("drop traffic to node %s: %q is not an IPv4 address", name, s)
+		}
+		args = append(args, ip.String())
+	}
+	_, err := c.Exec(ctx, name, args...)
+	return err
+}
+
+// HealNetwork removes every rule DropFrom added, on every node.
+func (c *Cluster) HealNetwork(ctx context.Context) error {
+	return c.eachNode(func(n Node) error {
+		_, err := c.Exec(ctx, n.Name, "iptables", "-w", "-F", "INPUT")
+		return err
+	})
+}
+
+// Heal undoes every fault this package can inject: it continues every node
+// (SIGCONT), removes the partitions and resets the clocks. Run it in a defer.
+func (c *Cluster) Heal(ctx context.Context) error {
+	cont := c.eachNode(func(n Node) error { return c.Signal(ctx, n.Name, "SIGCONT") })
+	return errors.Join(cont, c.HealNetwork(ctx), c.ResetClocks(ctx))
+}
+
+// eachNode runs f on every node and joins the errors.
+func (c *Cluster) eachNode(f func(Node) error) error {
+	var errs []error
+	for _, n := range c.nodes {
+		errs = append(errs, f(n))
+	}
+	return errors.Join(errs...)
+}
+
+// CollectLogs writes each node's container log (stdout and stderr, each line
+// prefixed with the engine's real-time timestamp, since the server's own
+// timestamps may be faked) to dir/<node>.log.
+func (c *Cluster) CollectLogs(ctx context.Context, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("collect node logs: %w", err)
+	}
+	return c.eachNode(func(n Node) error {
+		f, err := os.Create(filepath.Join(dir, n.Name+".log"))
+		if err != nil {
+			return fmt.Errorf("collect log of node %s: %w", n.Name, err)
+		}
+		err = writeLog(ctx, n.ContainerID, f, "")
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("collect log of node %s: %w", n.Name, err)
+		}
+		return nil
+	})
+}
+
+// writeLog copies a container's log to w: the last tail lines, or all when
+// tail is "".
+func writeLog(ctx context.Context, containerID string, w io.Writer, tail string) error {
+	cli, _ := docker()
+	logs, err := cli.ContainerLogs(ctx, containerID, client.ContainerLogsOptions{
+		ShowStdout: true, ShowStderr: true, Timestamps: tail == "", Tail: tail,
+	})
+	if err != nil {
+		return err
+	}
+	defer logs.Close()
+	_, err = stdcopy.StdCopy(w, w, logs)
+	return err
+}
+
+// logTail returns the last lines of node n's log, for error messages.
+func (c *Cluster) logTail(n Node) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var b bytes.Buffer
+	if err := writeLog(ctx, n.ContainerID, &b, "15"); err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	return b.String()
+}

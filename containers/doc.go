@@ -1,0 +1,22 @@
+// Package containers builds the lockbreaker node image and runs the clusters
+// under test (single Redis, Redlock's independent Redis masters, a ZooKeeper
+// ensemble) in Docker, and gives the nemesis its levers on them: signals
+// (SIGSTOP/SIGCONT), clock offsets through libfaketime, and partitions through
+// iptables rules inside the nodes.
+//
+// Containers are created with testcontainers-go, whose Ryuk reaper is disabled
+// (its image cannot be pulled where lockbreaker runs). Instead everything the
+// package creates carries the label org.lockbreaker.project=1 plus the run id
+// and the owner process, and is removed by [Cluster.Stop], by [Clean], or by
+// [CleanStale] on the next start after a crash. Images are a cache: they carry
+// the project label too but are never removed.
+//
+// The lock clients are host processes. They dial a node at its IP on the run's
+// Docker network ([Node.Addr]) and reach it from the network's gateway address
+// ([Cluster.Gateway]): dropping that address inside a node cuts every client
+// off it at once. Per-client partitions would need clients with their own
+// addresses and are not offered.
+//
+// The package prints nothing except to the progress writer given to
+// [EnsureImage]. It never touches anything without the project label.
+package containers

@@ -1,0 +1,201 @@
+package containers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+	tclog "github.com/testcontainers/testcontainers-go/log"
+)
+
+func init() {
+	// testcontainers reads its configuration once, at its first call. Ryuk (its
+	// reaper container) cannot be pulled where lockbreaker runs, so it must be
+	// off; this package labels and removes what it creates itself. When this
+	// process runs in a container, testcontainers would guess the Docker host
+	// is the default gateway, an address outside this machine: pin it to
+	// loopback. Nodes are dialled at their own network IPs anyway (Node.Addr).
+	setenvDefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+	setenvDefault("TESTCONTAINERS_HOST_OVERRIDE", "127.0.0.1")
+	// testcontainers logs to stderr through a global logger (its provider
+	// ignores per-container loggers); this package prints nothing.
+	tclog.SetDefault(tclog.NewNoopLogger())
+}
+
+func setenvDefault(key, value string) {
+	if _, ok := os.LookupEnv(key); !ok {
+		_ = os.Setenv(key, value)
+	}
+}
+
+// Labels put on everything this package creates.
+const (
+	LabelProject = "org.lockbreaker.project" // always "1"
+	LabelRun     = "org.lockbreaker.run"     // the run id
+	LabelNode    = "org.lockbreaker.node"    // n1..nN, containers only
+	// The owner process: its host name, pid and the pid's start time (clock
+	// ticks since boot, from /proc/<pid>/stat) so a reused pid is not mistaken
+	// for the owner. CleanStale removes runs whose owner is gone.
+	LabelOwnerHost  = "org.lockbreaker.host"
+	LabelOwnerPID   = "org.lockbreaker.pid"
+	LabelOwnerStart = "org.lockbreaker.pidstart"
+	LabelCreated    = "org.lockbreaker.created" // RFC 3339, for people
+)
+
+var (
+	dockerOnce   sync.Once
+	dockerClient *client.Client
+	dockerErr    error
+)
+
+// docker returns the process-wide Docker client (DOCKER_HOST and friends are
+// honoured; the API version is negotiated with the engine).
+func docker() (*client.Client, error) {
+	dockerOnce.Do(func() {
+		dockerClient, dockerErr = client.New(client.FromEnv)
+	})
+	return dockerClient, dockerErr
+}
+
+// Ping reports whether the Docker engine answers, with an error starting
+// "docker is not reachable" when it does not.
+func Ping(ctx context.Context) error {
+	cli, err := docker()
+	if err != nil {
+		return fmt.Errorf("docker is not reachable: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(ctx, client.PingOptions{}); err != nil {
+		return fmt.Errorf("docker is not reachable: %w", err)
+	}
+	return nil
+}
+
+// ownerLabels are the labels of everything a run creates.
+func ownerLabels(runID string) map[string]string {
+	host, _ := os.Hostname()
+	pid := os.Getpid()
+	return map[string]string{
+		LabelProject:    "1",
+		LabelRun:        runID,
+		LabelOwnerHost:  host,
+		LabelOwnerPID:   strconv.Itoa(pid),
+		LabelOwnerStart: processStart(pid),
+		LabelCreated:    time.Now().UTC().Format(time.RFC3339),
+	}
+}
+
+// processStart returns the start time of process pid in clock ticks since
+// boot (field 22 of /proc/<pid>/stat), or "" when there is no such process.
+func processStart(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	// The command name (field 2) is in parentheses and may hold spaces.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return ""
+	}
+	fields := strings.Fields(s[i+1:]) // fields[0] is field 3
+	if len(fields) < 20 {
+		return ""
+	}
+	return fields[19]
+}
+
+// ownerGone reports whether the process that created a resource with these
+// labels has exited. Resources of another host (another machine or container
+// sharing this engine) are never considered gone: their owner cannot be seen.
+func ownerGone(labels map[string]string) bool {
+	host, _ := os.Hostname()
+	if labels[LabelOwnerHost] != host {
+		return false
+	}
+	pid, err := strconv.Atoi(labels[LabelOwnerPID])
+	if err != nil || pid <= 0 {
+		return true
+	}
+	start := processStart(pid)
+	return start == "" || start != labels[LabelOwnerStart]
+}
+
+// Clean removes the containers and networks carrying the project label: those
+// of run runID, or all of them when runID is "" (whether or not their run is
+// still alive). Images are kept. It returns how many resources it removed.
+func Clean(ctx context.Context, runID string) (removed int, err error) {
+	return sweep(ctx, runID, func(map[string]string) bool { return true })
+}
+
+// CleanStale removes the containers and networks of runs whose owner process
+// on this host has exited (a crash, kill -9). Live runs, and runs started from
+// another host, are left alone.
+func CleanStale(ctx context.Context) (removed int, err error) {
+	return sweep(ctx, "", ownerGone)
+}
+
+// sweep removes the labelled containers, then networks, of run runID (all
+// runs when "") for which doomed returns true.
+func sweep(ctx context.Context, runID string, doomed func(labels map[string]string) bool) (int, error) {
+	cli, err := docker()
+	if err != nil {
+		return 0, fmt.Errorf("clean: docker is not reachable: %w", err)
+	}
+	filters := make(client.Filters).Add("label", LabelProject+"=1")
+	if runID != "" {
+		filters.Add("label", LabelRun+"="+runID)
+	}
+	removed := 0
+	var errs []error
+
+	ctrs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filters})
+	if err != nil {
+		return 0, fmt.Errorf("clean: list containers: %w", err)
+	}
+	for _, c := range ctrs.Items {
+		if !doomed(c.Labels) {
+			continue
+		}
+		_, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		if err != nil && !cerrdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove container %s: %w", shortID(c.ID), err))
+			continue
+		}
+		removed++
+	}
+
+	nets, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: filters})
+	if err != nil {
+		return removed, fmt.Errorf("clean: list networks: %w", err)
+	}
+	for _, n := range nets.Items {
+		if !doomed(n.Labels) {
+			continue
+		}
+		if _, err := cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove network %s: %w", n.Name, err))
+			continue
+		}
+		removed++
+	}
+	if len(errs) > 0 {
+		return removed, fmt.Errorf("clean: %w", errors.Join(errs...))
+	}
+	return removed, nil
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

@@ -1,0 +1,430 @@
+package containers
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/build"
+	"github.com/moby/moby/api/types/jsonstream"
+	"github.com/moby/moby/client"
+)
+
+// nodeFiles is the node image's build context: the Dockerfile and the files it
+// copies. Embedding it keeps the binary self-contained; its hash names the image.
+//
+//go:embed Dockerfile node
+var nodeFiles embed.FS
+
+const (
+	nodeRepo = "lockbreaker-node"
+	// debianSlim is used as the base when the engine has it (or can pull it).
+	debianSlim = "debian:bookworm-slim"
+	// bootstrapBase is the base made with debootstrap when debianSlim is absent.
+	bootstrapBase = "lockbreaker-base:bookworm"
+	// mirrorEnv overrides the Debian mirror read from the host's apt sources.
+	mirrorEnv = "LOCKBREAKER_APT_MIRROR"
+)
+
+// ImageRef returns the node image's reference, lockbreaker-node:<hash>, where
+// the hash covers the embedded Dockerfile and the files it copies. It does not
+// check that the image exists; EnsureImage does.
+func ImageRef() string {
+	h := sha256.New()
+	err := eachNodeFile(func(path string, b []byte) error {
+		fmt.Fprintf(h, "%s\x00%d\x00", path, len(b))
+		_, err := h.Write(b)
+		return err
+	})
+	if err != nil {
+		panic("containers: embedded node files: " + err.Error()) // cannot happen: the FS is compiled in
+	}
+	return nodeRepo + ":" + hex.EncodeToString(h.Sum(nil))[:12]
+}
+
+// eachNodeFile calls f on every embedded build-context file, in lexical order.
+func eachNodeFile(f func(path string, content []byte) error) error {
+	return fs.WalkDir(nodeFiles, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := nodeFiles.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return f(path, b)
+	})
+}
+
+var ensureMu sync.Mutex
+
+// EnsureImage makes sure the node image exists and returns its reference. The
+// image is built only when no image with the current content hash exists;
+// building takes minutes (Debian packages, a JRE) and reports progress as
+// short lines to progress (nil discards them).
+//
+// The base is, in order: debian:bookworm-slim when the engine has it;
+// lockbreaker-base:bookworm when it exists; a new lockbreaker-base:bookworm
+// made with `debootstrap --variant=minbase` (needs root and debootstrap) from
+// the host's Debian mirror; finally a pull of debian:bookworm-slim. The mirror
+// is the first bookworm source in the host's apt sources, or $LOCKBREAKER_APT_MIRROR.
+func EnsureImage(ctx context.Context, progress io.Writer) (ref string, err error) {
+	if progress == nil {
+		progress = io.Discard
+	}
+	ensureMu.Lock()
+	defer ensureMu.Unlock()
+	if err := Ping(ctx); err != nil {
+		return "", err
+	}
+	cli, _ := docker()
+	ref = ImageRef()
+	if ok, err := imageExists(ctx, cli, ref); err != nil || ok {
+		return ref, err
+	}
+	start := time.Now()
+	fmt.Fprintf(progress, "building node image %s (once per image version; takes a few minutes)\n", ref)
+	mirror, mirrorErr := aptMirror()
+	base, err := ensureBase(ctx, cli, mirror, mirrorErr, progress)
+	if err != nil {
+		return "", fmt.Errorf("node image %s: %w", ref, err)
+	}
+	if err := buildNode(ctx, cli, ref, base, mirror, progress); err != nil {
+		return "", fmt.Errorf("build node image %s from %s: %w", ref, base, err)
+	}
+	fmt.Fprintf(progress, "node image %s built in %s\n", ref, time.Since(start).Round(time.Second))
+	return ref, nil
+}
+
+func imageExists(ctx context.Context, cli *client.Client, ref string) (bool, error) {
+	_, err := cli.ImageInspect(ctx, ref)
+	switch {
+	case err == nil:
+		return true, nil
+	case cerrdefs.IsNotFound(err):
+		return false, nil
+	default:
+		return false, fmt.Errorf("inspect image %s: %w", ref, err)
+	}
+}
+
+// ensureBase returns a Debian bookworm base image, making one if needed.
+func ensureBase(ctx context.Context, cli *client.Client, mirror string, mirrorErr error, progress io.Writer) (string, error) {
+	for _, ref := range []string{debianSlim, bootstrapBase} {
+		if ok, err := imageExists(ctx, cli, ref); err != nil || ok {
+			return ref, err
+		}
+	}
+	_, lookErr := exec.LookPath("debootstrap")
+	switch {
+	case lookErr == nil && os.Geteuid() == 0 && mirrorErr == nil:
+		return bootstrapBase, debootstrapBase(ctx, cli, mirror, progress)
+	case lookErr == nil && os.Geteuid() == 0:
+		return "", fmt.Errorf("base image for debootstrap: %w", mirrorErr)
+	}
+	fmt.Fprintf(progress, "pulling %s (debootstrap needs root and the debootstrap package)\n", debianSlim)
+	if err := pull(ctx, cli, debianSlim); err != nil {
+		return "", fmt.Errorf("no base image: %s is not local and cannot be pulled (%w), and %s needs debootstrap run as root",
+			debianSlim, err, bootstrapBase)
+	}
+	return debianSlim, nil
+}
+
+func pull(ctx context.Context, cli *client.Client, ref string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	resp, err := cli.ImagePull(ctx, ref, client.ImagePullOptions{})
+	if err != nil {
+		return err
+	}
+	defer resp.Close()
+	return readJSONStream(resp, io.Discard)
+}
+
+// debootstrapBase creates bootstrapBase: a minbase Debian bookworm root file
+// system made by debootstrap from mirror and imported into the engine.
+func debootstrapBase(ctx context.Context, cli *client.Client, mirror string, progress io.Writer) error {
+	dir, err := os.MkdirTemp("", "lockbreaker-rootfs-")
+	if err != nil {
+		return fmt.Errorf("debootstrap: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	rootfs := filepath.Join(dir, "rootfs")
+
+	fmt.Fprintf(progress, "creating base image %s with debootstrap from %s\n", bootstrapBase, mirror)
+	out := newProgressLines(progress, "  debootstrap: ", func(s string) bool {
+		return strings.HasPrefix(s, "E:") || strings.HasPrefix(s, "W:")
+	})
+	cmd := exec.CommandContext(ctx, "debootstrap", "--variant=minbase", "bookworm", rootfs, mirror)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("debootstrap: %w; last output:\n%s", err, out.Tail())
+	}
+
+	fmt.Fprintf(progress, "importing %s\n", bootstrapBase)
+	tarCmd := exec.CommandContext(ctx, "tar", "--numeric-owner", "-C", rootfs, "-cf", "-", ".")
+	var tarErr bytes.Buffer
+	tarCmd.Stderr = &tarErr
+	stream, err := tarCmd.StdoutPipe()
+	if err != nil {
+		return fmt.Errorf("import %s: %w", bootstrapBase, err)
+	}
+	if err := tarCmd.Start(); err != nil {
+		return fmt.Errorf("import %s: tar: %w", bootstrapBase, err)
+	}
+	resp, err := cli.ImageImport(ctx, client.ImageImportSource{Source: stream, SourceName: "-"}, bootstrapBase,
+		client.ImageImportOptions{Changes: []string{
+			"LABEL " + LabelProject + "=1",
+			"ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+			`CMD ["/bin/bash"]`,
+		}})
+	if err == nil {
+		err = readJSONStream(resp, io.Discard)
+		resp.Close()
+	}
+	if waitErr := tarCmd.Wait(); err == nil && waitErr != nil {
+		err = fmt.Errorf("tar: %w: %s", waitErr, strings.TrimSpace(tarErr.String()))
+	}
+	if err != nil {
+		return fmt.Errorf("import %s: %w", bootstrapBase, err)
+	}
+	return nil
+}
+
+// buildNode builds the node image from the embedded build context.
+func buildNode(ctx context.Context, cli *client.Client, ref, base, mirror string, progress io.Writer) error {
+	buildCtx, err := contextTar()
+	if err != nil {
+		return err
+	}
+	resp, err := cli.ImageBuild(ctx, buildCtx, client.ImageBuildOptions{
+		Tags:        []string{ref},
+		Dockerfile:  "Dockerfile",
+		BuildArgs:   map[string]*string{"BASE": &base, "APT_MIRROR": &mirror},
+		Remove:      true,
+		ForceRemove: true,
+		Version:     build.BuilderV1,
+	})
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	out := newProgressLines(progress, "  build: ", func(s string) bool {
+		return strings.HasPrefix(s, "Step ") || strings.HasPrefix(s, "E:")
+	})
+	if err := readJSONStream(resp.Body, out); err != nil {
+		return fmt.Errorf("%w; last output:\n%s", err, out.Tail())
+	}
+	if ok, err := imageExists(ctx, cli, ref); err != nil || !ok {
+		return fmt.Errorf("image missing after build: %v", err)
+	}
+	return nil
+}
+
+// contextTar returns the embedded build context as a tar stream.
+func contextTar() (io.Reader, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	err := eachNodeFile(func(path string, b []byte) error {
+		if err := tw.WriteHeader(&tar.Header{Name: path, Mode: 0o644, Size: int64(len(b))}); err != nil {
+			return err
+		}
+		_, err := tw.Write(b)
+		return err
+	})
+	if err == nil {
+		err = tw.Close()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("build context: %w", err)
+	}
+	return &buf, nil
+}
+
+// readJSONStream reads the engine's JSON message stream (build, pull,
+// import), writes its text to out and returns the first error it reports.
+func readJSONStream(r io.Reader, out io.Writer) error {
+	dec := json.NewDecoder(r)
+	for {
+		var m jsonstream.Message
+		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("read engine output: %w", err)
+		}
+		if m.Error != nil {
+			return errors.New(strings.TrimSpace(m.Error.Message))
+		}
+		if m.Stream != "" {
+			io.WriteString(out, m.Stream)
+		}
+	}
+}
+
+// progressLines condenses a chatty line stream (debootstrap, apt inside a
+// build) for a terminal: lines for which keep returns true are printed, the
+// others at most one every progressEvery, so a user sees the work is alive.
+// The last lines are kept for error messages.
+type progressLines struct {
+	w       io.Writer
+	prefix  string
+	keep    func(string) bool
+	last    time.Time
+	partial []byte
+	tail    []string
+}
+
+const (
+	progressEvery = 10 * time.Second
+	tailLines     = 20
+)
+
+func newProgressLines(w io.Writer, prefix string, keep func(string) bool) *progressLines {
+	return &progressLines{w: w, prefix: prefix, keep: keep, last: time.Now()}
+}
+
+func (p *progressLines) Write(b []byte) (int, error) {
+	p.partial = append(p.partial, b...)
+	for {
+		i := bytes.IndexByte(p.partial, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		p.line(string(p.partial[:i]))
+		p.partial = p.partial[i+1:]
+	}
+}
+
+func (p *progressLines) line(s string) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return
+	}
+	p.tail = append(p.tail, s)
+	if len(p.tail) > tailLines {
+		p.tail = p.tail[1:]
+	}
+	if !p.keep(s) && time.Since(p.last) < progressEvery {
+		return
+	}
+	p.last = time.Now()
+	if len(s) > 120 {
+		s = s[:117] + "..."
+	}
+	fmt.Fprintf(p.w, "%s%s\n", p.prefix, s)
+}
+
+// Tail returns the last lines seen, for error messages.
+func (p *progressLines) Tail() string {
+	return strings.Join(p.tail, "\n")
+}
+
+// aptMirror returns the host's Debian mirror: $LOCKBREAKER_APT_MIRROR, else
+// the first deb source for bookworm in the host's apt sources (deb822
+// *.sources files and one-line sources.list files), else the first deb source.
+func aptMirror() (string, error) {
+	if m := strings.TrimSpace(os.Getenv(mirrorEnv)); m != "" {
+		return m, nil
+	}
+	var sources []aptSource
+	deb822, _ := filepath.Glob("/etc/apt/sources.list.d/*.sources")
+	for _, f := range deb822 {
+		if b, err := os.ReadFile(f); err == nil {
+			sources = append(sources, parseDeb822(string(b))...)
+		}
+	}
+	oneLine, _ := filepath.Glob("/etc/apt/sources.list.d/*.list")
+	for _, f := range append([]string{"/etc/apt/sources.list"}, oneLine...) {
+		if b, err := os.ReadFile(f); err == nil {
+			sources = append(sources, parseOneLine(string(b))...)
+		}
+	}
+	for _, s := range sources {
+		if slices.Contains(s.suites, "bookworm") {
+			return s.uri, nil
+		}
+	}
+	if len(sources) > 0 {
+		return sources[0].uri, nil
+	}
+	return "", fmt.Errorf("no Debian mirror found in /etc/apt/sources.list{,.d}: set %s", mirrorEnv)
+}
+
+type aptSource struct {
+	uri    string
+	suites []string
+}
+
+// parseDeb822 reads the "deb" entries of a deb822 .sources file.
+func parseDeb822(text string) []aptSource {
+	var out []aptSource
+	for _, stanza := range strings.Split(text, "\n\n") {
+		fields := map[string]string{}
+		key := ""
+		for _, line := range strings.Split(stanza, "\n") {
+			switch {
+			case strings.HasPrefix(line, "#"):
+			case (strings.HasPrefix(line, " ") || strings.HasPrefix(line, "\t")) && key != "":
+				fields[key] += " " + strings.TrimSpace(line)
+			default:
+				k, v, ok := strings.Cut(line, ":")
+				if !ok {
+					continue
+				}
+				key = strings.ToLower(strings.TrimSpace(k))
+				fields[key] = strings.TrimSpace(v)
+			}
+		}
+		if !slices.Contains(strings.Fields(fields["types"]), "deb") || strings.EqualFold(fields["enabled"], "no") {
+			continue
+		}
+		for _, uri := range strings.Fields(fields["uris"]) {
+			out = append(out, aptSource{uri: uri, suites: strings.Fields(fields["suites"])})
+		}
+	}
+	return out
+}
+
+// parseOneLine reads the "deb" lines of a one-line-style sources.list:
+// deb [options] uri suite component...
+func parseOneLine(text string) []aptSource {
+	var out []aptSource
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for sc.Scan() {
+		line, _, _ := strings.Cut(sc.Text(), "#")
+		f := strings.Fields(line)
+		if len(f) < 3 || f[0] != "deb" {
+			continue
+		}
+		f = f[1:]
+		if strings.HasPrefix(f[0], "[") {
+			for len(f) > 0 && !strings.HasSuffix(f[0], "]") {
+				f = f[1:]
+			}
+			if len(f) > 0 {
+				f = f[1:]
+			}
+		}
+		if len(f) >= 2 {
+			out = append(out, aptSource{uri: f[0], suites: f[1:2]})
+		}
+	}
+	return out
+}
