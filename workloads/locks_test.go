@@ -1,0 +1,146 @@
+package workloads
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/containers"
+	"github.com/lockbreaker/lockbreaker/containers/containerstest"
+)
+
+// Every lock client against its real system: it is a mutex, a release by a client that no
+// longer holds the lock is refused, tokens grow, and a Redis lease runs out by itself.
+
+// TestLockClientsAgainstRealClusters starts one cluster per system and runs every client
+// of that system, and the system's own checks, against it.
+func TestLockClientsAgainstRealClusters(t *testing.T) {
+	systemTests := map[string]map[string]func(*testing.T, []string){
+		"redis": {"redis/lease-expires": leaseExpiresUnderTheHolder("redis")},
+		"redlock": {
+			"redlock/lease-expires":           leaseExpiresUnderTheHolder("redlock"),
+			"redsync/lease-expires":           leaseExpiresUnderTheHolder("redsync"),
+			"redlock/clock-jump-during-grant": redlockRefusesASlowGrant,
+		},
+	}
+	for _, system := range []string{"redis", "redlock", "zookeeper"} {
+		t.Run(system, func(t *testing.T) {
+			cluster := containerstest.Start(t, containers.Spec{System: system, ZKSessionTimeout: 4 * time.Second})
+			nodes := containerstest.Addrs(cluster)
+			for _, name := range ClientNames() {
+				if client, _ := LookupClient(name); client.System == system {
+					t.Run(name, func(t *testing.T) { isAMutex(t, client, nodes) })
+				}
+			}
+			for name, test := range systemTests[system] {
+				t.Run(name, func(t *testing.T) { test(t, nodes) })
+			}
+		})
+	}
+}
+
+func newLock(t *testing.T, client Client, nodes []string, owner string, ttl time.Duration) Lock {
+	t.Helper()
+	l, err := client.New(Config{Nodes: nodes, Key: "k-" + client.Name, TTL: ttl, Fencing: client.Tokens,
+		OpTimeout: 200 * time.Millisecond, Retry: 10 * time.Millisecond, Owner: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func acquire(l Lock, within time.Duration) (Grant, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	return l.Acquire(ctx)
+}
+
+func isAMutex(t *testing.T, client Client, nodes []string) {
+	ttl := 2 * time.Second
+	if client.System == "zookeeper" {
+		ttl = 4 * time.Second // the session timeout
+	}
+	a := newLock(t, client, nodes, client.Name+"-a", ttl)
+	b := newLock(t, client, nodes, client.Name+"-b", ttl)
+
+	ga, err := acquire(a, 5*time.Second)
+	if err != nil {
+		t.Fatalf("a: acquire a free lock: %v", err)
+	}
+	if client.Tokens != ga.HasToken {
+		t.Errorf("grant has a token: %v; client claims tokens: %v", ga.HasToken, client.Tokens)
+	}
+	if _, err := acquire(b, 300*time.Millisecond); !errors.Is(err, ErrBusy) {
+		t.Fatalf("b: acquire a held lock: got %v, want ErrBusy", err)
+	}
+	if err := a.Release(context.Background()); err != nil {
+		t.Fatalf("a: release: %v", err)
+	}
+	gb, err := acquire(b, 5*time.Second)
+	if err != nil {
+		t.Fatalf("b: acquire after a released: %v", err)
+	}
+	if client.Tokens && gb.Token <= ga.Token {
+		t.Errorf("tokens did not grow: a got %d, then b got %d", ga.Token, gb.Token)
+	}
+	if err := b.Release(context.Background()); err != nil {
+		t.Fatalf("b: release: %v", err)
+	}
+	if err := b.Release(context.Background()); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("b: second release: got %v, want ErrNotHeld", err)
+	}
+}
+
+// A Redis lease runs out on its own: the holder is not asked. This is the root of every
+// violation the harness reproduces.
+func leaseExpiresUnderTheHolder(name string) func(*testing.T, []string) {
+	return func(t *testing.T, nodes []string) {
+		client, _ := LookupClient(name)
+		a := newLock(t, client, nodes, name+"-lease-a", 300*time.Millisecond)
+		b := newLock(t, client, nodes, name+"-lease-b", 300*time.Millisecond)
+		if _, err := acquire(a, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(400 * time.Millisecond)
+		if _, err := acquire(b, time.Second); err != nil {
+			t.Fatalf("b could not take an expired lease: %v", err)
+		}
+		if err := a.Release(context.Background()); !errors.Is(err, ErrNotHeld) {
+			t.Errorf("a released b's lock? got %v, want ErrNotHeld", err)
+		}
+		if err := b.Release(context.Background()); err != nil {
+			t.Errorf("b: %v", err)
+		}
+	}
+}
+
+// Our Redlock reads time from an injectable clock: a client whose clock jumps past the
+// TTL while it acquires must not believe it holds the lock, and must give back what it got.
+func redlockRefusesASlowGrant(t *testing.T, nodes []string) {
+	calls := 0
+	jumpy := func() time.Time {
+		calls++
+		return time.Now().Add(time.Duration(calls) * 10 * time.Second)
+	}
+	l, err := NewRedlock(Config{Nodes: nodes, Key: "k-jumpy", TTL: 5 * time.Second, OpTimeout: 200 * time.Millisecond,
+		Retry: 10 * time.Millisecond, Owner: "jumpy"}, false, jumpy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := acquire(l, 200*time.Millisecond); !errors.Is(err, ErrBusy) {
+		t.Fatalf("got %v, want ErrBusy: the elapsed time exceeded the TTL", err)
+	}
+	other, err := NewRedlock(Config{Nodes: nodes, Key: "k-jumpy", TTL: 5 * time.Second, OpTimeout: 200 * time.Millisecond,
+		Retry: 10 * time.Millisecond, Owner: "other"}, false, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := acquire(other, time.Second); err != nil {
+		t.Fatalf("the refused client left the lock held: %v", err)
+	}
+	other.Release(context.Background())
+}

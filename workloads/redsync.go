@@ -1,0 +1,115 @@
+package workloads
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/go-redsync/redsync/v4"
+	redsyncredis "github.com/go-redsync/redsync/v4/redis"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+)
+
+// redsyncLock adapts github.com/go-redsync/redsync, the most used Go Redlock library, as a
+// third-party client. It asks all nodes at once and computes validity with Go's monotonic
+// clock, so a pause during acquire is caught but a pause after it is not.
+type redsyncLock struct {
+	cfg     Config
+	clients []*redis.Client
+	rs      *redsync.Redsync
+	mutex   *redsync.Mutex
+}
+
+func init() {
+	register(Client{Name: "redsync", System: "redlock", NoTokens: redlockNoTokens, New: newRedsync})
+}
+
+func newRedsync(cfg Config) (Lock, error) {
+	if len(cfg.Nodes) < 3 || len(cfg.Nodes)%2 == 0 {
+		return nil, fmt.Errorf("redsync needs an odd number of nodes, at least 3; got %d", len(cfg.Nodes))
+	}
+	l := &redsyncLock{cfg: cfg}
+	var pools []redsyncredis.Pool
+	for _, addr := range cfg.Nodes {
+		c := newRedisClient(addr, cfg.OpTimeout)
+		l.clients = append(l.clients, c)
+		pools = append(pools, goredis.NewPool(c))
+	}
+	l.rs = redsync.New(pools...)
+	return l, nil
+}
+
+func (l *redsyncLock) Acquire(ctx context.Context) (Grant, error) {
+	// One try per call: our loop retries, so giving up is a definite failure.
+	l.mutex = l.rs.NewMutex(l.cfg.Key, redsync.WithExpiry(l.cfg.TTL), redsync.WithTries(1))
+	return retryWhileBusy(ctx, l.cfg.Retry, func(ctx context.Context) (Grant, error) {
+		err := l.mutex.LockContext(ctx)
+		if err == nil {
+			return Grant{Detail: map[string]string{"until": l.mutex.Until().Format("15:04:05.000")}}, nil
+		}
+		// Nodes that failed to answer may have granted the lock: if they and the nodes that
+		// granted it could make a majority, the outcome is unknown.
+		taken, unanswered := nodeOutcomes(err)
+		if unanswered > 0 && len(l.clients)-taken >= len(l.clients)/2+1 {
+			return Grant{}, err
+		}
+		return Grant{}, ErrBusy
+	})
+}
+
+func (l *redsyncLock) Release(ctx context.Context) error {
+	ok, err := l.mutex.UnlockContext(ctx)
+	switch {
+	case ok:
+		return nil
+	case hasUnanswered(err):
+		return err
+	}
+	return ErrNotHeld
+}
+
+func (l *redsyncLock) Close() error {
+	for _, c := range l.clients {
+		c.Close()
+	}
+	return nil
+}
+
+// nodeOutcomes counts, in a redsync error, the nodes that refused because the lock was
+// taken and the nodes that did not answer.
+func nodeOutcomes(err error) (taken, unanswered int) {
+	var quorumTaken *redsync.ErrTaken
+	if errors.As(err, &quorumTaken) {
+		return len(quorumTaken.Nodes), 0
+	}
+	for _, e := range flatten(err) {
+		var nodeTaken *redsync.ErrNodeTaken
+		var redisErr *redsync.RedisError
+		switch {
+		case errors.As(e, &nodeTaken), errors.Is(e, redsync.ErrLockAlreadyExpired):
+			taken++
+		case errors.As(e, &redisErr):
+			unanswered++
+		}
+	}
+	return taken, unanswered
+}
+
+func hasUnanswered(err error) bool {
+	_, unanswered := nodeOutcomes(err)
+	return unanswered > 0
+}
+
+// flatten lists the errors joined in err.
+func flatten(err error) []error {
+	joined, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var all []error
+	for _, e := range joined.Unwrap() {
+		all = append(all, flatten(e)...)
+	}
+	return all
+}
