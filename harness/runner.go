@@ -1,0 +1,350 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand"
+	"os"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/checkers"
+	"github.com/lockbreaker/lockbreaker/containers"
+	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/nemesis"
+	"github.com/lockbreaker/lockbreaker/results"
+	"github.com/lockbreaker/lockbreaker/workloads"
+	"github.com/lockbreaker/lockbreaker/workloads/storage"
+)
+
+// Runner runs tests.
+type Runner struct {
+	// ResultsRoot is where run directories are made.
+	ResultsRoot string
+	// Progress receives short lines for a person watching; nil discards them.
+	Progress io.Writer
+	// Worker is the command that starts a worker process; nil means this executable.
+	Worker []string
+}
+
+// Run runs one test and checks its history. It returns the run's directory and summary;
+// an error means the harness itself failed (or was interrupted), in which case whatever
+// was recorded has still been checked and written when possible. Whatever happens, no
+// container, worker or fault outlives Run.
+func (r Runner) Run(ctx context.Context, spec Spec) (string, results.Summary, error) {
+	if err := spec.Normalize(); err != nil {
+		return "", results.Summary{}, err
+	}
+	run, err := results.NewRun(r.ResultsRoot, spec.Test, time.Now())
+	if err != nil {
+		return "", results.Summary{}, &SpecError{Reason: err.Error()}
+	}
+	// Mark it at once, so even a run that crashes is found as results/latest.
+	if err := run.MarkLatest(); err != nil {
+		return "", results.Summary{}, err
+	}
+	t := &trial{Runner: r, spec: spec, run: run, progress: r.Progress}
+	if t.progress == nil {
+		t.progress = io.Discard
+	}
+	summary, err := t.execute(ctx)
+	return run.Dir(), summary, err
+}
+
+// trial is one run in progress.
+type trial struct {
+	Runner
+	spec     Spec
+	run      *results.Run
+	progress io.Writer
+	log      *slog.Logger
+	logFile  *os.File
+}
+
+func (t *trial) say(format string, args ...any) {
+	fmt.Fprintf(t.progress, format+"\n", args...)
+	t.log.Info(fmt.Sprintf(format, args...))
+}
+
+func (t *trial) execute(ctx context.Context) (results.Summary, error) {
+	started := time.Now()
+	specJSON, _ := json.MarshalIndent(t.spec, "", "  ")
+	if err := os.WriteFile(t.run.Path(results.SpecFile), specJSON, 0o644); err != nil {
+		return results.Summary{}, fmt.Errorf("write spec: %w", err)
+	}
+	logFile, err := os.Create(t.run.Path(results.RunLogFile))
+	if err != nil {
+		return results.Summary{}, fmt.Errorf("create run log: %w", err)
+	}
+	defer logFile.Close()
+	t.logFile = logFile
+	t.log = slog.New(slog.NewTextHandler(logFile, nil))
+	rec, err := history.Create(t.run.Path(results.HistoryFile))
+	if err != nil {
+		return results.Summary{}, err
+	}
+
+	runErr := t.record(ctx, rec)
+	if cerr := rec.Close(); runErr == nil {
+		runErr = cerr
+	}
+	if runErr != nil {
+		t.log.Error("run failed", "err", runErr)
+	}
+
+	summary := results.Summary{Test: t.spec.Test, RunID: t.run.ID(), Spec: specJSON, Started: started, Notes: t.notes()}
+	if runErr != nil {
+		summary.Error = runErr.Error()
+	}
+	summary, err = Analyze(context.WithoutCancel(ctx), t.run.Dir(), rec.Events(), summary)
+	return summary, errors.Join(runErr, err)
+}
+
+// notes are facts about the setup a reader needs in order to judge the verdicts.
+func (t *trial) notes() []string {
+	c, _ := workloads.LookupClient(t.spec.Client)
+	if !c.Tokens {
+		return []string{fmt.Sprintf("%s grants no fencing token: %s", t.spec.Client, c.NoTokens)}
+	}
+	if !t.spec.Fencing {
+		return []string{"fencing off: the storage accepts every request, whatever its token"}
+	}
+	return nil
+}
+
+// record sets everything up, lets the clients and the nemesis loose for the time limit,
+// and tears everything down again, recording into rec.
+func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
+	if err := containers.Ping(ctx); err != nil {
+		return err
+	}
+	if n, err := containers.CleanStale(ctx); err != nil {
+		t.log.Warn("stale sweep failed", "err", err)
+	} else if n > 0 {
+		t.say("removed %d containers/networks left by an earlier killed run", n)
+	}
+	image, err := containers.EnsureImage(ctx, t.progress)
+	if err != nil {
+		return err
+	}
+	runID := fmt.Sprintf("%s-%d", t.run.ID(), os.Getpid())
+	t.say("starting %s cluster (run %s)", t.spec.System, runID)
+	cluster, err := containers.Start(ctx, containers.Spec{RunID: runID, Image: image, System: t.spec.System,
+		Nodes: t.spec.Nodes, Faketime: nemesis.NeedsClocks(t.spec.Nemesis), ZKSessionTimeout: t.spec.TTL.Std()})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Teardown must run even when ctx was cancelled (Ctrl-C).
+		bg := context.WithoutCancel(ctx)
+		err = errors.Join(err, cluster.Heal(bg))
+		if lerr := cluster.CollectLogs(bg, t.run.Path(results.NodesDir)); lerr != nil {
+			t.log.Warn("collect node logs", "err", lerr)
+		}
+		err = errors.Join(err, cluster.Stop(bg))
+	}()
+
+	storageLog, err := os.Create(t.run.Path(results.StorageFile))
+	if err != nil {
+		return fmt.Errorf("create storage log: %w", err)
+	}
+	defer storageLog.Close()
+	store, err := storage.Listen("127.0.0.1:0", t.spec.Fencing, storageLog)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, store.Close()) }()
+
+	command, err := t.workerCommand()
+	if err != nil {
+		return err
+	}
+	targets := clusterTargets{cluster}
+	configs := t.workerConfigs(runID, targets.Addrs(), store.Addr())
+	workers, err := startPool(command, configs, rec, t.logFile)
+	if err != nil {
+		return err
+	}
+	t.say("%d clients running for %s, nemesis %s", len(configs), t.spec.TimeLimit.Std(), nemesisName(t.spec.Nemesis))
+
+	env := nemesis.Env{
+		Workers: workers,
+		Nodes:   targets,
+		Subscribe: func() <-chan history.Event {
+			ch := make(chan history.Event, 4096)
+			rec.Subscribe(ch)
+			return ch
+		},
+		Record:      func(e history.Event) { rec.Record(e) },
+		Seed:        t.spec.Seed,
+		Pause:       t.spec.PauseLength(),
+		Interval:    t.spec.Interval.Std(),
+		ClockOffset: t.spec.ClockSkew(),
+		ClockRate:   t.spec.ClockRate,
+		TTL:         t.spec.TTL.Std(),
+	}
+	nem, _ := nemesis.New(t.spec.Nemesis) // validated by Normalize
+
+	limit, cancel := context.WithTimeout(ctx, t.spec.TimeLimit.Std())
+	defer cancel()
+	stopProgress := t.reportProgress(limit, rec)
+	nemErr := nem.Run(limit, env)
+	<-limit.Done()
+	stopProgress()
+	healErr := nem.Heal(context.WithoutCancel(ctx), env)
+	workers.stop(configs[0].AcquireTimeout + 2*configs[0].OpTimeout + configs[0].Work + 5*time.Second)
+	t.say("all faults healed, clients stopped")
+
+	finalErr := t.finalRead(ctx, rec, store.Addr())
+	if ctx.Err() != nil {
+		return errors.Join(errors.New("interrupted"), nemErr, healErr)
+	}
+	return errors.Join(nemErr, healErr, finalErr)
+}
+
+// clusterTargets shows a cluster to the nemesis by node name.
+type clusterTargets struct{ *containers.Cluster }
+
+func (c clusterTargets) Names() []string {
+	var names []string
+	for _, n := range c.Nodes() {
+		names = append(names, n.Name)
+	}
+	return names
+}
+
+// Addrs are the nodes' addresses for the lock clients.
+func (c clusterTargets) Addrs() []string {
+	var addrs []string
+	for _, n := range c.Nodes() {
+		addrs = append(addrs, n.Addr())
+	}
+	return addrs
+}
+
+func (c clusterTargets) IP(name string) string {
+	for _, n := range c.Nodes() {
+		if n.Name == name {
+			return n.IP
+		}
+	}
+	return ""
+}
+
+func nemesisName(names []string) string {
+	n, _ := nemesis.New(names)
+	return n.Name()
+}
+
+func (t *trial) workerCommand() ([]string, error) {
+	if t.Worker != nil {
+		return t.Worker, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find own executable for workers: %w", err)
+	}
+	return []string{exe, "worker"}, nil
+}
+
+func (t *trial) workerConfigs(runID string, nodes []string, storageAddr string) []WorkerConfig {
+	ttl := t.spec.TTL.Std()
+	// A lock node that does not answer must cost a small part of the lease (Redlock asks
+	// nodes one after another); the storage gets longer, since it is never faulted.
+	nodeTimeout := min(max(ttl/10, 50*time.Millisecond), 500*time.Millisecond)
+	const storageTimeout = 2 * time.Second
+	rng := rand.New(rand.NewSource(t.spec.Seed))
+	configs := make([]WorkerConfig, t.spec.Clients)
+	for p := range configs {
+		configs[p] = WorkerConfig{
+			Process: p,
+			Client:  t.spec.Client,
+			Lock: workloads.Config{
+				Nodes:     nodes,
+				Key:       t.spec.Key,
+				TTL:       ttl,
+				Fencing:   t.spec.Fencing,
+				OpTimeout: nodeTimeout,
+				Retry:     20 * time.Millisecond,
+				Owner:     fmt.Sprintf("%s-w%d-%x", runID, p, rng.Uint32()),
+			},
+			Storage:        storageAddr,
+			Work:           t.spec.Work.Std(),
+			AcquireTimeout: 2 * ttl,
+			OpTimeout:      storageTimeout,
+			Pace:           50 * time.Millisecond,
+		}
+	}
+	return configs
+}
+
+// finalRead records what the storage kept, after every client stopped.
+func (t *trial) finalRead(ctx context.Context, rec *history.Recorder, addr string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	inv := history.Event{Type: history.Invoke, Process: history.HarnessProcess, Func: history.FinalRead, Key: t.spec.Key, Time: history.Now()}
+	rec.Record(inv)
+	c, err := storage.Dial(ctx, addr, history.HarnessProcess)
+	var value int64
+	if err == nil {
+		defer c.Close()
+		value, err = c.Do(ctx, storage.Request{Op: storage.OpInspect, Key: t.spec.Key})
+	}
+	done := inv
+	done.Time = history.Now()
+	if err != nil {
+		done.Type, done.Error = history.Info, err.Error()
+		rec.Record(done)
+		return fmt.Errorf("final read: %w", err)
+	}
+	done.Type, done.Value = history.OK, history.Int64(value)
+	rec.Record(done)
+	return nil
+}
+
+// reportProgress prints a line every few seconds until stopped, so a long run is
+// visibly alive.
+func (t *trial) reportProgress(ctx context.Context, rec *history.Recorder) (stop func()) {
+	start := time.Now()
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(5 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				events := rec.Events()
+				done := map[history.Type]int{}
+				for _, e := range events {
+					if e.Process != history.NemesisProcess {
+						done[e.Type]++
+					}
+				}
+				t.say("  %3.0fs/%s  ok %d  fail %d  info %d  faults %d", time.Since(start).Seconds(),
+					t.spec.TimeLimit.Std(), done[history.OK], done[history.Fail], done[history.Info], len(history.Faults(events)))
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// Analyze runs every checker on a history and writes results.json, report.html and
+// junit.xml into dir. It needs nothing but the history, so `lockbreaker check` calls it
+// on a saved run and gets the verdicts the run itself got.
+func Analyze(ctx context.Context, dir string, events []history.Event, s results.Summary) (results.Summary, error) {
+	s.Results = checkers.RunAll(ctx, checkers.All(), events, checkers.Options{Dir: dir, Timeout: time.Minute})
+	s.Verdict = checkers.Worst(s.Results)
+	s.Ops = results.Tally(events)
+	s.Faults = len(history.Faults(events))
+	s.Finished = time.Now()
+	return s, results.WriteAll(dir, s, events)
+}

@@ -1,0 +1,104 @@
+package harness
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/workloads"
+	"github.com/lockbreaker/lockbreaker/workloads/storage"
+)
+
+// The worker protocol. Each lock client is its own OS process (`lockbreaker worker`), so
+// a pause is a real SIGSTOP of a real process. The harness writes one WorkerConfig line to
+// the worker's stdin and later the line "stop" (or closes stdin); the worker writes one
+// history event per line to stdout as it happens and its log to stderr.
+
+// WorkerConfig is the first line a worker reads.
+type WorkerConfig struct {
+	Process        int              `json:"process"`
+	Client         string           `json:"client"`
+	Lock           workloads.Config `json:"lock"`
+	Storage        string           `json:"storage"`
+	Work           time.Duration    `json:"work"`
+	AcquireTimeout time.Duration    `json:"acquire_timeout"`
+	OpTimeout      time.Duration    `json:"op_timeout"`
+	Pace           time.Duration    `json:"pace"`
+}
+
+// StopLine asks a worker to finish its cycle and exit.
+const StopLine = "stop"
+
+// RunWorker is the body of a worker process.
+func RunWorker(stdin io.Reader, stdout io.Writer) error {
+	in := bufio.NewScanner(stdin)
+	if !in.Scan() {
+		return errors.New("worker: no configuration on stdin")
+	}
+	var cfg WorkerConfig
+	if err := json.Unmarshal(in.Bytes(), &cfg); err != nil {
+		return fmt.Errorf("worker: bad configuration: %w", err)
+	}
+	client, err := workloads.LookupClient(cfg.Client)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	lock, err := client.New(cfg.Lock)
+	if err != nil {
+		return fmt.Errorf("worker: %s lock: %w", cfg.Client, err)
+	}
+	defer lock.Close()
+
+	// Stop when told to, or when the harness is gone (stdin closed).
+	ctx, stop := context.WithCancel(context.Background())
+	go func() {
+		for in.Scan() && in.Text() != StopLine {
+		}
+		stop()
+	}()
+
+	out := json.NewEncoder(stdout)
+	var writeErr error
+	w := workloads.Counter{
+		Process:        cfg.Process,
+		Key:            cfg.Lock.Key,
+		Lock:           lock,
+		Work:           cfg.Work,
+		AcquireTimeout: cfg.AcquireTimeout,
+		OpTimeout:      cfg.OpTimeout,
+		Pace:           cfg.Pace,
+		Storage: func(ctx context.Context) (*storage.Client, error) {
+			return storage.Dial(ctx, cfg.Storage, cfg.Process)
+		},
+		Emit: func(e history.Event) {
+			if err := out.Encode(e); err != nil && writeErr == nil {
+				writeErr = err
+				stop() // the harness cannot hear us: nothing we do would be recorded
+			}
+		},
+	}
+	w.Run(ctx)
+	return writeErr
+}
+
+// WorkerEnv marks a process as a worker. The harness starts workers from its own
+// executable with this set, so a test binary can serve as the worker as well as the CLI.
+const WorkerEnv = "LOCKBREAKER_WORKER"
+
+// MaybeRunWorker runs the worker and exits when this process was started as one.
+func MaybeRunWorker() {
+	if os.Getenv(WorkerEnv) != "1" {
+		return
+	}
+	if err := RunWorker(os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
