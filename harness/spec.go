@@ -42,7 +42,7 @@ type Spec struct {
 	ClockOffset Duration `json:"clock_offset,omitempty"`
 	// ClockRate is how many times as fast clock-rate runs a clock.
 	ClockRate float64 `json:"clock_rate"`
-	Key      string   `json:"key"`
+	Key       string  `json:"key"`
 }
 
 // Duration is a time.Duration written as "2s" in spec files.

@@ -17,7 +17,10 @@ import (
 // of that system, and the system's own checks, against it.
 func TestLockClientsAgainstRealClusters(t *testing.T) {
 	systemTests := map[string]map[string]func(*testing.T, []string){
-		"redis": {"redis/lease-expires": leaseExpiresUnderTheHolder("redis")},
+		"redis": {
+			"redis/lease-expires":     leaseExpiresUnderTheHolder("redis"),
+			"redislock/lease-expires": leaseExpiresUnderTheHolder("redislock"),
+		},
 		"redlock": {
 			"redlock/lease-expires":           leaseExpiresUnderTheHolder("redlock"),
 			"redsync/lease-expires":           leaseExpiresUnderTheHolder("redsync"),
