@@ -269,6 +269,9 @@ func TestZooKeeperEnsemble(t *testing.T) {
 		addrs = append(addrs, n.Addr())
 	}
 	zkCreate(t, addrs, "/lockbreaker")
+	if leader, err := c.Leader(ctx); err != nil || !strings.HasPrefix(leader, "n") {
+		t.Errorf("leader: %q, %v", leader, err)
+	}
 
 	if err := c.SetClock(ctx, "n1", "+3600"); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/moby/moby/api/pkg/stdcopy"
@@ -134,12 +135,19 @@ func (c *Cluster) Heal(ctx context.Context) error {
 	return errors.Join(cont, c.HealNetwork(ctx), c.ResetClocks(ctx))
 }
 
-// eachNode runs f on every node and joins the errors.
+// eachNode runs f on every node at once and joins the errors: a heal must take effect on
+// all nodes together, not one docker exec after another.
 func (c *Cluster) eachNode(f func(Node) error) error {
-	var errs []error
-	for _, n := range c.nodes {
-		errs = append(errs, f(n))
+	errs := make([]error, len(c.nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f(n)
+		}()
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 

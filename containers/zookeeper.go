@@ -3,6 +3,7 @@ package containers
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -58,22 +59,42 @@ admin.enableServer=false
 	}
 }
 
-// zookeeperServing asks the server at addr for srvr and succeeds when it is a
-// leader or follower of a quorum that serves requests.
+// zookeeperServing succeeds when the server at addr is a leader or follower of a
+// quorum that serves requests.
 func zookeeperServing(ctx context.Context, addr string) error {
+	mode, err := zookeeperMode(ctx, addr)
+	if err == nil && mode != "leader" && mode != "follower" {
+		err = fmt.Errorf("srvr: mode %s", mode)
+	}
+	return err
+}
+
+// zookeeperMode asks the server at addr for srvr and returns its mode (leader,
+// follower, standalone...).
+func zookeeperMode(ctx context.Context, addr string) (string, error) {
 	reply, err := ask(ctx, addr, "srvr", readAll)
 	if err != nil {
-		return err
+		return "", err
 	}
 	for _, line := range strings.Split(reply, "\n") {
 		if mode, ok := strings.CutPrefix(line, "Mode: "); ok {
-			if mode = strings.TrimSpace(mode); mode == "leader" || mode == "follower" {
-				return nil
-			}
-			return fmt.Errorf("srvr: mode %s", mode)
+			return strings.TrimSpace(mode), nil
 		}
 	}
-	return fmt.Errorf("srvr: %q", strings.TrimSpace(reply))
+	return "", fmt.Errorf("srvr: %q", strings.TrimSpace(reply))
+}
+
+// Leader returns the name of the node that leads the ZooKeeper ensemble now.
+func (c *Cluster) Leader(ctx context.Context) (string, error) {
+	if c.spec.System != SystemZooKeeper {
+		return "", fmt.Errorf("a %s cluster has no leader", c.spec.System)
+	}
+	for _, n := range c.nodes {
+		if mode, err := zookeeperMode(ctx, n.Addr()); err == nil && mode == "leader" {
+			return n.Name, nil
+		}
+	}
+	return "", errors.New("no zookeeper node says it leads")
 }
 
 func readAll(r *bufio.Reader) (string, error) {

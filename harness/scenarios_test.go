@@ -120,3 +120,161 @@ func (w testWriter) Write(b []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(b), "\n"))
 	return len(b), nil
 }
+
+// expectAllValid fails t for every checker that is not valid.
+func expectAllValid(t *testing.T, s results.Summary) {
+	t.Helper()
+	for _, r := range s.Results {
+		if r.Verdict != checkers.Valid {
+			t.Errorf("%s: %s (%s), want valid", r.Checker, r.Verdict, r.Summary)
+		}
+	}
+	if s.Ops["acquire:ok"] < 5 || s.Ops["write:ok"] < 5 {
+		t.Errorf("too little work to mean anything: %v", s.Ops)
+	}
+}
+
+func spec(system, client string, nemesis []string, fencing bool, limit time.Duration) Spec {
+	s := kleppmannSpec(fencing)
+	s.System, s.Client, s.Nemesis, s.TimeLimit = system, client, nemesis, Duration(limit)
+	return s
+}
+
+var none = []string{"none"}
+
+// Redlock: five independent masters.
+
+func TestRedlockClientsWithoutFaultsAreSafe(t *testing.T) {
+	for _, client := range []string{"redlock", "redsync"} {
+		t.Run(client, func(t *testing.T) {
+			s := runScenario(t, spec("redlock", client, none, false, 6*time.Second))
+			expectAllValid(t, s)
+			if len(s.Notes) == 0 || !strings.Contains(s.Notes[0], "no fencing token") {
+				t.Errorf("the report must say Redlock has no fencing token: notes %q", s.Notes)
+			}
+		})
+	}
+}
+
+// A pause after the grant is invisible to both clients: redsync checks validity with Go's
+// monotonic clock, but only while acquiring.
+func TestRedlockPausedHolderCorruptsStorage(t *testing.T) {
+	for _, client := range []string{"redlock", "redsync"} {
+		t.Run(client, func(t *testing.T) {
+			s := runScenario(t, spec("redlock", client, []string{"pause-holder"}, false, 12*time.Second))
+			expect(t, s, map[string]checkers.Verdict{
+				"mutual-exclusion": checkers.Invalid,
+				"data-safety":      checkers.Invalid,
+			})
+		})
+	}
+}
+
+// Kleppmann's A..E example: client 1 holds A, B, C while D and E are cut off; C's clock
+// jumps past the TTL; client 2 gets C, D, E. Found from the history alone.
+func TestRedlockKleppmannClockJumpGivesTwoHolders(t *testing.T) {
+	s := spec("redlock", "redlock", []string{"kleppmann-clock"}, false, 25*time.Second)
+	// Client 1 must still hold the lock when client 2 asks: the clock jump and the heal
+	// take about a second of docker exec, and go-redis waits up to a second more before
+	// it dials a node that failed to answer.
+	s.TTL = Duration(6 * time.Second)
+	s.Work = Duration(4 * time.Second)
+	summary := runScenario(t, s)
+	expect(t, summary, map[string]checkers.Verdict{"mutual-exclusion": checkers.Invalid})
+	if summary.Faults < 2 {
+		t.Errorf("%d faults recorded, want the cut and the clock jump", summary.Faults)
+	}
+}
+
+func TestRedlockMinorityPartitionKeepsMutualExclusion(t *testing.T) {
+	s := runScenario(t, spec("redlock", "redlock", []string{"partition-clients-from"}, false, 12*time.Second))
+	expect(t, s, map[string]checkers.Verdict{
+		"lock-linearizable": checkers.Valid,
+		"mutual-exclusion":  checkers.Valid,
+		"data-safety":       checkers.Valid,
+	})
+	if s.Faults < 2 {
+		t.Errorf("only %d partitions in 12s: the test proves little", s.Faults)
+	}
+}
+
+func TestFencingIsRefusedForRedlock(t *testing.T) {
+	s := spec("redlock", "redlock", none, true, time.Second)
+	err := s.Normalize()
+	if err == nil || !strings.Contains(err.Error(), "no monotonic fencing token") {
+		t.Fatalf("got %v, want a refusal that says why", err)
+	}
+}
+
+// ZooKeeper: the lease is the session.
+
+func zkSpec(nemesis []string, fencing bool, limit time.Duration) Spec {
+	s := spec("zookeeper", "", nemesis, fencing, limit)
+	s.TTL = Duration(2 * time.Second) // the session timeout
+	s.Pause = Duration(5 * time.Second)
+	return s
+}
+
+func TestZooKeeperWithoutFaultsIsSafeWithGrowingTokens(t *testing.T) {
+	for _, client := range []string{"zookeeper", "zk-recipe-lib"} {
+		t.Run(client, func(t *testing.T) {
+			s := zkSpec(none, true, 8*time.Second)
+			s.Client = client
+			summary := runScenario(t, s)
+			expectAllValid(t, summary)
+			if n := verdicts(summary)["fencing"].Counts["grants-with-token"]; n < 5 {
+				t.Errorf("only %d grants carried a token", n)
+			}
+		})
+	}
+}
+
+func TestZooKeeperHolderPausedPastItsSessionCorruptsStorage(t *testing.T) {
+	s := runScenario(t, zkSpec([]string{"pause-holder"}, false, 20*time.Second))
+	expect(t, s, map[string]checkers.Verdict{
+		"mutual-exclusion": checkers.Invalid,
+		"data-safety":      checkers.Invalid,
+	})
+}
+
+func TestZooKeeperFencingKeepsStorageSafe(t *testing.T) {
+	s := runScenario(t, zkSpec([]string{"pause-holder"}, true, 20*time.Second))
+	expect(t, s, map[string]checkers.Verdict{
+		"lock-linearizable": checkers.Invalid,
+		"mutual-exclusion":  checkers.Invalid,
+		"data-safety":       checkers.Valid,
+		"lost-updates":      checkers.Valid,
+		"fencing":           checkers.Valid,
+	})
+	if stale := verdicts(s)["fencing"].Counts["stale-rejected"]; stale < 1 {
+		t.Errorf("storage rejected %d stale requests, want at least 1", stale)
+	}
+}
+
+func TestZooKeeperMinorityPartitionsKeepMutualExclusion(t *testing.T) {
+	for _, shape := range []string{"partition-leader", "partition-isolate-one"} {
+		t.Run(shape, func(t *testing.T) {
+			s := runScenario(t, zkSpec([]string{shape}, true, 15*time.Second))
+			expect(t, s, map[string]checkers.Verdict{
+				"lock-linearizable": checkers.Valid,
+				"mutual-exclusion":  checkers.Valid,
+				"data-safety":       checkers.Valid,
+			})
+			if s.Faults < 2 {
+				t.Errorf("only %d partitions: the test proves little", s.Faults)
+			}
+		})
+	}
+}
+
+// The recipe watches only its predecessor: one release wakes one waiter.
+func TestZooKeeperRecipeWakesOneWaiterPerRelease(t *testing.T) {
+	s := zkSpec(none, false, 8*time.Second)
+	s.Clients = 6 // five waiting behind the holder
+	summary := runScenario(t, s)
+	herd := verdicts(summary)["herd"]
+	if herd.Verdict != checkers.Valid || herd.Counts["notifications"] < 5 || herd.Counts["releases"] < 5 {
+		t.Fatalf("herd: %s (%s) %v: want about one notification per release", herd.Verdict, herd.Summary, herd.Counts)
+	}
+	t.Logf("herd metric: %s", herd.Summary)
+}

@@ -69,6 +69,7 @@ func RunWorker(stdin io.Reader, stdout io.Writer) error {
 		Process:        cfg.Process,
 		Key:            cfg.Lock.Key,
 		Lock:           lock,
+		Fencing:        cfg.Lock.Fencing,
 		Work:           cfg.Work,
 		AcquireTimeout: cfg.AcquireTimeout,
 		OpTimeout:      cfg.OpTimeout,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/lockbreaker/lockbreaker/history"
 )
@@ -62,14 +63,24 @@ func (kleppmannClock) Run(ctx context.Context, env Env) (err error) {
 		record(env, history.Start, fault, minority...)
 		cutAt := history.Now()
 		client1, ok := awaitGrant(ctx, events, cutAt+env.TTL.Nanoseconds())
+		// Client 1 holds the lock only for as long as it works: jump C's clock and let the
+		// clients reach D and E again at the same moment.
+		var clockErr error
+		var wg sync.WaitGroup
 		if ok {
 			if bumped == 0 {
 				record(env, history.Start, "clock-bump", c)
 			}
 			bumped += env.ClockOffset.Seconds()
-			err = clocks.SetClock(context.WithoutCancel(ctx), c, fmt.Sprintf("%+.3f", bumped))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				clockErr = clocks.SetClock(context.WithoutCancel(ctx), c, fmt.Sprintf("%+.3f", bumped))
+			}()
 		}
-		err = errors.Join(err, net.HealNetwork(context.WithoutCancel(ctx)))
+		err = net.HealNetwork(context.WithoutCancel(ctx))
+		wg.Wait()
+		err = errors.Join(err, clockErr)
 		record(env, history.Stop, fault, minority...)
 		if err != nil || !ok {
 			return err

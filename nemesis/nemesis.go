@@ -78,6 +78,7 @@ var kinds = map[string]func() Nemesis{
 }
 
 func init() {
+	kinds["partition-"+leaderShape] = func() Nemesis { return partition{shape: leaderShape} }
 	for _, shape := range shapeNames() {
 		kinds["partition-"+shape] = func() Nemesis { return partition{shape: shape} }
 	}

@@ -27,6 +27,11 @@ type Network interface {
 	HealNetwork(ctx context.Context) error
 }
 
+// Leaders finds the node that leads a consensus cluster (ZooKeeper).
+type Leaders interface {
+	Leader(ctx context.Context) (string, error)
+}
+
 // Clients names the lock clients in a grudge.
 const Clients = "clients"
 
@@ -85,6 +90,10 @@ func shapeNames() []string {
 	sort.Strings(names)
 	return names
 }
+
+// leaderShape isolates whichever node leads at the time: a shape that needs to ask the
+// cluster, so it is not in shapes (and not in the random mix).
+const leaderShape = "leader"
 
 // complete cuts every node of a off every node of b, both ways.
 func complete(a, b []string) grudge {
@@ -160,14 +169,25 @@ func (p partition) Run(ctx context.Context, env Env) error {
 		return err
 	}
 	nodes := env.Nodes.Names()
+	leaders, canLead := env.Nodes.(Leaders)
+	if p.shape == leaderShape && !canLead {
+		return errors.New("this cluster has no leader to isolate")
+	}
 	return schedule(ctx, env, func(rng *rand.Rand) error {
 		shape := p.shape
 		if shape == "" {
 			names := shapeNames()
 			shape = names[rng.Intn(len(names))]
 		}
-		g := shapes[shape](nodes, rng)
-		return partitionFor(ctx, env, net, "partition-"+shape, g)
+		if shape != leaderShape {
+			return partitionFor(ctx, env, net, "partition-"+shape, shapes[shape](nodes, rng))
+		}
+		leader, err := leaders.Leader(ctx)
+		if err != nil {
+			return fmt.Errorf("find the leader to isolate: %w", err)
+		}
+		i := slices.Index(nodes, leader)
+		return partitionFor(ctx, env, net, "partition-leader", complete([]string{leader}, without(nodes, i)))
 	})
 }
 

@@ -16,6 +16,9 @@ type Counter struct {
 	Process int
 	Key     string
 	Lock    Lock
+	// Fencing sends the grant's token with every storage request. Without it the token,
+	// if the lock hands one out, is recorded with the grant but the storage never sees it.
+	Fencing bool
 	// Storage connects to the shared storage; it is called again after a connection broke.
 	Storage func(context.Context) (*storage.Client, error)
 	// Work is the time between reading and writing.
@@ -54,7 +57,7 @@ func (w *Counter) cycle(ctx context.Context) {
 		return
 	}
 	var token *int64
-	if grant.HasToken {
+	if grant.HasToken && w.Fencing {
 		token = history.Int64(grant.Token)
 	}
 	if value, ok := w.storageOp(history.Read, token, 0); ok {
