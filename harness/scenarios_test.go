@@ -278,3 +278,24 @@ func TestZooKeeperRecipeWakesOneWaiterPerRelease(t *testing.T) {
 	}
 	t.Logf("herd metric: %s", herd.Summary)
 }
+
+// Clocks. Redis expires keys by wall clock: a node whose clock jumps forward past the TTL
+// drops the holder's key and grants the lock again. With seed 7 the schedule jumps forward
+// while a client holds the lock (and the reset after a backward jump is a forward jump too).
+func TestRedisClockJumpBreaksTheLock(t *testing.T) {
+	s := runScenario(t, spec("redis", "redis", []string{"clock-bump"}, false, 12*time.Second))
+	expect(t, s, map[string]checkers.Verdict{
+		"lock-linearizable": checkers.Invalid,
+		"mutual-exclusion":  checkers.Invalid,
+	})
+}
+
+// ZooKeeper's session expiry runs on the monotonic clock: wall-clock jumps on its nodes
+// change nothing.
+func TestZooKeeperIgnoresClockJumps(t *testing.T) {
+	s := runScenario(t, zkSpec([]string{"clock"}, true, 10*time.Second))
+	expectAllValid(t, s)
+	if s.Faults < 2 {
+		t.Errorf("only %d clock faults: the test proves little", s.Faults)
+	}
+}

@@ -275,3 +275,26 @@ func TestKleppmannClockStagesTheScenario(t *testing.T) {
 		}
 	}
 }
+
+func TestComposedNemesesRunSideBySide(t *testing.T) {
+	f := newFake(2, 3)
+	n, err := New([]string{"pause-node", "partition-clients-from"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := n.Run(ctx, f.env()); err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]bool{}
+	for _, fl := range f.faults() {
+		kinds[strings.Fields(fl.Description)[0]] = true
+		if !fl.Healed {
+			t.Errorf("fault %+v not healed", fl)
+		}
+	}
+	if !kinds["pause-node"] || !kinds["partition-clients-from"] {
+		t.Fatalf("faults by kind %v: want both nemeses to act", kinds)
+	}
+}
