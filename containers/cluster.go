@@ -68,6 +68,30 @@ const (
 var runIDPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
 
 // withDefaults checks spec and fills in the default node count.
+// Size checks a cluster size for a system and resolves 0 to the system's default, so a
+// bad size is refused before anything is started.
+func Size(system string, nodes int) (int, error) {
+	defaults := map[string]int{SystemRedis: 1, SystemRedlock: 5, SystemZooKeeper: 3}
+	def, ok := defaults[system]
+	if !ok {
+		return 0, fmt.Errorf("unknown system %q (want %s, %s or %s)", system, SystemRedis, SystemRedlock, SystemZooKeeper)
+	}
+	if nodes == 0 {
+		nodes = def
+	}
+	switch {
+	case nodes < 0 || nodes > 9:
+		return nodes, fmt.Errorf("%s: %d nodes (want 1 to 9)", system, nodes)
+	case system == SystemRedis && nodes != 1:
+		return nodes, fmt.Errorf("redis: %d nodes (a single Redis has 1)", nodes)
+	case system == SystemRedlock && (nodes < 3 || nodes%2 == 0):
+		return nodes, fmt.Errorf("redlock: %d nodes (want an odd number, at least 3)", nodes)
+	case system == SystemZooKeeper && nodes%2 == 0:
+		return nodes, fmt.Errorf("zookeeper: %d nodes (want an odd number)", nodes)
+	}
+	return nodes, nil
+}
+
 func (s Spec) withDefaults() (Spec, error) {
 	if !runIDPattern.MatchString(s.RunID) {
 		return s, fmt.Errorf("run id %q: want letters, digits, '_', '.', '-'", s.RunID)
@@ -75,21 +99,10 @@ func (s Spec) withDefaults() (Spec, error) {
 	if s.Image == "" {
 		return s, errors.New("no node image: call EnsureImage first")
 	}
-	defaults := map[string]int{SystemRedis: 1, SystemRedlock: 5, SystemZooKeeper: 3}
-	def, ok := defaults[s.System]
-	if !ok {
-		return s, fmt.Errorf("unknown system %q (want %s, %s or %s)", s.System, SystemRedis, SystemRedlock, SystemZooKeeper)
-	}
-	if s.Nodes == 0 {
-		s.Nodes = def
-	}
-	switch {
-	case s.Nodes < 0 || s.Nodes > 9:
-		return s, fmt.Errorf("%s: %d nodes (want 1 to 9)", s.System, s.Nodes)
-	case s.System == SystemRedis && s.Nodes != 1:
-		return s, fmt.Errorf("redis: %d nodes (a single Redis has 1)", s.Nodes)
-	case s.System == SystemZooKeeper && s.Nodes%2 == 0:
-		return s, fmt.Errorf("zookeeper: %d nodes (want an odd number)", s.Nodes)
+	nodes, err := Size(s.System, s.Nodes)
+	s.Nodes = nodes
+	if err != nil {
+		return s, err
 	}
 	return s, nil
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockbreaker/lockbreaker/containers"
 	"github.com/lockbreaker/lockbreaker/nemesis"
 	"github.com/lockbreaker/lockbreaker/workloads"
 )
@@ -124,10 +125,11 @@ func (s *Spec) Normalize() error {
 		return specErrorf("clock rate must be positive, got %g", s.ClockRate)
 	case s.Interval <= 0:
 		return specErrorf("interval must be positive, got %s", s.Interval.Std())
-	case s.Nodes < 0:
-		return specErrorf("nodes must not be negative, got %d", s.Nodes)
 	case s.Key == "" || strings.ContainsAny(s.Key, " /\\\n"):
 		return specErrorf("key must be a non-empty word, got %q", s.Key)
+	}
+	if _, err := containers.Size(s.System, s.Nodes); err != nil {
+		return &SpecError{Reason: err.Error()}
 	}
 	if s.Test == "" {
 		s.Test = s.name()

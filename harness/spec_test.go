@@ -21,6 +21,8 @@ func TestNormalizeRejectsBadSpecs(t *testing.T) {
 		{"no clients", func(s *Spec) { s.Clients = 0 }, "clients must be at least 1"},
 		{"no time", func(s *Spec) { s.TimeLimit = 0 }, "time limit must be positive"},
 		{"bad key", func(s *Spec) { s.Key = "a/b" }, "key must be a non-empty word"},
+		{"even redlock", func(s *Spec) { s.System, s.Nodes = "redlock", 4 }, "redlock: 4 nodes (want an odd number"},
+		{"two redis", func(s *Spec) { s.Nodes = 2 }, "a single Redis has 1"},
 		{"bad test name", func(s *Spec) { s.Test = "../x" }, "cannot be a directory name"},
 	}
 	for _, c := range cases {

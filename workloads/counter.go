@@ -72,18 +72,12 @@ func (w *Counter) acquire(ctx context.Context) (Grant, bool) {
 	actx, cancel := context.WithTimeout(ctx, w.AcquireTimeout)
 	defer cancel()
 	grant, err := w.Lock.Acquire(actx)
-	done := inv
-	switch {
-	case err == nil:
-		done.Type = history.OK
+	done := completion(inv, err, ErrBusy, history.ErrLockBusy)
+	if err == nil {
 		if grant.HasToken {
 			done.Token = history.Int64(grant.Token)
 		}
 		done.Detail = grant.Detail
-	case errors.Is(err, ErrBusy):
-		done.Type, done.Error = history.Fail, history.ErrLockBusy
-	default:
-		done.Type, done.Error = history.Info, err.Error()
 	}
 	w.complete(done)
 	return grant, err == nil
@@ -93,17 +87,22 @@ func (w *Counter) release() {
 	inv := w.invoke(history.Event{Func: history.Release})
 	ctx, cancel := context.WithTimeout(context.Background(), w.OpTimeout)
 	defer cancel()
-	err := w.Lock.Release(ctx)
+	w.complete(completion(inv, w.Lock.Release(ctx), ErrNotHeld, history.ErrNotHeld))
+}
+
+// completion ends inv by err: nil is ok; definite means the operation certainly did not
+// happen (fail, recorded as kind); anything else leaves it unknown (info).
+func completion(inv history.Event, err, definite error, kind string) history.Event {
 	done := inv
 	switch {
 	case err == nil:
 		done.Type = history.OK
-	case errors.Is(err, ErrNotHeld):
-		done.Type, done.Error = history.Fail, history.ErrNotHeld
+	case errors.Is(err, definite):
+		done.Type, done.Error = history.Fail, kind
 	default:
 		done.Type, done.Error = history.Info, err.Error()
 	}
-	w.complete(done)
+	return done
 }
 
 // storageOp reads (value ignored) or writes value, carrying token when there is one.

@@ -175,6 +175,43 @@ func TestCleanRemovesWhatAKilledRunLeft(t *testing.T) {
 	}
 }
 
+// Ctrl-C or SIGTERM stops a run early: faults are healed, workers stopped, containers
+// removed, and what was recorded is still checked and reported.
+func TestInterruptedRunCleansUpAndKeepsItsHistory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker: real containers")
+	}
+	results := t.TempDir()
+	cmd := exec.Command(binary, "run", "--time-limit", "2m", "--results", results)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(3 * time.Minute); !workersRunning(t); time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("the run never started its workers")
+		}
+	}
+	time.Sleep(3 * time.Second) // let it record something
+	cmd.Process.Signal(syscall.SIGTERM)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 255 || !strings.Contains(stderr.String(), "interrupted") {
+		t.Errorf("exit %v, stderr %q: want 255 and 'interrupted'", err, stderr.String())
+	}
+	if c, n := labelled(t, "container"), labelled(t, "network"); len(c)+len(n) > 0 {
+		t.Errorf("after SIGTERM: containers %v networks %v left", c, n)
+	}
+	if workersRunning(t) {
+		t.Error("workers outlived the interrupted run")
+	}
+	data, err := os.ReadFile(filepath.Join(results, "latest", "results.json"))
+	if err != nil || !strings.Contains(string(data), "interrupted") || !strings.Contains(string(data), "mutual-exclusion") {
+		t.Errorf("results.json of the interrupted run: %v %.200s", err, data)
+	}
+}
+
 func workersRunning(t *testing.T) bool {
 	out, _ := exec.Command("pgrep", "-f", binary+" worker").Output()
 	return len(strings.TrimSpace(string(out))) > 0
