@@ -27,9 +27,10 @@ run: deps build
 	if [ $$code -le 1 ]; then echo "(exit $$code: 0 = lock held up, 1 = violations found, as Kleppmann predicts)"; \
 	else exit $$code; fi
 
+# The node image is built first (with its progress shown), so no test waits on it.
 # Packages run one at a time: they share the Docker engine (clean removes every
 # labelled container) and two cores.
-test: deps vet
+test: deps vet image
 	$(GO) test -p 1 -count=1 -timeout 28m ./...
 
 unit:
