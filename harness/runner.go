@@ -192,6 +192,9 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 	defer cancel()
 	stopProgress := t.reportProgress(limit, rec)
 	nemErr := nem.Run(limit, env)
+	if nemErr != nil {
+		cancel() // a nemesis that cannot inject its faults makes the rest of the run moot
+	}
 	<-limit.Done()
 	stopProgress()
 	healErr := nem.Heal(context.WithoutCancel(ctx), env)

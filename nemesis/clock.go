@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand"
 	"time"
 
@@ -67,13 +68,19 @@ func skewClock(ctx context.Context, env Env, clocks Clocks, mode, node string, o
 	if mode == "rate" {
 		fault = fmt.Sprintf("clock-rate x%g", env.ClockRate)
 	}
+	// The history keeps the offset at the start, the furthest it went, and the reset.
+	var furthest float64
 	set := func(seconds float64) error {
+		if math.Abs(seconds) > math.Abs(furthest) {
+			furthest = seconds
+		}
 		return clocks.SetClock(context.WithoutCancel(ctx), node, fmt.Sprintf("%+.3f", seconds))
 	}
-	if err := set(initialOffset(mode, offset)); err != nil {
+	start := initialOffset(mode, offset)
+	if err := set(start); err != nil {
 		return fmt.Errorf("%s on %s: %w", fault, node, err)
 	}
-	record(env, history.Start, fault, node)
+	recordDetail(env, history.Start, fault, map[string]string{"offset": fmt.Sprintf("%+.3f", start)}, node)
 	var err error
 	if mode != "bump" {
 		err = vary(ctx, env.Pause, func(i int) error {
@@ -85,8 +92,9 @@ func skewClock(ctx context.Context, env Env, clocks Clocks, mode, node string, o
 	} else {
 		sleep(ctx, env.Pause)
 	}
+	furthestText := fmt.Sprintf("%+.3f", furthest)
 	err = errors.Join(err, set(0))
-	record(env, history.Stop, fault, node)
+	recordDetail(env, history.Stop, fault, map[string]string{"offset": "+0.000", "furthest": furthestText}, node)
 	return err
 }
 

@@ -44,7 +44,7 @@ func (kleppmannClock) Run(ctx context.Context, env Env) (err error) {
 	defer func() {
 		if bumped != 0 {
 			err = errors.Join(err, clocks.SetClock(context.WithoutCancel(ctx), c, "+0"))
-			record(env, history.Stop, "clock-bump", c)
+			recordDetail(env, history.Stop, "clock-bump", map[string]string{"offset": "+0.000", "furthest": fmt.Sprintf("%+.3f", bumped)}, c)
 		}
 	}()
 	for round := 1; ; round++ {
@@ -69,7 +69,7 @@ func (kleppmannClock) Run(ctx context.Context, env Env) (err error) {
 		var wg sync.WaitGroup
 		if ok {
 			if bumped == 0 {
-				record(env, history.Start, "clock-bump", c)
+				recordDetail(env, history.Start, "clock-bump", map[string]string{"offset": fmt.Sprintf("%+.3f", env.ClockOffset.Seconds())}, c)
 			}
 			bumped += env.ClockOffset.Seconds()
 			wg.Add(1)

@@ -155,8 +155,13 @@ func (c composed) Heal(ctx context.Context, env Env) error {
 
 // record writes a nemesis start or stop event.
 func record(env Env, f history.Func, fault string, targets ...string) {
+	recordDetail(env, f, fault, nil, targets...)
+}
+
+// recordDetail writes a nemesis event with details, e.g. a clock's offset.
+func recordDetail(env Env, f history.Func, fault string, detail map[string]string, targets ...string) {
 	env.Record(history.Event{Type: history.Info, Process: history.NemesisProcess, Func: f,
-		Time: history.Now(), Fault: fault, Nodes: targets})
+		Time: history.Now(), Fault: fault, Nodes: targets, Detail: detail})
 }
 
 // schedule calls inject at seeded random moments, on average env.Interval apart, until

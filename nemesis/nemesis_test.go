@@ -217,6 +217,12 @@ func TestClockFaultsMoveOneClockAndPutItBack(t *testing.T) {
 			if err := skewClock(context.Background(), env, f, mode, "n2", 4); err != nil {
 				t.Fatal(err)
 			}
+			f.mu.Lock()
+			start, stop := f.recorded[0], f.recorded[len(f.recorded)-1]
+			f.mu.Unlock()
+			if stop.Detail["offset"] != "+0.000" || stop.Detail["furthest"] == "+0.000" || start.Detail["offset"] == "" {
+				t.Errorf("history does not keep the offsets: start %v stop %v", start.Detail, stop.Detail)
+			}
 			got := f.did()
 			if got[len(got)-1] != "clock n2 +0.000" {
 				t.Fatalf("clock not put back: %q", got)

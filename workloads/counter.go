@@ -99,6 +99,9 @@ func completion(inv history.Event, err, definite error, kind string) history.Eve
 		done.Type = history.OK
 	case errors.Is(err, definite):
 		done.Type, done.Error = history.Fail, kind
+		if err != definite { // keep the client's own words, e.g. "session expired"
+			done.Detail = map[string]string{"reason": err.Error()}
+		}
 	default:
 		done.Type, done.Error = history.Info, err.Error()
 	}
