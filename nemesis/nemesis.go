@@ -1,11 +1,15 @@
-// Package nemesis injects faults into a running test: process pauses (SIGSTOP), and later
-// clock jumps and network partitions. Each kind is a Nemesis; several compose into one.
+// Package nemesis injects faults into a running test: process pauses (SIGSTOP), wall-clock
+// jumps (libfaketime) and network partitions (iptables). Each kind is a Nemesis; several
+// compose into one. Capabilities a cluster may lack (Clocks, Network, Leaders) are small
+// interfaces of their own, checked when a nemesis starts, so a fault that cannot apply
+// says so up front.
 //
 // A nemesis records every fault it injects as a start event and every heal as a stop
 // event in the history, so checkers and reports can see what was broken when. Every fault
 // is healed by the nemesis that made it before Run returns, and Heal undoes anything that
 // might still be there (it is called after Run, also when the run failed), so no paused
-// process survives a run. Schedules are seeded: the same seed gives the same faults.
+// process, iptables rule or faked clock survives a run. Schedules are seeded: the same
+// seed gives the same faults.
 package nemesis
 
 import (
