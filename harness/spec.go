@@ -128,7 +128,11 @@ func (s *Spec) Normalize() error {
 	case s.Key == "" || strings.ContainsAny(s.Key, " /\\\n"):
 		return specErrorf("key must be a non-empty word, got %q", s.Key)
 	}
-	if _, err := containers.Size(s.System, s.Nodes); err != nil {
+	nodes, err := containers.Size(s.System, s.Nodes)
+	if err != nil {
+		return &SpecError{Reason: err.Error()}
+	}
+	if err := nemesis.Available(s.Nemesis, s.System, nodes); err != nil {
 		return &SpecError{Reason: err.Error()}
 	}
 	if s.Test == "" {

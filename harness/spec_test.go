@@ -23,6 +23,8 @@ func TestNormalizeRejectsBadSpecs(t *testing.T) {
 		{"bad key", func(s *Spec) { s.Key = "a/b" }, "key must be a non-empty word"},
 		{"even redlock", func(s *Spec) { s.System, s.Nodes = "redlock", 4 }, "redlock: 4 nodes (want an odd number"},
 		{"two redis", func(s *Spec) { s.Nodes = 2 }, "a single Redis has 1"},
+		{"kleppmann on redis", func(s *Spec) { s.Nemesis = []string{"kleppmann-clock"} }, "needs --system redlock"},
+		{"leader of redis", func(s *Spec) { s.Nemesis = []string{"partition-leader"} }, "has no leader to isolate"},
 		{"bad test name", func(s *Spec) { s.Test = "../x" }, "cannot be a directory name"},
 	}
 	for _, c := range cases {

@@ -24,6 +24,13 @@ type kleppmannClock struct{}
 
 func (kleppmannClock) Name() string { return "kleppmann-clock" }
 
+func (kleppmannClock) Available(system string, nodes int) error {
+	if system != "redlock" || nodes < 3 {
+		return errors.New("stages Kleppmann's example against Redlock: needs --system redlock")
+	}
+	return nil
+}
+
 func (kleppmannClock) Run(ctx context.Context, env Env) (err error) {
 	net, err := networkOf(env)
 	if err != nil {

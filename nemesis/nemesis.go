@@ -69,6 +69,29 @@ type Nemesis interface {
 	Heal(ctx context.Context, env Env) error
 }
 
+// Availability is implemented by nemeses that apply only to some clusters; like etcd's
+// failpoints they say so before the run starts rather than failing halfway.
+type Availability interface {
+	Available(system string, nodes int) error
+}
+
+// Available reports why the named nemeses cannot run against a cluster, if they cannot.
+func Available(names []string, system string, nodes int) error {
+	n, err := New(names)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, one := range n.(composed) {
+		if a, ok := one.(Availability); ok {
+			if err := a.Available(system, nodes); err != nil {
+				errs = append(errs, fmt.Errorf("nemesis %s: %w", one.Name(), err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
 var kinds = map[string]func() Nemesis{
 	"pause-holder":    func() Nemesis { return pauseHolder{} },
 	"pause-client":    func() Nemesis { return pauseClient{} },

@@ -163,6 +163,16 @@ func (p partition) Name() string {
 	return "partition-" + p.shape
 }
 
+func (p partition) Available(system string, nodes int) error {
+	switch {
+	case p.shape == leaderShape && system != "zookeeper":
+		return fmt.Errorf("a %s cluster has no leader to isolate", system)
+	case nodes < 2 && p.shape != "clients-from" && p.shape != "":
+		return errors.New("needs at least two nodes to cut apart")
+	}
+	return nil
+}
+
 func (p partition) Run(ctx context.Context, env Env) error {
 	net, err := networkOf(env)
 	if err != nil {
