@@ -247,8 +247,8 @@ func TestZooKeeperFencingKeepsStorageSafe(t *testing.T) {
 	expectLockBrokenDataSafe(t, runScenario(t, zkSpec([]string{"pause-holder"}, true, 20*time.Second)))
 }
 
-func TestZooKeeperMinorityPartitionsKeepMutualExclusion(t *testing.T) {
-	for _, shape := range []string{"partition-leader", "partition-isolate-one"} {
+func TestZooKeeperMinorityFaultsKeepMutualExclusion(t *testing.T) {
+	for _, shape := range []string{"partition-leader", "partition-isolate-one", "partition-halves", "pause-node"} {
 		t.Run(shape, func(t *testing.T) {
 			s := runScenario(t, zkSpec([]string{shape}, true, 15*time.Second))
 			expect(t, s, map[string]checkers.Verdict{
@@ -257,7 +257,7 @@ func TestZooKeeperMinorityPartitionsKeepMutualExclusion(t *testing.T) {
 				"data-safety":       checkers.Valid,
 			})
 			if s.Faults < 2 {
-				t.Errorf("only %d partitions: the test proves little", s.Faults)
+				t.Errorf("only %d faults: the test proves little", s.Faults)
 			}
 		})
 	}
