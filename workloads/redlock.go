@@ -2,7 +2,9 @@ package workloads
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -109,7 +111,8 @@ func (l *Redlock) releaseEverywhere(ctx context.Context) (released, failed []str
 }
 
 // onEveryNode runs op on each node, in turn or at once, each under its own timeout, and
-// returns the nodes where it succeeded and descriptions of the ones that errored.
+// returns the nodes where it succeeded and descriptions of the ones whose outcome is
+// unknown. A node that could not even be dialled did nothing, so it is neither.
 func (l *Redlock) onEveryNode(ctx context.Context, op func(context.Context, *redis.Client) (bool, error)) (ok, failed []string) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -120,7 +123,7 @@ func (l *Redlock) onEveryNode(ctx context.Context, op func(context.Context, *red
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
-		case err != nil && err != redis.Nil:
+		case err != nil && err != redis.Nil && !neverSent(err):
 			failed = append(failed, "n"+strconv.Itoa(i+1)+": "+err.Error())
 		case done:
 			ok = append(ok, "n"+strconv.Itoa(i+1))
@@ -143,4 +146,12 @@ func (l *Redlock) Close() error {
 		rdb.Close()
 	}
 	return nil
+}
+
+// neverSent reports whether err means the request never left the client: the connection
+// could not be made. go-redis also answers with its last dial error, without dialling,
+// while its circuit breaker is open after a failed dial.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }

@@ -50,8 +50,8 @@ func (l *redsyncLock) Acquire(ctx context.Context) (Grant, error) {
 		}
 		// Nodes that failed to answer may have granted the lock: if they and the nodes that
 		// granted it could make a majority, the outcome is unknown.
-		taken, unanswered := nodeOutcomes(err)
-		if unanswered > 0 && len(l.clients)-taken >= len(l.clients)/2+1 {
+		refused, unanswered := nodeOutcomes(err)
+		if unanswered > 0 && len(l.clients)-refused >= len(l.clients)/2+1 {
 			return Grant{}, err
 		}
 		return Grant{}, ErrBusy
@@ -76,9 +76,10 @@ func (l *redsyncLock) Close() error {
 	return nil
 }
 
-// nodeOutcomes counts, in a redsync error, the nodes that refused because the lock was
-// taken and the nodes that did not answer.
-func nodeOutcomes(err error) (taken, unanswered int) {
+// nodeOutcomes counts, in a redsync error, the nodes that certainly did not grant (the
+// lock was taken there, or the node could not be dialled) and the nodes whose answer is
+// unknown.
+func nodeOutcomes(err error) (refused, unanswered int) {
 	var quorumTaken *redsync.ErrTaken
 	if errors.As(err, &quorumTaken) {
 		return len(quorumTaken.Nodes), 0
@@ -87,13 +88,13 @@ func nodeOutcomes(err error) (taken, unanswered int) {
 		var nodeTaken *redsync.ErrNodeTaken
 		var redisErr *redsync.RedisError
 		switch {
-		case errors.As(e, &nodeTaken), errors.Is(e, redsync.ErrLockAlreadyExpired):
-			taken++
+		case errors.As(e, &nodeTaken), errors.Is(e, redsync.ErrLockAlreadyExpired), neverSent(e):
+			refused++
 		case errors.As(e, &redisErr):
 			unanswered++
 		}
 	}
-	return taken, unanswered
+	return refused, unanswered
 }
 
 func hasUnanswered(err error) bool {
