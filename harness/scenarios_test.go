@@ -120,6 +120,15 @@ func TestRedisWithoutFaultsIsSafe(t *testing.T) {
 	}
 }
 
+// expectFaults fails t when the nemesis injected fewer than n faults: a safe verdict
+// from a run that was hardly faulted proves little.
+func expectFaults(t *testing.T, s results.Summary, n int) {
+	t.Helper()
+	if s.Faults < n {
+		t.Errorf("only %d faults injected, want at least %d: the run proves little", s.Faults, n)
+	}
+}
+
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(b []byte) (int, error) {
@@ -187,9 +196,7 @@ func TestRedlockKleppmannClockJumpGivesTwoHolders(t *testing.T) {
 	s.Work = Duration(4 * time.Second)
 	summary := runScenario(t, s)
 	expect(t, summary, map[string]checkers.Verdict{"mutual-exclusion": checkers.Invalid})
-	if summary.Faults < 2 {
-		t.Errorf("%d faults recorded, want the cut and the clock jump", summary.Faults)
-	}
+	expectFaults(t, summary, 2)
 }
 
 func TestRedlockMinorityPartitionKeepsMutualExclusion(t *testing.T) {
@@ -199,9 +206,7 @@ func TestRedlockMinorityPartitionKeepsMutualExclusion(t *testing.T) {
 		"mutual-exclusion":  checkers.Valid,
 		"data-safety":       checkers.Valid,
 	})
-	if s.Faults < 2 {
-		t.Errorf("only %d partitions in 12s: the test proves little", s.Faults)
-	}
+	expectFaults(t, s, 2)
 }
 
 func TestFencingIsRefusedForRedlock(t *testing.T) {
@@ -256,9 +261,7 @@ func TestZooKeeperMinorityPartitionsKeepMutualExclusion(t *testing.T) {
 				"mutual-exclusion":  checkers.Valid,
 				"data-safety":       checkers.Valid,
 			})
-			if s.Faults < 2 {
-				t.Errorf("only %d partitions: the test proves little", s.Faults)
-			}
+			expectFaults(t, s, 2)
 		})
 	}
 }
@@ -273,9 +276,7 @@ func TestZooKeeperPausedServerWithFencingKeepsStorageSafe(t *testing.T) {
 		"lost-updates": checkers.Valid,
 		"fencing":      checkers.Valid,
 	})
-	if s.Faults < 2 {
-		t.Errorf("only %d pauses: the test proves little", s.Faults)
-	}
+	expectFaults(t, s, 2)
 }
 
 // The recipe watches only its predecessor: one release wakes one waiter.
@@ -306,7 +307,5 @@ func TestRedisClockJumpBreaksTheLock(t *testing.T) {
 func TestZooKeeperIgnoresClockJumps(t *testing.T) {
 	s := runScenario(t, zkSpec([]string{"clock"}, true, 10*time.Second))
 	expectAllValid(t, s)
-	if s.Faults < 2 {
-		t.Errorf("only %d clock faults: the test proves little", s.Faults)
-	}
+	expectFaults(t, s, 2)
 }
