@@ -82,7 +82,7 @@ var guardedRegister = (&porcupine.NondeterministicModel{
 // guardedStep returns every state the request may leave behind; none when the response is
 // impossible from s. An indeterminate request may have taken effect or not: both states.
 func guardedStep(s guarded, req request, resp response) []any {
-	caller, unsure := req.process, resp.outcome == indeterminate
+	caller, unsure := req.caller, resp.outcome == indeterminate
 	after := s
 	switch req.f {
 	case history.Acquire:

@@ -9,9 +9,10 @@ package checkers
 //   - an info or never-completed operation returns at "infinity", after every recorded
 //     event, because it may take effect at any moment after its invocation; the models step
 //     it to every state it could leave behind (porcupine.NondeterministicModel);
-//   - the worker then carries on under a fresh porcupine client id. Porcupine decides on
-//     call and return times alone, so this only keeps the visualisation honest: one row
-//     never holds two operations at once.
+//   - the worker then carries on as a new incarnation: a fresh porcupine client id, and a
+//     fresh identity in the models. The identity matters: if the worker kept its old one,
+//     an unanswered acquire placed late could make "it" the holder again and excuse a
+//     stale write it made long after losing the lock.
 //
 // Every key is its own search (the lock and its register are independent per key) and its
 // own visualisation file. The searches share one deadline, Options.Timeout or the
@@ -69,10 +70,16 @@ func outcomeOf(op history.Op) outcome {
 
 // request is a porcupine operation's input: who asked for what.
 type request struct {
-	f       history.Func
-	process int
-	value   int64 // what a write wrote
+	f history.Func
+	// caller is the worker's identity in the models: its process number and incarnation
+	// (see incarnation).
+	caller int
+	value  int64 // what a write wrote
 }
+
+// incarnation names the n-th life of a process in the models: a worker starts a new life
+// after each indeterminate operation. Decoded by processName.
+func incarnation(process, n int) int { return process<<16 | n }
 
 // response is a porcupine operation's output: how the request ended, what a read returned.
 type response struct {
@@ -185,6 +192,7 @@ func (l linearizability) search(ctx context.Context, deadline time.Time, key str
 // ops[i], which porcupine's partial linearizations refer to by index.
 func operations(ops []history.Op, infinity int64) []porcupine.Operation {
 	clientID := map[int]int{} // process -> its current porcupine client id
+	lives := map[int]int{}    // process -> its current incarnation
 	fresh := 0
 	out := make([]porcupine.Operation, len(ops))
 	for i := range ops {
@@ -194,10 +202,12 @@ func operations(ops []history.Op, infinity int64) []porcupine.Operation {
 			id, fresh = fresh, fresh+1
 			clientID[op.Process()] = id
 		}
+		caller := incarnation(op.Process(), lives[op.Process()])
 		o := outcomeOf(*op)
 		ret := infinity
 		if o == indeterminate {
 			delete(clientID, op.Process())
+			lives[op.Process()]++
 		} else {
 			ret = op.Complete.Time
 		}
@@ -207,7 +217,7 @@ func operations(ops []history.Op, infinity int64) []porcupine.Operation {
 		}
 		out[i] = porcupine.Operation{
 			ClientId: id,
-			Input:    request{f: op.Func(), process: op.Process(), value: valueOf(op.Invoke.Value)},
+			Input:    request{f: op.Func(), caller: caller, value: valueOf(op.Invoke.Value)},
 			Call:     op.Invoke.Time,
 			Output:   response{outcome: o, value: read},
 			Return:   ret,
@@ -311,7 +321,7 @@ func (used fileNames) next(checker, key string) string {
 // describeRequest is the models' DescribeOperation: "p1 write 3 -> info".
 func describeRequest(in, out any) string {
 	req, resp := in.(request), out.(response)
-	s := processName(req.process) + " " + string(req.f)
+	s := incarnationName(req.caller) + " " + string(req.f)
 	if req.f == history.Write {
 		s += fmt.Sprintf(" %d", req.value)
 	}
@@ -338,7 +348,16 @@ func describeHolder(h int) string {
 	if h == nobody {
 		return "free"
 	}
-	return "held by " + processName(h)
+	return "held by " + incarnationName(h)
+}
+
+// incarnationName is "p2" for a worker's first life, "p2'1" for its second.
+func incarnationName(caller int) string {
+	name := processName(caller >> 16)
+	if n := caller & 0xffff; n > 0 {
+		name += fmt.Sprintf("'%d", n)
+	}
+	return name
 }
 
 func valueOf(v *int64) int64 {

@@ -48,7 +48,7 @@ var strictMutex = (&porcupine.NondeterministicModel{
 // mutexStep returns every holder the lock may have after the request; none when the
 // response is impossible from holder.
 func mutexStep(holder int, req request, resp response) []any {
-	caller := req.process
+	caller := req.caller
 	switch {
 	case req.f == history.Acquire && resp.outcome == succeeded:
 		if holder == nobody {

@@ -55,12 +55,20 @@ func (LostUpdates) Check(_ context.Context, events []history.Event, _ Options) R
 		counted++
 		acknowledged += len(accepted)
 		indeterminate += unsure
+		overwrites := 0
 		sweepCompletedBefore(accepted, writtenValue, func(w, earlier history.Op, found bool) {
 			if found && writtenValue(w) <= writtenValue(earlier) {
+				overwrites++
 				stale.addf("stale overwrite: %s wrote %d after %s had written %d: %s",
 					processName(w.Process()), writtenValue(w), processName(earlier.Process()), writtenValue(earlier), tl.describe(w))
 			}
 		})
+		// Increments only grow the counter: an acknowledged write that did not, wrote over
+		// increments, even when an indeterminate write later made the final count add up.
+		if overwrites > 0 {
+			broken = append(broken, key)
+			lost += overwrites
+		}
 		if !read {
 			unread = append(unread, key)
 			continue
@@ -68,6 +76,9 @@ func (LostUpdates) Check(_ context.Context, events []history.Event, _ Options) R
 		w, f := int64(len(accepted)), finalValue
 		final += int(f)
 		switch {
+		case f < w && overwrites > 0:
+			lost += max(int(w-f)-overwrites, 0)
+			damage.addf("key %s: final counter %d, %d acknowledged increments: %d lost", key, f, w, w-f)
 		case f < w:
 			lost += int(w - f)
 			broken = append(broken, key)
