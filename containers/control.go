@@ -26,6 +26,8 @@ func (c *Cluster) Signal(ctx context.Context, name, sig string) error {
 	if err != nil {
 		return err
 	}
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	cli, _ := docker()
 	if _, err := cli.ContainerKill(ctx, n.ContainerID, client.ContainerKillOptions{Signal: sig}); err != nil {
 		return fmt.Errorf("send %s to node %s: %w", sig, name, err)
@@ -47,7 +49,18 @@ func (c *Cluster) Exec(ctx context.Context, name string, cmd ...string) (output 
 	return out, nil
 }
 
+// nodeCallTimeout bounds one call into a node. Heals run on contexts that outlive the
+// run's (they must happen after Ctrl-C); a stalled engine must still not hang them.
+const nodeCallTimeout = 30 * time.Second
+
+// bounded gives ctx a deadline of nodeCallTimeout unless it has an earlier one.
+func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, nodeCallTimeout)
+}
+
 func execIn(ctx context.Context, containerID string, cmd []string) (string, error) {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	cli, _ := docker()
 	created, err := cli.ExecCreate(ctx, containerID, client.ExecCreateOptions{Cmd: cmd, AttachStdout: true, AttachStderr: true})
 	if err != nil {

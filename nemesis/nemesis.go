@@ -152,7 +152,11 @@ func (c composed) Name() string {
 	return strings.Join(names, ",")
 }
 
+// Run runs every nemesis until ctx ends or one of them fails, which stops the others
+// too: a run that cannot inject the faults it was asked for proves nothing.
 func (c composed) Run(ctx context.Context, env Env) error {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	var wg sync.WaitGroup
 	errs := make([]error, len(c))
 	for i, n := range c {
@@ -163,6 +167,7 @@ func (c composed) Run(ctx context.Context, env Env) error {
 			own.Seed = env.Seed + int64(i)*7919
 			if err := n.Run(ctx, own); err != nil {
 				errs[i] = fmt.Errorf("nemesis %s: %w", n.Name(), err)
+				stop()
 			}
 		}()
 	}

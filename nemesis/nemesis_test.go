@@ -116,9 +116,7 @@ func TestPauseHolderFreezesTheClientThatJustReadAndThawsIt(t *testing.T) {
 	f.events <- history.Event{Type: history.OK, Process: 2, Func: history.Read, Time: now} // not a holder
 	f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Acquire, Time: now}
 	f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Read, Time: now}
-	for len(f.faults()) == 0 || !f.faults()[0].Healed {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, "the pause to be healed", func() bool { return len(f.faults()) > 0 && f.faults()[0].Healed })
 	cancel()
 	<-done
 	want := []string{"worker-1 STOPPED (SIGNAL)", "worker-1 CONTINUED"}
@@ -253,15 +251,11 @@ func TestKleppmannClockStagesTheScenario(t *testing.T) {
 	done := make(chan error)
 	go func() { done <- kleppmannClock{}.Run(ctx, env) }()
 	// Wait for the cut, then let client 0 be granted the lock by the majority alone.
-	for !slices.Contains(f.did(), "n5 drops gw") {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, "the cut", func() bool { return slices.Contains(f.did(), "n5 drops gw") })
 	time.Sleep(5 * time.Millisecond) // past the cut plus the (1ms) TTL
 	f.events <- history.Event{Type: history.Invoke, Process: 0, Func: history.Acquire, Time: history.Now()}
 	f.events <- history.Event{Type: history.OK, Process: 0, Func: history.Acquire, Time: history.Now()}
-	for !slices.Contains(f.did(), "heal network") {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, "the heal", func() bool { return slices.Contains(f.did(), "heal network") })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -302,5 +296,40 @@ func TestComposedNemesesRunSideBySide(t *testing.T) {
 	}
 	if !kinds["pause-node"] || !kinds["partition-clients-from"] {
 		t.Fatalf("faults by kind %v: want both nemeses to act", kinds)
+	}
+}
+
+func TestAFailingNemesisStopsTheOthers(t *testing.T) {
+	f := newFake(2, 3)
+	env := f.env()
+	env.Nodes = nodesOnly{f} // no clocks: the clock nemesis fails at once
+	n, _ := New([]string{"pause-client", "clock"})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := n.Run(ctx, env)
+	if err == nil || !strings.Contains(err.Error(), "cannot move its nodes' clocks") {
+		t.Fatalf("got %v, want the clock nemesis's error", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("Run took %s: the failure did not stop pause-client", took)
+	}
+}
+
+// nodesOnly is a cluster with no capabilities beyond naming and signalling its nodes.
+type nodesOnly struct{ f *fake }
+
+func (n nodesOnly) Names() []string { return n.f.nodes }
+func (n nodesOnly) Signal(_ context.Context, node, sig string) error {
+	return n.f.SignalNode(node, sig)
+}
+
+// waitFor polls cond for up to two seconds and fails t if it never holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
 	}
 }
