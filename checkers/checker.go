@@ -56,7 +56,7 @@ type Checker interface {
 
 // All returns every checker, in the order reports list them: lock safety first
 // (lock-linearizable, mutual-exclusion), then data safety (data-safety, lost-updates),
-// then fencing.
+// then fencing, then the herd metric.
 func All() []Checker {
 	return []Checker{NewLockLinearizable(), NewMutualExclusion(), NewDataSafety(), NewLostUpdates(), NewFencing(), NewHerd()}
 }

@@ -67,7 +67,6 @@ const (
 
 var runIDPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
 
-// withDefaults checks spec and fills in the default node count.
 // Size checks a cluster size for a system and resolves 0 to the system's default, so a
 // bad size is refused before anything is started.
 func Size(system string, nodes int) (int, error) {
@@ -92,6 +91,7 @@ func Size(system string, nodes int) (int, error) {
 	return nodes, nil
 }
 
+// withDefaults checks spec and fills in the default node count.
 func (s Spec) withDefaults() (Spec, error) {
 	if !runIDPattern.MatchString(s.RunID) {
 		return s, fmt.Errorf("run id %q: want letters, digits, '_', '.', '-'", s.RunID)
@@ -273,6 +273,30 @@ func (c *Cluster) Stop(ctx context.Context) error {
 }
 
 // node returns the node called name.
+// Names are the nodes' names, n1..nN.
+func (c *Cluster) Names() []string {
+	var names []string
+	for _, n := range c.nodes {
+		names = append(names, n.Name)
+	}
+	return names
+}
+
+// Addrs are the addresses the lock clients dial, in node order.
+func (c *Cluster) Addrs() []string {
+	var addrs []string
+	for _, n := range c.nodes {
+		addrs = append(addrs, n.Addr())
+	}
+	return addrs
+}
+
+// IP is node name's address on the cluster network, or "" if there is no such node.
+func (c *Cluster) IP(name string) string {
+	n, _ := c.node(name)
+	return n.IP
+}
+
 func (c *Cluster) node(name string) (Node, error) {
 	for _, n := range c.nodes {
 		if n.Name == name {

@@ -35,7 +35,7 @@ func runNemesis(t *testing.T, c *containers.Cluster, name string, d time.Duratio
 	var seen []observedFault
 	env := nemesis.Env{
 		Workers:   noWorkers{},
-		Nodes:     clusterTargets{c},
+		Nodes:     c,
 		Subscribe: func() <-chan history.Event { return make(chan history.Event) },
 		Record: func(e history.Event) {
 			if e.Func != history.Start {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -33,8 +34,10 @@ type worker struct {
 }
 
 // startPool starts one worker per config. Workers live in their own process group, so a
-// Ctrl-C at the terminal reaches only the harness, which then stops them in order; and
-// they are killed by the kernel if the harness dies (Pdeathsig), so none outlives it.
+// Ctrl-C at the terminal reaches only the harness, which then stops them in order. If the
+// harness is killed, the kernel kills them (Pdeathsig fires when the thread that started
+// them ends; the Go runtime ends only threads locked by a goroutine, which these are not),
+// and a worker whose stdin closes stops by itself.
 func startPool(command []string, configs []WorkerConfig, rec *history.Recorder, logs io.Writer) (*pool, error) {
 	p := &pool{rec: rec}
 	for _, cfg := range configs {
@@ -52,7 +55,7 @@ func (p *pool) start(command []string, cfg WorkerConfig, logs io.Writer) (*worke
 	cmd := exec.Command(command[0], command[1:]...)
 	cmd.Env = append(os.Environ(), WorkerEnv+"=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Stderr = &prefixWriter{w: logs, prefix: fmt.Sprintf("worker-%d: ", cfg.Process)}
+	cmd.Stderr = prefixWriter{w: logs, prefix: fmt.Sprintf("worker-%d: ", cfg.Process)}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -151,18 +154,30 @@ func (p *pool) stop(grace time.Duration) {
 	<-done
 }
 
-// prefixWriter prefixes each write (a worker's log line) and serialises writers.
+// prefixWriter prefixes every line written to it (a worker's log) with the worker's name.
 type prefixWriter struct {
-	mu     sync.Mutex
 	w      io.Writer
 	prefix string
 }
 
-func (pw *prefixWriter) Write(b []byte) (int, error) {
-	pw.mu.Lock()
-	defer pw.mu.Unlock()
-	if _, err := io.WriteString(pw.w, pw.prefix+string(b)); err != nil {
+func (pw prefixWriter) Write(b []byte) (int, error) {
+	text := strings.TrimSuffix(string(b), "\n")
+	prefixed := pw.prefix + strings.ReplaceAll(text, "\n", "\n"+pw.prefix) + "\n"
+	if _, err := io.WriteString(pw.w, prefixed); err != nil {
 		return 0, err
 	}
 	return len(b), nil
+}
+
+// lockedWriter lets the harness's log and every worker's share run.log, one write at a
+// time.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (lw *lockedWriter) Write(b []byte) (int, error) {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return lw.w.Write(b)
 }

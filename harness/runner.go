@@ -61,7 +61,7 @@ type trial struct {
 	run      *results.Run
 	progress io.Writer
 	log      *slog.Logger
-	logFile  *os.File
+	logs     io.Writer // run.log, shared by the harness and the workers
 }
 
 func (t *trial) say(format string, args ...any) {
@@ -80,17 +80,14 @@ func (t *trial) execute(ctx context.Context) (results.Summary, error) {
 		return results.Summary{}, fmt.Errorf("create run log: %w", err)
 	}
 	defer logFile.Close()
-	t.logFile = logFile
-	t.log = slog.New(slog.NewTextHandler(logFile, nil))
+	t.logs = &lockedWriter{w: logFile}
+	t.log = slog.New(slog.NewTextHandler(t.logs, nil))
 	rec, err := history.Create(t.run.Path(results.HistoryFile))
 	if err != nil {
 		return results.Summary{}, err
 	}
 
-	runErr := t.record(ctx, rec)
-	if cerr := rec.Close(); runErr == nil {
-		runErr = cerr
-	}
+	runErr := errors.Join(t.record(ctx, rec), rec.Close())
 	if runErr != nil {
 		t.log.Error("run failed", "err", runErr)
 	}
@@ -162,9 +159,8 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 	if err != nil {
 		return err
 	}
-	targets := clusterTargets{cluster}
-	configs := t.workerConfigs(runID, targets.Addrs(), store.Addr())
-	workers, err := startPool(command, configs, rec, t.logFile)
+	configs := t.workerConfigs(runID, cluster.Addrs(), store.Addr())
+	workers, err := startPool(command, configs, rec, t.logs)
 	if err != nil {
 		return err
 	}
@@ -172,7 +168,7 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 
 	env := nemesis.Env{
 		Workers: workers,
-		Nodes:   targets,
+		Nodes:   cluster,
 		Subscribe: func() <-chan history.Event {
 			ch := make(chan history.Event, 4096)
 			rec.Subscribe(ch)
@@ -206,35 +202,6 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 		return errors.Join(errors.New("interrupted"), nemErr, healErr)
 	}
 	return errors.Join(nemErr, healErr, finalErr)
-}
-
-// clusterTargets shows a cluster to the nemesis by node name.
-type clusterTargets struct{ *containers.Cluster }
-
-func (c clusterTargets) Names() []string {
-	var names []string
-	for _, n := range c.Nodes() {
-		names = append(names, n.Name)
-	}
-	return names
-}
-
-// Addrs are the nodes' addresses for the lock clients.
-func (c clusterTargets) Addrs() []string {
-	var addrs []string
-	for _, n := range c.Nodes() {
-		addrs = append(addrs, n.Addr())
-	}
-	return addrs
-}
-
-func (c clusterTargets) IP(name string) string {
-	for _, n := range c.Nodes() {
-		if n.Name == name {
-			return n.IP
-		}
-	}
-	return ""
 }
 
 func nemesisName(names []string) string {

@@ -37,6 +37,9 @@ type Recorder struct {
 	next   int
 	events []Event
 	subs   []chan<- Event
+	// err is the first failure to write: Close reports it, so a history with a gap is
+	// never taken for a complete one.
+	err error
 }
 
 // Create starts a new history file at path.
@@ -62,13 +65,17 @@ func (r *Recorder) Record(e Event) (Event, error) {
 	defer r.mu.Unlock()
 	e.Index = r.next
 	line, err := json.Marshal(e)
-	if err != nil {
-		return e, fmt.Errorf("encode history event: %w", err)
+	if err == nil {
+		r.w.Write(line)
+		r.w.WriteByte('\n')
+		err = r.w.Flush()
 	}
-	r.w.Write(line)
-	r.w.WriteByte('\n')
-	if err := r.w.Flush(); err != nil {
-		return e, fmt.Errorf("write history: %w", err)
+	if err != nil {
+		err = fmt.Errorf("write history event %d: %w", e.Index, err)
+		if r.err == nil {
+			r.err = err
+		}
+		return e, err
 	}
 	r.next++
 	r.events = append(r.events, e)
@@ -88,14 +95,15 @@ func (r *Recorder) Events() []Event {
 	return append([]Event(nil), r.events...)
 }
 
-// Close syncs and closes the file.
+// Close syncs and closes the file. It also reports the first event that could not be
+// written, since the history is then incomplete.
 func (r *Recorder) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.f == nil {
-		return nil
+		return r.err
 	}
-	err := errors.Join(r.w.Flush(), r.f.Sync(), r.f.Close())
+	err := errors.Join(r.err, r.w.Flush(), r.f.Sync(), r.f.Close())
 	r.f = nil
 	return err
 }

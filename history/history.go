@@ -8,7 +8,6 @@
 package history
 
 import (
-	"fmt"
 	"time"
 )
 
@@ -90,27 +89,6 @@ func Int64(v int64) *int64 { return &v }
 
 // IsCompletion reports whether e ends an operation.
 func (e Event) IsCompletion() bool { return e.Type == OK || e.Type == Fail || e.Type == Info }
-
-// String renders an event for evidence lines in reports.
-func (e Event) String() string {
-	s := fmt.Sprintf("#%d %s p%d %s", e.Index, e.Type, e.Process, e.Func)
-	if e.Key != "" {
-		s += " " + e.Key
-	}
-	if e.Value != nil {
-		s += fmt.Sprintf(" value=%d", *e.Value)
-	}
-	if e.Token != nil {
-		s += fmt.Sprintf(" token=%d", *e.Token)
-	}
-	if e.Fault != "" {
-		s += " " + e.Fault
-	}
-	if e.Error != "" {
-		s += " (" + e.Error + ")"
-	}
-	return s
-}
 
 // Duration is a monotonic time difference, for display.
 func Duration(from, to int64) time.Duration { return time.Duration(to - from) }

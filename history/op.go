@@ -1,6 +1,9 @@
 package history
 
-import "sort"
+import (
+	"sort"
+	"strings"
+)
 
 // Op is an operation: an invocation paired with its completion. Complete is nil when the
 // history ends before the operation did (the run crashed, or a worker was lost); such an
@@ -38,14 +41,6 @@ func (o Op) Token() *int64 {
 		return o.Complete.Token
 	}
 	return o.Invoke.Token
-}
-
-// End is the completion time, or end when the operation never completed.
-func (o Op) End(end int64) int64 {
-	if o.Complete == nil {
-		return end
-	}
-	return o.Complete.Time
 }
 
 // Pair matches every invocation with the next completion of the same process and returns
@@ -95,7 +90,7 @@ func Faults(events []Event) []Fault {
 		if e.Process != NemesisProcess {
 			continue
 		}
-		id := e.Fault + "@" + joinNodes(e.Nodes)
+		id := e.Fault + "@" + strings.Join(e.Nodes, ",")
 		switch e.Func {
 		case Start:
 			open[id] = len(faults)
@@ -123,15 +118,4 @@ func Span(events []Event) int64 {
 		}
 	}
 	return last
-}
-
-func joinNodes(nodes []string) string {
-	s := ""
-	for i, n := range nodes {
-		if i > 0 {
-			s += ","
-		}
-		s += n
-	}
-	return s
 }

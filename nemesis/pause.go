@@ -16,7 +16,7 @@ import (
 
 // pauseWorker stops lock client p for env.Pause.
 func pauseWorker(ctx context.Context, env Env, fault string, p int) error {
-	target := WorkerName(p)
+	target := workerName(p)
 	if err := env.Workers.Signal(p, syscall.SIGSTOP); err != nil {
 		return fmt.Errorf("pause %s: %w", target, err)
 	}
@@ -27,8 +27,8 @@ func pauseWorker(ctx context.Context, env Env, fault string, p int) error {
 	return err
 }
 
-// WorkerName is how a lock client is named as a fault target.
-func WorkerName(p int) string { return fmt.Sprintf("worker-%d", p) }
+// workerName is how a lock client is named as a fault target.
+func workerName(p int) string { return fmt.Sprintf("worker-%d", p) }
 
 func resumeAllWorkers(env Env) error {
 	var errs []error

@@ -136,7 +136,7 @@ func headline(results []checkers.Result) (line, lesson string) {
 		}
 	}
 	if data == checkers.Valid && stale > 0 {
-		line += fmt.Sprintf(" (%d stale %s rejected)", stale, plural(stale, "request"))
+		line += fmt.Sprintf(" (%d stale %s rejected)", stale, pluralWord(stale, "request"))
 	}
 	if lock == checkers.Invalid && data == checkers.Valid {
 		lesson = "Two clients believed they held the lock at the same time, yet the storage stayed correct"
@@ -159,7 +159,8 @@ func groupVerdict(results []checkers.Result, names []string) (checkers.Verdict, 
 	return checkers.Worst(group), len(group) > 0
 }
 
-func plural(n int, word string) string {
+// pluralWord is word as it reads after the number n: "request" or "requests".
+func pluralWord(n int, word string) string {
 	if n == 1 {
 		return word
 	}

@@ -142,7 +142,8 @@ func (w *Counter) do(ctx context.Context, req storage.Request) (int64, error) {
 	if w.store == nil {
 		c, err := w.Storage(ctx)
 		if err != nil {
-			return 0, err
+			// Nothing was sent: the request certainly did not happen.
+			return 0, &storage.RejectedError{Reason: "unreachable: " + err.Error()}
 		}
 		w.store = c
 	}

@@ -30,7 +30,7 @@ func TestLockClientsAgainstRealClusters(t *testing.T) {
 	for _, system := range []string{"redis", "redlock", "zookeeper"} {
 		t.Run(system, func(t *testing.T) {
 			cluster := containerstest.Start(t, containers.Spec{System: system, ZKSessionTimeout: 4 * time.Second})
-			nodes := containerstest.Addrs(cluster)
+			nodes := cluster.Addrs()
 			for _, name := range ClientNames() {
 				if client, _ := LookupClient(name); client.System == system {
 					t.Run(name, func(t *testing.T) { isAMutex(t, client, nodes) })

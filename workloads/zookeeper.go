@@ -74,6 +74,7 @@ func (l *zkRecipe) Acquire(ctx context.Context) (Grant, error) {
 	if err := ensurePath(l.conn, l.dir); err != nil {
 		return Grant{}, err
 	}
+	l.dropLeftovers()
 	node, err := l.create(prefix)
 	if err != nil {
 		return Grant{}, err
@@ -139,6 +140,21 @@ func (l *zkRecipe) create(prefix string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("create lock node: %w", err)
+}
+
+// dropLeftovers deletes nodes an earlier acquisition of ours could not delete (its create
+// or delete broke with the connection): queued in our live session, such a node would
+// make us the owner later, unawares, and block everyone else.
+func (l *zkRecipe) dropLeftovers() {
+	children, _, err := l.conn.Children(l.dir)
+	if err != nil {
+		return
+	}
+	for _, c := range children {
+		if strings.HasPrefix(c, l.cfg.Owner+"-") {
+			l.conn.Delete(path.Join(l.dir, c), -1)
+		}
+	}
 }
 
 // giveUp deletes our node after waiting too long. If that fails the node may still be

@@ -128,6 +128,8 @@ func cmdRun(ctx context.Context, args []string, stdout io.Writer) (int, error) {
 	fs.Func("work", "time a holder spends between read and write", durationFlag(&spec.Work))
 	fs.Func("pause", "length of a pause (default twice the ttl)", durationFlag(&spec.Pause))
 	fs.Func("interval", "mean time between faults", durationFlag(&spec.Interval))
+	fs.Func("clock-offset", "how far clock faults move a clock (default twice the ttl)", durationFlag(&spec.ClockOffset))
+	fs.Float64Var(&spec.ClockRate, "clock-rate", spec.ClockRate, "how many times as fast clock-rate runs a clock")
 	fs.StringVar(&spec.Key, "key", spec.Key, "lock key")
 	fs.StringVar(&spec.Test, "test", "", "test name (default: derived from the flags)")
 	root := fs.String("results", defaultResults, "results directory")

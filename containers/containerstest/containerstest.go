@@ -53,15 +53,6 @@ func Start(tb testing.TB, spec containers.Spec) *containers.Cluster {
 	return c
 }
 
-// Addrs are the cluster's node addresses for lock clients.
-func Addrs(c *containers.Cluster) []string {
-	var addrs []string
-	for _, n := range c.Nodes() {
-		addrs = append(addrs, n.Addr())
-	}
-	return addrs
-}
-
 type logWriter struct{ tb testing.TB }
 
 func (w logWriter) Write(b []byte) (int, error) {

@@ -217,9 +217,8 @@ func (e *RejectedError) Error() string { return "storage rejected the request: "
 // applied), and the connection is closed because a late answer would desynchronise it.
 func (c *Client) Do(ctx context.Context, req Request) (int64, error) {
 	req.Client = c.id
-	if d, ok := ctx.Deadline(); ok {
-		c.conn.SetDeadline(d)
-	}
+	deadline, _ := ctx.Deadline() // none: the zero time clears an earlier call's deadline
+	c.conn.SetDeadline(deadline)
 	line, _ := json.Marshal(req)
 	if _, err := c.conn.Write(append(line, '\n')); err != nil {
 		c.conn.Close()
