@@ -32,6 +32,9 @@ type Spec struct {
 	// Faketime runs every server under libfaketime so SetClock can move its
 	// wall clock. Monotonic clocks are never faked.
 	Faketime bool
+	// Partitions gives the nodes NET_ADMIN so DropFrom can install iptables rules; nodes
+	// run without it otherwise (least privilege).
+	Partitions bool
 	// ZKSessionTimeout is the session timeout ZooKeeper clients will ask for.
 	// The servers accept 1 s to 60 s; a value outside widens that range.
 	ZKSessionTimeout time.Duration
@@ -191,9 +194,11 @@ func (c *Cluster) startNode(ctx context.Context, id int, labels map[string]strin
 		Networks:       []string{c.network},
 		NetworkAliases: map[string][]string{c.network: {name}},
 		ConfigModifier: func(cfg *container.Config) { cfg.Hostname = name },
-		// NET_ADMIN lets DropFrom install iptables rules inside the node. It must
-		// be added here: once a HostConfigModifier is set, CapAdd is ignored.
-		HostConfigModifier: func(hc *container.HostConfig) { hc.CapAdd = append(hc.CapAdd, "NET_ADMIN") },
+	}
+	if c.spec.Partitions {
+		// NET_ADMIN lets DropFrom install iptables rules inside the node. It must be
+		// added here: once a HostConfigModifier is set, CapAdd is ignored.
+		req.HostConfigModifier = func(hc *container.HostConfig) { hc.CapAdd = append(hc.CapAdd, "NET_ADMIN") }
 	}
 	port := redisPort
 	if c.spec.System == SystemZooKeeper {

@@ -134,7 +134,7 @@ func TestEnsureImageIsCached(t *testing.T) {
 // subtest heals what it broke.
 func TestSingleRedis(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, Spec{System: SystemRedis, Faketime: true})
+	c := startCluster(t, Spec{System: SystemRedis, Faketime: true, Partitions: true})
 	ctx := context.Background()
 	n := c.Nodes()[0]
 	rdb := redis.NewClient(&redis.Options{Addr: n.Addr()})

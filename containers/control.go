@@ -121,6 +121,9 @@ func (c *Cluster) ResetClocks(ctx context.Context) error {
 // host's lock clients off the node; dropping other nodes' IPs partitions the
 // cluster. HealNetwork removes the rules.
 func (c *Cluster) DropFrom(ctx context.Context, name string, sources ...string) error {
+	if !c.spec.Partitions {
+		return fmt.Errorf("drop traffic to node %s: the cluster runs without partitions (Spec.Partitions)", name)
+	}
 	args := []string{"sh", "-c", `for ip; do iptables -w -I INPUT -s "$ip" -j DROP || exit 1; done`, "sh"}
 	for _, s := range sources {
 		ip, err := netip.ParseAddr(s)
@@ -133,8 +136,12 @@ func (c *Cluster) DropFrom(ctx context.Context, name string, sources ...string) 
 	return err
 }
 
-// HealNetwork removes every rule DropFrom added, on every node.
+// HealNetwork removes every rule DropFrom added, on every node. It does nothing when
+// the cluster runs without partitions.
 func (c *Cluster) HealNetwork(ctx context.Context) error {
+	if !c.spec.Partitions {
+		return nil
+	}
 	return c.eachNode(func(n Node) error {
 		_, err := c.Exec(ctx, n.Name, "iptables", "-w", "-F", "INPUT")
 		return err

@@ -199,6 +199,9 @@ func debootstrapBase(ctx context.Context, cli *client.Client, mirror string, pro
 		err = readJSONStream(resp, io.Discard)
 		resp.Close()
 	}
+	if err != nil {
+		tarCmd.Process.Kill() // nobody reads its output any more: it would block for ever
+	}
 	if waitErr := tarCmd.Wait(); err == nil && waitErr != nil {
 		err = fmt.Errorf("tar: %w: %s", waitErr, strings.TrimSpace(tarErr.String()))
 	}

@@ -94,7 +94,7 @@ func assertHealed(t *testing.T, c *containers.Cluster) {
 }
 
 func TestNemesesOnRealNodesAreHealed(t *testing.T) {
-	c := containerstest.Start(t, containers.Spec{System: containers.SystemRedlock, Faketime: true})
+	c := containerstest.Start(t, containers.Spec{System: containers.SystemRedlock, Faketime: true, Partitions: true})
 	ctx := context.Background()
 
 	t.Run("partition", func(t *testing.T) {

@@ -130,7 +130,8 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 	runID := fmt.Sprintf("%s-%d", t.run.ID(), os.Getpid())
 	t.say("starting %s cluster (run %s)", t.spec.System, runID)
 	cluster, err := containers.Start(ctx, containers.Spec{RunID: runID, Image: image, System: t.spec.System,
-		Nodes: t.spec.Nodes, Faketime: nemesis.NeedsClocks(t.spec.Nemesis), ZKSessionTimeout: t.spec.TTL.Std()})
+		Nodes: t.spec.Nodes, Faketime: nemesis.NeedsClocks(t.spec.Nemesis), Partitions: nemesis.NeedsNetwork(t.spec.Nemesis),
+		ZKSessionTimeout: t.spec.TTL.Std()})
 	if err != nil {
 		return err
 	}

@@ -221,6 +221,17 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
+// NeedsNetwork reports whether any of the named nemeses cuts the network, so the nodes
+// need the right to change their packet filters.
+func NeedsNetwork(names []string) bool {
+	for _, name := range names {
+		if strings.HasPrefix(name, "partition") || name == "kleppmann-clock" {
+			return true
+		}
+	}
+	return false
+}
+
 // NeedsClocks reports whether any of the named nemeses moves clocks, so the cluster must
 // run its servers under libfaketime.
 func NeedsClocks(names []string) bool {

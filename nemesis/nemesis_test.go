@@ -103,6 +103,9 @@ func TestNewKnowsEveryNemesisAndRejectsOthers(t *testing.T) {
 	if !NeedsClocks([]string{"pause-holder", "clock-bump"}) || NeedsClocks([]string{"partition"}) {
 		t.Error("NeedsClocks is wrong")
 	}
+	if !NeedsNetwork([]string{"kleppmann-clock"}) || !NeedsNetwork([]string{"partition-halves"}) || NeedsNetwork([]string{"clock"}) {
+		t.Error("NeedsNetwork is wrong")
+	}
 }
 
 func TestPauseHolderFreezesTheClientThatJustReadAndThawsIt(t *testing.T) {
