@@ -165,7 +165,8 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 	if err != nil {
 		return err
 	}
-	t.say("%d clients running for %s, nemesis %s", len(configs), t.spec.TimeLimit.Std(), nemesisName(t.spec.Nemesis))
+	nem, _ := nemesis.New(t.spec.Nemesis) // validated by Normalize
+	t.say("%d clients running for %s, nemesis %s", len(configs), t.spec.TimeLimit.Std(), nem.Name())
 
 	env := nemesis.Env{
 		Workers: workers,
@@ -183,8 +184,6 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 		ClockRate:   t.spec.ClockRate,
 		TTL:         t.spec.TTL.Std(),
 	}
-	nem, _ := nemesis.New(t.spec.Nemesis) // validated by Normalize
-
 	limit, cancel := context.WithTimeout(ctx, t.spec.TimeLimit.Std())
 	defer cancel()
 	stopProgress := t.reportProgress(limit, rec)
@@ -203,11 +202,6 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 		return errors.Join(errors.New("interrupted"), nemErr, healErr)
 	}
 	return errors.Join(nemErr, healErr, finalErr)
-}
-
-func nemesisName(names []string) string {
-	n, _ := nemesis.New(names)
-	return n.Name()
 }
 
 func (t *trial) workerCommand() ([]string, error) {

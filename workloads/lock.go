@@ -94,10 +94,9 @@ func ClientNames() []string {
 // DefaultClient is the lock client used on a system when --client is not given: our own
 // implementation of the seed's algorithm for it.
 func DefaultClient(system string) (Client, error) {
-	for _, c := range clients {
-		if c.System == system && c.Name == system {
-			return c, nil
-		}
+	c, ok := clients[system]
+	if !ok || c.System != system {
+		return Client{}, fmt.Errorf("no lock client for system %q", system)
 	}
-	return Client{}, fmt.Errorf("no lock client for system %q", system)
+	return c, nil
 }

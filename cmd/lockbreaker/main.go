@@ -54,14 +54,21 @@ func main() {
 	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func realMain(args []string, stdout, stderr io.Writer) int {
+func realMain(args []string, stdout, stderr io.Writer) (code int) {
+	// A bug is still one line and exit 255 for the user; the run's own defers (heal,
+	// teardown) have already run by the time the panic reaches here.
+	defer func() {
+		if p := recover(); p != nil {
+			fmt.Fprintf(stderr, "lockbreaker: internal error: %v\n", p)
+			code = exitHarness
+		}
+	}()
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitBadInput
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var code int
 	var err error
 	switch args[0] {
 	case "run":
