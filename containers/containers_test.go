@@ -28,6 +28,9 @@ var (
 // nodeImage skips t when Docker is unreachable and returns the node image.
 func nodeImage(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs Docker: real containers")
+	}
 	if err := Ping(context.Background()); err != nil {
 		t.Skipf("needs Docker: %v", err)
 	}
