@@ -183,11 +183,11 @@ func (want expect) assert(t *testing.T, r Result) {
 
 func readHistory(t *testing.T, name string) []history.Event {
 	t.Helper()
-	events, err := history.ReadFile(filepath.Join("testdata", name))
+	file, err := history.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return events
+	return file.Events
 }
 
 func TestSearchesEndUnknownWhenOutOfTime(t *testing.T) {

@@ -108,58 +108,90 @@ func (r *Recorder) Close() error {
 	return err
 }
 
-// ReadFile reads a history file.
-func ReadFile(path string) ([]Event, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	events, err := Parse(f)
-	var ce *CorruptError
-	if errors.As(err, &ce) {
-		ce.Path = path
-	}
-	return events, err
+// File is what a history file holds.
+type File struct {
+	Events []Event
+	// Note is set when the file's last line was cut short by a crash and dropped, e.g.
+	// "history.jsonl:57: last line cut short by a crash was dropped; ...". Callers put it
+	// into the results so a reader knows the history ends early.
+	Note string
 }
 
-// Parse parses JSON lines. A line that is not a valid event is a *CorruptError naming
-// the line; a last line cut short by a crash is a corrupt line too, never silently dropped.
-func Parse(r io.Reader) ([]Event, error) {
-	var events []Event
+// maxLine bounds one line, so a file that is not a history cannot exhaust memory.
+const maxLine = 16 << 20
+
+// ReadFile reads a history file; errors and the note name path.
+func ReadFile(path string) (File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return File{}, fmt.Errorf("read history: %w", err)
+	}
+	defer f.Close()
+	return parse(f, path)
+}
+
+// Parse reads JSON lines and refuses, as a *CorruptError naming the file line (blank lines
+// count), what no recorder writes: an unknown type or f, a time outside (0, 2^62) (checkers
+// add to and subtract times), a duplicate index, and events that do not pair (see Pair).
+// A history may end with operations never completed. Only a last line cut short by a crash
+// (no newline and not JSON) is dropped, with File.Note saying so; the operation it would
+// have completed stays open, which checkers count as indeterminate.
+func Parse(r io.Reader) (File, error) {
+	return parse(r, "")
+}
+
+func parse(r io.Reader, path string) (File, error) {
+	var file File
+	unterminated := false // the last line read had no newline
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
-	for line := 1; sc.Scan(); line++ {
+	sc.Buffer(make([]byte, 64*1024), maxLine)
+	sc.Split(func(data []byte, atEOF bool) (int, []byte, error) {
+		advance, token, err := bufio.ScanLines(data, atEOF)
+		unterminated = advance > 0 && data[advance-1] != '\n'
+		return advance, token, err
+	})
+	indexLines := map[int]int{} // index -> line that used it
+	p := pairing{name: func(line int) string { return fmt.Sprintf("line %d", line) }}
+	line := 0
+	for sc.Scan() {
+		line++
 		b := sc.Bytes()
 		if len(b) == 0 {
 			continue
 		}
 		var e Event
 		if err := json.Unmarshal(b, &e); err != nil {
-			return nil, &CorruptError{Line: line, Reason: "not a JSON event: " + err.Error()}
+			if unterminated {
+				file.Note = (&CorruptError{Path: path, Line: line,
+					Reason: "last line cut short by a crash was dropped; the operation it would have completed counts as indeterminate"}).Error()
+				break
+			}
+			return File{}, &CorruptError{Path: path, Line: line, Reason: "not a JSON event: " + err.Error()}
+		}
+		// Empty lists read as absent, so an event reads back as it was written.
+		if len(e.Nodes) == 0 {
+			e.Nodes = nil
+		}
+		if len(e.Detail) == 0 {
+			e.Detail = nil
 		}
 		if err := e.validate(); err != nil {
-			return nil, &CorruptError{Line: line, Reason: err.Error()}
+			return File{}, &CorruptError{Path: path, Line: line, Reason: err.Error()}
 		}
-		events = append(events, e)
+		if first, dup := indexLines[e.Index]; dup {
+			return File{}, &CorruptError{Path: path, Line: line, Reason: fmt.Sprintf("index %d already used on line %d", e.Index, first)}
+		}
+		indexLines[e.Index] = line
+		if _, err := p.next(e, line); err != nil {
+			return File{}, &CorruptError{Path: path, Line: line, Reason: err.Error()}
+		}
+		file.Events = append(file.Events, e)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read history: %w", err)
+		if errors.Is(err, bufio.ErrTooLong) {
+			return File{}, &CorruptError{Path: path, Line: line + 1, Reason: fmt.Sprintf("line longer than %d MiB", maxLine>>20)}
+		}
+		return File{}, fmt.Errorf("read history: %w", err)
 	}
-	return events, nil
-}
-
-func (e Event) validate() error {
-	switch e.Type {
-	case Invoke, OK, Fail, Info:
-	default:
-		return fmt.Errorf("unknown event type %q", e.Type)
-	}
-	if e.Func == "" {
-		return errors.New("event has no f")
-	}
-	if e.Time <= 0 {
-		return errors.New("event has no time")
-	}
-	return nil
+	return file, nil
 }

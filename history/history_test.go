@@ -2,6 +2,8 @@ package history
 
 import (
 	"errors"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,7 +22,7 @@ func TestRecorderWritesWhatParseReads(t *testing.T) {
 	rec.Record(Event{Type: OK, Process: 0, Func: Acquire, Key: "k", Token: Int64(3), Time: 20})
 	// The file is complete before Close: a crash after Record loses nothing.
 	onDisk, err := ReadFile(path)
-	if err != nil || len(onDisk) != 2 || onDisk[1].Index != 1 || *onDisk[1].Token != 3 {
+	if err != nil || len(onDisk.Events) != 2 || onDisk.Events[1].Index != 1 || *onDisk.Events[1].Token != 3 {
 		t.Fatalf("before close: %v %+v", err, onDisk)
 	}
 	if err := rec.Close(); err != nil {
@@ -34,20 +36,43 @@ func TestRecorderWritesWhatParseReads(t *testing.T) {
 	}
 }
 
+// ev is one history line.
+func ev(index int, typ Type, process int, f Func, time int64) string {
+	return fmt.Sprintf(`{"index":%d,"type":%q,"process":%d,"f":%q,"time":%d}`, index, typ, process, f, time)
+}
+
+func lines(ls ...string) string { return strings.Join(ls, "\n") + "\n" }
+
 func TestParseNamesTheCorruptLine(t *testing.T) {
-	cases := map[string]struct {
+	acquire := ev(0, Invoke, 0, Acquire, 10)
+	cases := []struct {
+		name string
 		text string
 		line int
 		want string
 	}{
-		"not json":     {`{"type":"invoke","process":0,"f":"read","time":1}` + "\n{oops\n", 2, "not a JSON event"},
-		"cut short":    {`{"type":"invoke","process":0,"f":"read","time":1}` + "\n" + `{"type":"ok","proc`, 2, "not a JSON event"},
-		"unknown type": {`{"type":"maybe","process":0,"f":"read","time":1}`, 1, `unknown event type "maybe"`},
-		"no function":  {`{"type":"ok","process":0,"time":1}`, 1, "event has no f"},
-		"no time":      {`{"type":"ok","process":0,"f":"read"}`, 1, "event has no time"},
+		{"not json", lines(acquire, "", "{oops"), 3, "not a JSON event"},
+		{"torn line in the middle", lines(acquire, `{"type":"ok","proc`, ev(1, OK, 0, Acquire, 20)), 2, "not a JSON event"},
+		{"unknown type", lines(`{"type":"maybe","process":0,"f":"read","time":1}`), 1, `unknown event type "maybe"`},
+		{"no function", lines("", `{"type":"ok","process":0,"time":1}`), 2, "event has no f"},
+		{"unknown function", lines("", "", ev(0, Invoke, 0, "steal", 10)), 3, `unknown operation "steal"`},
+		{"nemesis function for a client", lines(ev(0, Info, 2, Start, 10)), 1, `unknown operation "start"`},
+		{"client function for the nemesis", lines(ev(0, Info, NemesisProcess, Acquire, 10)), 1, `unknown nemesis operation "acquire"`},
+		{"no time", lines(`{"type":"ok","process":0,"f":"read"}`), 1, "event has no time"},
+		{"negative time", lines(acquire, "", ev(1, OK, 0, Acquire, -5)), 3, "time -5 out of range"},
+		{"time near the int64 limit", lines(ev(0, Invoke, 0, Acquire, 1<<62)), 1, "out of range"},
+		{"largest int64 time", lines(ev(0, Invoke, 0, Acquire, math.MaxInt64)), 1, "out of range"},
+		{"completion of another f", lines(acquire, "", ev(1, OK, 0, Release, 20)), 3, `f "release" differs from its invocation's "acquire" (line 1)`},
+		{"completion without invocation", lines(acquire, "", ev(1, OK, 1, Acquire, 20)), 3, "completion without an invocation (process 1"},
+		{"invoked again", lines("", acquire, ev(1, OK, 0, Acquire, 20), ev(2, Invoke, 0, Read, 30), "", ev(3, Invoke, 0, Write, 40)), 6,
+			"process 0 invoked write before completing its read (line 4)"},
+		{"duplicate index", lines(acquire, "", ev(0, Info, NemesisProcess, Start, 20)), 3, "index 0 already used on line 1"},
+		{"completion before invocation", lines(acquire, ev(1, Invoke, 1, Acquire, 12), "", ev(2, Fail, 0, Acquire, 9)), 4,
+			"completed at 9, before its invocation at 10 (line 1)"},
+		{"harness completion without invocation", lines(ev(0, OK, HarnessProcess, FinalRead, 9)), 1, "completion without an invocation"},
 	}
-	for name, c := range cases {
-		t.Run(name, func(t *testing.T) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
 			_, err := Parse(strings.NewReader(c.text))
 			var ce *CorruptError
 			if !errors.As(err, &ce) || ce.Line != c.line || !strings.Contains(ce.Reason, c.want) {
@@ -57,9 +82,90 @@ func TestParseNamesTheCorruptLine(t *testing.T) {
 	}
 }
 
+func TestParseAccepts(t *testing.T) {
+	cases := []struct {
+		name   string
+		text   string
+		events int
+	}{
+		{"empty file", "", 0},
+		{"blank lines", "\n\n", 0},
+		{"operations left open by a crash", lines(ev(0, Invoke, 0, Acquire, 10), ev(1, Invoke, 1, Acquire, 11)), 2},
+		{"nemesis events are not paired", lines(ev(0, Info, NemesisProcess, Start, 10), ev(1, Info, NemesisProcess, Stop, 11), ev(2, Info, NemesisProcess, Stop, 12)), 3},
+		{"completion at its invocation's time", lines(ev(0, Invoke, 0, Read, 10), ev(1, OK, 0, Read, 10)), 2},
+		{"complete last line without a newline", lines(ev(0, Invoke, 0, Read, 10)) + ev(1, OK, 0, Read, 11), 2},
+		{"CRLF line ends", ev(0, Invoke, 0, Read, 10) + "\r\n", 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			file, err := Parse(strings.NewReader(c.text))
+			if err != nil || len(file.Events) != c.events || file.Note != "" {
+				t.Fatalf("got %d events, note %q, error %v; want %d events", len(file.Events), file.Note, err, c.events)
+			}
+		})
+	}
+}
+
+func TestTornLastLineIsDroppedWithANote(t *testing.T) {
+	head := lines(ev(0, Invoke, 0, Acquire, 10), "", ev(1, Invoke, 1, Acquire, 11))
+	cases := []struct {
+		name    string
+		text    string
+		events  int
+		errLine int // 0: no error
+	}{
+		{"torn completion", head + `{"index":2,"type":"ok","process":0,"f":"acq`, 2, 0},
+		{"torn invocation", head + `{"index":2,"ty`, 2, 0},
+		{"torn line alone", `{"index":0`, 0, 0},
+		{"same corruption with its newline", head + `{"index":2,"type":"ok","process":0,"f":"acq` + "\n", 0, 4},
+		{"corrupt line before a blank last line", head + `{"index":2,"ty` + "\n\n", 0, 4},
+		{"bad event without a newline", head + ev(2, OK, 5, Acquire, 12), 0, 4},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), FileName)
+			if err := os.WriteFile(path, []byte(c.text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			file, err := ReadFile(path)
+			if c.errLine != 0 {
+				var ce *CorruptError
+				if !errors.As(err, &ce) || ce.Line != c.errLine || ce.Path != path {
+					t.Fatalf("got %v, want an error on %s:%d", err, path, c.errLine)
+				}
+				return
+			}
+			line := strings.Count(c.text, "\n") + 1
+			want := fmt.Sprintf("%s:%d: last line cut short by a crash was dropped; the operation it would have completed counts as indeterminate", path, line)
+			if err != nil || len(file.Events) != c.events || file.Note != want {
+				t.Fatalf("got %d events, note %q, error %v; want %d events, note %q", len(file.Events), file.Note, err, c.events, want)
+			}
+			ops, err := Pair(file.Events)
+			if err != nil || len(ops) > 0 && ops[0].Complete != nil {
+				t.Fatalf("the cut operation must stay open: %+v, %v", ops, err)
+			}
+		})
+	}
+}
+
+func TestLineTooLongIsCorrupt(t *testing.T) {
+	long := `{"index":1,"type":"invoke","process":0,"f":"read","time":2,"error":"` + strings.Repeat("x", maxLine) + `"}`
+	path := filepath.Join(t.TempDir(), FileName)
+	if err := os.WriteFile(path, []byte(lines(ev(0, Invoke, 1, Read, 1), "", long)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ReadFile(path)
+	var ce *CorruptError
+	if !errors.As(err, &ce) || !strings.HasPrefix(err.Error(), path+":3: line longer than 16 MiB") {
+		t.Fatalf("got %v, want %s:3: line longer than 16 MiB", err, path)
+	}
+}
+
 func TestReadFileAddsThePath(t *testing.T) {
 	path := filepath.Join(t.TempDir(), FileName)
-	os.WriteFile(path, []byte("{\n"), 0o644)
+	if err := os.WriteFile(path, []byte("{\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	_, err := ReadFile(path)
 	if err == nil || !strings.HasPrefix(err.Error(), path+":1: ") {
 		t.Fatalf("got %v, want it to start with %s:1:", err, path)
@@ -85,11 +191,36 @@ func TestPairMatchesInvocationsWithCompletions(t *testing.T) {
 	if len(faults) != 1 || !faults[0].Healed || faults[0].Start != 2 || faults[0].Stop != 7 {
 		t.Fatalf("faults %+v", faults)
 	}
-	if _, err := Pair([]Event{{Type: OK, Process: 3, Func: Read, Time: 1}}); err == nil {
-		t.Error("a completion without an invocation was accepted")
+}
+
+// Pair takes events from anywhere, so it refuses by itself what Parse refuses.
+func TestPairRefusesWhatParseRefuses(t *testing.T) {
+	read := Event{Index: 4, Type: Invoke, Process: 3, Func: Read, Time: 10}
+	with := func(e Event, change func(*Event)) Event {
+		change(&e)
+		return e
 	}
-	if _, err := Pair([]Event{{Type: Invoke, Process: 3, Func: Read, Time: 1}, {Index: 1, Type: Invoke, Process: 3, Func: Read, Time: 2}}); err == nil {
-		t.Error("a process with two open operations was accepted")
+	cases := []struct {
+		name   string
+		events []Event
+		want   string
+	}{
+		{"completion without an invocation", []Event{with(read, func(e *Event) { e.Type = OK })}, "event #4: completion without an invocation"},
+		{"two open operations", []Event{read, with(read, func(e *Event) { e.Index = 5 })}, "event #5: process 3 invoked read before completing its read (event #4)"},
+		{"completion of another f", []Event{read, with(read, func(e *Event) { e.Index, e.Type, e.Func = 6, OK, Write })}, `event #6: f "write" differs`},
+		{"completion before invocation", []Event{read, with(read, func(e *Event) { e.Index, e.Type, e.Time = 6, OK, 9 })}, "event #6: completed at 9, before its invocation at 10 (event #4)"},
+		{"unknown type", []Event{with(read, func(e *Event) { e.Type = "maybe" })}, `event #4: unknown event type "maybe"`},
+		{"unknown f", []Event{with(read, func(e *Event) { e.Func = "steal" })}, `event #4: unknown operation "steal"`},
+		{"unknown nemesis f", []Event{with(read, func(e *Event) { e.Process, e.Type = NemesisProcess, Info })}, `event #4: unknown nemesis operation "read"`},
+		{"time at the int64 limit", []Event{with(read, func(e *Event) { e.Time = math.MaxInt64 })}, "event #4: time 9223372036854775807 out of range"},
+		{"no time", []Event{with(read, func(e *Event) { e.Time = 0 })}, "event #4: event has no time"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if ops, err := Pair(c.events); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, %+v; want an error containing %q", err, ops, c.want)
+			}
+		})
 	}
 }
 

@@ -1,6 +1,9 @@
 package history
 
 import (
+	"errors"
+	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -44,34 +47,105 @@ func (o Op) Token() *int64 {
 }
 
 // Pair matches every invocation with the next completion of the same process and returns
-// the client operations (nemesis events excluded) ordered by invocation time. A completion
-// without an invocation is reported as an error, since the history is then corrupt.
+// the client operations (nemesis events excluded) ordered by invocation time. Events may
+// come from anywhere (a parsed file, a test, a fuzzer), so Pair refuses, naming the event,
+// what Parse refuses except duplicate indexes: the checkers then decide nothing from them.
 func Pair(events []Event) ([]Op, error) {
-	open := map[int]int{} // process -> index into ops
 	var ops []Op
+	p := pairing{name: func(i int) string { return fmt.Sprintf("event #%d", ops[i].Invoke.Index) }}
 	for _, e := range events {
-		if e.Process == NemesisProcess {
-			continue
+		err := e.validate()
+		var i int
+		if err == nil {
+			i, err = p.next(e, len(ops))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("event #%d: %w", e.Index, err)
 		}
 		switch {
+		case e.Process == NemesisProcess:
 		case e.Type == Invoke:
-			if _, busy := open[e.Process]; busy {
-				return nil, &CorruptError{Line: e.Index + 1, Reason: "process invoked again before completing its operation"}
-			}
-			open[e.Process] = len(ops)
 			ops = append(ops, Op{Invoke: e})
-		case e.IsCompletion():
-			i, ok := open[e.Process]
-			if !ok {
-				return nil, &CorruptError{Line: e.Index + 1, Reason: "completion without an invocation"}
-			}
+		default:
 			c := e
 			ops[i].Complete = &c
-			delete(open, e.Process)
 		}
 	}
 	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Invoke.Time < ops[j].Invoke.Time })
 	return ops, nil
+}
+
+// maxTime bounds event times well below the int64 limit: checkers take the last time + 1
+// as "infinity" and subtract times, which must not overflow.
+const maxTime = 1 << 62
+
+// validate checks what an event must be on its own.
+func (e Event) validate() error {
+	switch e.Type {
+	case Invoke, OK, Fail, Info:
+	default:
+		return fmt.Errorf("unknown event type %q", e.Type)
+	}
+	switch {
+	case e.Func == "":
+		return errors.New("event has no f")
+	case e.Process == NemesisProcess && e.Func != Start && e.Func != Stop:
+		return fmt.Errorf("unknown nemesis operation %q (want start or stop)", e.Func)
+	case e.Process != NemesisProcess && !slices.Contains(clientFuncs, e.Func):
+		return fmt.Errorf("unknown operation %q (want acquire, release, read, write or final-read)", e.Func)
+	}
+	switch {
+	case e.Time == 0:
+		return errors.New("event has no time")
+	case e.Time < 0 || e.Time >= maxTime:
+		return fmt.Errorf("time %d out of range (want 0 < time < 2^62)", e.Time)
+	}
+	return nil
+}
+
+var clientFuncs = []Func{Acquire, Release, Read, Write, FinalRead}
+
+// pairing follows a history's events in order and refuses those that do not pair: a
+// process's invocation is completed by that process's next completion, with the same f,
+// no earlier; nemesis events are not paired.
+type pairing struct {
+	open map[int]pending // process -> its invocation not yet completed
+	// name says where the invocation given place at is, for messages ("line 3").
+	name func(at int) string
+}
+
+type pending struct {
+	Event
+	at int
+}
+
+// next takes the event after those already seen; at is its place, which next returns for
+// the invocation a completion completes.
+func (p *pairing) next(e Event, at int) (invokedAt int, err error) {
+	if e.Process == NemesisProcess {
+		return 0, nil
+	}
+	inv, open := p.open[e.Process]
+	if e.Type == Invoke {
+		if open {
+			return 0, fmt.Errorf("process %d invoked %s before completing its %s (%s)", e.Process, e.Func, inv.Func, p.name(inv.at))
+		}
+		if p.open == nil {
+			p.open = map[int]pending{}
+		}
+		p.open[e.Process] = pending{Event: e, at: at}
+		return 0, nil
+	}
+	switch {
+	case !open:
+		return 0, fmt.Errorf("completion without an invocation (process %d has no open operation)", e.Process)
+	case e.Func != inv.Func:
+		return 0, fmt.Errorf("f %q differs from its invocation's %q (%s)", e.Func, inv.Func, p.name(inv.at))
+	case e.Time < inv.Time:
+		return 0, fmt.Errorf("completed at %d, before its invocation at %d (%s)", e.Time, inv.Time, p.name(inv.at))
+	}
+	delete(p.open, e.Process)
+	return inv.at, nil
 }
 
 // Fault is one nemesis fault: from its start to its stop (or the history's end).

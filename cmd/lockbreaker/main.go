@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -181,7 +182,7 @@ func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error)
 	if err != nil {
 		return 0, badInput{err}
 	}
-	events, err := history.ReadFile(filepath.Join(dir, results.HistoryFile))
+	file, err := history.ReadFile(filepath.Join(dir, results.HistoryFile))
 	if err != nil {
 		return 0, err
 	}
@@ -190,7 +191,11 @@ func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error)
 		return 0, badInput{err}
 	}
 	summary.Results = nil
-	summary, err = harness.Analyze(ctx, dir, events, summary)
+	// A check run again finds the note of the last one in the summary.
+	if file.Note != "" && !slices.Contains(summary.Notes, file.Note) {
+		summary.Notes = append(summary.Notes, file.Note)
+	}
+	summary, err = harness.Analyze(ctx, dir, file.Events, summary)
 	if err != nil {
 		return 0, err
 	}
