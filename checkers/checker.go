@@ -5,7 +5,9 @@
 // Checkers are pure: they read []history.Event and never import containers, workers or
 // anything that touches Docker, so `lockbreaker check DIR` can re-run them on a saved run.
 // Each returns its own verdict; they are never collapsed into one bit except for the exit
-// code, where invalid beats unknown beats valid (as Jepsen's checker/compose does).
+// code, where invalid beats unknown beats valid (as Jepsen's checker/compose does). A verdict
+// of valid is a claim, so Judge holds every verdict to the stats precondition: a history in
+// which too little happened proves nothing and is unknown, never valid.
 package checkers
 
 import (
@@ -24,12 +26,32 @@ const (
 	Invalid Verdict = "invalid"
 	// Unknown: the checker could not decide (timeout, crash, not enough data). Never a pass.
 	Unknown Verdict = "unknown"
+	// NotApplicable: the property does not exist for this run (fencing on a lock without
+	// tokens, herd on a lock that is not a queue). It proves nothing and counts for nothing.
+	NotApplicable Verdict = "not-applicable"
+)
+
+// Property is what a checker's verdict speaks for; reports group verdicts by it.
+type Property string
+
+const (
+	// PropertyLockSafety: did two clients ever hold the lock at once?
+	PropertyLockSafety Property = "lock safety"
+	// PropertyDataSafety: did the storage the lock guards stay correct?
+	PropertyDataSafety Property = "data safety"
+	// PropertyFencing: did the tokens increase, and did the storage reject stale ones?
+	PropertyFencing Property = "fencing"
+	// PropertyPrecondition: did enough happen for the other verdicts to mean anything?
+	PropertyPrecondition Property = "precondition"
+	// PropertyMetric: a measurement worth watching; it never changes the overall verdict.
+	PropertyMetric Property = "metric"
 )
 
 // Result is one checker's verdict with the evidence behind it.
 type Result struct {
-	Checker string  `json:"checker"`
-	Verdict Verdict `json:"verdict"`
+	Checker  string   `json:"checker"`
+	Property Property `json:"property"`
+	Verdict  Verdict  `json:"verdict"`
 	// Summary is one line a person reads first, e.g. "2 overlapping holds".
 	Summary string `json:"summary"`
 	// Evidence are concrete lines pointing into the history (event indexes, clients, times).
@@ -46,33 +68,71 @@ type Options struct {
 	Dir string
 	// Timeout bounds a search (porcupine); when it runs out the verdict is Unknown.
 	Timeout time.Duration
+	// FaultsRequested says the run asked a nemesis for faults, so a history without any
+	// fault did not test what it was meant to (see Stats).
+	FaultsRequested bool
 }
 
 // Checker decides one property of a history.
 type Checker interface {
 	Name() string
+	Property() Property
 	Check(ctx context.Context, events []history.Event, opts Options) Result
 }
 
 // All returns every checker, in the order reports list them: lock safety first
 // (lock-linearizable, mutual-exclusion), then data safety (data-safety, lost-updates),
-// then fencing, then the herd metric.
+// then fencing, then the herd metric, then the stats precondition.
 func All() []Checker {
-	return []Checker{NewLockLinearizable(), NewMutualExclusion(), NewDataSafety(), NewLostUpdates(), NewFencing(), NewHerd()}
+	return []Checker{NewLockLinearizable(), NewMutualExclusion(), NewDataSafety(), NewLostUpdates(), NewFencing(), NewHerd(), NewStats()}
 }
 
-// Worst merges verdicts: invalid beats unknown beats valid.
+// Worst merges verdicts: invalid beats unknown beats valid. Metrics and verdicts that are
+// not applicable take no part; with nothing left, nothing was proven: unknown.
 func Worst(results []Result) Verdict {
-	v := Valid
+	valid, unknown := false, false
 	for _, r := range results {
-		switch {
-		case r.Verdict == Invalid:
+		if r.Property == PropertyMetric {
+			continue
+		}
+		switch r.Verdict {
+		case Invalid:
 			return Invalid
-		case r.Verdict != Valid:
-			v = Unknown
+		case Valid:
+			valid = true
+		case NotApplicable:
+		default:
+			unknown = true
 		}
 	}
-	return v
+	if valid && !unknown {
+		return Valid
+	}
+	return Unknown
+}
+
+// Judge runs every checker (All) on the history and holds their verdicts to the stats
+// precondition: when too little happened for a pass to mean anything, every valid verdict
+// becomes unknown and says why. An invalid verdict stands: a violation found is proven
+// however little else happened.
+func Judge(ctx context.Context, events []history.Event, opts Options) []Result {
+	results := RunAll(ctx, All(), events, opts)
+	var stats Result
+	for _, r := range results {
+		if r.Property == PropertyPrecondition && r.Verdict != Valid {
+			stats = r
+		}
+	}
+	if stats.Checker == "" {
+		return results
+	}
+	for i, r := range results {
+		if r.Verdict == Valid && r.Property != PropertyMetric {
+			results[i].Verdict = Unknown
+			results[i].Summary = "unproven: " + stats.Summary + " (the history alone says: " + r.Summary + ")"
+		}
+	}
+	return results
 }
 
 // RunAll runs every checker, each guarded so a crash becomes Unknown, never a pass.
@@ -87,11 +147,11 @@ func RunAll(ctx context.Context, cs []Checker, events []history.Event, opts Opti
 func safeCheck(ctx context.Context, c Checker, events []history.Event, opts Options) (r Result) {
 	defer func() {
 		if p := recover(); p != nil {
-			r = Result{Checker: c.Name(), Verdict: Unknown, Summary: fmt.Sprintf("checker crashed: %v", p)}
+			r = Result{Checker: c.Name(), Property: c.Property(), Verdict: Unknown, Summary: fmt.Sprintf("checker crashed: %v", p)}
 		}
 	}()
 	r = c.Check(ctx, events, opts)
-	r.Checker = c.Name()
+	r.Checker, r.Property = c.Name(), c.Property()
 	if r.Verdict == "" {
 		r.Verdict = Unknown
 	}

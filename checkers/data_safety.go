@@ -23,7 +23,8 @@ type DataSafety struct{}
 // NewDataSafety returns the data-safety checker.
 func NewDataSafety() DataSafety { return DataSafety{} }
 
-func (DataSafety) Name() string { return "data-safety" }
+func (DataSafety) Name() string       { return "data-safety" }
+func (DataSafety) Property() Property { return PropertyDataSafety }
 
 func (c DataSafety) Check(ctx context.Context, events []history.Event, opts Options) Result {
 	r := linearizability{name: c.Name(), model: guardedRegister, models: isGuardedOp}.check(ctx, events, opts)
@@ -58,7 +59,7 @@ func isGuardedOp(op history.Op, o outcome) bool {
 
 // guarded is the model's state: who holds the lock and what the register holds.
 type guarded struct {
-	holder   int
+	holder   identity
 	register int64
 }
 
@@ -69,7 +70,7 @@ var guardedRegister = (&porcupine.NondeterministicModel{
 	},
 	Hash: func(state any) uint64 {
 		s := state.(guarded)
-		return mix(uint64(s.holder) ^ mix(uint64(s.register)))
+		return mix(s.holder.hash() ^ mix(uint64(s.register)))
 	},
 	DescribeOperation: describeRequest,
 	DescribeState: func(state any) string {

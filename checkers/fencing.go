@@ -8,7 +8,9 @@ package checkers
 //   - the storage never accepts a request whose token is lower than one it already accepted
 //     (from a request that completed before this one was invoked).
 // Stale requests the storage rejected are the mechanism working; they are counted, not
-// blamed. A history without tokens (Redlock has none) has nothing to check, and says so.
+// blamed. Storage requests are judged whenever they carry tokens, even when no grant did
+// (a client that invents its tokens is exactly what this must catch). A history with no
+// token anywhere (Redlock has none) has no fencing to judge: not applicable.
 
 import (
 	"context"
@@ -23,7 +25,8 @@ type Fencing struct{}
 // NewFencing returns the fencing checker.
 func NewFencing() Fencing { return Fencing{} }
 
-func (Fencing) Name() string { return "fencing" }
+func (Fencing) Name() string       { return "fencing" }
+func (Fencing) Property() Property { return PropertyFencing }
 
 func (Fencing) Check(_ context.Context, events []history.Event, _ Options) Result {
 	ops, err := history.Pair(events)
@@ -43,8 +46,8 @@ func (Fencing) Check(_ context.Context, events []history.Event, _ Options) Resul
 			staleRejected++
 		}
 	}
-	if len(grants) == 0 {
-		return Result{Verdict: Valid, Summary: "no fencing tokens in this history: nothing to check",
+	if len(grants) == 0 && len(accepted) == 0 && staleRejected == 0 {
+		return Result{Verdict: NotApplicable, Summary: "no fencing tokens in this history: nothing to check",
 			Counts: map[string]int{"grants-with-token": 0}}
 	}
 
@@ -108,6 +111,9 @@ func (Fencing) Check(_ context.Context, events []history.Event, _ Options) Resul
 		r.Verdict, r.Summary = Invalid, strings.Join(failures, ", ")
 	} else {
 		r.Verdict, r.Summary = Valid, "tokens increase; "+plural(staleRejected, "stale request")+" rejected"
+		if len(grants) == 0 {
+			r.Summary = "no grant carried a token; the storage accepted no stale one and rejected " + plural(staleRejected, "stale request")
+		}
 	}
 	return r
 }

@@ -5,6 +5,8 @@ package checkers
 // should deliver about one watch notification; a recipe that watches the whole directory
 // delivers one per waiter (the thundering herd). Lock clients that wait on watches record
 // how many notifications each acquisition received in the grant's "watch-events" detail.
+// It is a metric: a herd wastes work but breaks no promise, so it never changes the
+// overall verdict.
 
 import (
 	"context"
@@ -25,7 +27,8 @@ type Herd struct{}
 // NewHerd returns the herd checker.
 func NewHerd() Herd { return Herd{} }
 
-func (Herd) Name() string { return "herd" }
+func (Herd) Name() string       { return "herd" }
+func (Herd) Property() Property { return PropertyMetric }
 
 func (Herd) Check(_ context.Context, events []history.Event, _ Options) Result {
 	ops, err := history.Pair(events)
@@ -49,7 +52,7 @@ func (Herd) Check(_ context.Context, events []history.Event, _ Options) Result {
 	counts := map[string]int{"notifications": notifications, "releases": releases}
 	switch {
 	case grants == 0:
-		return Result{Verdict: Valid, Summary: "no watch notifications recorded: not a queue-based lock", Counts: counts}
+		return Result{Verdict: NotApplicable, Summary: "no watch notifications recorded: not a queue-based lock", Counts: counts}
 	case releases == 0:
 		return Result{Verdict: Unknown, Summary: fmt.Sprintf("%d notifications but no release to divide them by", notifications), Counts: counts}
 	}

@@ -21,8 +21,9 @@ package checkers
 import (
 	"context"
 	"fmt"
-	"math"
+	"html"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,9 +35,31 @@ import (
 // defaultTimeout bounds the porcupine searches when Options.Timeout is zero.
 const defaultTimeout = 30 * time.Second
 
-// nobody is the lock holder in a model state when no process holds the lock; no process
-// has this number.
-const nobody = math.MinInt
+// identity is a worker in the models: its process number and which of its lives (see
+// operations) made the request. A struct, not a packed number, so no process number and
+// no count of lives can make two identities collide.
+type identity struct {
+	process int
+	life    int
+}
+
+// nobody holds the lock in a model state when no worker does: lives count from 0, so no
+// worker is ever this one.
+var nobody = identity{life: -1}
+
+func (id identity) hash() uint64 { return mix(uint64(id.process) ^ mix(uint64(id.life))) }
+
+// String is "p2" for a worker's first life, "p2'1" for its second.
+func (id identity) String() string {
+	if id == nobody {
+		return "nobody"
+	}
+	name := processName(id.process)
+	if id.life > 0 {
+		name += fmt.Sprintf("'%d", id.life)
+	}
+	return name
+}
 
 // outcome is how a modelled operation ended.
 type outcome uint8
@@ -70,16 +93,10 @@ func outcomeOf(op history.Op) outcome {
 
 // request is a porcupine operation's input: who asked for what.
 type request struct {
-	f history.Func
-	// caller is the worker's identity in the models: its process number and incarnation
-	// (see incarnation).
-	caller int
+	f      history.Func
+	caller identity
 	value  int64 // what a write wrote
 }
-
-// incarnation names the n-th life of a process in the models: a worker starts a new life
-// after each indeterminate operation. Decoded by processName.
-func incarnation(process, n int) int { return process<<16 | n }
 
 // response is a porcupine operation's output: how the request ended, what a read returned.
 type response struct {
@@ -202,7 +219,7 @@ func operations(ops []history.Op, infinity int64) []porcupine.Operation {
 			id, fresh = fresh, fresh+1
 			clientID[op.Process()] = id
 		}
-		caller := incarnation(op.Process(), lives[op.Process()])
+		caller := identity{op.Process(), lives[op.Process()]}
 		o := outcomeOf(*op)
 		ret := infinity
 		if o == indeterminate {
@@ -234,8 +251,10 @@ func operations(ops []history.Op, infinity int64) []porcupine.Operation {
 func (l linearizability) explain(s keySearch, tl timeline) []string {
 	var longest []int
 	if partials := s.info.PartialLinearizations(); len(partials) > 0 {
+		// Porcupine hands the partials over in map order: ties are broken by the ids, so
+		// the same history is explained the same way every time.
 		for _, p := range partials[0] {
-			if len(p) > len(longest) {
+			if len(p) > len(longest) || len(p) == len(longest) && slices.Compare(p, longest) < 0 {
 				longest = p
 			}
 		}
@@ -273,10 +292,21 @@ func (l linearizability) explain(s keySearch, tl timeline) []string {
 // visualise writes porcupine's HTML for one key, with the nemesis faults on their own row.
 func (l linearizability) visualise(path string, info porcupine.LinearizationInfo, faults []porcupine.Annotation) error {
 	info.AddAnnotations(faults)
-	if err := porcupine.VisualizePath(l.model, info, path); err != nil {
+	if err := porcupine.VisualizePath(forHTML(l.model), info, path); err != nil {
 		return fmt.Errorf("visualise %s: %w", filepath.Base(path), err)
 	}
 	return nil
+}
+
+// forHTML escapes what porcupine's page puts into a tooltip's innerHTML: state
+// descriptions and operation metadata, which carry strings from the history (an error
+// message, a key). Operation descriptions and annotations are set as textContent there, so
+// they stay as they are; escaping them would show the entities.
+func forHTML(m porcupine.Model) porcupine.Model {
+	state, metadata := m.DescribeState, m.DescribeOperationMetadata
+	m.DescribeState = func(s any) string { return html.EscapeString(state(s)) }
+	m.DescribeOperationMetadata = func(x any) string { return html.EscapeString(metadata(x)) }
+	return m
 }
 
 // faultAnnotations draws every nemesis fault as an annotation on the "nemesis" row.
@@ -321,7 +351,7 @@ func (used fileNames) next(checker, key string) string {
 // describeRequest is the models' DescribeOperation: "p1 write 3 -> info".
 func describeRequest(in, out any) string {
 	req, resp := in.(request), out.(response)
-	s := incarnationName(req.caller) + " " + string(req.f)
+	s := req.caller.String() + " " + string(req.f)
 	if req.f == history.Write {
 		s += fmt.Sprintf(" %d", req.value)
 	}
@@ -344,20 +374,11 @@ func describeEvents(metadata any) string {
 	return s
 }
 
-func describeHolder(h int) string {
+func describeHolder(h identity) string {
 	if h == nobody {
 		return "free"
 	}
-	return "held by " + incarnationName(h)
-}
-
-// incarnationName is "p2" for a worker's first life, "p2'1" for its second.
-func incarnationName(caller int) string {
-	name := processName(caller >> 16)
-	if n := caller & 0xffff; n > 0 {
-		name += fmt.Sprintf("'%d", n)
-	}
-	return name
+	return "held by " + h.String()
 }
 
 func valueOf(v *int64) int64 {

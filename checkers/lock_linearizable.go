@@ -20,7 +20,8 @@ type LockLinearizable struct{}
 // NewLockLinearizable returns the lock-safety checker.
 func NewLockLinearizable() LockLinearizable { return LockLinearizable{} }
 
-func (LockLinearizable) Name() string { return "lock-linearizable" }
+func (LockLinearizable) Name() string       { return "lock-linearizable" }
+func (LockLinearizable) Property() Property { return PropertyLockSafety }
 
 func (c LockLinearizable) Check(ctx context.Context, events []history.Event, opts Options) Result {
 	return linearizability{name: c.Name(), model: strictMutex, models: isLockOp}.check(ctx, events, opts)
@@ -33,21 +34,21 @@ func isLockOp(op history.Op, o outcome) bool {
 	return (op.Func() == history.Acquire || op.Func() == history.Release) && o != rejected
 }
 
-// strictMutex's state is the holder: a process number or nobody.
+// strictMutex's state is the holder: an identity or nobody.
 var strictMutex = (&porcupine.NondeterministicModel{
 	Init: func() []any { return []any{nobody} },
 	Step: func(state, in, out any) []any {
-		return mutexStep(state.(int), in.(request), out.(response))
+		return mutexStep(state.(identity), in.(request), out.(response))
 	},
-	Hash:                      func(state any) uint64 { return mix(uint64(state.(int))) },
+	Hash:                      func(state any) uint64 { return state.(identity).hash() },
 	DescribeOperation:         describeRequest,
-	DescribeState:             func(state any) string { return describeHolder(state.(int)) },
+	DescribeState:             func(state any) string { return describeHolder(state.(identity)) },
 	DescribeOperationMetadata: describeEvents,
 }).ToModel()
 
 // mutexStep returns every holder the lock may have after the request; none when the
 // response is impossible from holder.
-func mutexStep(holder int, req request, resp response) []any {
+func mutexStep(holder identity, req request, resp response) []any {
 	caller := req.caller
 	switch {
 	case req.f == history.Acquire && resp.outcome == succeeded:

@@ -24,7 +24,8 @@ type LostUpdates struct{}
 // NewLostUpdates returns the lost-updates checker.
 func NewLostUpdates() LostUpdates { return LostUpdates{} }
 
-func (LostUpdates) Name() string { return "lost-updates" }
+func (LostUpdates) Name() string       { return "lost-updates" }
+func (LostUpdates) Property() Property { return PropertyDataSafety }
 
 func (LostUpdates) Check(_ context.Context, events []history.Event, _ Options) Result {
 	ops, err := history.Pair(events)

@@ -24,7 +24,8 @@ type MutualExclusion struct{}
 // NewMutualExclusion returns the mutual-exclusion checker.
 func NewMutualExclusion() MutualExclusion { return MutualExclusion{} }
 
-func (MutualExclusion) Name() string { return "mutual-exclusion" }
+func (MutualExclusion) Name() string       { return "mutual-exclusion" }
+func (MutualExclusion) Property() Property { return PropertyLockSafety }
 
 // hold is the time a process believed it held a key.
 type hold struct {

@@ -25,6 +25,7 @@ type junitSuite struct {
 	Tests     int         `xml:"tests,attr"`
 	Failures  int         `xml:"failures,attr"`
 	Errors    int         `xml:"errors,attr"`
+	Skipped   int         `xml:"skipped,attr"`
 	Time      string      `xml:"time,attr,omitempty"`
 	Timestamp string      `xml:"timestamp,attr,omitempty"`
 	Cases     []junitCase `xml:"testcase"`
@@ -36,6 +37,7 @@ type junitCase struct {
 	Classname string        `xml:"classname,attr"`
 	Failure   *junitProblem `xml:"failure"`
 	Error     *junitProblem `xml:"error"`
+	Skipped   *junitProblem `xml:"skipped"`
 }
 
 type junitProblem struct {
@@ -46,7 +48,8 @@ type junitProblem struct {
 
 // WriteJUnit writes junit.xml in dir: one testsuite named after the test, one testcase per
 // checker. Invalid is a failure (message: the summary, text: the evidence), unknown an
-// error, valid a pass. A harness error, or a run with no checker at all, is one more
+// error, valid a pass, not applicable a skip. A metric never fails: it passes, or is
+// skipped when not applicable. A harness error, or a run with no checker at all, is one more
 // errored testcase, so CI never passes a run that proved nothing.
 func WriteJUnit(dir string, s Summary) error {
 	suite := junitSuite{Name: s.Test}
@@ -65,9 +68,12 @@ func WriteJUnit(dir string, s Summary) error {
 	for _, r := range s.Results {
 		c := junitCase{Name: r.Checker, Classname: class}
 		text := strings.Join(capLines(r.Evidence, maxEvidence), "\n")
-		switch r.Verdict {
-		case checkers.Valid:
-		case checkers.Invalid:
+		switch {
+		case r.Verdict == checkers.NotApplicable:
+			c.Skipped = &junitProblem{Message: r.Summary}
+			suite.Skipped++
+		case r.Verdict == checkers.Valid, r.Property == checkers.PropertyMetric:
+		case r.Verdict == checkers.Invalid:
 			c.Failure = &junitProblem{Message: r.Summary, Type: string(r.Verdict), Text: text}
 			suite.Failures++
 		default:

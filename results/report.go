@@ -17,16 +17,8 @@ import (
 	"github.com/lockbreaker/lockbreaker/history"
 )
 
-// Checker names the report groups into the lock-safety and data-safety headline.
-var (
-	lockCheckers = []string{"lock-linearizable", "mutual-exclusion"}
-	dataCheckers = []string{"data-safety", "lost-updates"}
-)
-
-const (
-	fencingChecker = "fencing"
-	staleCount     = "stale-rejected"
-)
+// staleCount is the fencing checker's count of stale requests the storage rejected.
+const staleCount = "stale-rejected"
 
 // WriteReport writes report.html in dir: a self-contained page (inline CSS, no scripts, no
 // external assets) with the overall line, one verdict row per checker, each checker's
@@ -44,7 +36,8 @@ type report struct {
 	Test, RunID       string
 	Overall           verdictView
 	Started, Duration string
-	Headline, Lesson  string
+	Headline          verdictView
+	Lesson            string
 	Error             string
 	Checkers          []checkerView
 	Artifacts         []link
@@ -59,6 +52,7 @@ type verdictView struct{ Text, Class string }
 
 type checkerView struct {
 	Name     string
+	Property string
 	Verdict  verdictView
 	Summary  string
 	Counts   string
@@ -90,7 +84,7 @@ func newReport(dir string, s Summary, events []history.Event) report {
 	}
 	r.Headline, r.Lesson = headline(s.Results)
 	for _, res := range s.Results {
-		c := checkerView{Name: res.Checker, Verdict: viewVerdict(res.Verdict), Summary: res.Summary,
+		c := checkerView{Name: res.Checker, Property: string(res.Property), Verdict: viewVerdict(res.Verdict), Summary: res.Summary,
 			Counts: formatCounts(res.Counts), Evidence: res.Evidence}
 		if len(c.Evidence) > maxEvidence {
 			c.Evidence, c.More = c.Evidence[:maxEvidence], len(c.Evidence)-maxEvidence
@@ -113,30 +107,32 @@ func newReport(dir string, s Summary, events []history.Event) report {
 
 func viewVerdict(v checkers.Verdict) verdictView {
 	switch v {
-	case checkers.Valid, checkers.Invalid:
+	case checkers.Valid, checkers.Invalid, checkers.NotApplicable:
 		return verdictView{Text: string(v), Class: string(v)}
 	}
 	return verdictView{Text: string(checkers.Unknown), Class: string(checkers.Unknown)}
 }
 
 // headline says lock safety and data safety apart, e.g. "lock safety: VIOLATED, data
-// safety: OK (3 stale requests rejected)", and when the lock failed but the data held, why.
-func headline(results []checkers.Result) (line, lesson string) {
-	lock, okLock := groupVerdict(results, lockCheckers)
-	data, okData := groupVerdict(results, dataCheckers)
+// safety: OK (3 stale requests rejected)", coloured by the worse of the two, and when the
+// lock failed but the data held, why.
+func headline(results []checkers.Result) (line verdictView, lesson string) {
+	lock, okLock := groupVerdict(results, checkers.PropertyLockSafety)
+	data, okData := groupVerdict(results, checkers.PropertyDataSafety)
 	if !okLock || !okData {
-		return "", ""
+		return verdictView{}, ""
 	}
 	word := map[checkers.Verdict]string{checkers.Valid: "OK", checkers.Invalid: "VIOLATED", checkers.Unknown: "UNKNOWN"}
-	line = "lock safety: " + word[lock] + ", data safety: " + word[data]
+	line = viewVerdict(checkers.Worst([]checkers.Result{{Verdict: lock}, {Verdict: data}}))
+	line.Text = "lock safety: " + word[lock] + ", data safety: " + word[data]
 	stale := 0
 	for _, r := range results {
-		if r.Checker == fencingChecker {
+		if r.Property == checkers.PropertyFencing {
 			stale += r.Counts[staleCount]
 		}
 	}
 	if data == checkers.Valid && stale > 0 {
-		line += fmt.Sprintf(" (%d stale %s rejected)", stale, pluralWord(stale, "request"))
+		line.Text += fmt.Sprintf(" (%d stale %s rejected)", stale, pluralWord(stale, "request"))
 	}
 	if lock == checkers.Invalid && data == checkers.Valid {
 		lesson = "Two clients believed they held the lock at the same time, yet the storage stayed correct"
@@ -148,11 +144,12 @@ func headline(results []checkers.Result) (line, lesson string) {
 	return line, lesson
 }
 
-// groupVerdict is the worst verdict among the named checkers, and whether any of them ran.
-func groupVerdict(results []checkers.Result, names []string) (checkers.Verdict, bool) {
+// groupVerdict is the worst verdict among the checkers of one property, and whether any
+// of them ran.
+func groupVerdict(results []checkers.Result, p checkers.Property) (checkers.Verdict, bool) {
 	var group []checkers.Result
 	for _, r := range results {
-		if slices.Contains(names, r.Checker) {
+		if r.Property == p {
 			group = append(group, r)
 		}
 	}
@@ -290,7 +287,7 @@ var reportTemplate = template.Must(template.New(ReportFile).Parse(`<!DOCTYPE htm
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{{.Test}} {{.RunID}}: {{.Overall.Text}} — lockbreaker</title>
 <style>
-:root { --valid: #1a7f37; --invalid: #cf222e; --unknown: #9a6700; --line: #d0d7de; --muted: #57606a; }
+:root { --valid: #1a7f37; --invalid: #cf222e; --unknown: #9a6700; --na: #6e7781; --line: #d0d7de; --muted: #57606a; }
 body { font: 15px/1.5 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #1f2328; max-width: 72rem; margin: 2rem auto; padding: 0 1rem; }
 h1 { font-size: 1.6rem; margin: 0 0 .25rem; }
 h2 { font-size: 1.2rem; margin: 2rem 0 .5rem; border-bottom: 1px solid var(--line); padding-bottom: .25rem; }
@@ -304,8 +301,10 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 .verdict.valid { background: var(--valid); }
 .verdict.invalid { background: var(--invalid); }
 .verdict.unknown { background: var(--unknown); }
+.verdict.not-applicable { background: var(--na); }
 .banner { border-left: .3rem solid var(--unknown); background: #fff8c5; padding: .75rem 1rem; margin: 1rem 0; }
-.banner.error { border-color: var(--invalid); background: #ffebe9; }
+.banner.valid { border-color: var(--valid); background: #dafbe1; }
+.banner.invalid, .banner.error { border-color: var(--invalid); background: #ffebe9; }
 .banner strong { display: block; font-size: 1.05rem; }
 pre, code, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: .85rem; }
 pre { background: #f6f8fa; border: 1px solid var(--line); border-radius: .4rem; padding: .75rem; overflow-x: auto; white-space: pre-wrap; word-break: break-word; }
@@ -319,8 +318,8 @@ ul.evidence li { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, mon
 <body>
 <h1>{{.Test}} <span class="verdict {{.Overall.Class}}">{{.Overall.Text}}</span></h1>
 <p class="meta">run {{.RunID}}{{if .Started}} · started {{.Started}}{{end}}{{if .Duration}} · took {{.Duration}}{{end}} · overall: {{.Overall.Text}} (invalid beats unknown beats valid)</p>
-{{- if .Headline}}
-<div class="banner"><strong>{{.Headline}}</strong>{{if .Lesson}}{{.Lesson}}{{end}}</div>
+{{- if .Headline.Text}}
+<div class="banner {{.Headline.Class}}"><strong>{{.Headline.Text}}</strong>{{if .Lesson}}{{.Lesson}}{{end}}</div>
 {{- end}}
 {{- if .Error}}
 <div class="banner error"><strong>The run broke: its verdicts may rest on a partial history.</strong><span class="mono">{{.Error}}</span></div>
@@ -329,10 +328,10 @@ ul.evidence li { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, mon
 <h2>Verdicts</h2>
 {{- if .Checkers}}
 <table>
-<thead><tr><th>checker</th><th>verdict</th><th>summary</th><th>counts</th></tr></thead>
+<thead><tr><th>checker</th><th>property</th><th>verdict</th><th>summary</th><th>counts</th></tr></thead>
 <tbody>
 {{- range .Checkers}}
-<tr><td><a href="#checker-{{.Name}}">{{.Name}}</a></td><td><span class="verdict {{.Verdict.Class}}">{{.Verdict.Text}}</span></td><td>{{.Summary}}</td><td class="mono">{{.Counts}}</td></tr>
+<tr><td><a href="#checker-{{.Name}}">{{.Name}}</a></td><td>{{.Property}}</td><td><span class="verdict {{.Verdict.Class}}">{{.Verdict.Text}}</span></td><td>{{.Summary}}</td><td class="mono">{{.Counts}}</td></tr>
 {{- end}}
 </tbody>
 </table>

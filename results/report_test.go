@@ -52,7 +52,7 @@ func TestReport(t *testing.T) {
 				Notes: []string{"fencing on"}, Spec: json.RawMessage(`{"system":"redis","fencing":true}`)},
 			rows: 5,
 			contains: []string{
-				"lock safety: VIOLATED, data safety: OK (3 stale requests rejected)",
+				`<div class="banner invalid"><strong>lock safety: VIOLATED, data safety: OK (3 stale requests rejected)`,
 				"yet the storage stayed correct",
 				`<span class="verdict invalid">invalid</span>`, `<span class="verdict valid">valid</span>`,
 				`<a href="lock-linearizable.html">lock-linearizable.html</a>`,
@@ -68,6 +68,13 @@ func TestReport(t *testing.T) {
 			s:           Summary{Test: "redis-nofault", Results: pauseFencingResults()[2:]},
 			rows:        3,
 			notContains: []string{"lock safety:", "yet the storage"},
+		},
+		{
+			name: "not applicable is its own grey verdict",
+			s: Summary{Test: "redlock", Results: append(pauseFencingResults()[2:4],
+				checkers.Result{Checker: "fencing", Property: checkers.PropertyFencing, Verdict: checkers.NotApplicable, Summary: "no tokens"})},
+			rows:     3,
+			contains: []string{`<span class="verdict not-applicable">not-applicable</span>`, ".verdict.not-applicable { background: var(--na); }"},
 		},
 		{
 			name: "hostile strings are escaped",
@@ -154,6 +161,10 @@ func TestJUnit(t *testing.T) {
 		{"harness error adds an errored case", Summary{Test: "t", Results: pauseFencingResults()[2:], Error: "docker went away"},
 			4, 0, 1, nil, []string{"harness"}},
 		{"no checker is an error", Summary{Test: "t"}, 1, 0, 1, nil, []string{"checkers"}},
+		{"a metric never fails, not applicable is skipped", Summary{Test: "t", Results: []checkers.Result{
+			{Checker: "herd", Property: checkers.PropertyMetric, Verdict: checkers.Invalid, Summary: "a thundering herd"},
+			{Checker: "fencing", Property: checkers.PropertyFencing, Verdict: checkers.NotApplicable, Summary: "no tokens"},
+		}}, 2, 0, 0, nil, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -125,13 +125,13 @@ func pauseHistory() []history.Event {
 // pauseFencingResults is the teachable outcome: the lock broke, the data did not.
 func pauseFencingResults() []checkers.Result {
 	return []checkers.Result{
-		{Checker: "lock-linearizable", Verdict: checkers.Invalid, Summary: "history is not linearizable",
+		{Checker: "lock-linearizable", Property: checkers.PropertyLockSafety, Verdict: checkers.Invalid, Summary: "history is not linearizable",
 			Evidence: []string{"#4 ok p1 acquire k token=2 while p0 holds k"}, Files: []string{"lock-linearizable.html"}},
-		{Checker: "mutual-exclusion", Verdict: checkers.Invalid, Summary: "1 overlapping hold",
+		{Checker: "mutual-exclusion", Property: checkers.PropertyLockSafety, Verdict: checkers.Invalid, Summary: "1 overlapping hold",
 			Counts: map[string]int{"overlaps": 1}},
-		{Checker: "data-safety", Verdict: checkers.Valid, Summary: "every accepted request came from the holder"},
-		{Checker: "lost-updates", Verdict: checkers.Valid, Summary: "final read holds the last accepted write"},
-		{Checker: "fencing", Verdict: checkers.Valid, Summary: "3 stale requests rejected",
+		{Checker: "data-safety", Property: checkers.PropertyDataSafety, Verdict: checkers.Valid, Summary: "every accepted request came from the holder"},
+		{Checker: "lost-updates", Property: checkers.PropertyDataSafety, Verdict: checkers.Valid, Summary: "final read holds the last accepted write"},
+		{Checker: "fencing", Property: checkers.PropertyFencing, Verdict: checkers.Valid, Summary: "3 stale requests rejected",
 			Counts: map[string]int{"stale-rejected": 3}},
 	}
 }

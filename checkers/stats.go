@@ -1,0 +1,60 @@
+package checkers
+
+// stats: did enough happen for the other verdicts to mean anything? Jepsen has the same
+// checker for the same reason. A run in which no acquire succeeded, no storage write was
+// accepted, or a requested nemesis never injected a fault tested nothing, however clean
+// its history looks; Judge turns every pass into unknown when this says so.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/lockbreaker/lockbreaker/history"
+)
+
+// Stats is the precondition every pass rests on.
+type Stats struct{}
+
+// NewStats returns the stats precondition.
+func NewStats() Stats { return Stats{} }
+
+func (Stats) Name() string       { return "stats" }
+func (Stats) Property() Property { return PropertyPrecondition }
+
+func (Stats) Check(_ context.Context, events []history.Event, opts Options) Result {
+	ops, err := history.Pair(events)
+	if err != nil {
+		return corrupt(err)
+	}
+	acquired, written := 0, 0
+	for _, op := range ops {
+		if op.Type() == history.OK {
+			switch op.Func() {
+			case history.Acquire:
+				acquired++
+			case history.Write:
+				written++
+			}
+		}
+	}
+	faults := len(history.Faults(events))
+	r := Result{Counts: map[string]int{"acquires-granted": acquired, "writes-accepted": written, "faults": faults}}
+	var missing []string
+	if acquired == 0 {
+		missing = append(missing, "no acquire succeeded")
+	}
+	if written == 0 {
+		missing = append(missing, "no storage write was accepted")
+	}
+	if opts.FaultsRequested && faults == 0 {
+		missing = append(missing, "the nemesis injected no fault")
+	}
+	if len(missing) > 0 {
+		r.Verdict, r.Summary = Unknown, strings.Join(missing, ", ")
+		return r
+	}
+	r.Verdict = Valid
+	r.Summary = fmt.Sprintf("%s granted, %s accepted, %s", plural(acquired, "acquire"), plural(written, "write"), plural(faults, "fault"))
+	return r
+}
