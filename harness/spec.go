@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/lockbreaker/lockbreaker/containers"
 	"github.com/lockbreaker/lockbreaker/nemesis"
@@ -112,21 +114,8 @@ func (s *Spec) Normalize() error {
 	if _, err := nemesis.New(s.Nemesis); err != nil {
 		return &SpecError{Reason: err.Error()}
 	}
-	switch {
-	case s.Clients < 1:
-		return specErrorf("clients must be at least 1, got %d", s.Clients)
-	case s.TTL <= 0:
-		return specErrorf("ttl must be positive, got %s", s.TTL.Std())
-	case s.TimeLimit <= 0:
-		return specErrorf("time limit must be positive, got %s", s.TimeLimit.Std())
-	case s.Work < 0 || s.Pause < 0:
-		return specErrorf("work and pause must not be negative")
-	case s.ClockRate <= 0:
-		return specErrorf("clock rate must be positive, got %g", s.ClockRate)
-	case s.Interval <= 0:
-		return specErrorf("interval must be positive, got %s", s.Interval.Std())
-	case s.Key == "" || strings.ContainsAny(s.Key, " /\\\n"):
-		return specErrorf("key must be a non-empty word, got %q", s.Key)
+	if err := s.checkBounds(); err != nil {
+		return err
 	}
 	nodes, err := containers.Size(s.System, s.Nodes)
 	if err != nil {
@@ -138,10 +127,84 @@ func (s *Spec) Normalize() error {
 	if s.Test == "" {
 		s.Test = s.name()
 	}
-	if strings.ContainsAny(s.Test, "/\\") || strings.HasPrefix(s.Test, ".") {
-		return specErrorf("test name %q cannot be a directory name", s.Test)
+	switch {
+	case !printable(s.Test):
+		return specErrorf("--test must be printable text, got %q", s.Test)
+	case len(s.Test) > maxTestName:
+		return specErrorf("test name must be at most %d bytes (it names a directory; give a shorter --test), got %d", maxTestName, len(s.Test))
+	case strings.ContainsAny(s.Test, "/\\") || strings.HasPrefix(s.Test, "."):
+		return specErrorf("--test %q cannot be a directory name", s.Test)
 	}
 	return nil
+}
+
+// Caps on the spec. They keep arithmetic on durations (twice the TTL, sums of timeouts)
+// far from overflow and refuse values that would only make a run hang or explode.
+const (
+	maxClients   = 100 // each client is an OS process with its own connections
+	maxTTL       = time.Hour
+	maxSpan      = 24 * time.Hour // time limit, pause, interval, work, clock offset
+	maxClockRate = 100
+	// maxTestName is what most file systems allow in one directory name.
+	maxTestName = 255
+)
+
+// checkBounds refuses numbers out of range and keys no lock service could use.
+func (s *Spec) checkBounds() error {
+	if s.Clients < 1 || s.Clients > maxClients {
+		return specErrorf("--clients must be between 1 and %d, got %d", maxClients, s.Clients)
+	}
+	for _, b := range []struct {
+		flag     string
+		d        Duration
+		min, max time.Duration
+	}{
+		// Redis counts leases in whole milliseconds.
+		{"ttl", s.TTL, time.Millisecond, maxTTL},
+		{"time-limit", s.TimeLimit, time.Millisecond, maxSpan},
+		{"work", s.Work, 0, maxSpan},
+		{"pause", s.Pause, 0, maxSpan},
+		{"interval", s.Interval, time.Millisecond, maxSpan},
+		{"clock-offset", s.ClockOffset, 0, maxSpan},
+	} {
+		if d := b.d.Std(); d < b.min || d > b.max {
+			return specErrorf("--%s must be between %s and %s, got %s", b.flag, short(b.min), short(b.max), d)
+		}
+	}
+	// NaN fails every comparison, so test for the valid range, not the invalid one.
+	if !(s.ClockRate > 0 && s.ClockRate <= maxClockRate) {
+		return specErrorf("--clock-rate must be a number above 0 and at most %d, got %g", maxClockRate, s.ClockRate)
+	}
+	if s.Key == "" || strings.ContainsAny(s.Key, " /\\") || !printable(s.Key) {
+		return specErrorf("--key must be a non-empty word of printable characters, without / or \\, got %q", s.Key)
+	}
+	return nil
+}
+
+// printable reports whether s is valid UTF-8 with no control or other non-printing runes:
+// names end up in paths, logs and terminals.
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// short writes a bound as a person would: 1h, not 1h0m0s.
+func short(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 func (s Spec) name() string {

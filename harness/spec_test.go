@@ -2,6 +2,7 @@ package harness
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -16,16 +17,40 @@ func TestNormalizeRejectsBadSpecs(t *testing.T) {
 		{"unknown system", func(s *Spec) { s.System = "etcd" }, `unknown system "etcd"`},
 		{"unknown client", func(s *Spec) { s.Client = "nope" }, `unknown client "nope"`},
 		{"unknown nemesis", func(s *Spec) { s.Nemesis = []string{"pause-holder", "meteor"} }, `unknown nemesis "meteor"`},
-		{"zero ttl", func(s *Spec) { s.TTL = 0 }, "ttl must be positive"},
-		{"negative ttl", func(s *Spec) { s.TTL = Duration(-time.Second) }, "ttl must be positive"},
-		{"no clients", func(s *Spec) { s.Clients = 0 }, "clients must be at least 1"},
-		{"no time", func(s *Spec) { s.TimeLimit = 0 }, "time limit must be positive"},
-		{"bad key", func(s *Spec) { s.Key = "a/b" }, "key must be a non-empty word"},
+		{"zero ttl", func(s *Spec) { s.TTL = 0 }, "--ttl must be between 1ms and 1h, got 0s"},
+		{"negative ttl", func(s *Spec) { s.TTL = Duration(-time.Second) }, "--ttl must be between 1ms and 1h"},
+		{"sub-millisecond ttl", func(s *Spec) { s.TTL = Duration(time.Microsecond) }, "--ttl must be between 1ms and 1h"},
+		{"huge ttl", func(s *Spec) { s.TTL = Duration(math.MaxInt64) }, "--ttl must be between 1ms and 1h"},
+		{"no clients", func(s *Spec) { s.Clients = 0 }, "--clients must be between 1 and 100, got 0"},
+		{"too many clients", func(s *Spec) { s.Clients = 101 }, "--clients must be between 1 and 100, got 101"},
+		{"no time", func(s *Spec) { s.TimeLimit = 0 }, "--time-limit must be between 1ms and 24h"},
+		{"too much time", func(s *Spec) { s.TimeLimit = Duration(25 * time.Hour) }, "--time-limit must be between 1ms and 24h, got 25h0m0s"},
+		{"negative work", func(s *Spec) { s.Work = Duration(-1) }, "--work must be between 0s and 24h"},
+		{"negative pause", func(s *Spec) { s.Pause = Duration(-time.Second) }, "--pause must be between 0s and 24h"},
+		{"huge pause", func(s *Spec) { s.Pause = Duration(math.MaxInt64) }, "--pause must be between 0s and 24h"},
+		{"zero interval", func(s *Spec) { s.Interval = 0 }, "--interval must be between 1ms and 24h"},
+		{"huge interval", func(s *Spec) { s.Interval = Duration(math.MaxInt64) }, "--interval must be between 1ms and 24h"},
+		{"negative clock offset", func(s *Spec) { s.ClockOffset = Duration(-time.Second) }, "--clock-offset must be between 0s and 24h"},
+		{"huge clock offset", func(s *Spec) { s.ClockOffset = Duration(48 * time.Hour) }, "--clock-offset must be between 0s and 24h"},
+		{"zero clock rate", func(s *Spec) { s.ClockRate = 0 }, "--clock-rate must be a number above 0 and at most 100, got 0"},
+		{"NaN clock rate", func(s *Spec) { s.ClockRate = math.NaN() }, "--clock-rate must be a number above 0 and at most 100, got NaN"},
+		{"infinite clock rate", func(s *Spec) { s.ClockRate = math.Inf(1) }, "got +Inf"},
+		{"minus infinite clock rate", func(s *Spec) { s.ClockRate = math.Inf(-1) }, "got -Inf"},
+		{"fast clock rate", func(s *Spec) { s.ClockRate = 101 }, "--clock-rate must be a number above 0 and at most 100"},
+		{"empty key", func(s *Spec) { s.Key = "" }, "--key must be a non-empty word"},
+		{"key with slash", func(s *Spec) { s.Key = "a/b" }, "--key must be a non-empty word"},
+		{"key with escape", func(s *Spec) { s.Key = "lock\x1b[2J" }, `got "lock\x1b[2J"`},
+		{"key with newline", func(s *Spec) { s.Key = "lo\nck" }, "--key must be a non-empty word"},
+		{"key with bidi override", func(s *Spec) { s.Key = "lock\u202e" }, "--key must be a non-empty word"},
+		{"key not UTF-8", func(s *Spec) { s.Key = "lock\xff" }, "--key must be a non-empty word"},
 		{"even redlock", func(s *Spec) { s.System, s.Nodes = "redlock", 4 }, "redlock: 4 nodes (want an odd number"},
 		{"two redis", func(s *Spec) { s.Nodes = 2 }, "a single Redis has 1"},
 		{"kleppmann on redis", func(s *Spec) { s.Nemesis = []string{"kleppmann-clock"} }, "needs --system redlock"},
 		{"leader of redis", func(s *Spec) { s.Nemesis = []string{"partition-leader"} }, "has no leader to isolate"},
-		{"bad test name", func(s *Spec) { s.Test = "../x" }, "cannot be a directory name"},
+		{"bad test name", func(s *Spec) { s.Test = "../x" }, "--test \"../x\" cannot be a directory name"},
+		{"test with carriage return", func(s *Spec) { s.Test = "ok\rEVIL" }, `--test must be printable text, got "ok\rEVIL"`},
+		{"test with escape", func(s *Spec) { s.Test = "t\x1b]0;pwned\a" }, "--test must be printable text"},
+		{"test too long", func(s *Spec) { s.Test = strings.Repeat("t", 256) }, "test name must be at most 255 bytes"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -37,6 +62,21 @@ func TestNormalizeRejectsBadSpecs(t *testing.T) {
 				t.Fatalf("got %v, want a SpecError containing %q", err, c.want)
 			}
 		})
+	}
+}
+
+// The largest values allowed pass, and twice the TTL (the default pause) does not overflow.
+func TestNormalizeAcceptsTheCaps(t *testing.T) {
+	s := DefaultSpec()
+	s.Clients, s.ClockRate = 100, 100
+	s.TTL, s.TimeLimit = Duration(time.Hour), Duration(24*time.Hour)
+	s.Work, s.Interval, s.ClockOffset = Duration(24*time.Hour), Duration(24*time.Hour), Duration(24*time.Hour)
+	s.Test = strings.Repeat("t", 255)
+	if err := s.Normalize(); err != nil {
+		t.Fatal(err)
+	}
+	if s.PauseLength() != 2*time.Hour || s.ClockSkew() != 24*time.Hour {
+		t.Fatalf("pause %s clock skew %s", s.PauseLength(), s.ClockSkew())
 	}
 }
 
