@@ -2,13 +2,21 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+	"unicode"
+
+	"github.com/lockbreaker/lockbreaker/checkers"
+	"github.com/lockbreaker/lockbreaker/containers"
+	"github.com/lockbreaker/lockbreaker/results"
 )
 
 var binary string
@@ -56,13 +64,29 @@ func TestBadInputGetsOneLineAndItsExitCode(t *testing.T) {
 		code int
 		want string
 	}{
-		{"no command", nil, nil, 254, ""},
+		{"no command", nil, nil, 254, "no command given"},
 		{"unknown command", nil, []string{"explode"}, 254, `unknown command "explode"`},
+		{"help on an unknown command", nil, []string{"help", "xyz"}, 254, `help: unknown command "xyz"`},
+		{"help on two commands", nil, []string{"help", "run", "check"}, 254, "give at most one command"},
 		{"unknown flag", nil, []string{"run", "--colour", "red"}, 254, "flag provided but not defined"},
+		{"stray argument", nil, []string{"run", "redis"}, 254, `unexpected argument "redis"`},
 		{"unknown system", nil, []string{"run", "--system", "etcd"}, 254, `unknown system "etcd"`},
 		{"unknown nemesis", nil, []string{"run", "--nemesis", "meteor"}, 254, `unknown nemesis "meteor"`},
-		{"zero ttl", nil, []string{"run", "--ttl", "0s"}, 254, "ttl must be positive"},
+		{"zero ttl", nil, []string{"run", "--ttl", "0s"}, 254, "--ttl must be between 1ms and 1h, got 0s"},
+		{"huge ttl", nil, []string{"run", "--ttl", "2h"}, 254, "--ttl must be between 1ms and 1h"},
 		{"bad duration", nil, []string{"run", "--ttl", "soon"}, 254, "invalid value"},
+		{"too many clients", nil, []string{"run", "--clients", "101"}, 254, "--clients must be between 1 and 100, got 101"},
+		{"huge time limit", nil, []string{"run", "--time-limit", "25h"}, 254, "--time-limit must be between 1ms and 24h"},
+		{"huge pause", nil, []string{"run", "--pause", "25h"}, 254, "--pause must be between 0s and 24h"},
+		{"negative pause", nil, []string{"run", "--pause", "-1s"}, 254, "--pause must be between 0s and 24h"},
+		{"huge interval", nil, []string{"run", "--interval", "2000000h"}, 254, "--interval must be between 1ms and 24h"},
+		{"huge clock offset", nil, []string{"run", "--clock-offset", "25h"}, 254, "--clock-offset must be between 0s and 24h"},
+		{"NaN clock rate", nil, []string{"run", "--clock-rate", "NaN"}, 254, "--clock-rate must be a number above 0 and at most 100, got NaN"},
+		{"infinite clock rate", nil, []string{"run", "--clock-rate", "+Inf"}, 254, "got +Inf"},
+		{"minus infinite clock rate", nil, []string{"run", "--clock-rate", "-Inf"}, 254, "got -Inf"},
+		{"empty results", nil, []string{"run", "--results", ""}, 254, "--results must name a directory"},
+		{"test with escapes", nil, []string{"run", "--test", "t\x1b[2J\r"}, 254, `--test must be printable text, got "t\x1b[2J\r"`},
+		{"key with backspace", nil, []string{"run", "--key", "lock\b"}, 254, "--key must be a non-empty word of printable characters"},
 		{"bad fencing", nil, []string{"run", "--fencing", "maybe"}, 254, "--fencing must be on or off"},
 		{"unwritable results", nil, []string{"run", "--results", notADir}, 254, "is not writable"},
 		{"corrupt history", nil, []string{"check", corrupt}, 254, "history.jsonl:2: not a JSON event"},
@@ -72,19 +96,207 @@ func TestBadInputGetsOneLineAndItsExitCode(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			code, _, stderr := lockbreaker(t, c.env, c.args...)
+			args := c.args
+			// Bad arguments are refused before anything is made: give a results directory
+			// where there is none and see that it stays absent.
+			untouched := filepath.Join(t.TempDir(), "results")
+			if c.code == 254 && len(args) > 0 && args[0] == "run" && !slices.Contains(args, "--results") {
+				args = append(slices.Clone(args), "--results", untouched)
+			}
+			code, _, stderr := lockbreaker(t, c.env, args...)
 			if code != c.code {
 				t.Errorf("exit %d, want %d (stderr %q)", code, c.code, stderr)
 			}
-			if c.want == "" {
-				return
-			}
-			lines := strings.Split(strings.TrimSpace(stderr), "\n")
+			lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
 			if len(lines) != 1 || !strings.Contains(lines[0], c.want) {
 				t.Errorf("stderr %q: want one line containing %q", stderr, c.want)
 			}
+			if i := strings.IndexFunc(lines[0], unicode.IsControl); i >= 0 {
+				t.Errorf("stderr %q: control character at %d", stderr, i)
+			}
+			if _, err := os.Stat(untouched); !os.IsNotExist(err) {
+				t.Errorf("a refused run made %s (stat: %v)", untouched, err)
+			}
 		})
 	}
+}
+
+// Every command's help, however asked for, is its usage with every flag and its default,
+// and examples, on stdout with exit 0.
+func TestHelpListsEveryFlagAndExamples(t *testing.T) {
+	for _, c := range commands {
+		for _, args := range [][]string{{"help", c.name}, {c.name, "-h"}, {c.name, "--help"}} {
+			t.Run(strings.Join(args, " "), func(t *testing.T) {
+				code, stdout, stderr := lockbreaker(t, nil, args...)
+				if code != 0 || stderr != "" {
+					t.Fatalf("exit %d, stderr %q", code, stderr)
+				}
+				want := []string{"usage: lockbreaker " + c.name, "-h, --help", "exit codes:"}
+				if c.name != "worker" {
+					want = append(want, "examples:\n  lockbreaker ")
+				}
+				if c.flags != nil {
+					c.flags().VisitAll(func(f *flag.Flag) {
+						want = append(want, "--"+f.Name+" ")
+						if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" {
+							want = append(want, "(default "+f.DefValue+")")
+						}
+					})
+				}
+				for _, w := range want {
+					if !strings.Contains(stdout, w) {
+						t.Errorf("help lacks %q:\n%s", w, stdout)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestHelpListsCommands(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}, {"help", "help"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			code, stdout, stderr := lockbreaker(t, nil, args...)
+			if code != 0 || stderr != "" {
+				t.Fatalf("exit %d, stderr %q", code, stderr)
+			}
+			for _, c := range commands {
+				if !strings.Contains(stdout, "\n  "+c.name+" ") {
+					t.Errorf("command list lacks %s:\n%s", c.name, stdout)
+				}
+			}
+		})
+	}
+}
+
+// version needs no Docker: the image tag is a hash of files compiled into the binary.
+func TestVersion(t *testing.T) {
+	code, stdout, stderr := lockbreaker(t, []string{"DOCKER_HOST=unix:///nonexistent/docker.sock"}, "version")
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	want := "node image " + containers.ImageRef() + "\n"
+	if !strings.HasPrefix(stdout, "lockbreaker ") || !strings.HasSuffix(stdout, want) {
+		t.Errorf("version said %q, want lockbreaker VERSION then %q", stdout, want)
+	}
+}
+
+func TestDescribeBuild(t *testing.T) {
+	main := debug.Module{Path: "github.com/lockbreaker/lockbreaker", Version: "(devel)"}
+	cases := []struct {
+		name     string
+		settings []debug.BuildSetting
+		want     string
+	}{
+		{"no vcs", nil, "(devel), built with go1.26.0"},
+		{"clean commit", []debug.BuildSetting{{Key: "vcs.revision", Value: "abc123"}, {Key: "vcs.modified", Value: "false"}},
+			"(devel), commit abc123, built with go1.26.0"},
+		{"local changes", []debug.BuildSetting{{Key: "vcs.revision", Value: "abc123"}, {Key: "vcs.modified", Value: "true"}},
+			"(devel), commit abc123 with local changes, built with go1.26.0"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := describeBuild(&debug.BuildInfo{GoVersion: "go1.26.0", Main: main, Settings: c.settings})
+			if got != c.want {
+				t.Errorf("got %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+func TestEscape(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"2 overlapping holds", "2 overlapping holds"},
+		{"données sûres, 数据", "données sûres, 数据"},
+		{"\x1b[2J\x1b[31mOK", `\x1b[2J\x1b[31mOK`},
+		{"VIOLATED\rOK      ", `VIOLATED\rOK      `},
+		{"bad\b\b\bok", `bad\b\b\bok`},
+		{"tab\there", `tab\there`},
+		{"two\nlines", `two\nlines`},
+		{"del\x7f", `del\x7f`},
+		{"c1 \u009b2J", `c1 \u009b2J`},
+		{"bidi \u202eKO", `bidi \u202eKO`},
+		{"not utf-8 \xff\xfe", `not utf-8 \xff\xfe`},
+	}
+	for _, c := range cases {
+		if got := escape(c.in); got != c.want {
+			t.Errorf("escape(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// A saved run is input anyone may have written: what it says reaches the terminal escaped.
+func TestPrintVerdictsEscapesAHostileSummary(t *testing.T) {
+	s := results.Summary{
+		Test: "t\x1b]0;owned\a",
+		Results: []checkers.Result{{Checker: "mutual-exclusion\r", Verdict: checkers.Invalid,
+			Summary: "\x1b[2K\rmutual-exclusion  VALID\b\b"}},
+		Notes: []string{"\x1b[2J"},
+		Error: "boom\r\nsecond line",
+	}
+	var out bytes.Buffer
+	printVerdicts(&out, "/runs/x\x1b[8m", s)
+	text := out.String()
+	if i := strings.IndexFunc(text, func(r rune) bool { return r != '\n' && unicode.IsControl(r) }); i >= 0 {
+		t.Fatalf("control character at %d in:\n%q", i, text)
+	}
+	for _, want := range []string{`\x1b[2K\rmutual-exclusion  VALID\b\b`, `note: \x1b[2J`, `boom\r; second line`, `t\x1b]0;owned\a: INVALID`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+// check on a saved run whose results.json says hostile things prints them escaped.
+func TestCheckEscapesAHostileSavedSummary(t *testing.T) {
+	dir := runDir(t, "testdata/safe.jsonl")
+	saved := `{"test":"t\u001b]0;owned\u0007","notes":["\u001b[2J\u001b[H"],"error":"x\r\u0008"}`
+	os.WriteFile(filepath.Join(dir, "results.json"), []byte(saved), 0o644)
+	code, stdout, stderr := lockbreaker(t, []string{"DOCKER_HOST=unix:///nonexistent/docker.sock"}, "check", dir)
+	// The saved harness error makes the verdict unknown.
+	if code != 2 {
+		t.Fatalf("exit %d, want 2\n%s%s", code, stdout, stderr)
+	}
+	if i := strings.IndexFunc(stdout, func(r rune) bool { return r != '\n' && unicode.IsControl(r) }); i >= 0 {
+		t.Errorf("control character at %d in:\n%q", i, stdout)
+	}
+	if !strings.Contains(stdout, `note: \x1b[2J\x1b[H`) || !strings.Contains(stdout, `t\x1b]0;owned\a: UNKNOWN`) {
+		t.Errorf("hostile text not shown escaped:\n%s", stdout)
+	}
+}
+
+// When the run directory cannot take the new files, check still prints its verdicts, then
+// one line saying what it could not write, and exits 255. A directory where report.html
+// should be stops the write even for root, whom permissions do not stop.
+func TestCheckPrintsVerdictsWhenItCannotWrite(t *testing.T) {
+	dir := runDir(t, "testdata/stale-write.jsonl")
+	blocker := filepath.Join(dir, "report.html")
+	os.MkdirAll(filepath.Join(blocker, "keep"), 0o755)
+	code, stdout, stderr := lockbreaker(t, []string{"DOCKER_HOST=unix:///nonexistent/docker.sock"}, "check", dir)
+	if code != 255 {
+		t.Fatalf("exit %d, want 255\n%s%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "data-safety") || !strings.Contains(stdout, "INVALID") {
+		t.Errorf("verdicts not printed:\n%s", stdout)
+	}
+	lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "could not write the results files") || !strings.Contains(lines[0], "report.html") {
+		t.Errorf("stderr %q: want one line saying report.html could not be written", stderr)
+	}
+}
+
+// runDir makes a run directory holding a copy of a saved history.
+func runDir(t *testing.T, history string) string {
+	t.Helper()
+	data, err := os.ReadFile(history)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "history.jsonl"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // A saved history is checked again with no Docker at all, with the verdict as exit code.
@@ -94,12 +306,7 @@ func TestCheckRerunsCheckersOnASavedRun(t *testing.T) {
 		code    int
 	}{{"testdata/safe.jsonl", 0}, {"testdata/stale-write.jsonl", 1}} {
 		t.Run(c.history, func(t *testing.T) {
-			dir := t.TempDir()
-			data, err := os.ReadFile(c.history)
-			if err != nil {
-				t.Fatal(err)
-			}
-			os.WriteFile(filepath.Join(dir, "history.jsonl"), data, 0o644)
+			dir := runDir(t, c.history)
 			code, stdout, stderr := lockbreaker(t, []string{"DOCKER_HOST=unix:///nonexistent/docker.sock"}, "check", dir)
 			if code != c.code {
 				t.Fatalf("exit %d, want %d\n%s%s", code, c.code, stdout, stderr)
