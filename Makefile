@@ -5,17 +5,21 @@ GO      ?= go
 BIN     := bin/lockbreaker
 RESULTS ?= results
 
-.PHONY: run test unit bench deps build image clean vet
+.PHONY: run test unit bench deps build image clean vet fuzz
 
 build:
 	$(GO) build -o $(BIN) ./cmd/lockbreaker
 
 # The node image is built from Debian packages; with no registry the base comes from
-# debootstrap, which a fresh machine may lack.
+# debootstrap, which a fresh machine may lack. The browser tests open reports in Chromium.
 deps:
-	@command -v debootstrap >/dev/null 2>&1 || { \
-		echo "installing debootstrap"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
+	@missing=""; \
+	command -v debootstrap >/dev/null 2>&1 || missing="$$missing debootstrap"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
 
 image: deps build
 	$(BIN) images
@@ -42,6 +46,13 @@ vet:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./checkers/
+
+# Each fuzz target runs for FUZZTIME; an input that fails lands in the package's
+# testdata/fuzz/<target>/, to commit with the fix so it stays a test.
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./history/
+	$(GO) test -run '^$$' -fuzz '^FuzzCheckers$$' -fuzztime $(FUZZTIME) ./checkers/
 
 clean: build
 	$(BIN) clean
