@@ -1,0 +1,35 @@
+package system
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"time"
+)
+
+// ask dials addr, writes request and returns what read makes of the answer, all within a
+// second: probes must never hang on a paused node.
+func ask(ctx context.Context, addr, request string, read func(*bufio.Reader) (string, error)) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	deadline, _ := ctx.Deadline()
+	_ = conn.SetDeadline(deadline)
+	if _, err := conn.Write([]byte(request)); err != nil {
+		return "", err
+	}
+	return read(bufio.NewReader(conn))
+}
+
+func readLine(r *bufio.Reader) (string, error) { return r.ReadString('\n') }
+
+func readAll(r *bufio.Reader) (string, error) {
+	b, err := io.ReadAll(r)
+	return string(b), err
+}

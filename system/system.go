@@ -1,0 +1,149 @@
+// Package system describes, once, each lock service lockbreaker can test: its name, the
+// cluster sizes it accepts, how one of its nodes runs in a container and how to tell that
+// it serves, its default lock client, and the facts that decide which faults apply to it
+// (a leader, a majority of independent nodes). The CLI, containers, workloads and nemeses
+// all read these descriptors, so adding a system is one new file here plus its clients.
+//
+// Descriptors are plain data and probes that dial a node; nothing here touches Docker.
+package system
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// System is one lock service.
+type System struct {
+	Name string
+	// About is one line for help texts.
+	About string
+	Sizes Sizes
+	// DefaultClient is the lock client used when none is asked for: our own
+	// implementation of the seed's algorithm for this system.
+	DefaultClient string
+	// Leader: one node leads the others (a ZooKeeper ensemble), so faults aimed at the
+	// leader apply.
+	Leader bool
+	// IndependentMajority: a client holds the lock when a majority of independent nodes
+	// granted it, each expiring its grant by its own wall clock (Redlock). Kleppmann's
+	// clock example is staged against such a system.
+	IndependentMajority bool
+	// Exactly one of Container and InProcess is set: how the service runs.
+	Container *Container
+	InProcess *InProcess
+}
+
+// Sizes are the cluster sizes a system accepts.
+type Sizes struct {
+	Default, Min, Max int
+	// Odd: only odd sizes, so that any two majorities overlap.
+	Odd bool
+}
+
+// Check resolves 0 to the default size and refuses a size the system cannot run.
+func (s System) Check(nodes int) (int, error) {
+	if nodes == 0 {
+		return s.Sizes.Default, nil
+	}
+	z := s.Sizes
+	switch {
+	case z.Min == z.Max && nodes != z.Min:
+		return nodes, fmt.Errorf("%s: %d nodes (it has %d)", s.Name, nodes, z.Min)
+	case nodes < z.Min || nodes > z.Max:
+		return nodes, fmt.Errorf("%s: %d nodes (want %d to %d)", s.Name, nodes, z.Min, z.Max)
+	case z.Odd && nodes%2 == 0:
+		return nodes, fmt.Errorf("%s: %d nodes (want an odd number, so that any two majorities overlap)", s.Name, nodes)
+	}
+	return nodes, nil
+}
+
+// Majority is the smallest number of nodes out of n that any other such number overlaps.
+func Majority(n int) int { return n/2 + 1 }
+
+// Container says how one node of a system runs in a container of the node image.
+type Container struct {
+	// Port is the server's client port inside the container.
+	Port int
+	// Node is the command and files of node id (1..cluster.Nodes).
+	Node func(cluster Cluster, id int) NodeSetup
+	// Ready succeeds once the node at addr serves (for an ensemble: once a quorum does).
+	Ready func(ctx context.Context, addr string) error
+	// Role, when set, asks the node at addr for its role now (Leader, Follower...).
+	Role func(ctx context.Context, addr string) (Role, error)
+}
+
+// Cluster is what a node's setup depends on.
+type Cluster struct {
+	Nodes int
+	// TTL is the lock's lease; systems with sessions size their timeouts by it.
+	TTL time.Duration
+}
+
+// NodeSetup is what a node's container runs.
+type NodeSetup struct {
+	Cmd   []string
+	Files []File
+}
+
+// File is a file written into a node's container before it starts.
+type File struct {
+	Path    string
+	Content string
+}
+
+// Role is a node's part in its cluster.
+type Role string
+
+const (
+	Leader   Role = "leader"
+	Follower Role = "follower"
+)
+
+// InProcess is a lock service the harness serves itself, so a whole trial runs without
+// Docker.
+type InProcess struct {
+	// Broken: the service grants a lock that is held, on purpose, for the checkers to catch.
+	Broken bool
+}
+
+var systems = map[string]System{}
+
+// register adds a descriptor; each system's file registers its own.
+func register(s System) {
+	if _, dup := systems[s.Name]; dup || (s.Container == nil) == (s.InProcess == nil) {
+		panic("system: bad descriptor " + s.Name)
+	}
+	systems[s.Name] = s
+}
+
+// Lookup returns the system called name.
+func Lookup(name string) (System, error) {
+	s, ok := systems[name]
+	if !ok {
+		return System{}, fmt.Errorf("unknown system %q (known: %s)", name, strings.Join(Names(), ", "))
+	}
+	return s, nil
+}
+
+// Names lists the systems, sorted.
+func Names() []string {
+	names := make([]string, 0, len(systems))
+	for n := range systems {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// All lists the descriptors in the order of Names.
+func All() []System {
+	var all []System
+	for _, n := range Names() {
+		all = append(all, systems[n])
+	}
+	return slices.Clip(all)
+}
