@@ -112,35 +112,59 @@ func (s Spec) withDefaults() (Spec, error) {
 
 // Start creates the network lockbreaker-<run id>, starts the nodes on it and
 // waits until each serves: Redis answers PING, every ZooKeeper server reports
-// a leader or follower mode (a quorum formed). On any error it removes what it
-// created.
-func Start(ctx context.Context, spec Spec) (c *Cluster, err error) {
-	spec, err = spec.withDefaults()
+// a leader or follower mode (a quorum formed). On any error, a cancelled ctx
+// (an interrupt) included, it removes whatever it had created and returns a nil
+// cluster.
+func Start(ctx context.Context, spec Spec) (*Cluster, error) {
+	spec, err := spec.withDefaults()
 	if err != nil {
 		return nil, fmt.Errorf("start cluster: %w", err)
 	}
 	if err := Ping(ctx); err != nil {
 		return nil, err
 	}
-	cli, _ := docker()
-	c = &Cluster{spec: spec, network: "lockbreaker-" + spec.RunID}
-	defer func() {
-		if err != nil {
-			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-			defer cancel()
-			_ = c.Stop(stopCtx)
-			c = nil
-		}
-	}()
-	labels := ownerLabels(spec.RunID)
+	c := &Cluster{spec: spec, network: "lockbreaker-" + spec.RunID}
+	if err := c.start(ctx); err != nil {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		return nil, errors.Join(fmt.Errorf("start %s cluster: %w", spec.System, err), c.Stop(stopCtx))
+	}
+	return c, nil
+}
 
-	created, err := cli.NetworkCreate(ctx, c.network, client.NetworkCreateOptions{Driver: "bridge", Labels: labels})
+// startHook, when set (by tests), is called as Start passes each stage: "network",
+// "node n1".."node nN" (each node started), "nodes", "ready".
+var startHook func(stage string)
+
+func (c *Cluster) reached(stage string) {
+	if startHook != nil {
+		startHook(stage)
+	}
+}
+
+// createTimeout bounds the requests that create a cluster's network and containers.
+const createTimeout = time.Minute
+
+// start brings the cluster up. Requests that create something run to completion even
+// when ctx is cancelled: an abandoned request may still create its container or
+// network in the engine after Stop has swept, and leak it. Cancellation is checked
+// between them instead, and cuts the wait for the nodes to serve short.
+func (c *Cluster) start(ctx context.Context) error {
+	labels := ownerLabels(c.spec.RunID)
+	cli, _ := docker()
+	create, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
+	defer cancel()
+	created, err := cli.NetworkCreate(create, c.network, client.NetworkCreateOptions{Driver: "bridge", Labels: labels})
 	if err != nil {
-		return nil, fmt.Errorf("start %s cluster: create network %s: %w", spec.System, c.network, err)
+		return fmt.Errorf("create network %s: %w", c.network, err)
+	}
+	c.reached("network")
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	inspected, err := cli.NetworkInspect(ctx, created.ID, client.NetworkInspectOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("start %s cluster: inspect network %s: %w", spec.System, c.network, err)
+		return fmt.Errorf("inspect network %s: %w", c.network, err)
 	}
 	for _, cfg := range inspected.Network.IPAM.Config {
 		if cfg.Gateway.Is4() {
@@ -148,33 +172,49 @@ func Start(ctx context.Context, spec Spec) (c *Cluster, err error) {
 		}
 	}
 	if c.gateway == "" {
-		return nil, fmt.Errorf("start %s cluster: network %s has no IPv4 gateway", spec.System, c.network)
+		return fmt.Errorf("network %s has no IPv4 gateway", c.network)
 	}
 
-	// Start the nodes together: ZooKeeper servers look each other up by name.
-	c.nodes = make([]Node, spec.Nodes)
-	errs := make([]error, spec.Nodes)
+	// Start the nodes together: ZooKeeper servers look each other up by name. A node
+	// not yet begun when ctx is cancelled is not started at all.
+	nodes := make([]Node, c.spec.Nodes)
+	errs := make([]error, c.spec.Nodes)
 	var wg sync.WaitGroup
-	for i := range c.nodes {
+	for i := range nodes {
 		wg.Go(func() {
-			c.nodes[i], errs[i] = c.startNode(ctx, i+1, labels)
+			if errs[i] = ctx.Err(); errs[i] != nil {
+				return
+			}
+			nodes[i], errs[i] = c.startNode(create, i+1, labels)
+			if errs[i] == nil {
+				c.reached("node " + nodes[i].Name)
+			}
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("start %s cluster: %w", spec.System, err)
+	if err := ctx.Err(); err != nil {
+		return err
 	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	c.nodes = nodes
+	c.reached("nodes")
 
-	readyCtx, cancel := context.WithTimeout(ctx, readyTimeout)
-	defer cancel()
+	readyCtx, cancelReady := context.WithTimeout(ctx, readyTimeout)
+	defer cancelReady()
 	for i, n := range c.nodes {
 		wg.Go(func() { errs[i] = c.waitReady(readyCtx, n) })
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("start %s cluster: %w", spec.System, err)
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	return c, nil
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	c.reached("ready")
+	return ctx.Err()
 }
 
 // startNode creates and starts node n<id> and returns it with its IP.

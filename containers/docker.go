@@ -143,23 +143,54 @@ func CleanStale(ctx context.Context) (removed int, err error) {
 	return sweep(ctx, "", ownerGone)
 }
 
+// Sweeps that removed another process's resources look again after settle, up to
+// sweepPasses times: a run killed while it created a container leaves the request in
+// flight, and the engine completes it after the killed client has gone (within 100 ms,
+// seen here), after the first sweep.
+const (
+	settle      = time.Second
+	sweepPasses = 5
+)
+
 // sweep removes the labelled containers, then networks, of run runID (all
 // runs when "") for which doomed returns true.
 func sweep(ctx context.Context, runID string, doomed func(labels map[string]string) bool) (int, error) {
+	total := 0
+	for pass := 1; ; pass++ {
+		removed, foreign, err := sweepOnce(ctx, runID, doomed)
+		total += removed
+		if err != nil || !foreign || pass == sweepPasses {
+			return total, err
+		}
+		select {
+		case <-ctx.Done():
+			return total, fmt.Errorf("clean: %w", ctx.Err())
+		case <-time.After(settle):
+		}
+	}
+}
+
+// sweepOnce is one pass of sweep. foreign says whether it removed something another
+// process created.
+func sweepOnce(ctx context.Context, runID string, doomed func(labels map[string]string) bool) (removed int, foreign bool, err error) {
 	cli, err := docker()
 	if err != nil {
-		return 0, fmt.Errorf("clean: docker is not reachable: %w", err)
+		return 0, false, fmt.Errorf("clean: docker is not reachable: %w", err)
+	}
+	self := ownerLabels("")
+	ours := func(labels map[string]string) bool {
+		return labels[LabelOwnerHost] == self[LabelOwnerHost] && labels[LabelOwnerPID] == self[LabelOwnerPID] &&
+			labels[LabelOwnerStart] == self[LabelOwnerStart]
 	}
 	filters := make(client.Filters).Add("label", LabelProject+"=1")
 	if runID != "" {
 		filters.Add("label", LabelRun+"="+runID)
 	}
-	removed := 0
 	var errs []error
 
 	ctrs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filters})
 	if err != nil {
-		return 0, fmt.Errorf("clean: list containers: %w", err)
+		return 0, false, fmt.Errorf("clean: list containers: %w", err)
 	}
 	for _, c := range ctrs.Items {
 		if !doomed(c.Labels) {
@@ -171,11 +202,12 @@ func sweep(ctx context.Context, runID string, doomed func(labels map[string]stri
 			continue
 		}
 		removed++
+		foreign = foreign || !ours(c.Labels)
 	}
 
 	nets, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: filters})
 	if err != nil {
-		return removed, fmt.Errorf("clean: list networks: %w", err)
+		return removed, foreign, fmt.Errorf("clean: list networks: %w", err)
 	}
 	for _, n := range nets.Items {
 		if !doomed(n.Labels) {
@@ -186,11 +218,12 @@ func sweep(ctx context.Context, runID string, doomed func(labels map[string]stri
 			continue
 		}
 		removed++
+		foreign = foreign || !ours(n.Labels)
 	}
 	if len(errs) > 0 {
-		return removed, fmt.Errorf("clean: %w", errors.Join(errs...))
+		return removed, foreign, fmt.Errorf("clean: %w", errors.Join(errs...))
 	}
-	return removed, nil
+	return removed, foreign, nil
 }
 
 func shortID(id string) string {
