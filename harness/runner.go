@@ -37,6 +37,10 @@ func (r Runner) Run(ctx context.Context, spec Spec) (string, results.Summary, er
 	if err := spec.Normalize(); err != nil {
 		return "", results.Summary{}, err
 	}
+	// Without Docker nothing can run: say so before a run directory or latest link exists.
+	if err := containers.Ping(ctx); err != nil {
+		return "", results.Summary{}, orInterrupted(ctx, err)
+	}
 	run, err := results.NewRun(r.ResultsRoot, spec.Test, time.Now())
 	if err != nil {
 		return "", results.Summary{}, &SpecError{Reason: err.Error()}
@@ -51,6 +55,18 @@ func (r Runner) Run(ctx context.Context, spec Spec) (string, results.Summary, er
 	}
 	summary, err := t.execute(ctx)
 	return run.Dir(), summary, err
+}
+
+// errInterrupted is a run's error when its context was cancelled (Ctrl-C, SIGTERM).
+var errInterrupted = errors.New("interrupted")
+
+// orInterrupted returns errInterrupted for an error met after ctx was cancelled: the
+// interrupt, not the step that noticed it, is what the user needs to hear.
+func orInterrupted(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil {
+		return errInterrupted
+	}
+	return err
 }
 
 // trial is one run in progress.
@@ -70,9 +86,12 @@ func (t *trial) say(format string, args ...any) {
 
 func (t *trial) execute(ctx context.Context) (results.Summary, error) {
 	started := time.Now()
-	specJSON, _ := json.MarshalIndent(t.spec, "", "  ")
-	if err := os.WriteFile(t.run.Path(results.SpecFile), specJSON, 0o644); err != nil {
-		return results.Summary{}, fmt.Errorf("write spec: %w", err)
+	specJSON, err := json.MarshalIndent(t.spec, "", "  ")
+	if err != nil {
+		return results.Summary{}, fmt.Errorf("encode spec: %w", err)
+	}
+	if err := results.WriteAtomic(t.run.Path(results.SpecFile), append(specJSON, '\n')); err != nil {
+		return results.Summary{}, fmt.Errorf("spec: %w", err)
 	}
 	logFile, err := os.Create(t.run.Path(results.RunLogFile))
 	if err != nil {
@@ -91,7 +110,7 @@ func (t *trial) execute(ctx context.Context) (results.Summary, error) {
 		t.log.Error("run failed", "err", runErr)
 	}
 
-	summary := results.Summary{Test: t.spec.Test, RunID: t.run.ID(), Spec: specJSON, Started: started, Notes: t.notes()}
+	summary := results.Summary{Test: t.spec.Test, RunID: t.run.ID(), Spec: specJSON, Started: started, Finished: time.Now(), Notes: t.notes()}
 	if runErr != nil {
 		summary.Error = runErr.Error()
 	}
@@ -114,9 +133,6 @@ func (t *trial) notes() []string {
 // record sets everything up, lets the clients and the nemesis loose for the time limit,
 // and tears everything down again, recording into rec.
 func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
-	if err := containers.Ping(ctx); err != nil {
-		return err
-	}
 	if n, err := containers.CleanStale(ctx); err != nil {
 		t.log.Warn("stale sweep failed", "err", err)
 	} else if n > 0 {
@@ -124,7 +140,7 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 	}
 	image, err := containers.EnsureImage(ctx, t.progress)
 	if err != nil {
-		return err
+		return orInterrupted(ctx, err)
 	}
 	runID := fmt.Sprintf("%s-%d", t.run.ID(), os.Getpid())
 	t.say("starting %s cluster (run %s)", t.spec.System, runID)
@@ -132,7 +148,8 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 		Nodes: t.spec.Nodes, Faketime: nemesis.NeedsClocks(t.spec.Nemesis), Partitions: nemesis.NeedsNetwork(t.spec.Nemesis),
 		ZKSessionTimeout: t.spec.TTL.Std()})
 	if err != nil {
-		return err
+		// Start has removed whatever it created, also when interrupted.
+		return orInterrupted(ctx, err)
 	}
 	defer func() {
 		// Teardown must run even when ctx was cancelled (Ctrl-C).
@@ -191,14 +208,17 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 		cancel() // a nemesis that cannot inject its faults makes the rest of the run moot
 	}
 	<-limit.Done()
+	// Interrupted means cut short. What follows runs to its end whatever the signals, so
+	// an interrupt from here on leaves a complete history and its verdict.
+	interrupted := ctx.Err() != nil
 	stopProgress()
 	healErr := nem.Heal(context.WithoutCancel(ctx), env)
 	workers.stop(configs[0].AcquireTimeout + 2*configs[0].OpTimeout + configs[0].Work + 5*time.Second)
 	t.say("all faults healed, clients stopped")
 
 	finalErr := t.finalRead(ctx, rec, store.Addr())
-	if ctx.Err() != nil {
-		return errors.Join(errors.New("interrupted"), nemErr, healErr)
+	if interrupted {
+		return errors.Join(errInterrupted, nemErr, healErr)
 	}
 	return errors.Join(nemErr, healErr, finalErr)
 }
