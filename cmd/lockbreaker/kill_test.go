@@ -1,0 +1,295 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A run with Docker unreachable fails before it creates anything: no run directory, no
+// latest link.
+func TestDockerUnreachableCreatesNothing(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "results")
+	code, _, stderr := lockbreaker(t, []string{"DOCKER_HOST=unix:///nonexistent/docker.sock"}, "run", "--results", root)
+	if code != 255 || !strings.Contains(stderr, "docker is not reachable") {
+		t.Errorf("exit %d, stderr %q: want 255 and 'docker is not reachable'", code, stderr)
+	}
+	if _, err := os.Lstat(root); !os.IsNotExist(err) {
+		entries, _ := os.ReadDir(root)
+		t.Errorf("results directory created (%v), holding %v", err, entries)
+	}
+}
+
+// killMoment is a point of a run, found by what the run prints or does, never by a timer.
+type killMoment struct {
+	phase  string
+	name   string
+	system string
+	line   string // kill when a stdout line contains it; "" and !paused: right after exec
+	paused bool   // kill when a worker is stopped (SIGSTOPped by pause-holder)
+}
+
+// kill is a signal sent at a moment of a run.
+type kill struct {
+	m   killMoment
+	sig syscall.Signal
+}
+
+// Runs killed at moments spread over bring-up, mid-run and teardown, by SIGINT, SIGTERM and
+// SIGKILL, leave nothing behind: no container or network once the harness has exited (after
+// `lockbreaker clean` for SIGKILL, which cannot be handled), no worker process, stopped or
+// not, and a history that `lockbreaker check` reads.
+func TestKilledRunsLeaveNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker: real containers")
+	}
+	if c, n := labelled(t, "container"), labelled(t, "network"); len(c)+len(n) > 0 {
+		t.Fatalf("labelled containers %v or networks %v exist before the test; run lockbreaker clean", c, n)
+	}
+	moments := []killMoment{
+		{phase: "bring-up", name: "right after exec", system: "redis"},
+		{phase: "bring-up", name: "cluster starting", system: "redis", line: "starting redis cluster"},
+		{phase: "mid-run", name: "clients started", system: "redis", line: "clients running"},
+		{phase: "mid-run", name: "holder paused", system: "redis", paused: true},
+		{phase: "teardown", name: "clients stopped", system: "redis", line: "all faults healed, clients stopped"},
+	}
+	signals := []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL}
+	var kills []kill
+	for _, m := range moments {
+		for _, sig := range signals {
+			kills = append(kills, kill{m, sig})
+		}
+	}
+	// The reported bug: a Redlock cluster interrupted while its five nodes start. Killed
+	// then, it leaves container creations in flight that `clean` must still catch.
+	redlock := killMoment{phase: "bring-up", name: "redlock cluster starting", system: "redlock", line: "starting redlock cluster"}
+	for _, sig := range signals {
+		kills = append(kills, kill{redlock, sig})
+	}
+
+	counts := map[string]int{}
+	leftovers, checked, torn := 0, 0, 0
+	for _, k := range kills {
+		name := fmt.Sprintf("%s/%s/%s", k.m.phase, k.m.name, k.sig)
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			code, stderr := killRun(t, k.m, k.sig, "run", "--system", k.m.system, "--nemesis", "pause-holder",
+				"--clients", "3", "--ttl", "1s", "--time-limit", "4s", "--seed", "7", "--results", root)
+			counts[fmt.Sprintf("%s %s", k.m.phase, k.sig)]++
+			t.Logf("exit %d, stderr %q", code, strings.TrimSpace(stderr))
+			checkExit(t, k, code, stderr)
+
+			if k.sig == syscall.SIGKILL {
+				if code, _, stderr := lockbreaker(t, nil, "clean"); code != 0 {
+					t.Fatalf("clean: exit %d: %s", code, stderr)
+				}
+			}
+			if c, n := labelled(t, "container"), labelled(t, "network"); len(c)+len(n) > 0 {
+				leftovers += len(c) + len(n)
+				t.Errorf("left containers %v networks %v", c, n)
+				lockbreaker(t, nil, "clean")
+			}
+			// Handled signals: the harness reaped its workers before exiting. SIGKILL: the
+			// kernel kills them (Pdeathsig) as the harness dies; give it a moment.
+			wait := time.Duration(0)
+			if k.sig == syscall.SIGKILL {
+				wait = 5 * time.Second
+			}
+			if procs := ownProcesses(t, wait); len(procs) > 0 {
+				leftovers += len(procs)
+				t.Errorf("processes of the binary outlived the run: %v", procs)
+				for _, p := range procs {
+					syscall.Kill(p.pid, syscall.SIGKILL)
+				}
+			}
+
+			dir := filepath.Join(root, "latest")
+			data, err := os.ReadFile(filepath.Join(dir, "history.jsonl"))
+			if err != nil {
+				return // killed before the run had a history
+			}
+			checked++
+			code, stdout, stderr := lockbreaker(t, []string{"DOCKER_HOST=unix:///nonexistent/docker.sock"}, "check", dir)
+			isTorn := len(data) > 0 && data[len(data)-1] != '\n'
+			switch {
+			case code <= 2:
+			case code == 254 && isTorn:
+				torn++
+				t.Logf("check refuses the torn last line of the history (exit 254): %s", stderr)
+			default:
+				t.Errorf("check of the killed run: exit %d, want 0, 1 or 2\n%s%s", code, stdout, stderr)
+			}
+		})
+	}
+	var summary []string
+	for _, m := range []string{"bring-up", "mid-run", "teardown"} {
+		for _, sig := range signals {
+			summary = append(summary, fmt.Sprintf("%s %s: %d", m, sig, counts[fmt.Sprintf("%s %s", m, sig)]))
+		}
+	}
+	t.Logf("%d kills (%s); %d histories checked, %d with a torn last line; leftovers found: %d",
+		len(kills), strings.Join(summary, ", "), checked, torn, leftovers)
+}
+
+// killRun runs the binary with args and sends it sig at moment m, then waits for it to exit
+// and returns its exit code (-1 when a signal ended it) and stderr.
+func killRun(t *testing.T, m killMoment, sig syscall.Signal, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		in := bufio.NewScanner(stdout)
+		for in.Scan() {
+			lines <- in.Text()
+		}
+	}()
+	fired := m.line == "" && !m.paused
+	if fired {
+		cmd.Process.Signal(sig)
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	var seen []string
+	for open := true; open; {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				open = false
+				continue
+			}
+			seen = append(seen, line)
+			if !fired && m.line != "" && strings.Contains(line, m.line) {
+				fired = true
+				cmd.Process.Signal(sig)
+			}
+		case <-tick.C:
+			if !fired && m.paused && anyStopped(t) {
+				fired = true
+				cmd.Process.Signal(sig)
+			}
+		}
+	}
+	err = cmd.Wait()
+	if !fired {
+		t.Fatalf("the run ended before the moment %q; it printed:\n%s", m.name, strings.Join(seen, "\n"))
+	}
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, stderr.String()
+}
+
+// checkExit checks how a killed run ended: a handled signal gives exit 255 and one line
+// saying it was interrupted; only a signal sent before the handlers exist, or SIGKILL, ends
+// the process by the signal itself. A run that reached its time limit is not cut short by a
+// signal during teardown: it reports its verdict.
+func checkExit(t *testing.T, k kill, code int, stderr string) {
+	t.Helper()
+	switch {
+	case k.sig == syscall.SIGKILL || (code == -1 && k.m.line == "" && !k.m.paused):
+		if code != -1 && code != 255 {
+			t.Errorf("exit %d after %s", code, k.sig)
+		}
+	case k.m.phase == "teardown":
+		if code < 0 || code > 2 || stderr != "" {
+			t.Errorf("exit %d, stderr %q: want the verdict (0, 1 or 2)", code, stderr)
+		}
+	case code != 255:
+		t.Errorf("exit %d, stderr %q: want 255 and 'interrupted'", code, stderr)
+	default:
+		if lines := strings.Split(strings.TrimSpace(stderr), "\n"); len(lines) != 1 || !strings.Contains(lines[0], "interrupted") {
+			t.Errorf("stderr %q: want one line saying the run was interrupted", stderr)
+		}
+	}
+}
+
+type process struct {
+	pid   int
+	state string
+	cmd   string
+}
+
+func (p process) String() string { return fmt.Sprintf("%d (%s) %s", p.pid, p.state, p.cmd) }
+
+// ownProcesses returns the live processes running the test's binary (workers are the binary
+// re-executed), waiting up to wait for them to go. Zombies are not counted: they run nothing,
+// and reaping orphans is the init process's job.
+func ownProcesses(t *testing.T, wait time.Duration) []process {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		var procs []process
+		for _, p := range processes(t) {
+			if p.state != "Z" && p.cmd == binary {
+				procs = append(procs, p)
+			}
+		}
+		if len(procs) == 0 || time.Now().After(deadline) {
+			return procs
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// anyStopped reports whether a process of the binary is stopped (state T): a paused worker.
+func anyStopped(t *testing.T) bool {
+	for _, p := range processes(t) {
+		if p.cmd == binary && p.state == "T" {
+			return true
+		}
+	}
+	return false
+}
+
+// processes lists this machine's processes with their state and executable path.
+func processes(t *testing.T) []process {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var procs []process
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// The command name (field 2) is in parentheses and may hold spaces.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(stat[i+1:]))
+		if len(fields) == 0 {
+			continue
+		}
+		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+		procs = append(procs, process{pid: pid, state: fields[0], cmd: strings.TrimSuffix(exe, " (deleted)")})
+	}
+	return procs
+}
