@@ -19,6 +19,10 @@ import (
 	"github.com/lockbreaker/lockbreaker/history"
 )
 
+// CountStaleRejected is the fencing result's count of stale requests the storage rejected;
+// the report reads it.
+const CountStaleRejected = "stale-rejected"
+
 // Fencing checks that tokens increase and that the storage rejects stale ones.
 type Fencing struct{}
 
@@ -91,7 +95,7 @@ func (Fencing) Check(_ context.Context, events []history.Event, _ Options) Resul
 		Evidence: append(append(regressions.list(), duplicates.list()...), staleAccepted.list()...),
 		Counts: map[string]int{
 			"grants-with-token": len(grants),
-			"stale-rejected":    staleRejected,
+			CountStaleRejected:  staleRejected,
 			"regressions":       regressions.count(),
 			"duplicates":        duplicates.count(),
 			"stale-accepted":    staleAccepted.count(),
