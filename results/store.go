@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -95,9 +96,10 @@ func (r *Run) MarkLatest() error {
 	)
 }
 
-// relink makes dir/latest a symlink to target (relative to dir).
+// relink makes dir/latest a symlink to target (relative to dir). The temporary name is
+// random, so two runs marking at once (or a link a killed run left) never share it.
 func relink(dir, target string) error {
-	tmp := filepath.Join(dir, fmt.Sprintf(".%s-%d-%d", Latest, os.Getpid(), time.Now().UnixNano()))
+	tmp := filepath.Join(dir, fmt.Sprintf(".%s-%016x", Latest, rand.Uint64()))
 	if err := os.Symlink(target, tmp); err != nil {
 		return fmt.Errorf("mark latest run in %s: %w", dir, err)
 	}
