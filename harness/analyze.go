@@ -10,22 +10,35 @@ import (
 	"github.com/lockbreaker/lockbreaker/results"
 )
 
-// checkTimeout bounds the porcupine searches of one analysis.
-const checkTimeout = time.Minute
+// DefaultCheckTimeout bounds each checker's porcupine searches unless the user
+// gives more (lockbreaker check --timeout).
+const DefaultCheckTimeout = time.Minute
 
-// Analyze judges a history (checkers.Judge) and writes results.json, report.html and
-// junit.xml into dir. It needs nothing but the history and the summary's spec, so
-// `lockbreaker check` calls it on a saved run and gets the verdicts the run itself got.
-// The summary's times are the run's own and are kept: checking again changes no byte of
-// results.json. The error is about writing the files; the summary is complete either way.
-func Analyze(ctx context.Context, dir string, events []history.Event, s results.Summary) (results.Summary, error) {
-	opts := checkers.Options{Dir: dir, Timeout: checkTimeout, FaultsRequested: faultsRequested(s.Spec)}
+// Analyze judges a history (checkers.Judge, its searches bounded by timeout), completes the
+// summary from it (results, verdict, op and fault counts) and writes results.json,
+// report.html and junit.xml into dir. It needs nothing but the history and the summary's
+// spec, so `lockbreaker check` calls it on a saved run and gets the verdicts the run itself
+// got. The summary's times, notes and error are the caller's and are kept: checking again
+// changes no byte of results.json. The error is about writing the files; the summary is
+// complete either way.
+func Analyze(ctx context.Context, dir string, events []history.Event, s results.Summary, timeout time.Duration) (results.Summary, error) {
+	opts := checkers.Options{Dir: dir, Timeout: timeout, FaultsRequested: faultsRequested(s.Spec)}
 	s.Results = checkers.Judge(ctx, events, opts)
-	s.Verdict = "" // an input only to Overall: the verdict of an earlier check must not stick
-	s.Verdict = s.Overall()
-	s.Ops = results.Tally(events)
+	s.Verdict = overall(s.Results, s.Error)
+	// A history that does not pair has no counts; every checker's verdict names why.
+	s.Ops, _ = results.Tally(events)
 	s.Faults = len(history.Faults(events))
 	return s, results.WriteAll(dir, s, events)
+}
+
+// overall is a run's verdict: the worst of the checkers' (unknown when none decided) and
+// never valid when the harness broke, since the history may then be partial.
+func overall(rs []checkers.Result, harnessError string) checkers.Verdict {
+	v := checkers.Worst(rs)
+	if v == checkers.Valid && harnessError != "" {
+		return checkers.Unknown
+	}
+	return v
 }
 
 // faultsRequested says whether the spec asked for any fault. A history checked without

@@ -114,7 +114,7 @@ func (t *trial) execute(ctx context.Context) (results.Summary, error) {
 	if runErr != nil {
 		summary.Error = runErr.Error()
 	}
-	summary, err = Analyze(context.WithoutCancel(ctx), t.run.Dir(), rec.Events(), summary)
+	summary, err = Analyze(context.WithoutCancel(ctx), t.run.Dir(), rec.Events(), summary, DefaultCheckTimeout)
 	return summary, errors.Join(runErr, err)
 }
 

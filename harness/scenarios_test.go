@@ -80,8 +80,8 @@ func TestRedisPausedHolderWithoutFencingCorruptsStorage(t *testing.T) {
 	if lost := verdicts(s)["lost-updates"].Counts["lost"]; lost < 1 {
 		t.Errorf("lost-updates counted %d lost increments, want at least 1", lost)
 	}
-	if s.Faults < 1 || s.Overall() != checkers.Invalid {
-		t.Errorf("faults %d, overall %s: want at least one pause and an invalid run", s.Faults, s.Overall())
+	if s.Faults < 1 || s.Verdict != checkers.Invalid {
+		t.Errorf("faults %d, overall %s: want at least one pause and an invalid run", s.Faults, s.Verdict)
 	}
 }
 
@@ -144,7 +144,7 @@ func expectAllValid(t *testing.T, s results.Summary) {
 // expectWork fails t when the clients did too little for a safe verdict to mean anything.
 func expectWork(t *testing.T, s results.Summary) {
 	t.Helper()
-	if s.Ops["acquire:ok"] < 3 || s.Ops["write:ok"] < 3 {
+	if s.Ops["acquire"].OK < 3 || s.Ops["write"].OK < 3 {
 		t.Errorf("too little work to mean anything: %v", s.Ops)
 	}
 }

@@ -8,9 +8,11 @@
 // nodes/.
 //
 // The package is pure: it never touches Docker, workers or a clock of its own (callers
-// pass the time), so reports can be rendered again from a saved run at any time.
-// Everything a report shows comes from a run and is escaped (html/template,
-// encoding/xml); the page is self-contained (inline CSS, no scripts, no external assets).
-// Verdicts are shown per checker and never collapsed into one bit, except for the
-// overall line, where invalid beats unknown beats valid.
+// pass the time), so reports can be rendered again from a saved run at any time. It
+// decides nothing either: the writers render the Summary they are given (its verdict,
+// counts and notes) and work out no verdict or op count of their own, so results.json, the
+// report and junit.xml cannot disagree. Everything a report shows comes from a run and is
+// escaped (html/template, encoding/xml); the page is self-contained (inline CSS, no
+// scripts, no external assets). Verdicts are shown per checker and never collapsed into
+// one bit, except for the overall line (Summary.Verdict).
 package results

@@ -95,7 +95,7 @@ func WriteJUnit(dir string, s Summary) error {
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", JUnitFile, err)
 	}
-	return writeAtomic(filepath.Join(dir, JUnitFile), append([]byte(xml.Header), append(b, '\n')...))
+	return WriteAtomic(filepath.Join(dir, JUnitFile), append([]byte(xml.Header), append(b, '\n')...))
 }
 
 // capLines keeps the first n lines and says how many more there were.

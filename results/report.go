@@ -2,10 +2,12 @@ package results
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"html/template"
 	"io/fs"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -17,19 +19,17 @@ import (
 	"github.com/lockbreaker/lockbreaker/history"
 )
 
-// staleCount is the fencing checker's count of stale requests the storage rejected.
-const staleCount = "stale-rejected"
-
 // WriteReport writes report.html in dir: a self-contained page (inline CSS, no scripts, no
 // external assets) with the overall line, one verdict row per checker, each checker's
 // evidence, links to the run's files, the notes, the spec, the faults and the op counts.
-// Every value comes through html/template, so nothing a run recorded can inject markup.
+// The verdicts and counts are s's, as given; events only list the faults. Every value comes
+// through html/template, so nothing a run recorded can inject markup.
 func WriteReport(dir string, s Summary, events []history.Event) error {
 	var buf bytes.Buffer
 	if err := reportTemplate.Execute(&buf, newReport(dir, s, events)); err != nil {
 		return fmt.Errorf("render %s: %w", ReportFile, err)
 	}
-	return writeAtomic(filepath.Join(dir, ReportFile), buf.Bytes())
+	return WriteAtomic(filepath.Join(dir, ReportFile), buf.Bytes())
 }
 
 type report struct {
@@ -69,13 +69,14 @@ type faultView struct {
 	Healed                            bool
 }
 
+// opRow is one line of the operations table; the template calls Outcomes.Total.
 type opRow struct {
-	Func                  string
-	OK, Fail, Info, Total int
+	Func string
+	Outcomes
 }
 
 func newReport(dir string, s Summary, events []history.Event) report {
-	r := report{Test: s.Test, RunID: s.RunID, Overall: viewVerdict(s.Overall()), Error: s.Error, Notes: s.Notes}
+	r := report{Test: s.Test, RunID: s.RunID, Overall: viewVerdict(s.Verdict), Error: s.Error, Notes: s.Notes}
 	if !s.Started.IsZero() {
 		r.Started = s.Started.UTC().Format(time.RFC3339)
 		if s.Finished.After(s.Started) {
@@ -97,11 +98,7 @@ func newReport(dir string, s Summary, events []history.Event) report {
 	r.Artifacts = artifacts(dir)
 	r.Spec = prettySpec(s.Spec)
 	r.Faults = faultViews(events)
-	ops := s.Ops
-	if ops == nil {
-		ops = Tally(events)
-	}
-	r.Ops, r.OpsTotal = opTable(ops)
+	r.Ops, r.OpsTotal = opTable(s.Ops)
 	return r
 }
 
@@ -128,7 +125,7 @@ func headline(results []checkers.Result) (line verdictView, lesson string) {
 	stale := 0
 	for _, r := range results {
 		if r.Property == checkers.PropertyFencing {
-			stale += r.Counts[staleCount]
+			stale += r.Counts[checkers.CountStaleRejected]
 		}
 	}
 	if data == checkers.Valid && stale > 0 {
@@ -235,49 +232,24 @@ func faultViews(events []history.Event) []faultView {
 	return views
 }
 
-// opTable turns Tally's counts into one row per function (the usual ones first) and a total.
-func opTable(ops map[string]int) ([]opRow, opRow) {
-	order := []string{string(history.Acquire), string(history.Release), string(history.Read),
-		string(history.Write), string(history.FinalRead)}
-	byFunc := map[string]*opRow{}
-	for k, n := range ops {
-		f, outcome, ok := strings.Cut(k, ":")
-		if !ok {
-			continue
+// opTable is one row per function (the usual ones first) and a total.
+func opTable(ops OpCounts) ([]opRow, opRow) {
+	order := []history.Func{history.Acquire, history.Release, history.Read, history.Write, history.FinalRead}
+	rank := func(f history.Func) int {
+		if i := slices.Index(order, f); i >= 0 {
+			return i
 		}
-		row := byFunc[f]
-		if row == nil {
-			row = &opRow{Func: f}
-			byFunc[f] = row
-			if !slices.Contains(order, f) {
-				order = append(order, f)
-			}
-		}
-		addOutcome(row, history.Type(outcome), n)
+		return len(order)
 	}
-	var rows []opRow
-	for _, f := range order {
-		if row := byFunc[f]; row != nil {
-			rows = append(rows, *row)
-		}
+	funcs := slices.Collect(maps.Keys(ops))
+	slices.SortFunc(funcs, func(a, b history.Func) int {
+		return cmp.Or(cmp.Compare(rank(a), rank(b)), cmp.Compare(a, b))
+	})
+	rows := make([]opRow, len(funcs))
+	for i, f := range funcs {
+		rows[i] = opRow{Func: string(f), Outcomes: ops[f]}
 	}
-	total := opRow{Func: "total"}
-	for _, t := range []history.Type{history.OK, history.Fail, history.Info} {
-		addOutcome(&total, t, ops[string(t)])
-	}
-	return rows, total
-}
-
-func addOutcome(row *opRow, t history.Type, n int) {
-	switch t {
-	case history.OK:
-		row.OK += n
-	case history.Fail:
-		row.Fail += n
-	case history.Info:
-		row.Info += n
-	}
-	row.Total += n
+	return rows, opRow{Func: "total", Outcomes: ops.Total()}
 }
 
 var reportTemplate = template.Must(template.New(ReportFile).Parse(`<!DOCTYPE html>
@@ -389,7 +361,7 @@ ul.evidence li { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, mon
 </table>
 <p class="muted">fail: definitely did not happen; info: unknown whether it happened (timeout, lost connection, killed worker).</p>
 {{- else}}
-<p class="muted">No operations were recorded.</p>
+<p class="muted">No operations were counted.</p>
 {{- end}}
 
 <h2>Files</h2>

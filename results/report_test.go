@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/checkers"
+	"github.com/lockbreaker/lockbreaker/history"
 )
 
 const hostile = `<script>alert("x")</script>`
@@ -48,8 +50,9 @@ func TestReport(t *testing.T) {
 	}{
 		{
 			name: "pause with fencing teaches",
-			s: Summary{Test: "redis-pause-fencing", RunID: "20261130T081530Z", Results: pauseFencingResults(),
-				Notes: []string{"fencing on"}, Spec: json.RawMessage(`{"system":"redis","fencing":true}`)},
+			s: Summary{Test: "redis-pause-fencing", RunID: "20261130T081530Z", Verdict: checkers.Invalid, Results: pauseFencingResults(),
+				Notes: []string{"fencing on"}, Spec: json.RawMessage(`{"system":"redis","fencing":true}`),
+				Ops: OpCounts{history.Write: {OK: 1, Fail: 1, Info: 1}, history.Acquire: {OK: 2}}},
 			rows: 5,
 			contains: []string{
 				`<div class="banner invalid"><strong>lock safety: VIOLATED, data safety: OK (3 stale requests rejected)`,
@@ -59,14 +62,18 @@ func TestReport(t *testing.T) {
 				`<a href="history.jsonl">`, `<a href="spec.json">`, `<a href="nodes/redis-1.log">`, `<a href="storage.jsonl">`,
 				"overlaps=1", "fencing on", `&#34;fencing&#34;: true`,
 				"<td>pause</td><td>0</td><td class=\"num\">1.000</td><td class=\"num\">13.000</td><td>yes</td>",
-				"<td>write</td><td class=\"num\">1</td><td class=\"num\">1</td><td class=\"num\">1</td><td class=\"num\">3</td>",
+				`<h1>redis-pause-fencing <span class="verdict invalid">invalid</span></h1>`,
+				"<tr><td>acquire</td><td class=\"num\">2</td><td class=\"num\">0</td><td class=\"num\">0</td><td class=\"num\">2</td></tr>\n" +
+					"<tr><td>write</td><td class=\"num\">1</td><td class=\"num\">1</td><td class=\"num\">1</td><td class=\"num\">3</td></tr>",
+				"<tr><th>total</th><th class=\"num\">3</th><th class=\"num\">1</th><th class=\"num\">1</th><th class=\"num\">5</th></tr>",
 			},
 			notContains: []string{"<script"},
 		},
 		{
 			name:        "all valid has no lesson",
-			s:           Summary{Test: "redis-nofault", Results: pauseFencingResults()[2:]},
+			s:           Summary{Test: "redis-nofault", Verdict: checkers.Valid, Results: pauseFencingResults()[2:]},
 			rows:        3,
+			contains:    []string{`<h1>redis-nofault <span class="verdict valid">valid</span></h1>`, "No operations were counted."},
 			notContains: []string{"lock safety:", "yet the storage"},
 		},
 		{
@@ -78,7 +85,7 @@ func TestReport(t *testing.T) {
 		},
 		{
 			name: "hostile strings are escaped",
-			s: Summary{Test: hostile, RunID: hostile, Results: hostileResults(), Notes: []string{hostile},
+			s: Summary{Test: hostile, RunID: hostile, Verdict: checkers.Invalid, Results: hostileResults(), Notes: []string{hostile},
 				Error: hostile, Spec: json.RawMessage(`{"key":"` + strings.ReplaceAll(hostile, `"`, `\"`) + `"}`)},
 			rows: 3,
 			contains: []string{
@@ -210,26 +217,37 @@ func TestJUnit(t *testing.T) {
 	}
 }
 
-func TestWriteAll(t *testing.T) {
+// The writers render the summary they are given, even where the history would say
+// otherwise: they count and decide nothing, so the three files cannot disagree.
+func TestWritersRenderTheSummaryAsGiven(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, HistoryFile), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := Summary{Test: "redis-pause-fencing", Results: pauseFencingResults()}
-	if err := WriteAll(dir, s, pauseHistory()); err != nil {
+	// The checkers' results say invalid and the history holds two faults and two acquires.
+	want := Summary{Test: "redis-pause-fencing", Verdict: checkers.Unknown, Results: pauseFencingResults(),
+		Ops: OpCounts{history.Acquire: {OK: 7}}, Faults: 9}
+	if err := WriteAll(dir, want, pauseHistory()); err != nil {
 		t.Fatal(err)
 	}
 	got, err := ReadSummary(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Verdict != checkers.Invalid || got.Faults != 2 || got.Ops["write:fail"] != 1 {
-		t.Errorf("summary verdict %s, faults %d, ops %v; want invalid, 2, write:fail=1", got.Verdict, got.Faults, got.Ops)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("results.json holds\n%+v\nwant it as given\n%+v", got, want)
 	}
 	page := readFile(t, filepath.Join(dir, ReportFile))
-	for _, want := range []string{`<a href="results.json">`, `<a href="junit.xml">`, `<a href="history.jsonl">`} {
-		if !strings.Contains(page, want) {
-			t.Errorf("report lacks %q", want)
+	for _, wantText := range []string{
+		`<h1>redis-pause-fencing <span class="verdict unknown">unknown</span></h1>`,
+		"<tr><td>acquire</td><td class=\"num\">7</td><td class=\"num\">0</td><td class=\"num\">0</td><td class=\"num\">7</td></tr>\n<tr><th>total</th>",
+		`<a href="results.json">`, `<a href="junit.xml">`, `<a href="history.jsonl">`,
+	} {
+		if !strings.Contains(page, wantText) {
+			t.Errorf("report lacks %q", wantText)
 		}
+	}
+	if strings.Contains(page, "<td>write</td>") {
+		t.Error("report counted the history's writes itself")
 	}
 }

@@ -139,9 +139,6 @@ func isRun(dir string) bool {
 	return err == nil && info.Mode().IsRegular()
 }
 
-// writeAtomic is WriteAtomic, under the name this package's writers call.
-func writeAtomic(path string, data []byte) error { return WriteAtomic(path, data) }
-
 // WriteAtomic writes a file under a temporary name and renames it into place, so a reader
 // (or a crash) never sees half a file. Its errors name path.
 func WriteAtomic(path string, data []byte) error {

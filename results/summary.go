@@ -12,7 +12,8 @@ import (
 	"github.com/lockbreaker/lockbreaker/history"
 )
 
-// Summary is one run's outcome, what results.json holds.
+// Summary is one run's outcome, what results.json holds. Every field is decided before a
+// writer sees it (harness.Analyze builds it); the writers render it as given.
 type Summary struct {
 	Test  string `json:"test"`
 	RunID string `json:"run_id"`
@@ -20,42 +21,51 @@ type Summary struct {
 	Spec     json.RawMessage `json:"spec,omitempty"`
 	Started  time.Time       `json:"started"`
 	Finished time.Time       `json:"finished"`
-	// Verdict is the overall line: see Overall.
+	// Verdict is the overall line: the worst of the checkers' verdicts, never valid when
+	// none decided or the harness broke.
 	Verdict checkers.Verdict `json:"verdict"`
 	// Results are the checkers' verdicts, one each, in the order they ran.
 	Results []checkers.Result `json:"results"`
 	// Notes are facts a reader needs to judge the run, e.g. "Redlock has no fencing token".
 	Notes []string `json:"notes,omitempty"`
-	// Ops counts operations by outcome and by function and outcome: see Tally.
-	Ops map[string]int `json:"ops,omitempty"`
+	// Ops counts client operations by function and outcome: see Tally.
+	Ops OpCounts `json:"ops,omitempty"`
 	// Faults is the number of faults the nemesis injected.
 	Faults int `json:"faults"`
 	// Error is the harness error that broke the run, if one did.
 	Error string `json:"error,omitempty"`
 }
 
-// Overall is the run's overall verdict: the worst of Verdict (when set) and the checkers'
-// results, and never valid when no checker ran or the harness broke.
-func (s Summary) Overall() checkers.Verdict {
-	rs := s.Results
-	if s.Verdict != "" {
-		rs = append(rs[:len(rs):len(rs)], checkers.Result{Verdict: s.Verdict})
-	}
-	v := checkers.Worst(rs)
-	if v == checkers.Valid && (len(s.Results) == 0 || s.Error != "") {
-		return checkers.Unknown
-	}
-	return v
+// Outcomes counts operations by how they ended.
+type Outcomes struct {
+	OK   int `json:"ok"`
+	Fail int `json:"fail"`
+	// Info: unknown whether it happened (timeout, lost connection, never completed).
+	Info int `json:"info"`
 }
 
-// WriteSummary writes results.json in dir (atomically), with Verdict set to Overall.
+// Total is the number of operations, whatever their outcome.
+func (o Outcomes) Total() int { return o.OK + o.Fail + o.Info }
+
+// OpCounts counts client operations by function, e.g. {"acquire": {"ok": 3, "fail": 1}}.
+type OpCounts map[history.Func]Outcomes
+
+// Total adds up every function's outcomes.
+func (c OpCounts) Total() Outcomes {
+	var sum Outcomes
+	for _, o := range c {
+		sum.OK, sum.Fail, sum.Info = sum.OK+o.OK, sum.Fail+o.Fail, sum.Info+o.Info
+	}
+	return sum
+}
+
+// WriteSummary writes results.json in dir (atomically).
 func WriteSummary(dir string, s Summary) error {
-	s.Verdict = s.Overall()
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", SummaryFile, err)
 	}
-	return writeAtomic(filepath.Join(dir, SummaryFile), append(b, '\n'))
+	return WriteAtomic(filepath.Join(dir, SummaryFile), append(b, '\n'))
 }
 
 // ReadSummary reads results.json from a run directory.
@@ -72,43 +82,35 @@ func ReadSummary(dir string) (Summary, error) {
 	return s, nil
 }
 
-// Tally counts client operations (nemesis events excluded) by outcome ("ok": 12) and by
-// function and outcome ("acquire:ok": 12, "write:fail": 3). An operation the history ends
-// before it completed counts as info, as the checkers treat it.
-func Tally(events []history.Event) map[string]int {
-	counts := map[string]int{}
-	add := func(f history.Func, t history.Type) {
-		counts[string(t)]++
-		counts[string(f)+":"+string(t)]++
+// Tally counts the client operations history.Pair finds (nemesis events excluded) by
+// function and outcome. An operation the history ends before it completed counts as info,
+// as the checkers treat it. A history that does not pair is not counted at all, and
+// Pair's error comes back: a partial count would read as a whole one, and the checkers
+// decide nothing from such a history either.
+func Tally(events []history.Event) (OpCounts, error) {
+	ops, err := history.Pair(events)
+	if err != nil {
+		return nil, fmt.Errorf("count operations: %w", err)
 	}
-	open := map[int]history.Func{}
-	for _, e := range events {
-		switch {
-		case e.Process == history.NemesisProcess:
-		case e.Type == history.Invoke:
-			open[e.Process] = e.Func
-		case e.IsCompletion():
-			add(e.Func, e.Type)
-			delete(open, e.Process)
+	counts := OpCounts{}
+	for _, op := range ops {
+		o := counts[op.Func()]
+		switch op.Type() {
+		case history.OK:
+			o.OK++
+		case history.Fail:
+			o.Fail++
+		default:
+			o.Info++
 		}
+		counts[op.Func()] = o
 	}
-	for _, f := range open {
-		add(f, history.Info)
-	}
-	return counts
+	return counts, nil
 }
 
 // WriteAll writes results.json, junit.xml and report.html (in that order, so the report
-// links the other two), filling in Ops and Faults from events when they are unset, and
-// returns every error, not just the first.
+// links the other two) from s as given, and returns every error, not just the first.
 func WriteAll(dir string, s Summary, events []history.Event) error {
-	if s.Ops == nil {
-		s.Ops = Tally(events)
-	}
-	if s.Faults == 0 {
-		s.Faults = len(history.Faults(events))
-	}
-	s.Verdict = s.Overall()
 	return errors.Join(
 		WriteSummary(dir, s),
 		WriteJUnit(dir, s),

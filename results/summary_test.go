@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,9 +20,10 @@ func TestSummaryRoundTrip(t *testing.T) {
 		Spec:     json.RawMessage(`{"system":"redis","clients":3,"fencing":true}`),
 		Started:  time.Date(2026, 11, 30, 8, 15, 30, 0, time.UTC),
 		Finished: time.Date(2026, 11, 30, 8, 16, 0, 0, time.UTC),
+		Verdict:  checkers.Invalid,
 		Results:  pauseFencingResults(),
 		Notes:    []string{"note"},
-		Ops:      map[string]int{"ok": 3, "acquire:ok": 3},
+		Ops:      OpCounts{history.Acquire: {OK: 3, Fail: 1}, history.Write: {Info: 2}},
 		Faults:   2,
 		Error:    "worker 2 lost",
 	}
@@ -32,7 +34,6 @@ func TestSummaryRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want.Verdict = checkers.Invalid
 	var spec any
 	if err := json.Unmarshal(got.Spec, &spec); err != nil || !reflect.DeepEqual(spec, map[string]any{"system": "redis", "clients": 3.0, "fencing": true}) {
 		t.Errorf("spec read back as %s (%v)", got.Spec, err)
@@ -46,48 +47,70 @@ func TestSummaryRoundTrip(t *testing.T) {
 	}
 }
 
-func TestOverall(t *testing.T) {
-	valid := checkers.Result{Checker: "a", Verdict: checkers.Valid}
-	invalid := checkers.Result{Checker: "b", Verdict: checkers.Invalid}
-	unknown := checkers.Result{Checker: "c", Verdict: checkers.Unknown}
+// results.json holds op counts by function, then outcome: no key to split again.
+func TestOpCountsJSON(t *testing.T) {
+	b, err := json.Marshal(Summary{Ops: OpCounts{history.Acquire: {OK: 3, Fail: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"ops":{"acquire":{"ok":3,"fail":1,"info":0}}`; !strings.Contains(string(b), want) {
+		t.Errorf("encoded %s, want it to hold %s", b, want)
+	}
+}
+
+func TestOpCountsTotal(t *testing.T) {
 	tests := []struct {
 		name string
-		s    Summary
-		want checkers.Verdict
+		ops  OpCounts
+		want Outcomes
 	}{
-		{"all valid", Summary{Results: []checkers.Result{valid, valid}}, checkers.Valid},
-		{"invalid beats unknown", Summary{Results: []checkers.Result{valid, unknown, invalid}}, checkers.Invalid},
-		{"unknown beats valid", Summary{Results: []checkers.Result{valid, unknown}}, checkers.Unknown},
-		{"no checker proves nothing", Summary{}, checkers.Unknown},
-		{"harness error is never a pass", Summary{Results: []checkers.Result{valid}, Error: "boom"}, checkers.Unknown},
-		{"harness error keeps invalid", Summary{Results: []checkers.Result{invalid}, Error: "boom"}, checkers.Invalid},
-		{"stored verdict only worsens", Summary{Verdict: checkers.Invalid, Results: []checkers.Result{valid}}, checkers.Invalid},
+		{"none", nil, Outcomes{}},
+		{"one function", OpCounts{history.Write: {OK: 1, Fail: 2, Info: 3}}, Outcomes{OK: 1, Fail: 2, Info: 3}},
+		{"functions add up", OpCounts{history.Acquire: {OK: 2, Info: 1}, history.Write: {OK: 1, Fail: 1}},
+			Outcomes{OK: 3, Fail: 1, Info: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.s.Overall(); got != tt.want {
-				t.Errorf("Overall() = %s, want %s", got, tt.want)
+			got := tt.ops.Total()
+			if got != tt.want || got.Total() != tt.want.OK+tt.want.Fail+tt.want.Info {
+				t.Errorf("Total() = %+v (%d), want %+v", got, got.Total(), tt.want)
 			}
 		})
 	}
 }
 
 func TestTally(t *testing.T) {
+	neverCompleted := []history.Event{
+		{Index: 0, Type: history.Invoke, Process: 0, Func: history.Acquire, Key: "k", Time: 1},
+		{Index: 1, Type: history.OK, Process: 0, Func: history.Acquire, Key: "k", Time: 2},
+		{Index: 2, Type: history.Invoke, Process: 0, Func: history.Write, Key: "k", Value: history.Int64(1), Time: 3},
+	}
 	tests := []struct {
-		name   string
-		events []history.Event
-		want   map[string]int
+		name    string
+		events  []history.Event
+		want    OpCounts
+		wantErr string
 	}{
-		{"empty", nil, map[string]int{}},
-		{"outcomes, nemesis excluded, unfinished is info", pauseHistory(), map[string]int{
-			"ok": 5, "fail": 1, "info": 1,
-			"acquire:ok": 2, "write:ok": 1, "write:fail": 1, "write:info": 1, "release:ok": 1, "final-read:ok": 1,
+		{name: "empty", want: OpCounts{}},
+		{name: "never completed is info", events: neverCompleted,
+			want: OpCounts{history.Acquire: {OK: 1}, history.Write: {Info: 1}}},
+		{name: "outcomes, nemesis excluded", events: pauseHistory(), want: OpCounts{
+			history.Acquire: {OK: 2}, history.Write: {OK: 1, Fail: 1, Info: 1}, history.Release: {OK: 1}, history.FinalRead: {OK: 1},
 		}},
+		{name: "a history that does not pair is not counted", events: neverCompleted[1:],
+			wantErr: "count operations: event #1: completion without an invocation"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Tally(tt.events); !maps.Equal(got, tt.want) {
-				t.Errorf("Tally = %v, want %v", got, tt.want)
+			got, err := Tally(tt.events)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || got != nil {
+					t.Fatalf("Tally = %v, %v; want no counts and an error saying %q", got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || !maps.Equal(got, tt.want) {
+				t.Errorf("Tally = %v, %v; want %v", got, err, tt.want)
 			}
 		})
 	}
@@ -132,6 +155,6 @@ func pauseFencingResults() []checkers.Result {
 		{Checker: "data-safety", Property: checkers.PropertyDataSafety, Verdict: checkers.Valid, Summary: "every accepted request came from the holder"},
 		{Checker: "lost-updates", Property: checkers.PropertyDataSafety, Verdict: checkers.Valid, Summary: "final read holds the last accepted write"},
 		{Checker: "fencing", Property: checkers.PropertyFencing, Verdict: checkers.Valid, Summary: "3 stale requests rejected",
-			Counts: map[string]int{"stale-rejected": 3}},
+			Counts: map[string]int{checkers.CountStaleRejected: 3}},
 	}
 }

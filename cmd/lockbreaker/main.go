@@ -340,7 +340,7 @@ func cmdRun(ctx context.Context, args []string, stdout io.Writer) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return exitCode(summary.Overall()), nil
+	return exitCode(summary.Verdict), nil
 }
 
 // durationValue is a flag holding a harness.Duration, so help can show its default as 2s.
@@ -374,12 +374,11 @@ func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return 0, badInput{err}
 	}
-	summary.Results = nil
 	// A check run again finds the note of the last one in the summary.
 	if file.Note != "" && !slices.Contains(summary.Notes, file.Note) {
 		summary.Notes = append(summary.Notes, file.Note)
 	}
-	summary, err = harness.Analyze(ctx, dir, file.Events, summary)
+	summary, err = harness.Analyze(ctx, dir, file.Events, summary, harness.DefaultCheckTimeout)
 	// The verdicts stand even when the files cannot be written (a read-only run directory).
 	if len(summary.Results) > 0 {
 		printVerdicts(stdout, dir, summary)
@@ -387,7 +386,7 @@ func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error)
 	if err != nil {
 		return 0, fmt.Errorf("check: could not write the results files in %s: %w", dir, err)
 	}
-	return exitCode(summary.Overall()), nil
+	return exitCode(summary.Verdict), nil
 }
 
 func cmdClean(ctx context.Context, args []string, stdout io.Writer) (int, error) {
@@ -486,5 +485,5 @@ func printVerdicts(w io.Writer, dir string, s results.Summary) {
 	if s.Error != "" {
 		fmt.Fprintf(w, "  harness error: %s\n", oneLine(s.Error))
 	}
-	fmt.Fprintf(w, "\n%s: %s\nreport: %s\n", escape(s.Test), escape(strings.ToUpper(string(s.Overall()))), escape(filepath.Join(dir, results.ReportFile)))
+	fmt.Fprintf(w, "\n%s: %s\nreport: %s\n", escape(s.Test), escape(strings.ToUpper(string(s.Verdict))), escape(filepath.Join(dir, results.ReportFile)))
 }

@@ -228,7 +228,8 @@ func TestEscape(t *testing.T) {
 // A saved run is input anyone may have written: what it says reaches the terminal escaped.
 func TestPrintVerdictsEscapesAHostileSummary(t *testing.T) {
 	s := results.Summary{
-		Test: "t\x1b]0;owned\a",
+		Test:    "t\x1b]0;owned\a",
+		Verdict: checkers.Invalid,
 		Results: []checkers.Result{{Checker: "mutual-exclusion\r", Verdict: checkers.Invalid,
 			Summary: "\x1b[2K\rmutual-exclusion  VALID\b\b"}},
 		Notes: []string{"\x1b[2J"},

@@ -1,0 +1,84 @@
+package harness
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/lockbreaker/lockbreaker/checkers"
+	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/results"
+)
+
+// staleWrite: client 0 is paused holding the lock, client 1 takes it and writes, client 0
+// wakes and writes too; the storage accepts both.
+const staleWrite = `{"index":0,"type":"invoke","process":0,"f":"acquire","key":"lock","time":1000}
+{"index":1,"type":"ok","process":0,"f":"acquire","key":"lock","time":1100}
+{"index":2,"type":"invoke","process":0,"f":"read","key":"lock","time":1200}
+{"index":3,"type":"ok","process":0,"f":"read","key":"lock","value":0,"time":1300}
+{"index":4,"type":"info","process":-1,"f":"start","fault":"pause-holder","nodes":["worker-0"],"time":1310}
+{"index":5,"type":"invoke","process":1,"f":"acquire","key":"lock","time":1400}
+{"index":6,"type":"ok","process":1,"f":"acquire","key":"lock","time":3500}
+{"index":7,"type":"invoke","process":1,"f":"write","key":"lock","value":1,"time":3800}
+{"index":8,"type":"ok","process":1,"f":"write","key":"lock","value":1,"time":3900}
+{"index":9,"type":"info","process":-1,"f":"stop","fault":"pause-holder","nodes":["worker-0"],"time":5310}
+{"index":10,"type":"invoke","process":0,"f":"write","key":"lock","value":1,"time":5400}
+{"index":11,"type":"ok","process":0,"f":"write","key":"lock","value":1,"time":5500}
+{"index":12,"type":"invoke","process":1,"f":"release","key":"lock","time":5600}
+`
+
+// Analyze builds the whole summary itself: what a saved results.json said about verdicts
+// and counts is replaced, what the run said about itself (times, notes) is kept.
+func TestAnalyzeCompletesTheSummary(t *testing.T) {
+	file, err := history.Parse(strings.NewReader(staleWrite))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	saved := results.Summary{Test: "redis-pause", Notes: []string{"fencing off"}, Verdict: checkers.Valid,
+		Ops: results.OpCounts{history.Acquire: {OK: 99}}, Faults: 7}
+	got, err := Analyze(context.Background(), dir, file.Events, saved, DefaultCheckTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := results.OpCounts{history.Acquire: {OK: 2}, history.Read: {OK: 1}, history.Write: {OK: 2}, history.Release: {Info: 1}}
+	if got.Verdict != checkers.Invalid || got.Faults != 1 || !reflect.DeepEqual(got.Ops, want) {
+		t.Errorf("verdict %s, faults %d, ops %v; want invalid, 1, %v", got.Verdict, got.Faults, got.Ops, want)
+	}
+	if got.Test != saved.Test || !reflect.DeepEqual(got.Notes, saved.Notes) || len(got.Results) == 0 {
+		t.Errorf("summary %+v lost what the run said or has no results", got)
+	}
+	written, err := results.ReadSummary(dir)
+	if err != nil || !reflect.DeepEqual(written, got) {
+		t.Errorf("results.json holds\n%+v (%v)\nwant what Analyze returned\n%+v", written, err, got)
+	}
+}
+
+func TestOverallVerdict(t *testing.T) {
+	valid := checkers.Result{Checker: "a", Verdict: checkers.Valid}
+	invalid := checkers.Result{Checker: "b", Verdict: checkers.Invalid}
+	unknown := checkers.Result{Checker: "c", Verdict: checkers.Unknown}
+	notApplicable := checkers.Result{Checker: "d", Verdict: checkers.NotApplicable}
+	tests := []struct {
+		name         string
+		results      []checkers.Result
+		harnessError string
+		want         checkers.Verdict
+	}{
+		{"all valid", []checkers.Result{valid, valid}, "", checkers.Valid},
+		{"invalid beats unknown", []checkers.Result{valid, unknown, invalid}, "", checkers.Invalid},
+		{"unknown beats valid", []checkers.Result{valid, unknown}, "", checkers.Unknown},
+		{"no checker proves nothing", nil, "", checkers.Unknown},
+		{"nothing decided proves nothing", []checkers.Result{notApplicable}, "", checkers.Unknown},
+		{"harness error is never a pass", []checkers.Result{valid}, "boom", checkers.Unknown},
+		{"harness error keeps invalid", []checkers.Result{invalid}, "boom", checkers.Invalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := overall(tt.results, tt.harnessError); got != tt.want {
+				t.Errorf("overall = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
