@@ -80,13 +80,17 @@ time limit, heals and tears everything down, then checks the history. Writes
 	{
 		name:     "check",
 		synopsis: "re-run the checkers on a saved run: lockbreaker check results/latest",
-		args:     "RUN",
+		args:     "[flags] RUN",
 		about: `Re-runs every checker on a saved run's history and rewrites its results.json,
 report.html and junit.xml. RUN is a run directory, a latest link, a test directory or a
 results root (then its latest run). Needs no Docker.`,
+		flags: func() *flag.FlagSet {
+			fs, _ := checkFlags()
+			return fs
+		},
 		examples: []string{
 			"lockbreaker check results/latest",
-			"lockbreaker check results/redis-redis-pause-holder-nofence",
+			"lockbreaker check --timeout 10m results/redis-redis-pause-holder-nofence",
 			"lockbreaker check results/redis-redis-pause-holder-nofence/20250101T120000Z",
 		},
 		run: cmdCheck,
@@ -354,10 +358,26 @@ func (d *durationValue) Set(s string) error {
 	return err
 }
 
+// maxCheckTimeout caps check --timeout like run's other spans: a search longer than a day
+// is a typo, not a plan.
+const maxCheckTimeout = 24 * time.Hour
+
+// checkFlags makes check's flag set; timeout holds --timeout.
+func checkFlags() (fs *flag.FlagSet, timeout *harness.Duration) {
+	timeout = new(harness.Duration)
+	*timeout = harness.Duration(harness.DefaultCheckTimeout)
+	fs = newFlags("check")
+	fs.Var((*durationValue)(timeout), "timeout", "how long a checker may search (porcupine) before its verdict is unknown")
+	return fs, timeout
+}
+
 func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error) {
-	fs := newFlags("check")
+	fs, timeout := checkFlags()
 	if err := parseFlags(fs, args); err != nil {
 		return 0, err
+	}
+	if t := timeout.Std(); t < time.Millisecond || t > maxCheckTimeout {
+		return 0, badInput{fmt.Errorf("check: --timeout must be between 1ms and 24h, got %s", t)}
 	}
 	if fs.NArg() != 1 {
 		return 0, badInput{errors.New("check: give one run directory, e.g. lockbreaker check results/latest")}
@@ -378,7 +398,7 @@ func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error)
 	if file.Note != "" && !slices.Contains(summary.Notes, file.Note) {
 		summary.Notes = append(summary.Notes, file.Note)
 	}
-	summary, err = harness.Analyze(ctx, dir, file.Events, summary, harness.DefaultCheckTimeout)
+	summary, err = harness.Analyze(ctx, dir, file.Events, summary, timeout.Std())
 	// The verdicts stand even when the files cannot be written (a read-only run directory).
 	if len(summary.Results) > 0 {
 		printVerdicts(stdout, dir, summary)

@@ -91,6 +91,9 @@ func TestBadInputGetsOneLineAndItsExitCode(t *testing.T) {
 		{"unwritable results", nil, []string{"run", "--results", notADir}, 254, "is not writable"},
 		{"corrupt history", nil, []string{"check", corrupt}, 254, "history.jsonl:2: not a JSON event"},
 		{"not a run", nil, []string{"check", t.TempDir()}, 254, "not a run directory"},
+		{"zero check timeout", nil, []string{"check", "--timeout", "0s", t.TempDir()}, 254, "check: --timeout must be between 1ms and 24h, got 0s"},
+		{"huge check timeout", nil, []string{"check", "--timeout", "25h", t.TempDir()}, 254, "--timeout must be between 1ms and 24h"},
+		{"bad check timeout", nil, []string{"check", "--timeout", "soon", t.TempDir()}, 254, "invalid value"},
 		{"docker unreachable", []string{"DOCKER_HOST=unix:///nonexistent/docker.sock"},
 			[]string{"run", "--results", t.TempDir()}, 255, "docker is not reachable"},
 	}
@@ -303,12 +306,18 @@ func runDir(t *testing.T, history string) string {
 // A saved history is checked again with no Docker at all, with the verdict as exit code.
 func TestCheckRerunsCheckersOnASavedRun(t *testing.T) {
 	for _, c := range []struct {
-		history string
-		code    int
-	}{{"testdata/safe.jsonl", 0}, {"testdata/stale-write.jsonl", 1}} {
-		t.Run(c.history, func(t *testing.T) {
+		name, history string
+		flags         []string
+		code          int
+	}{
+		{"safe", "testdata/safe.jsonl", nil, 0},
+		{"stale write", "testdata/stale-write.jsonl", nil, 1},
+		{"longer search", "testdata/stale-write.jsonl", []string{"--timeout", "10m"}, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
 			dir := runDir(t, c.history)
-			code, stdout, stderr := lockbreaker(t, []string{"DOCKER_HOST=unix:///nonexistent/docker.sock"}, "check", dir)
+			args := append(append([]string{"check"}, c.flags...), dir)
+			code, stdout, stderr := lockbreaker(t, []string{"DOCKER_HOST=unix:///nonexistent/docker.sock"}, args...)
 			if code != c.code {
 				t.Fatalf("exit %d, want %d\n%s%s", code, c.code, stdout, stderr)
 			}
