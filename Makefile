@@ -3,7 +3,7 @@
 
 GO      ?= go
 BIN     := bin/lockbreaker
-RESULTS ?= results
+RESULTS ?= store
 
 .PHONY: run test unit bench deps build image clean vet fuzz
 

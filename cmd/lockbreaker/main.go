@@ -34,12 +34,14 @@ import (
 )
 
 const (
-	exitValid      = 0
-	exitInvalid    = 1
-	exitUnknown    = 2
-	exitBadInput   = 254
-	exitHarness    = 255
-	defaultResults = "results"
+	exitValid    = 0
+	exitInvalid  = 1
+	exitUnknown  = 2
+	exitBadInput = 254
+	exitHarness  = 255
+	// defaultResults is where runs land: not "results", the package's own folder, so
+	// removing old runs never removes source.
+	defaultResults = "store"
 )
 
 const exitCodes = "exit codes: 0 valid, 1 invalid, 2 unknown, 254 bad arguments, 255 harness error\n"
@@ -79,7 +81,7 @@ time limit, heals and tears everything down, then checks the history. Writes
 	},
 	{
 		name:     "check",
-		synopsis: "re-run the checkers on a saved run: lockbreaker check results/latest",
+		synopsis: "re-run the checkers on a saved run: lockbreaker check store/latest",
 		args:     "[flags] RUN",
 		about: `Re-runs every checker on a saved run's history and rewrites its results.json,
 report.html and junit.xml. RUN is a run directory, a latest link, a test directory or a
@@ -89,9 +91,9 @@ results root (then its latest run). Needs no Docker.`,
 			return fs
 		},
 		examples: []string{
-			"lockbreaker check results/latest",
-			"lockbreaker check --timeout 10m results/redis-redis-pause-holder-nofence",
-			"lockbreaker check results/redis-redis-pause-holder-nofence/20250101T120000Z",
+			"lockbreaker check store/latest",
+			"lockbreaker check --timeout 10m store/redis-redis-pause-holder-nofence",
+			"lockbreaker check store/redis-redis-pause-holder-nofence/20250101T120000Z",
 		},
 		run: cmdCheck,
 	},
@@ -380,7 +382,7 @@ func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error)
 		return 0, badInput{fmt.Errorf("check: --timeout must be between 1ms and 24h, got %s", t)}
 	}
 	if fs.NArg() != 1 {
-		return 0, badInput{errors.New("check: give one run directory, e.g. lockbreaker check results/latest")}
+		return 0, badInput{errors.New("check: give one run directory, e.g. lockbreaker check store/latest")}
 	}
 	dir, err := results.Resolve(fs.Arg(0))
 	if err != nil {
