@@ -8,36 +8,31 @@ import (
 	"net"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
-)
 
-// The systems a cluster can run.
-const (
-	SystemRedis     = "redis"     // one Redis server
-	SystemRedlock   = "redlock"   // independent Redis masters (default 5)
-	SystemZooKeeper = "zookeeper" // a ZooKeeper ensemble (default 3)
+	"github.com/lockbreaker/lockbreaker/system"
 )
 
 // Spec describes a cluster. It is plain data.
 type Spec struct {
 	RunID  string // names and labels everything created; [a-zA-Z0-9][a-zA-Z0-9_.-]*
 	Image  string // the node image, from EnsureImage
-	System string // SystemRedis, SystemRedlock or SystemZooKeeper
-	Nodes  int    // 0 means the system's default: 1, 5, 3
+	System string // a system (package system) that runs in containers
+	Nodes  int    // 0 means the system's default
 	// Faketime runs every server under libfaketime so SetClock can move its
 	// wall clock. Monotonic clocks are never faked.
 	Faketime bool
 	// Partitions gives the nodes NET_ADMIN so DropFrom can install iptables rules; nodes
 	// run without it otherwise (least privilege).
 	Partitions bool
-	// ZKSessionTimeout is the session timeout ZooKeeper clients will ask for.
-	// The servers accept 1 s to 60 s; a value outside widens that range.
-	ZKSessionTimeout time.Duration
+	// TTL is the lock's lease; systems with sessions size their timeouts by it.
+	TTL time.Duration
 }
 
 // Node is one server of a cluster.
@@ -56,58 +51,35 @@ func (n Node) Addr() string { return net.JoinHostPort(n.IP, strconv.Itoa(n.Port)
 // Cluster is a running cluster. Its methods are safe for concurrent use.
 type Cluster struct {
 	spec    Spec
+	recipe  *system.Container
 	network string // lockbreaker-<run id>
 	gateway string
 	nodes   []Node
 }
 
-const (
-	redisPort     = 6379
-	zookeeperPort = 2181
-	// readyTimeout bounds the wait for a started cluster to serve.
-	readyTimeout = 2 * time.Minute
-)
+// readyTimeout bounds the wait for a started cluster to serve.
+const readyTimeout = 2 * time.Minute
 
 var runIDPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
 
-// Size checks a cluster size for a system and resolves 0 to the system's default, so a
-// bad size is refused before anything is started.
-func Size(system string, nodes int) (int, error) {
-	defaults := map[string]int{SystemRedis: 1, SystemRedlock: 5, SystemZooKeeper: 3}
-	def, ok := defaults[system]
-	if !ok {
-		return 0, fmt.Errorf("unknown system %q (want %s, %s or %s)", system, SystemRedis, SystemRedlock, SystemZooKeeper)
-	}
-	if nodes == 0 {
-		nodes = def
-	}
-	switch {
-	case nodes < 0 || nodes > 9:
-		return nodes, fmt.Errorf("%s: %d nodes (want 1 to 9)", system, nodes)
-	case system == SystemRedis && nodes != 1:
-		return nodes, fmt.Errorf("redis: %d nodes (a single Redis has 1)", nodes)
-	case system == SystemRedlock && (nodes < 3 || nodes%2 == 0):
-		return nodes, fmt.Errorf("redlock: %d nodes (want an odd number, at least 3)", nodes)
-	case system == SystemZooKeeper && nodes%2 == 0:
-		return nodes, fmt.Errorf("zookeeper: %d nodes (want an odd number)", nodes)
-	}
-	return nodes, nil
-}
-
-// withDefaults checks spec and fills in the default node count.
-func (s Spec) withDefaults() (Spec, error) {
+// withDefaults checks spec, fills in the default node count and returns the system's
+// container recipe.
+func (s Spec) withDefaults() (Spec, *system.Container, error) {
 	if !runIDPattern.MatchString(s.RunID) {
-		return s, fmt.Errorf("run id %q: want letters, digits, '_', '.', '-'", s.RunID)
+		return s, nil, fmt.Errorf("run id %q: want letters, digits, '_', '.', '-'", s.RunID)
 	}
 	if s.Image == "" {
-		return s, errors.New("no node image: call EnsureImage first")
+		return s, nil, errors.New("no node image: call EnsureImage first")
 	}
-	nodes, err := Size(s.System, s.Nodes)
-	s.Nodes = nodes
+	sys, err := system.Lookup(s.System)
 	if err != nil {
-		return s, err
+		return s, nil, err
 	}
-	return s, nil
+	if sys.Container == nil {
+		return s, nil, fmt.Errorf("system %s does not run in containers", s.System)
+	}
+	s.Nodes, err = sys.Check(s.Nodes)
+	return s, sys.Container, err
 }
 
 // Start creates the network lockbreaker-<run id>, starts the nodes on it and
@@ -116,14 +88,14 @@ func (s Spec) withDefaults() (Spec, error) {
 // (an interrupt) included, it removes whatever it had created and returns a nil
 // cluster.
 func Start(ctx context.Context, spec Spec) (*Cluster, error) {
-	spec, err := spec.withDefaults()
+	spec, recipe, err := spec.withDefaults()
 	if err != nil {
 		return nil, fmt.Errorf("start cluster: %w", err)
 	}
 	if err := Ping(ctx); err != nil {
 		return nil, err
 	}
-	c := &Cluster{spec: spec, network: "lockbreaker-" + spec.RunID}
+	c := &Cluster{spec: spec, recipe: recipe, network: "lockbreaker-" + spec.RunID}
 	if err := c.start(ctx); err != nil {
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
@@ -240,13 +212,11 @@ func (c *Cluster) startNode(ctx context.Context, id int, labels map[string]strin
 		// added here: once a HostConfigModifier is set, CapAdd is ignored.
 		req.HostConfigModifier = func(hc *container.HostConfig) { hc.CapAdd = append(hc.CapAdd, "NET_ADMIN") }
 	}
-	port := redisPort
-	if c.spec.System == SystemZooKeeper {
-		port = zookeeperPort
-		req.Cmd = zookeeperCmd
-		req.Files = zookeeperFiles(c.spec, id)
-	} else {
-		req.Cmd = redisCmd
+	setup := c.recipe.Node(system.Cluster{Nodes: c.spec.Nodes, TTL: c.spec.TTL}, id)
+	req.Cmd = setup.Cmd
+	for _, f := range setup.Files {
+		req.Files = append(req.Files, testcontainers.ContainerFile{
+			Reader: strings.NewReader(f.Content), ContainerFilePath: f.Path, FileMode: 0o644})
 	}
 	ctr, err := testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{
 		ContainerRequest: req,
@@ -255,7 +225,7 @@ func (c *Cluster) startNode(ctx context.Context, id int, labels map[string]strin
 	if err != nil {
 		return Node{}, fmt.Errorf("start %s node %s: %w", c.spec.System, name, err)
 	}
-	node := Node{Name: name, ContainerID: ctr.GetContainerID(), Port: port}
+	node := Node{Name: name, ContainerID: ctr.GetContainerID(), Port: c.recipe.Port}
 	cli, _ := docker()
 	info, err := cli.ContainerInspect(ctx, node.ContainerID, client.ContainerInspectOptions{})
 	if err != nil {
@@ -273,14 +243,10 @@ func (c *Cluster) startNode(ctx context.Context, id int, labels map[string]strin
 // waitReady polls node n from this host until it serves, fails fast when its
 // container exits, and reports the end of its log when it gives up.
 func (c *Cluster) waitReady(ctx context.Context, n Node) error {
-	probe := pingRedis
-	if c.spec.System == SystemZooKeeper {
-		probe = zookeeperServing
-	}
 	cli, _ := docker()
 	var last error
 	for attempt := 0; ; attempt++ {
-		if last = probe(ctx, n.Addr()); last == nil {
+		if last = c.recipe.Ready(ctx, n.Addr()); last == nil {
 			return nil
 		}
 		if attempt%10 == 9 {
@@ -317,7 +283,6 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	return nil
 }
 
-// node returns the node called name.
 // Names are the nodes' names, n1..nN.
 func (c *Cluster) Names() []string {
 	var names []string

@@ -9,19 +9,22 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
+	"golang.org/x/sys/unix"
+
+	"github.com/lockbreaker/lockbreaker/system"
 )
 
-// Signal sends sig ("SIGSTOP", "SIGCONT", "SIGKILL", ...) to the server of
-// node name. It is sent from outside through the engine: PID 1 of a container
-// ignores SIGSTOP sent from inside its own namespace.
-func (c *Cluster) Signal(ctx context.Context, name, sig string) error {
+// Signal sends sig (SIGSTOP, SIGCONT, SIGKILL...) to the server of node name. It is sent
+// from outside through the engine: PID 1 of a container ignores SIGSTOP sent from inside
+// its own namespace.
+func (c *Cluster) Signal(ctx context.Context, name string, sig syscall.Signal) error {
 	n, err := c.node(name)
 	if err != nil {
 		return err
@@ -29,10 +32,23 @@ func (c *Cluster) Signal(ctx context.Context, name, sig string) error {
 	ctx, cancel := bounded(ctx)
 	defer cancel()
 	cli, _ := docker()
-	if _, err := cli.ContainerKill(ctx, n.ContainerID, client.ContainerKillOptions{Signal: sig}); err != nil {
-		return fmt.Errorf("send %s to node %s: %w", sig, name, err)
+	if _, err := cli.ContainerKill(ctx, n.ContainerID, client.ContainerKillOptions{Signal: unix.SignalName(sig)}); err != nil {
+		return fmt.Errorf("send %s to node %s: %w", unix.SignalName(sig), name, err)
 	}
 	return nil
+}
+
+// Leader returns the name of the node that leads the cluster now.
+func (c *Cluster) Leader(ctx context.Context) (string, error) {
+	if c.recipe.Role == nil {
+		return "", fmt.Errorf("a %s cluster has no leader", c.spec.System)
+	}
+	for _, n := range c.nodes {
+		if role, err := c.recipe.Role(ctx, n.Addr()); err == nil && role == system.Leader {
+			return n.Name, nil
+		}
+	}
+	return "", fmt.Errorf("no %s node says it leads", c.spec.System)
 }
 
 // Exec runs cmd in node name and returns its combined output. A non-zero exit
@@ -85,25 +101,20 @@ func execIn(ctx context.Context, containerID string, cmd []string) (string, erro
 	return out.String(), nil
 }
 
-// clockOffset is what SetClock accepts: libfaketime's relative offsets in
-// seconds, with an optional m/h/d/y unit ("+500ms" would mean 500 minutes:
-// write "+0.5").
-var clockOffset = regexp.MustCompile(`^[+-]?[0-9]+(\.[0-9]+)?[mhdy]?$`)
-
-// SetClock moves the wall clock of node name's server to real time plus
-// offset ("+20", "-5", "+0.5", "+2m"). The server reads it on its next time
-// call. The cluster must have been started with Spec.Faketime.
-func (c *Cluster) SetClock(ctx context.Context, name, offset string) error {
+// SetClock moves the wall clock of node name's server to real time plus offset. The
+// server reads it on its next time call. The cluster must have been started with
+// Spec.Faketime.
+func (c *Cluster) SetClock(ctx context.Context, name string, offset time.Duration) error {
 	if !c.spec.Faketime {
 		return fmt.Errorf("set clock of node %s: the cluster runs without faketime", name)
 	}
-	if !clockOffset.MatchString(offset) {
-		return fmt.Errorf("set clock of node %s: bad offset %q (want e.g. +20, -5, +0.5)", name, offset)
-	}
-	// Write a new file and rename it over the old one: the server reads the
-	// file on every time call and must never see it half written.
+	// libfaketime reads seconds, with an optional m/h/d/y suffix ("+500ms" would be 500
+	// minutes), so the offset is written as signed seconds: "+0.500".
+	seconds := fmt.Sprintf("%+.3f", offset.Seconds())
+	// Write a new file and rename it over the old one: the server reads the file on every
+	// time call and must never see it half written.
 	_, err := c.Exec(ctx, name, "sh", "-c",
-		`printf '%s' "$1" > /lockbreaker/faketime.new && mv -f /lockbreaker/faketime.new /lockbreaker/faketime`, "sh", offset)
+		`printf '%s' "$1" > /lockbreaker/faketime.new && mv -f /lockbreaker/faketime.new /lockbreaker/faketime`, "sh", seconds)
 	return err
 }
 
@@ -113,7 +124,7 @@ func (c *Cluster) ResetClocks(ctx context.Context) error {
 	if !c.spec.Faketime {
 		return nil
 	}
-	return c.eachNode(func(n Node) error { return c.SetClock(ctx, n.Name, "+0") })
+	return c.eachNode(func(n Node) error { return c.SetClock(ctx, n.Name, 0) })
 }
 
 // DropFrom makes node name drop every packet coming from the given source
@@ -151,7 +162,7 @@ func (c *Cluster) HealNetwork(ctx context.Context) error {
 // Heal undoes every fault this package can inject: it continues every node
 // (SIGCONT), removes the partitions and resets the clocks. Run it in a defer.
 func (c *Cluster) Heal(ctx context.Context) error {
-	cont := c.eachNode(func(n Node) error { return c.Signal(ctx, n.Name, "SIGCONT") })
+	cont := c.eachNode(func(n Node) error { return c.Signal(ctx, n.Name, syscall.SIGCONT) })
 	return errors.Join(cont, c.HealNetwork(ctx), c.ResetClocks(ctx))
 }
 

@@ -31,7 +31,7 @@ func TestStartInterruptedAtEachStageLeavesNothing(t *testing.T) {
 				cancel()
 			}
 			runID := fmt.Sprintf("test-interrupt-%d", time.Now().UnixNano())
-			c, err := Start(ctx, Spec{RunID: runID, Image: image, System: SystemRedlock, Nodes: 3})
+			c, err := Start(ctx, Spec{RunID: runID, Image: image, System: "redlock", Nodes: 3})
 			startHook = nil
 			if !reached {
 				t.Fatalf("stage %q never reached (err %v)", stage, err)

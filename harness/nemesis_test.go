@@ -65,7 +65,7 @@ func runNemesis(t *testing.T, c *containers.Cluster, name string, d time.Duratio
 
 type noWorkers struct{}
 
-func (noWorkers) Count() int                       { return 0 }
+func (noWorkers) Processes() []int                 { return nil }
 func (noWorkers) Signal(int, syscall.Signal) error { return nil }
 
 func inNode(t *testing.T, c *containers.Cluster, node string, cmd ...string) string {
@@ -94,7 +94,7 @@ func assertHealed(t *testing.T, c *containers.Cluster) {
 }
 
 func TestNemesesOnRealNodesAreHealed(t *testing.T) {
-	c := containerstest.Start(t, containers.Spec{System: containers.SystemRedlock, Faketime: true, Partitions: true})
+	c := containerstest.Start(t, containers.Spec{System: "redlock", Faketime: true, Partitions: true})
 	ctx := context.Background()
 
 	t.Run("partition", func(t *testing.T) {

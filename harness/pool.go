@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,18 +17,30 @@ import (
 	"github.com/lockbreaker/lockbreaker/history"
 )
 
-// pool is the set of running worker processes and the pumps that copy their events into
-// the history. It implements nemesis.Workers.
+// pool is the set of worker processes and the pumps that copy their events into the
+// history. It implements nemesis.Workers.
+//
+// A worker that dies before the pool stops (killed by a nemesis, or crashed) is replaced,
+// as Jepsen replaces a crashed client: its open operation is recorded as indeterminate,
+// and a new process takes its slot under a new process number (the old one plus the
+// number of slots), so the history and the models see a new client, never a revived one.
 type pool struct {
 	rec     *history.Recorder
-	workers []*worker
+	command []string
+	logs    io.Writer
 	wg      sync.WaitGroup
+
+	mu       sync.Mutex
+	slots    []*worker       // the worker running in each slot now
+	all      map[int]*worker // every worker ever started, by process number
+	stopping bool
 }
 
 type worker struct {
-	process int
-	cmd     *exec.Cmd
-	stdin   io.WriteCloser
+	slot  int
+	cfg   WorkerConfig
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
 
 	mu      sync.Mutex
 	pending *history.Event // the invocation that has not completed yet
@@ -39,44 +52,47 @@ type worker struct {
 // them ends; the Go runtime ends only threads locked by a goroutine, which these are not),
 // and a worker whose stdin closes stops by itself.
 func startPool(command []string, configs []WorkerConfig, rec *history.Recorder, logs io.Writer) (*pool, error) {
-	p := &pool{rec: rec}
-	for _, cfg := range configs {
-		w, err := p.start(command, cfg, logs)
+	p := &pool{rec: rec, command: command, logs: logs, slots: make([]*worker, len(configs)), all: map[int]*worker{}}
+	for slot, cfg := range configs {
+		p.mu.Lock()
+		err := p.start(slot, cfg)
+		p.mu.Unlock()
 		if err != nil {
 			p.stop(time.Second)
 			return nil, fmt.Errorf("start worker %d: %w", cfg.Process, err)
 		}
-		p.workers = append(p.workers, w)
 	}
 	return p, nil
 }
 
-func (p *pool) start(command []string, cfg WorkerConfig, logs io.Writer) (*worker, error) {
-	cmd := exec.Command(command[0], command[1:]...)
+// start runs a worker in slot; the caller holds p.mu.
+func (p *pool) start(slot int, cfg WorkerConfig) error {
+	cmd := exec.Command(p.command[0], p.command[1:]...)
 	cmd.Env = append(os.Environ(), WorkerEnv+"=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Stderr = prefixWriter{w: logs, prefix: fmt.Sprintf("worker-%d: ", cfg.Process)}
+	cmd.Stderr = prefixWriter{w: p.logs, prefix: fmt.Sprintf("worker-%d: ", cfg.Process)}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, err
+		return err
 	}
 	line, _ := json.Marshal(cfg)
-	w := &worker{process: cfg.Process, cmd: cmd, stdin: stdin}
+	w := &worker{slot: slot, cfg: cfg, cmd: cmd, stdin: stdin}
 	if _, err := stdin.Write(append(line, '\n')); err != nil {
 		cmd.Process.Kill()
 		cmd.Wait()
-		return nil, err
+		return err
 	}
+	p.slots[slot], p.all[cfg.Process] = w, w
 	p.wg.Add(1)
 	go p.pump(w, stdout)
-	return w, nil
+	return nil
 }
 
 // pump records a worker's events until its stdout closes, then reaps it. An operation
@@ -90,7 +106,7 @@ func (p *pool) pump(w *worker, stdout io.Reader) {
 			fmt.Fprintf(w.cmd.Stderr, "unreadable event %q: %v\n", in.Text(), err)
 			continue
 		}
-		e.Process = w.process
+		e.Process = w.cfg.Process
 		w.mu.Lock()
 		if e.Type == history.Invoke {
 			w.pending = &e
@@ -102,13 +118,28 @@ func (p *pool) pump(w *worker, stdout io.Reader) {
 	}
 	err := w.cmd.Wait()
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.pending != nil {
 		lost := *w.pending
 		lost.Type, lost.Time = history.Info, history.Now()
 		lost.Error = fmt.Sprintf("worker exited during the operation (%v)", exitStatus(err))
 		p.rec.Record(lost)
 		w.pending = nil
+	}
+	w.mu.Unlock()
+	p.replace(w)
+}
+
+// replace starts a new worker in w's slot unless the pool is stopping.
+func (p *pool) replace(w *worker) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopping {
+		return
+	}
+	next := w.cfg
+	next.Process += len(p.slots)
+	if err := p.start(w.slot, next); err != nil {
+		fmt.Fprintf(p.logs, "worker-%d exited and no worker could take its place: %v\n", w.cfg.Process, err)
 	}
 }
 
@@ -119,14 +150,28 @@ func exitStatus(err error) string {
 	return err.Error()
 }
 
-// Count and Signal make the pool a nemesis.Workers.
-func (p *pool) Count() int { return len(p.workers) }
+// Processes and Signal make the pool a nemesis.Workers.
+func (p *pool) Processes() []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var running []int
+	for _, w := range p.slots {
+		if w != nil {
+			running = append(running, w.cfg.Process)
+		}
+	}
+	return slices.Clip(running)
+}
 
+// Signal signals a worker by its process number. A worker that has already exited takes
+// no signal and that is no error: a pause's SIGCONT may come after a kill.
 func (p *pool) Signal(process int, sig syscall.Signal) error {
-	if process < 0 || process >= len(p.workers) {
+	p.mu.Lock()
+	w, ok := p.all[process]
+	p.mu.Unlock()
+	if !ok {
 		return fmt.Errorf("no worker %d", process)
 	}
-	w := p.workers[process]
 	if err := w.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("signal worker %d: %w", process, err)
 	}
@@ -136,7 +181,11 @@ func (p *pool) Signal(process int, sig syscall.Signal) error {
 // stop asks every worker to finish, waits up to grace for them, kills the rest, and waits
 // until every pump has recorded its last event. Stopped (paused) workers are thawed first.
 func (p *pool) stop(grace time.Duration) {
-	for _, w := range p.workers {
+	p.mu.Lock()
+	p.stopping = true
+	running := slices.DeleteFunc(slices.Clone(p.slots), func(w *worker) bool { return w == nil })
+	p.mu.Unlock()
+	for _, w := range running {
 		w.cmd.Process.Signal(syscall.SIGCONT)
 		io.WriteString(w.stdin, StopLine+"\n")
 		w.stdin.Close()
@@ -148,7 +197,7 @@ func (p *pool) stop(grace time.Duration) {
 		return
 	case <-time.After(grace):
 	}
-	for _, w := range p.workers {
+	for _, w := range running {
 		w.cmd.Process.Kill()
 	}
 	<-done

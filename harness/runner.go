@@ -11,10 +11,10 @@ import (
 	"os"
 	"time"
 
-	"github.com/lockbreaker/lockbreaker/containers"
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/nemesis"
 	"github.com/lockbreaker/lockbreaker/results"
+	"github.com/lockbreaker/lockbreaker/system"
 	"github.com/lockbreaker/lockbreaker/workloads"
 	"github.com/lockbreaker/lockbreaker/workloads/storage"
 )
@@ -37,8 +37,10 @@ func (r Runner) Run(ctx context.Context, spec Spec) (string, results.Summary, er
 	if err := spec.Normalize(); err != nil {
 		return "", results.Summary{}, err
 	}
-	// Without Docker nothing can run: say so before a run directory or latest link exists.
-	if err := containers.Ping(ctx); err != nil {
+	sys, _ := system.Lookup(spec.System) // checked by Normalize
+	// A system that cannot start here (no Docker) says so before a run directory or latest
+	// link exists.
+	if err := preflight(ctx, sys); err != nil {
 		return "", results.Summary{}, orInterrupted(ctx, err)
 	}
 	run, err := results.NewRun(r.ResultsRoot, spec.Test, time.Now())
@@ -49,7 +51,7 @@ func (r Runner) Run(ctx context.Context, spec Spec) (string, results.Summary, er
 	if err := run.MarkLatest(); err != nil {
 		return "", results.Summary{}, err
 	}
-	t := &trial{Runner: r, spec: spec, run: run, progress: r.Progress}
+	t := &trial{Runner: r, spec: spec, sys: sys, run: run, progress: r.Progress}
 	if t.progress == nil {
 		t.progress = io.Discard
 	}
@@ -73,6 +75,7 @@ func orInterrupted(ctx context.Context, err error) error {
 type trial struct {
 	Runner
 	spec     Spec
+	sys      system.System
 	run      *results.Run
 	progress io.Writer
 	log      *slog.Logger
@@ -133,22 +136,11 @@ func (t *trial) notes() []string {
 // record sets everything up, lets the clients and the nemesis loose for the time limit,
 // and tears everything down again, recording into rec.
 func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
-	if n, err := containers.CleanStale(ctx); err != nil {
-		t.log.Warn("stale sweep failed", "err", err)
-	} else if n > 0 {
-		t.say("removed %d containers/networks left by an earlier killed run", n)
-	}
-	image, err := containers.EnsureImage(ctx, t.progress)
-	if err != nil {
-		return orInterrupted(ctx, err)
-	}
 	runID := fmt.Sprintf("%s-%d", t.run.ID(), os.Getpid())
-	t.say("starting %s cluster (run %s)", t.spec.System, runID)
-	cluster, err := containers.Start(ctx, containers.Spec{RunID: runID, Image: image, System: t.spec.System,
-		Nodes: t.spec.Nodes, Faketime: nemesis.NeedsClocks(t.spec.Nemesis), Partitions: nemesis.NeedsNetwork(t.spec.Nemesis),
-		ZKSessionTimeout: t.spec.TTL.Std()})
+	nem, _ := nemesis.New(t.spec.Nemesis) // validated by Normalize
+	cluster, err := startCluster(ctx, t.sys, clusterSetup{runID: runID, nodes: t.spec.Nodes, ttl: t.spec.TTL.Std(),
+		needs: nem.Needs(), logs: t.run.Path(results.NodesDir), progress: io.MultiWriter(t.progress, t.logs)})
 	if err != nil {
-		// Start has removed whatever it created, also when interrupted.
 		return orInterrupted(ctx, err)
 	}
 	defer func() {
@@ -181,7 +173,6 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 	if err != nil {
 		return err
 	}
-	nem, _ := nemesis.New(t.spec.Nemesis) // validated by Normalize
 	t.say("%d clients running for %s, nemesis %s", len(configs), t.spec.TimeLimit.Std(), nem.Name())
 
 	env := nemesis.Env{

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/results"
+	"github.com/lockbreaker/lockbreaker/system"
 )
 
 // The test binary doubles as the worker: the runner starts it again with WorkerEnv set.
@@ -17,9 +18,18 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// runScenario runs spec to its end and logs the verdicts.
 func runScenario(t *testing.T, spec Spec) results.Summary {
 	t.Helper()
-	if testing.Short() {
+	_, summary := runTrial(t, spec)
+	return summary
+}
+
+// runTrial runs spec and returns its run directory too. A system in containers needs
+// Docker and is skipped under -short; one the harness serves itself always runs.
+func runTrial(t *testing.T, spec Spec) (string, results.Summary) {
+	t.Helper()
+	if sys, err := system.Lookup(spec.System); err == nil && sys.Container != nil && testing.Short() {
 		t.Skip("needs Docker: real containers")
 	}
 	exe, err := os.Executable()
@@ -37,7 +47,7 @@ func runScenario(t *testing.T, spec Spec) results.Summary {
 	for _, res := range summary.Results {
 		t.Logf("%-18s %-8s %s", res.Checker, res.Verdict, res.Summary)
 	}
-	return summary
+	return dir, summary
 }
 
 // kleppmannSpec is a short version of the default scenario: leases of 1s, holders paused

@@ -10,14 +10,13 @@ package harness
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/lockbreaker/lockbreaker/containers"
 	"github.com/lockbreaker/lockbreaker/nemesis"
+	"github.com/lockbreaker/lockbreaker/system"
 	"github.com/lockbreaker/lockbreaker/workloads"
 )
 
@@ -94,12 +93,12 @@ func specErrorf(format string, args ...any) error {
 
 // Normalize fills defaults (client, test name) and validates the spec.
 func (s *Spec) Normalize() error {
+	sys, err := system.Lookup(s.System)
+	if err != nil {
+		return &SpecError{Reason: err.Error()}
+	}
 	if s.Client == "" {
-		c, err := workloads.DefaultClient(s.System)
-		if err != nil {
-			return specErrorf("unknown system %q (known: %s)", s.System, strings.Join(Systems(), ", "))
-		}
-		s.Client = c.Name
+		s.Client = sys.DefaultClient
 	}
 	client, err := workloads.LookupClient(s.Client)
 	if err != nil {
@@ -111,17 +110,18 @@ func (s *Spec) Normalize() error {
 	if s.Fencing && !client.Tokens {
 		return specErrorf("--fencing on is not possible with client %q: %s", s.Client, client.NoTokens)
 	}
-	if _, err := nemesis.New(s.Nemesis); err != nil {
+	nem, err := nemesis.New(s.Nemesis)
+	if err != nil {
 		return &SpecError{Reason: err.Error()}
 	}
 	if err := s.checkBounds(); err != nil {
 		return err
 	}
-	nodes, err := containers.Size(s.System, s.Nodes)
+	nodes, err := sys.Check(s.Nodes)
 	if err != nil {
 		return &SpecError{Reason: err.Error()}
 	}
-	if err := nemesis.Available(s.Nemesis, s.System, nodes); err != nil {
+	if err := nem.Available(sys, nodes); err != nil {
 		return &SpecError{Reason: err.Error()}
 	}
 	if s.Test == "" {
@@ -233,17 +233,4 @@ func (s Spec) ClockSkew() time.Duration {
 		return 2 * s.TTL.Std()
 	}
 	return s.ClockOffset.Std()
-}
-
-// Systems lists the systems some lock client runs on.
-func Systems() []string {
-	var systems []string
-	for _, name := range workloads.ClientNames() {
-		c, _ := workloads.LookupClient(name)
-		if !slices.Contains(systems, c.System) {
-			systems = append(systems, c.System)
-		}
-	}
-	slices.Sort(systems)
-	return systems
 }

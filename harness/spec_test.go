@@ -44,7 +44,7 @@ func TestNormalizeRejectsBadSpecs(t *testing.T) {
 		{"key with bidi override", func(s *Spec) { s.Key = "lock\u202e" }, "--key must be a non-empty word"},
 		{"key not UTF-8", func(s *Spec) { s.Key = "lock\xff" }, "--key must be a non-empty word"},
 		{"even redlock", func(s *Spec) { s.System, s.Nodes = "redlock", 4 }, "redlock: 4 nodes (want an odd number"},
-		{"two redis", func(s *Spec) { s.Nodes = 2 }, "a single Redis has 1"},
+		{"two redis", func(s *Spec) { s.Nodes = 2 }, "redis: 2 nodes (it has 1)"},
 		{"kleppmann on redis", func(s *Spec) { s.Nemesis = []string{"kleppmann-clock"} }, "needs --system redlock"},
 		{"leader of redis", func(s *Spec) { s.Nemesis = []string{"partition-leader"} }, "has no leader to isolate"},
 		{"bad test name", func(s *Spec) { s.Test = "../x" }, "--test \"../x\" cannot be a directory name"},

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/system"
 )
 
 // Clock faults move a node's wall clock with libfaketime inside its container; monotonic
@@ -16,9 +16,9 @@ import (
 // Redis, which expires keys by wall clock, sees a lease run out early or late. Each fault
 // lasts env.Pause and ends with the node back on real time (clock-reset).
 
-// Clocks moves the nodes' wall clocks. Offsets are seconds, e.g. "+20", "-5", "+0.5".
+// Clocks moves the nodes' wall clocks: a node's clock reads real time plus offset.
 type Clocks interface {
-	SetClock(ctx context.Context, node, offset string) error
+	SetClock(ctx context.Context, node string, offset time.Duration) error
 	ResetClocks(ctx context.Context) error
 }
 
@@ -37,6 +37,10 @@ func (c clockFault) Name() string {
 	return "clock-" + c.mode
 }
 
+func (clockFault) Needs() Needs { return Needs{Clocks: true} }
+
+func (c clockFault) Available(sys system.System, _ int) error { return c.Needs().available(sys) }
+
 func (c clockFault) Run(ctx context.Context, env Env) error {
 	clocks, err := clocksOf(env)
 	if err != nil {
@@ -49,7 +53,7 @@ func (c clockFault) Run(ctx context.Context, env Env) error {
 			mode = clockModes[rng.Intn(len(clockModes))]
 		}
 		node := nodes[rng.Intn(len(nodes))]
-		offset := env.ClockOffset.Seconds()
+		offset := env.ClockOffset
 		if mode == "bump" && rng.Intn(2) == 0 {
 			offset = -offset
 		}
@@ -63,42 +67,45 @@ func (c clockFault) Run(ctx context.Context, env Env) error {
 //   - rate: run env.ClockRate times as fast, emulated by advancing the offset every
 //     strobeStep (libfaketime's own rate counts from process start, so it cannot be
 //     switched on mid-run without a jump).
-func skewClock(ctx context.Context, env Env, clocks Clocks, mode, node string, offset float64) error {
-	fault := fmt.Sprintf("clock-%s %+.3gs", mode, offset)
+func skewClock(ctx context.Context, env Env, clocks Clocks, mode, node string, offset time.Duration) error {
+	fault := fmt.Sprintf("clock-%s %+.3gs", mode, offset.Seconds())
 	if mode == "rate" {
 		fault = fmt.Sprintf("clock-rate x%g", env.ClockRate)
 	}
 	// The history keeps the offset at the start, the furthest it went, and the reset.
-	var furthest float64
-	set := func(seconds float64) error {
-		if math.Abs(seconds) > math.Abs(furthest) {
-			furthest = seconds
+	var furthest time.Duration
+	set := func(d time.Duration) error {
+		if d.Abs() > furthest.Abs() {
+			furthest = d
 		}
-		return clocks.SetClock(context.WithoutCancel(ctx), node, fmt.Sprintf("%+.3f", seconds))
+		return clocks.SetClock(context.WithoutCancel(ctx), node, d)
 	}
 	start := initialOffset(mode, offset)
 	if err := set(start); err != nil {
 		return fmt.Errorf("%s on %s: %w", fault, node, err)
 	}
-	recordDetail(env, history.Start, fault, map[string]string{"offset": fmt.Sprintf("%+.3f", start)}, node)
+	recordDetail(env, history.Start, fault, map[string]string{"offset": offsetText(start)}, node)
 	var err error
 	if mode != "bump" {
 		err = vary(ctx, env.Pause, func(i int) error {
 			if mode == "strobe" {
-				return set(offset * float64((i+1)%2))
+				return set(offset * time.Duration((i+1)%2))
 			}
-			return set(float64(i) * strobeStep.Seconds() * (env.ClockRate - 1))
+			return set(time.Duration(float64(time.Duration(i)*strobeStep) * (env.ClockRate - 1)))
 		})
 	} else {
 		sleep(ctx, env.Pause)
 	}
-	furthestText := fmt.Sprintf("%+.3f", furthest)
+	furthestText := offsetText(furthest)
 	err = errors.Join(err, set(0))
-	recordDetail(env, history.Stop, fault, map[string]string{"offset": "+0.000", "furthest": furthestText}, node)
+	recordDetail(env, history.Stop, fault, map[string]string{"offset": offsetText(0), "furthest": furthestText}, node)
 	return err
 }
 
-func initialOffset(mode string, offset float64) float64 {
+// offsetText is how the history shows a clock offset: seconds, signed, "+2.000".
+func offsetText(d time.Duration) string { return fmt.Sprintf("%+.3f", d.Seconds()) }
+
+func initialOffset(mode string, offset time.Duration) time.Duration {
 	if mode == "rate" {
 		return 0
 	}

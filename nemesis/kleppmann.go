@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/system"
 )
 
 // kleppmannClock stages the clock scenario of Kleppmann's "How to do distributed locking"
@@ -26,11 +28,13 @@ type kleppmannClock struct{}
 
 func (kleppmannClock) Name() string { return "kleppmann-clock" }
 
-func (kleppmannClock) Available(system string, nodes int) error {
-	if system != "redlock" || nodes < 3 {
-		return errors.New("stages Kleppmann's example against Redlock: needs --system redlock")
+func (kleppmannClock) Needs() Needs { return Needs{Clocks: true, Network: true} }
+
+func (k kleppmannClock) Available(sys system.System, nodes int) error {
+	if !sys.IndependentMajority || nodes < 3 {
+		return errors.New("stages Kleppmann's example against a majority of independent nodes: needs --system redlock")
 	}
-	return nil
+	return k.Needs().available(sys)
 }
 
 func (kleppmannClock) Run(ctx context.Context, env Env) (err error) {
@@ -46,14 +50,14 @@ func (kleppmannClock) Run(ctx context.Context, env Env) (err error) {
 	if len(nodes) < 3 {
 		return fmt.Errorf("kleppmann-clock needs at least 3 nodes, got %d", len(nodes))
 	}
-	majority := len(nodes)/2 + 1
+	majority := system.Majority(len(nodes))
 	c, minority := nodes[majority-1], nodes[majority:]
 	events := env.Subscribe()
-	bumped := 0.0
+	var bumped time.Duration
 	defer func() {
 		if bumped != 0 {
-			err = errors.Join(err, clocks.SetClock(context.WithoutCancel(ctx), c, "+0"))
-			recordDetail(env, history.Stop, "clock-bump", map[string]string{"offset": "+0.000", "furthest": fmt.Sprintf("%+.3f", bumped)}, c)
+			err = errors.Join(err, clocks.SetClock(context.WithoutCancel(ctx), c, 0))
+			recordDetail(env, history.Stop, "clock-bump", map[string]string{"offset": offsetText(0), "furthest": offsetText(bumped)}, c)
 		}
 	}()
 	for round := 1; ; round++ {
@@ -78,13 +82,13 @@ func (kleppmannClock) Run(ctx context.Context, env Env) (err error) {
 		var wg sync.WaitGroup
 		if ok {
 			if bumped == 0 {
-				recordDetail(env, history.Start, "clock-bump", map[string]string{"offset": fmt.Sprintf("%+.3f", env.ClockOffset.Seconds())}, c)
+				recordDetail(env, history.Start, "clock-bump", map[string]string{"offset": offsetText(env.ClockOffset)}, c)
 			}
-			bumped += env.ClockOffset.Seconds()
+			bumped += env.ClockOffset
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				clockErr = clocks.SetClock(context.WithoutCancel(ctx), c, fmt.Sprintf("%+.3f", bumped))
+				clockErr = clocks.SetClock(context.WithoutCancel(ctx), c, bumped)
 			}()
 		}
 		err = net.HealNetwork(context.WithoutCancel(ctx))

@@ -1,8 +1,10 @@
 // Package nemesis injects faults into a running test: process pauses (SIGSTOP), wall-clock
 // jumps (libfaketime) and network partitions (iptables). Each kind is a Nemesis; several
-// compose into one. Capabilities a cluster may lack (Clocks, Network, Leaders) are small
-// interfaces of their own, checked when a nemesis starts, so a fault that cannot apply
-// says so up front.
+// compose into one. Like etcd's failpoints, a nemesis states what it needs from the
+// cluster (Needs: movable clocks, a cuttable network), from which the cluster is started,
+// and whether it applies to a system at all (Available), so a fault that cannot apply says
+// so before anything starts. The levers themselves (Clocks, Network, Leaders) are small
+// interfaces a cluster implements.
 //
 // A nemesis records every fault it injects as a start event and every heal as a stop
 // event in the history, so checkers and reports can see what was broken when. Every fault
@@ -24,19 +26,23 @@ import (
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/system"
 )
 
-// Workers reaches the lock clients, which are host processes numbered 0..Count()-1.
+// Workers reaches the lock clients, which are processes known by their numbers in the
+// history. A worker that dies is replaced by one with a new number.
 type Workers interface {
-	Count() int
+	// Processes are the workers running now.
+	Processes() []int
+	// Signal signals a worker; one that has exited takes no signal, and that is no error.
 	Signal(process int, sig syscall.Signal) error
 }
 
 // Nodes reaches the lock service's nodes (containers).
 type Nodes interface {
 	Names() []string
-	// Signal sends sig (e.g. "SIGSTOP") to the node's server from outside its container.
-	Signal(ctx context.Context, node, sig string) error
+	// Signal sends sig (SIGSTOP, SIGCONT) to the node's server.
+	Signal(ctx context.Context, node string, sig syscall.Signal) error
 }
 
 // Env is everything a nemesis may act on.
@@ -63,39 +69,41 @@ type Env struct {
 // Nemesis injects one kind of fault.
 type Nemesis interface {
 	Name() string
+	// Needs says which levers Run pulls, so the cluster is started with them.
+	Needs() Needs
+	// Available says why this nemesis cannot apply to sys at that size; nil when it can.
+	Available(sys system.System, nodes int) error
 	// Run injects faults until ctx ends. Every fault it injected is healed before it returns.
 	Run(ctx context.Context, env Env) error
 	// Heal undoes whatever this nemesis may have left behind. It is idempotent.
 	Heal(ctx context.Context, env Env) error
 }
 
-// Availability is implemented by nemeses that apply only to some clusters; like etcd's
-// failpoints they say so before the run starts rather than failing halfway.
-type Availability interface {
-	Available(system string, nodes int) error
+// Needs are the levers a nemesis pulls on the nodes.
+type Needs struct {
+	// Clocks: the nodes' wall clocks move (libfaketime in containers).
+	Clocks bool
+	// Network: packets to the nodes can be dropped (NET_ADMIN in containers).
+	Network bool
 }
 
-// Available reports why the named nemeses cannot run against a cluster, if they cannot.
-func Available(names []string, system string, nodes int) error {
-	n, err := New(names)
-	if err != nil {
-		return err
+func (n Needs) or(o Needs) Needs {
+	return Needs{Clocks: n.Clocks || o.Clocks, Network: n.Network || o.Network}
+}
+
+// available is what every nemesis asks of a system for the levers it needs.
+func (n Needs) available(sys system.System) error {
+	if n.Network && sys.Container == nil {
+		return fmt.Errorf("cuts packets between containers, and %s runs inside the harness", sys.Name)
 	}
-	var errs []error
-	for _, one := range n.(composed) {
-		if a, ok := one.(Availability); ok {
-			if err := a.Available(system, nodes); err != nil {
-				errs = append(errs, fmt.Errorf("nemesis %s: %w", one.Name(), err))
-			}
-		}
-	}
-	return errors.Join(errs...)
+	return nil
 }
 
 var kinds = map[string]func() Nemesis{
 	"pause-holder":    func() Nemesis { return pauseHolder{} },
 	"pause-client":    func() Nemesis { return pauseClient{} },
 	"pause-node":      func() Nemesis { return pauseNode{} },
+	"kill-client":     func() Nemesis { return killClient{} },
 	"clock":           func() Nemesis { return clockFault{} },
 	"clock-bump":      func() Nemesis { return clockFault{mode: "bump"} },
 	"clock-strobe":    func() Nemesis { return clockFault{mode: "strobe"} },
@@ -140,6 +148,25 @@ func New(names []string) (Nemesis, error) {
 
 // composed runs several nemeses side by side, each on its own seeded schedule.
 type composed []Nemesis
+
+func (c composed) Needs() Needs {
+	var all Needs
+	for _, n := range c {
+		all = all.or(n.Needs())
+	}
+	return all
+}
+
+// Available joins every part's reason, each named.
+func (c composed) Available(sys system.System, nodes int) error {
+	var errs []error
+	for _, n := range c {
+		if err := n.Available(sys, nodes); err != nil {
+			errs = append(errs, fmt.Errorf("nemesis %s: %w", n.Name(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
 
 func (c composed) Name() string {
 	if len(c) == 0 {
@@ -201,16 +228,20 @@ func recordDetail(env Env, f history.Func, fault string, detail map[string]strin
 func schedule(ctx context.Context, env Env, inject func(*rand.Rand) error) error {
 	rng := rand.New(rand.NewSource(env.Seed))
 	for {
-		wait := env.Interval/2 + time.Duration(rng.Int63n(int64(env.Interval)+1))
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(wait):
+		case <-time.After(scheduleWait(env, rng)):
 		}
 		if err := inject(rng); err != nil {
 			return err
 		}
 	}
+}
+
+// scheduleWait is the seeded time to the next fault: on average env.Interval.
+func scheduleWait(env Env, rng *rand.Rand) time.Duration {
+	return env.Interval/2 + time.Duration(rng.Int63n(int64(env.Interval)+1))
 }
 
 // sleep waits d or until ctx ends.
@@ -219,26 +250,4 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-time.After(d):
 	}
-}
-
-// NeedsNetwork reports whether any of the named nemeses cuts the network, so the nodes
-// need the right to change their packet filters.
-func NeedsNetwork(names []string) bool {
-	for _, name := range names {
-		if strings.HasPrefix(name, "partition") || name == "kleppmann-clock" {
-			return true
-		}
-	}
-	return false
-}
-
-// NeedsClocks reports whether any of the named nemeses moves clocks, so the cluster must
-// run its servers under libfaketime.
-func NeedsClocks(names []string) bool {
-	for _, name := range names {
-		if strings.HasPrefix(name, "clock") || name == "kleppmann-clock" {
-			return true
-		}
-	}
-	return false
 }

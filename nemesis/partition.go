@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/system"
 )
 
 // Partitions drop packets with iptables inside the nodes. The lock clients are host
@@ -163,10 +164,15 @@ func (p partition) Name() string {
 	return "partition-" + p.shape
 }
 
-func (p partition) Available(system string, nodes int) error {
+func (partition) Needs() Needs { return Needs{Network: true} }
+
+func (p partition) Available(sys system.System, nodes int) error {
+	if err := p.Needs().available(sys); err != nil {
+		return err
+	}
 	switch {
-	case p.shape == leaderShape && system != "zookeeper":
-		return fmt.Errorf("a %s cluster has no leader to isolate", system)
+	case p.shape == leaderShape && !sys.Leader:
+		return fmt.Errorf("a %s cluster has no leader to isolate", sys.Name)
 	case nodes < 2 && p.shape != "clients-from" && p.shape != "":
 		return errors.New("needs at least two nodes to cut apart")
 	}

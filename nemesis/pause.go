@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/system"
 )
 
 // Pauses freeze a process with SIGSTOP and thaw it with SIGCONT: the process keeps its
@@ -27,12 +28,19 @@ func pauseWorker(ctx context.Context, env Env, fault string, p int) error {
 	return err
 }
 
+// anywhere is embedded by the nemeses that pull no lever of the nodes but signals, which
+// every cluster takes: they apply to every system.
+type anywhere struct{}
+
+func (anywhere) Needs() Needs                       { return Needs{} }
+func (anywhere) Available(system.System, int) error { return nil }
+
 // workerName is how a lock client is named as a fault target.
 func workerName(p int) string { return fmt.Sprintf("worker-%d", p) }
 
 func resumeAllWorkers(env Env) error {
 	var errs []error
-	for p := range env.Workers.Count() {
+	for _, p := range env.Workers.Processes() {
 		errs = append(errs, env.Workers.Signal(p, syscall.SIGCONT))
 	}
 	return errors.Join(errs...)
@@ -41,7 +49,7 @@ func resumeAllWorkers(env Env) error {
 // pauseHolder is Kleppmann's GC pause: it waits until a client holds the lock and has
 // read the register, then freezes it for longer than the lease, so the lease expires,
 // another client takes the lock, and the frozen one wakes up to write what it read.
-type pauseHolder struct{}
+type pauseHolder struct{ anywhere }
 
 func (pauseHolder) Name() string { return "pause-holder" }
 
@@ -75,13 +83,14 @@ func (pauseHolder) Run(ctx context.Context, env Env) error {
 func (pauseHolder) Heal(_ context.Context, env Env) error { return resumeAllWorkers(env) }
 
 // pauseClient freezes a random lock client on a seeded schedule, holder or not.
-type pauseClient struct{}
+type pauseClient struct{ anywhere }
 
 func (pauseClient) Name() string { return "pause-client" }
 
 func (pauseClient) Run(ctx context.Context, env Env) error {
 	return schedule(ctx, env, func(rng *rand.Rand) error {
-		return pauseWorker(ctx, env, "pause-client", rng.Intn(env.Workers.Count()))
+		running := env.Workers.Processes()
+		return pauseWorker(ctx, env, "pause-client", running[rng.Intn(len(running))])
 	})
 }
 
@@ -89,7 +98,7 @@ func (pauseClient) Heal(_ context.Context, env Env) error { return resumeAllWork
 
 // pauseNode freezes a random lock-service node's server from outside its container (PID 1
 // ignores SIGSTOP sent from inside its own namespace).
-type pauseNode struct{}
+type pauseNode struct{ anywhere }
 
 func (pauseNode) Name() string { return "pause-node" }
 
@@ -97,13 +106,13 @@ func (pauseNode) Run(ctx context.Context, env Env) error {
 	nodes := env.Nodes.Names()
 	return schedule(ctx, env, func(rng *rand.Rand) error {
 		node := nodes[rng.Intn(len(nodes))]
-		if err := env.Nodes.Signal(ctx, node, "SIGSTOP"); err != nil {
+		if err := env.Nodes.Signal(ctx, node, syscall.SIGSTOP); err != nil {
 			return fmt.Errorf("pause node %s: %w", node, err)
 		}
 		record(env, history.Start, "pause-node", node)
 		sleep(ctx, env.Pause)
 		// The run's context may be over; the node must be thawed regardless.
-		err := env.Nodes.Signal(context.WithoutCancel(ctx), node, "SIGCONT")
+		err := env.Nodes.Signal(context.WithoutCancel(ctx), node, syscall.SIGCONT)
 		record(env, history.Stop, "pause-node", node)
 		return err
 	})
@@ -112,7 +121,7 @@ func (pauseNode) Run(ctx context.Context, env Env) error {
 func (pauseNode) Heal(ctx context.Context, env Env) error {
 	var errs []error
 	for _, node := range env.Nodes.Names() {
-		errs = append(errs, env.Nodes.Signal(ctx, node, "SIGCONT"))
+		errs = append(errs, env.Nodes.Signal(ctx, node, syscall.SIGCONT))
 	}
 	return errors.Join(errs...)
 }

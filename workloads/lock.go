@@ -91,12 +91,13 @@ func ClientNames() []string {
 	return names
 }
 
-// DefaultClient is the lock client used on a system when --client is not given: our own
-// implementation of the seed's algorithm for it.
-func DefaultClient(system string) (Client, error) {
-	c, ok := clients[system]
-	if !ok || c.System != system {
-		return Client{}, fmt.Errorf("no lock client for system %q", system)
+// ForSystem lists the clients that run on a system, sorted by name.
+func ForSystem(system string) []Client {
+	var on []Client
+	for _, name := range ClientNames() {
+		if c := clients[name]; c.System == system {
+			on = append(on, c)
+		}
 	}
-	return c, nil
+	return on
 }

@@ -29,12 +29,10 @@ func TestLockClientsAgainstRealClusters(t *testing.T) {
 	}
 	for _, system := range []string{"redis", "redlock", "zookeeper"} {
 		t.Run(system, func(t *testing.T) {
-			cluster := containerstest.Start(t, containers.Spec{System: system, ZKSessionTimeout: 4 * time.Second})
+			cluster := containerstest.Start(t, containers.Spec{System: system, TTL: 4 * time.Second})
 			nodes := cluster.Addrs()
-			for _, name := range ClientNames() {
-				if client, _ := LookupClient(name); client.System == system {
-					t.Run(name, func(t *testing.T) { isAMutex(t, client, nodes) })
-				}
+			for _, client := range ForSystem(system) {
+				t.Run(client.Name, func(t *testing.T) { isAMutex(t, client, nodes) })
 			}
 			for name, test := range systemTests[system] {
 				t.Run(name, func(t *testing.T) { test(t, nodes) })

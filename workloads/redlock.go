@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockbreaker/lockbreaker/system"
 )
 
 // Redlock as the seed describes it: read the time, SET key value NX PX ttl on every one
@@ -59,7 +61,7 @@ func NewRedlock(cfg Config, parallel bool, now func() time.Time) (*Redlock, erro
 	return l, nil
 }
 
-func (l *Redlock) quorum() int { return len(l.nodes)/2 + 1 }
+func (l *Redlock) quorum() int { return system.Majority(len(l.nodes)) }
 
 // drift is the seed's allowance for clock drift between the nodes.
 func (l *Redlock) drift() time.Duration { return l.cfg.TTL/100 + 2*time.Millisecond }

@@ -9,6 +9,8 @@ import (
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockbreaker/lockbreaker/system"
 )
 
 // redsyncLock adapts github.com/go-redsync/redsync, the most used Go Redlock library, as a
@@ -51,7 +53,7 @@ func (l *redsyncLock) Acquire(ctx context.Context) (Grant, error) {
 		// Nodes that failed to answer may have granted the lock: if they and the nodes that
 		// granted it could make a majority, the outcome is unknown.
 		refused, unanswered := nodeOutcomes(err)
-		if unanswered > 0 && len(l.clients)-refused >= len(l.clients)/2+1 {
+		if unanswered > 0 && len(l.clients)-refused >= system.Majority(len(l.clients)) {
 			return Grant{}, err
 		}
 		return Grant{}, ErrBusy

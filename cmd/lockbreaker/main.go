@@ -30,6 +30,7 @@ import (
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/nemesis"
 	"github.com/lockbreaker/lockbreaker/results"
+	"github.com/lockbreaker/lockbreaker/system"
 	"github.com/lockbreaker/lockbreaker/workloads"
 )
 
@@ -300,7 +301,7 @@ type runOptions struct {
 func runFlags(spec *harness.Spec) (*flag.FlagSet, *runOptions) {
 	opts := &runOptions{}
 	fs := newFlags("run")
-	fs.StringVar(&spec.System, "system", spec.System, "lock service: "+strings.Join(harness.Systems(), ", "))
+	fs.StringVar(&spec.System, "system", spec.System, "lock service: "+strings.Join(system.Names(), ", "))
 	fs.StringVar(&spec.Client, "client", spec.Client, "lock client: "+strings.Join(workloads.ClientNames(), ", ")+"; empty: the system's own")
 	fs.StringVar(&opts.nemesis, "nemesis", strings.Join(spec.Nemesis, ","), "faults, comma-separated, or none: "+strings.Join(nemesis.Names(), ", "))
 	fs.StringVar(&opts.fencing, "fencing", "off", "on or off: whether the storage checks fencing tokens")

@@ -1,0 +1,149 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/containers"
+	"github.com/lockbreaker/lockbreaker/nemesis"
+	"github.com/lockbreaker/lockbreaker/system"
+	"github.com/lockbreaker/lockbreaker/workloads/locksvc"
+)
+
+// Cluster is a running lock service as a trial needs it: the addresses its clients dial,
+// the levers the nemesis pulls (nemesis.Nodes, and whichever of nemesis.Clocks, Network
+// and Leaders it offers), and its end. A cluster of containers is one; the lock service
+// the harness serves itself (system.InProcess) is another, so whole trials run without
+// Docker.
+type Cluster interface {
+	nemesis.Nodes
+	// Addrs are the addresses the lock clients dial, in node order.
+	Addrs() []string
+	// Heal undoes every fault the nemesis can inject. Run it in a defer.
+	Heal(ctx context.Context) error
+	// CollectLogs puts the nodes' logs into dir.
+	CollectLogs(ctx context.Context, dir string) error
+	// Stop ends the cluster and removes all it made. It is idempotent.
+	Stop(ctx context.Context) error
+}
+
+// clusterSetup is what starting a cluster takes besides the system.
+type clusterSetup struct {
+	runID string
+	nodes int
+	ttl   time.Duration
+	needs nemesis.Needs
+	// logs is where the nodes' logs go (the run's nodes/ directory).
+	logs     string
+	progress io.Writer
+}
+
+// preflight refuses a run whose system cannot start here, before anything is created.
+func preflight(ctx context.Context, sys system.System) error {
+	if sys.Container != nil {
+		return containers.Ping(ctx)
+	}
+	return nil
+}
+
+// startCluster brings sys up and waits until it serves. On error nothing is left behind.
+func startCluster(ctx context.Context, sys system.System, setup clusterSetup) (Cluster, error) {
+	if sys.InProcess != nil {
+		return startLocal(sys, setup)
+	}
+	if n, err := containers.CleanStale(ctx); err != nil {
+		fmt.Fprintf(setup.progress, "could not sweep containers left by killed runs: %v\n", err)
+	} else if n > 0 {
+		fmt.Fprintf(setup.progress, "removed %d containers/networks left by an earlier killed run\n", n)
+	}
+	image, err := containers.EnsureImage(ctx, setup.progress)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(setup.progress, "starting %s cluster (run %s)\n", sys.Name, setup.runID)
+	c, err := containers.Start(ctx, containers.Spec{RunID: setup.runID, Image: image, System: sys.Name,
+		Nodes: setup.nodes, Faketime: setup.needs.Clocks, Partitions: setup.needs.Network, TTL: setup.ttl})
+	if err != nil {
+		return nil, err // Start has removed whatever it created
+	}
+	return c, nil
+}
+
+// localNode is the one node of an in-process cluster.
+const localNode = "n1"
+
+// localCluster is a lease lock service the harness serves itself. Its node pauses as a
+// SIGSTOPped server does (it stops answering; requests wait) and its clock moves as a
+// faked one does, so pause-node and the clock faults apply to it; partitions do not.
+type localCluster struct {
+	srv     *locksvc.Server
+	log     *os.File
+	stopped sync.Once
+	stopErr error
+}
+
+func startLocal(sys system.System, setup clusterSetup) (*localCluster, error) {
+	fmt.Fprintf(setup.progress, "starting %s lock service in the harness\n", sys.Name)
+	if err := os.MkdirAll(setup.logs, 0o755); err != nil {
+		return nil, fmt.Errorf("start %s: %w", sys.Name, err)
+	}
+	log, err := os.Create(filepath.Join(setup.logs, localNode+".jsonl"))
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", sys.Name, err)
+	}
+	srv, err := locksvc.Listen("127.0.0.1:0", locksvc.Options{Broken: sys.InProcess.Broken}, log)
+	if err != nil {
+		log.Close()
+		return nil, fmt.Errorf("start %s: %w", sys.Name, err)
+	}
+	return &localCluster{srv: srv, log: log}, nil
+}
+
+func (c *localCluster) Names() []string { return []string{localNode} }
+func (c *localCluster) Addrs() []string { return []string{c.srv.Addr()} }
+func (c *localCluster) Heal(context.Context) error {
+	c.srv.Resume()
+	c.srv.SetClockOffset(0)
+	return nil
+}
+
+// Signal pauses (SIGSTOP) and resumes (SIGCONT) the service.
+func (c *localCluster) Signal(_ context.Context, node string, sig syscall.Signal) error {
+	if node != localNode {
+		return fmt.Errorf("no node %s", node)
+	}
+	switch sig {
+	case syscall.SIGSTOP:
+		c.srv.Pause()
+	case syscall.SIGCONT:
+		c.srv.Resume()
+	default:
+		return fmt.Errorf("node %s runs inside the harness: it takes SIGSTOP and SIGCONT, not %v", node, sig)
+	}
+	return nil
+}
+
+func (c *localCluster) SetClock(ctx context.Context, node string, offset time.Duration) error {
+	if node != localNode {
+		return fmt.Errorf("no node %s", node)
+	}
+	c.srv.SetClockOffset(offset)
+	return nil
+}
+
+func (c *localCluster) ResetClocks(ctx context.Context) error { return c.SetClock(ctx, localNode, 0) }
+
+// CollectLogs has nothing to do: the service logs into the run's nodes/ as it serves.
+func (c *localCluster) CollectLogs(context.Context, string) error { return nil }
+
+func (c *localCluster) Stop(context.Context) error {
+	c.stopped.Do(func() { c.stopErr = errors.Join(c.srv.Close(), c.log.Close()) })
+	return c.stopErr
+}

@@ -1,0 +1,81 @@
+package harness
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/checkers"
+	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/results"
+)
+
+// Whole trials against the lock service the harness serves itself: real worker
+// processes, real SIGSTOP and SIGKILL, the real checkers, and no Docker, so they run
+// under -short and show the run loop itself works.
+
+// localSpec is a short trial on the in-process lock: leases of 500ms, so a pause of
+// twice that always outlives the holder's lease.
+func localSpec(system string, nemesis []string, fencing bool) Spec {
+	s := DefaultSpec()
+	s.System, s.Nemesis, s.Fencing = system, nemesis, fencing
+	s.Clients = 3
+	s.TTL = Duration(500 * time.Millisecond)
+	s.Interval = Duration(500 * time.Millisecond)
+	s.TimeLimit = Duration(4 * time.Second)
+	return s
+}
+
+func TestLocalLockWithoutFaultsIsSafe(t *testing.T) {
+	expectAllValid(t, runScenario(t, localSpec("local", []string{"none"}, true)))
+}
+
+func TestBrokenLocalLockIsCaught(t *testing.T) {
+	s := runScenario(t, localSpec("local-broken", []string{"none"}, false))
+	expect(t, s, map[string]checkers.Verdict{
+		"lock-linearizable": checkers.Invalid,
+		"mutual-exclusion":  checkers.Invalid,
+		"stats":             checkers.Valid,
+	})
+	if s.Verdict != checkers.Invalid {
+		t.Errorf("overall %s, want invalid", s.Verdict)
+	}
+}
+
+func TestLocalPausedHolderWithoutFencingCorruptsStorage(t *testing.T) {
+	s := runScenario(t, localSpec("local", []string{"pause-holder"}, false))
+	expect(t, s, map[string]checkers.Verdict{
+		"lock-linearizable": checkers.Invalid,
+		"mutual-exclusion":  checkers.Invalid,
+		"data-safety":       checkers.Invalid,
+	})
+}
+
+func TestLocalPausedHolderWithFencingKeepsStorageSafe(t *testing.T) {
+	expectLockBrokenDataSafe(t, runScenario(t, localSpec("local", []string{"pause-holder"}, true)))
+}
+
+// A worker killed while it waits for the lock: its acquire becomes indeterminate, a new
+// process takes its place, and the checkers still decide.
+func TestKilledWorkerLeavesAnIndeterminateOpAndIsReplaced(t *testing.T) {
+	spec := localSpec("local", []string{"kill-client"}, true)
+	dir, s := runTrial(t, spec)
+	expectAllValid(t, s)
+	file, err := history.ReadFile(filepath.Join(dir, results.HistoryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost, replaced := 0, false
+	for _, e := range file.Events {
+		if e.Type == history.Info && strings.Contains(e.Error, "worker exited during the operation") {
+			lost++
+		}
+		if e.Process >= spec.Clients {
+			replaced = true
+		}
+	}
+	if lost == 0 || !replaced {
+		t.Errorf("%d operations lost with their worker, replaced: %v; want a lost operation and a new process", lost, replaced)
+	}
+}

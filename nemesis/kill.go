@@ -1,0 +1,70 @@
+package nemesis
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"syscall"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/history"
+)
+
+// killClient crashes a lock client as a real crash would, with SIGKILL, on a seeded
+// schedule. It aims at the client that has waited longest for the lock, so the crash
+// lands mid-operation: that acquire becomes indeterminate, and a new worker takes the
+// slot under a new process number. A lock the dead client held is freed only by its
+// lease or session running out; the seed claims ZooKeeper frees it safely, and this shows
+// whether it does. With no client waiting it kills one at random.
+type killClient struct{ anywhere }
+
+func (killClient) Name() string { return "kill-client" }
+
+func (killClient) Run(ctx context.Context, env Env) error {
+	events := env.Subscribe()
+	rng := rand.New(rand.NewSource(env.Seed))
+	waiting := map[int]int64{} // process -> when its open acquire was invoked
+	next := time.After(scheduleWait(env, rng))
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e := <-events:
+			switch {
+			case e.Func == history.Acquire && e.Type == history.Invoke:
+				waiting[e.Process] = e.Time
+			case e.Func == history.Acquire:
+				delete(waiting, e.Process)
+			}
+		case <-next:
+			victim, ok := longestWaiting(waiting)
+			if !ok {
+				running := env.Workers.Processes()
+				victim = running[rng.Intn(len(running))]
+			}
+			target := workerName(victim)
+			if err := env.Workers.Signal(victim, syscall.SIGKILL); err != nil {
+				return fmt.Errorf("kill %s: %w", target, err)
+			}
+			// A crash is a moment, not a window: it starts and ends at once.
+			record(env, history.Start, "kill-client", target)
+			record(env, history.Stop, "kill-client", target)
+			delete(waiting, victim)
+			next = time.After(scheduleWait(env, rng))
+		}
+	}
+}
+
+// longestWaiting is the process whose acquire has been open longest.
+func longestWaiting(waiting map[int]int64) (int, bool) {
+	victim, since, found := 0, int64(0), false
+	for p, t := range waiting {
+		if !found || t < since || t == since && p < victim {
+			victim, since, found = p, t, true
+		}
+	}
+	return victim, found
+}
+
+// Heal has nothing to undo: the dead stay dead, and their places are taken.
+func (killClient) Heal(context.Context, Env) error { return nil }
