@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log"
+	"os"
 	"path"
 	"sort"
 	"strconv"
@@ -36,10 +36,11 @@ type zkRecipe struct {
 	acquires int
 }
 
-// dialZK connects with the lease as the session timeout. go-zookeeper's logging goes to
-// the worker's log, not to its event stream.
+// dialZK connects with the lease as the session timeout. go-zookeeper's logging (session
+// expiry, reconnects: what explains a lost lock) goes to stderr, the worker's log in the
+// run's run.log, never to stdout, its event stream.
 func dialZK(cfg Config) (*zk.Conn, error) {
-	conn, _, err := zk.Connect(cfg.Nodes, cfg.TTL, zk.WithLogger(log.New(io.Discard, "", 0)))
+	conn, _, err := zk.Connect(cfg.Nodes, cfg.TTL, zk.WithLogger(log.New(os.Stderr, "zookeeper: ", 0)))
 	if err != nil {
 		return nil, fmt.Errorf("connect zookeeper: %w", err)
 	}
