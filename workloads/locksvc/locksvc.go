@@ -12,17 +12,16 @@
 package locksvc
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"sync"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/workloads/jsonl"
 )
 
 // Request kinds.
@@ -81,7 +80,7 @@ type lease struct {
 // safe for concurrent use.
 type Server struct {
 	opts   Options
-	ln     net.Listener
+	jl     *jsonl.Server
 	log    io.Writer
 	closed chan struct{}
 	once   sync.Once
@@ -96,27 +95,23 @@ type Server struct {
 	// know a request reached a paused service.
 	onWait func()
 	logErr error
-
-	wg    sync.WaitGroup
-	conns sync.Map
 }
 
 // Listen starts a service on addr (use "127.0.0.1:0" for any free loopback port) that
 // writes its ground-truth log to log.
 func Listen(addr string, opts Options, log io.Writer) (*Server, error) {
-	ln, err := net.Listen("tcp", addr)
+	s := &Server{opts: opts, log: log, closed: make(chan struct{}),
+		leases: map[string]lease{}, tokens: map[string]int64{}}
+	jl, err := jsonl.Listen(addr, s.handle)
 	if err != nil {
 		return nil, fmt.Errorf("lock service listen: %w", err)
 	}
-	s := &Server{opts: opts, ln: ln, log: log, closed: make(chan struct{}),
-		leases: map[string]lease{}, tokens: map[string]int64{}}
-	s.wg.Add(1)
-	go s.accept()
+	s.jl = jl
 	return s, nil
 }
 
 // Addr is where clients connect.
-func (s *Server) Addr() string { return s.ln.Addr().String() }
+func (s *Server) Addr() string { return s.jl.Addr() }
 
 // SetClockOffset sets how far the service's clock is from the wall clock: a jump past a
 // lease's end expires it at once, as libfaketime does to Redis.
@@ -150,47 +145,19 @@ func (s *Server) Resume() {
 // for its connections to end. It reports a failure to write the ground-truth log, since a
 // run without it is not trustworthy.
 func (s *Server) Close() error {
-	s.once.Do(func() { close(s.closed) })
-	err := s.ln.Close()
-	s.conns.Range(func(c, _ any) bool { c.(net.Conn).Close(); return true })
-	s.wg.Wait()
+	s.once.Do(func() { close(s.closed) }) // releases requests waiting for Resume
+	err := s.jl.Close()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if errors.Is(err, net.ErrClosed) {
-		err = nil
-	}
 	return errors.Join(err, s.logErr)
 }
 
-func (s *Server) accept() {
-	defer s.wg.Done()
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			return
-		}
-		s.conns.Store(c, nil)
-		s.wg.Add(1)
-		go s.serve(c)
+func (s *Server) handle(line []byte) (any, bool) {
+	var req Request
+	if err := json.Unmarshal(line, &req); err != nil {
+		req = Request{} // decided as a bad request, and logged like any other
 	}
-}
-
-func (s *Server) serve(c net.Conn) {
-	defer s.wg.Done()
-	defer s.conns.Delete(c)
-	defer c.Close()
-	in := bufio.NewScanner(c)
-	enc := json.NewEncoder(c)
-	for in.Scan() {
-		var req Request
-		if err := json.Unmarshal(in.Bytes(), &req); err != nil {
-			req = Request{} // decided as a bad request, and logged like any other
-		}
-		resp, ok := s.apply(req)
-		if !ok || enc.Encode(resp) != nil {
-			return
-		}
-	}
+	return s.apply(req)
 }
 
 // lockRunning takes s.mu once the service is not paused. It reports false, without the
@@ -266,8 +233,7 @@ func (s *Server) decide(req Request, now time.Time) Response {
 // ZooKeeper clients do. It is not safe for concurrent use.
 type Client struct {
 	addr string
-	conn net.Conn
-	in   *bufio.Scanner
+	conn *jsonl.Conn
 }
 
 // NewClient makes a client of the service at addr. It dials on the first request.
@@ -278,40 +244,24 @@ func NewClient(addr string) *Client { return &Client{addr: addr} }
 // applied), and the connection is dropped because a late answer would be read as the
 // next request's.
 func (c *Client) Do(ctx context.Context, req Request) (Response, error) {
-	resp, err := c.roundTrip(ctx, req)
+	var resp Response
+	err := c.roundTrip(ctx, req, &resp)
 	if err != nil {
-		c.Close()
+		c.conn = nil // RoundTrip closed it
 		return Response{}, fmt.Errorf("lock service %s %s %s: %w", c.addr, req.Op, req.Key, err)
 	}
 	return resp, nil
 }
 
-func (c *Client) roundTrip(ctx context.Context, req Request) (Response, error) {
+func (c *Client) roundTrip(ctx context.Context, req Request, resp *Response) error {
 	if c.conn == nil {
-		var d net.Dialer
-		conn, err := d.DialContext(ctx, "tcp", c.addr)
+		conn, err := jsonl.Dial(ctx, c.addr)
 		if err != nil {
-			return Response{}, err
+			return err
 		}
-		c.conn, c.in = conn, bufio.NewScanner(conn)
+		c.conn = conn
 	}
-	deadline, _ := ctx.Deadline() // none: the zero time clears an earlier call's deadline
-	c.conn.SetDeadline(deadline)
-	line, _ := json.Marshal(req)
-	if _, err := c.conn.Write(append(line, '\n')); err != nil {
-		return Response{}, err
-	}
-	if !c.in.Scan() {
-		if err := c.in.Err(); err != nil {
-			return Response{}, err
-		}
-		return Response{}, io.ErrUnexpectedEOF
-	}
-	var resp Response
-	if err := json.Unmarshal(c.in.Bytes(), &resp); err != nil {
-		return Response{}, fmt.Errorf("bad answer: %w", err)
-	}
-	return resp, nil
+	return c.conn.RoundTrip(ctx, req, resp)
 }
 
 // Close closes the connection, if there is one.
@@ -320,6 +270,6 @@ func (c *Client) Close() error {
 		return nil
 	}
 	err := c.conn.Close()
-	c.conn, c.in = nil, nil
+	c.conn = nil
 	return err
 }

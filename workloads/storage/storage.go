@@ -9,16 +9,15 @@
 package storage
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"sync"
 
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/workloads/jsonl"
 )
 
 // Request kinds. Inspect is the harness's final look at the register: it is not fenced
@@ -71,79 +70,45 @@ type LogEntry struct {
 // Server serves the registers. Requests are applied one at a time, in arrival order.
 type Server struct {
 	fencing bool
-	ln      net.Listener
+	jl      *jsonl.Server
 	log     io.Writer
 
 	mu      sync.Mutex
 	values  map[string]int64
 	highest map[string]int64
 	logErr  error
-
-	wg    sync.WaitGroup
-	conns sync.Map
 }
 
 // Listen starts a server on addr (use "127.0.0.1:0" for any free loopback port) that
 // writes its ground-truth log to log.
 func Listen(addr string, fencing bool, log io.Writer) (*Server, error) {
-	ln, err := net.Listen("tcp", addr)
+	s := &Server{fencing: fencing, log: log, values: map[string]int64{}, highest: map[string]int64{}}
+	jl, err := jsonl.Listen(addr, s.handle)
 	if err != nil {
 		return nil, fmt.Errorf("storage listen: %w", err)
 	}
-	s := &Server{fencing: fencing, ln: ln, log: log, values: map[string]int64{}, highest: map[string]int64{}}
-	s.wg.Add(1)
-	go s.accept()
+	s.jl = jl
 	return s, nil
 }
 
 // Addr is where clients connect.
-func (s *Server) Addr() string { return s.ln.Addr().String() }
+func (s *Server) Addr() string { return s.jl.Addr() }
 
 // Close stops the server and waits for its connections to end. It reports a failure to
 // write the ground-truth log, since a run without it is not trustworthy.
 func (s *Server) Close() error {
-	err := s.ln.Close()
-	s.conns.Range(func(c, _ any) bool { c.(net.Conn).Close(); return true })
-	s.wg.Wait()
+	err := s.jl.Close()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if errors.Is(err, net.ErrClosed) {
-		err = nil
-	}
 	return errors.Join(err, s.logErr)
 }
 
-func (s *Server) accept() {
-	defer s.wg.Done()
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			return
-		}
-		s.conns.Store(c, nil)
-		s.wg.Add(1)
-		go s.serve(c)
+func (s *Server) handle(line []byte) (any, bool) {
+	var req Request
+	if err := json.Unmarshal(line, &req); err != nil {
+		return Response{Reason: RejectBadRequest}, true
 	}
-}
-
-func (s *Server) serve(c net.Conn) {
-	defer s.wg.Done()
-	defer s.conns.Delete(c)
-	defer c.Close()
-	in := bufio.NewScanner(c)
-	enc := json.NewEncoder(c)
-	for in.Scan() {
-		var req Request
-		var resp Response
-		if err := json.Unmarshal(in.Bytes(), &req); err != nil {
-			resp = Response{Reason: RejectBadRequest}
-		} else {
-			resp = s.apply(req)
-		}
-		if enc.Encode(resp) != nil {
-			return
-		}
-	}
+	return s.apply(req), true
 }
 
 // apply decides a request and logs it under the same lock, so the log's order is the
@@ -192,19 +157,17 @@ func (s *Server) decide(req Request) Response {
 // Client is one connection to the storage. It is not safe for concurrent use: each lock
 // client has its own.
 type Client struct {
-	conn net.Conn
-	in   *bufio.Scanner
+	conn *jsonl.Conn
 	id   int
 }
 
 // Dial connects client number id to the server at addr.
 func Dial(ctx context.Context, addr string, id int) (*Client, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
+	c, err := jsonl.Dial(ctx, addr)
 	if err != nil {
 		return nil, fmt.Errorf("dial storage %s: %w", addr, err)
 	}
-	return &Client{conn: c, in: bufio.NewScanner(c), id: id}, nil
+	return &Client{conn: c, id: id}, nil
 }
 
 // RejectedError is a request the server refused: it definitely did not take effect.
@@ -217,25 +180,9 @@ func (e *RejectedError) Error() string { return "storage rejected the request: "
 // applied), and the connection is closed because a late answer would desynchronise it.
 func (c *Client) Do(ctx context.Context, req Request) (int64, error) {
 	req.Client = c.id
-	deadline, _ := ctx.Deadline() // none: the zero time clears an earlier call's deadline
-	c.conn.SetDeadline(deadline)
-	line, _ := json.Marshal(req)
-	if _, err := c.conn.Write(append(line, '\n')); err != nil {
-		c.conn.Close()
-		return 0, fmt.Errorf("storage %s: %w", req.Op, err)
-	}
-	if !c.in.Scan() {
-		c.conn.Close()
-		err := c.in.Err()
-		if err == nil {
-			err = io.ErrUnexpectedEOF
-		}
-		return 0, fmt.Errorf("storage %s: %w", req.Op, err)
-	}
 	var resp Response
-	if err := json.Unmarshal(c.in.Bytes(), &resp); err != nil {
-		c.conn.Close()
-		return 0, fmt.Errorf("storage %s: bad answer: %w", req.Op, err)
+	if err := c.conn.RoundTrip(ctx, req, &resp); err != nil {
+		return 0, fmt.Errorf("storage %s: %w", req.Op, err)
 	}
 	if !resp.Accepted {
 		return resp.Value, &RejectedError{Reason: resp.Reason}
