@@ -349,10 +349,10 @@ func TestAllNamesTheCheckersInReportOrder(t *testing.T) {
 }
 
 func TestHerd(t *testing.T) {
-	grant := func(watches string) []history.Event {
+	grant := func(watches int) []history.Event {
 		return []history.Event{
 			{Type: history.Invoke, Func: history.Acquire, Key: "k", Time: 1},
-			{Type: history.OK, Func: history.Acquire, Key: "k", Time: 2, Detail: map[string]string{"watch-events": watches}},
+			{Type: history.OK, Func: history.Acquire, Key: "k", Time: 2, WatchEvents: history.Int(watches)},
 		}
 	}
 	release := []history.Event{
@@ -365,9 +365,9 @@ func TestHerd(t *testing.T) {
 		want   Verdict
 	}{
 		{"not a queue lock", [][]history.Event{release}, NotApplicable},
-		{"one per release", [][]history.Event{grant("0"), release, grant("1"), release, grant("1"), release}, Valid},
-		{"herd", [][]history.Event{grant("0"), release, grant("6"), release}, Invalid},
-		{"no release", [][]history.Event{grant("1")}, Unknown},
+		{"one per release", [][]history.Event{grant(0), release, grant(1), release, grant(1), release}, Valid},
+		{"herd", [][]history.Event{grant(0), release, grant(6), release}, Invalid},
+		{"no release", [][]history.Event{grant(1)}, Unknown},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -51,7 +51,7 @@ func compactEvents(data []byte) []history.Event {
 	types := []history.Type{history.Invoke, history.OK, history.Fail, history.Info}
 	funcs := []history.Func{history.Acquire, history.Release, history.Read, history.Write,
 		history.Acquire, history.Release, history.FinalRead, history.Start, history.Stop}
-	errs := []string{"", history.ErrStaleToken, history.ErrNotHeld, history.ErrLockBusy}
+	errs := []history.ErrorKind{"", history.ErrStaleToken, history.ErrNotHeld, history.ErrLockBusy}
 	var events []history.Event
 	open := map[int]history.Event{} // process -> its open invocation
 	t := int64(1e9)
@@ -80,7 +80,7 @@ func compactEvents(data []byte) []history.Event {
 			switch inv, busy := open[e.Process]; {
 			case e.Process == history.NemesisProcess:
 				e.Type, e.Func = history.Info, []history.Func{history.Start, history.Stop}[b[0]>>2&1]
-				e.Fault, e.Nodes = "pause", []string{fmt.Sprintf("worker-%d", b[2]&3)}
+				e.Fault, e.Targets = "pause", []string{fmt.Sprintf("worker-%d", b[2]&3)}
 			case busy:
 				e.Type, e.Func, e.Key = types[1+int(b[0]&3)%3], inv.Func, inv.Key
 				delete(open, e.Process)

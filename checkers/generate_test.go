@@ -35,7 +35,7 @@ func (w workload) generate() []history.Event {
 	}
 	rng := rand.New(rand.NewPCG(w.seed, 0))
 	for t := start + 5e6; t+3e6 < end; t += 50e6 + rng.Int64N(50e6) {
-		fault := history.Event{Type: history.Info, Process: history.NemesisProcess, Fault: "pause", Nodes: []string{"worker0"}}
+		fault := history.Event{Type: history.Info, Process: history.NemesisProcess, Fault: "pause", Targets: []string{"worker0"}}
 		fault.Func, fault.Time = history.Start, t
 		events = append(events, fault)
 		fault.Func, fault.Time = history.Stop, t+1e6+rng.Int64N(2e6)
@@ -83,7 +83,7 @@ func (w workload) simulateKey(k int, t int64, ops int) ([]history.Event, int64) 
 		emit(history.Invoke, holder, history.Acquire, nil)
 		done++
 		if rng.Float64() < 0.02 { // timed out; the lock was not taken
-			emit(history.Info, holder, history.Acquire, func(e *history.Event) { e.Error = "timeout" })
+			emit(history.Info, holder, history.Acquire, func(e *history.Event) { e.Message = "timeout" })
 			continue
 		}
 		token++

@@ -4,14 +4,13 @@ package checkers
 // ZooKeeper recipe has each waiter watch only its immediate predecessor, so a release
 // should deliver about one watch notification; a recipe that watches the whole directory
 // delivers one per waiter (the thundering herd). Lock clients that wait on watches record
-// how many notifications each acquisition received in the grant's "watch-events" detail.
+// how many notifications each acquisition received in the grant's WatchEvents.
 // It is a metric: a herd wastes work but breaks no promise, so it never changes the
 // overall verdict.
 
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/lockbreaker/lockbreaker/history"
 )
@@ -39,11 +38,10 @@ func (Herd) Check(_ context.Context, events []history.Event, _ Options) Result {
 	for _, op := range ops {
 		switch {
 		case op.Func() == history.Acquire && op.Type() == history.OK:
-			n, err := strconv.Atoi(op.Complete.Detail["watch-events"])
-			if err != nil {
+			if op.Complete.WatchEvents == nil {
 				continue
 			}
-			notifications += n
+			notifications += *op.Complete.WatchEvents
 			grants++
 		case op.Func() == history.Release && op.Type() == history.OK:
 			releases++

@@ -75,7 +75,7 @@ const (
 )
 
 func (o outcome) String() string {
-	return [...]string{"ok", history.ErrNotHeld, "info", "fail"}[o]
+	return [...]string{"ok", string(history.ErrNotHeld), "info", "fail"}[o]
 }
 
 func outcomeOf(op history.Op) outcome {
@@ -314,8 +314,8 @@ func faultAnnotations(faults []history.Fault) []porcupine.Annotation {
 	out := make([]porcupine.Annotation, 0, len(faults))
 	for _, f := range faults {
 		description := f.Description
-		if len(f.Nodes) > 0 {
-			description += " " + strings.Join(f.Nodes, ",")
+		if len(f.Targets) > 0 {
+			description += " " + strings.Join(f.Targets, ",")
 		}
 		details := "healed"
 		if !f.Healed {
@@ -369,7 +369,7 @@ func describeEvents(metadata any) string {
 	}
 	s := fmt.Sprintf("events #%d .. #%d", op.Invoke.Index, op.Complete.Index)
 	if op.Complete.Error != "" {
-		s += " (" + op.Complete.Error + ")"
+		s += " (" + string(op.Complete.Error) + ")"
 	}
 	return s
 }

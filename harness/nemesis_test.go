@@ -99,30 +99,30 @@ func TestNemesesOnRealNodesAreHealed(t *testing.T) {
 
 	t.Run("partition", func(t *testing.T) {
 		for _, f := range runNemesis(t, c, "partition", 2*time.Second, func(e history.Event) string {
-			return inNode(t, c, e.Nodes[0], "iptables", "-S", "INPUT")
+			return inNode(t, c, e.Targets[0], "iptables", "-S", "INPUT")
 		}) {
 			if !strings.Contains(f.seen, "-j DROP") {
-				t.Errorf("%s: no DROP rule on %s while it was on: %q", f.event.Fault, f.event.Nodes[0], f.seen)
+				t.Errorf("%s: no DROP rule on %s while it was on: %q", f.event.Fault, f.event.Targets[0], f.seen)
 			}
 		}
 		assertHealed(t, c)
 	})
 	t.Run("clock", func(t *testing.T) {
 		for _, f := range runNemesis(t, c, "clock-bump", 2*time.Second, func(e history.Event) string {
-			return inNode(t, c, e.Nodes[0], "cat", "/lockbreaker/faketime")
+			return inNode(t, c, e.Targets[0], "cat", "/lockbreaker/faketime")
 		}) {
 			if got := strings.TrimSpace(f.seen); got != "+30.000" && got != "-30.000" {
-				t.Errorf("%s: %s's clock file said %q while it was on", f.event.Fault, f.event.Nodes[0], got)
+				t.Errorf("%s: %s's clock file said %q while it was on", f.event.Fault, f.event.Targets[0], got)
 			}
 		}
 		assertHealed(t, c)
 	})
 	t.Run("pause-node", func(t *testing.T) {
 		for _, f := range runNemesis(t, c, "pause-node", 2*time.Second, func(e history.Event) string {
-			return inNode(t, c, e.Nodes[0], "sh", "-c", "ps -o stat= -p 1")
+			return inNode(t, c, e.Targets[0], "sh", "-c", "ps -o stat= -p 1")
 		}) {
 			if !strings.HasPrefix(strings.TrimSpace(f.seen), "T") {
-				t.Errorf("%s: %s's server was %q while paused, want stopped (T)", f.event.Fault, f.event.Nodes[0], f.seen)
+				t.Errorf("%s: %s's server was %q while paused, want stopped (T)", f.event.Fault, f.event.Targets[0], f.seen)
 			}
 		}
 		assertHealed(t, c)

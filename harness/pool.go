@@ -121,7 +121,7 @@ func (p *pool) pump(w *worker, stdout io.Reader) {
 	if w.pending != nil {
 		lost := *w.pending
 		lost.Type, lost.Time = history.Info, history.Now()
-		lost.Error = fmt.Sprintf("worker exited during the operation (%v)", exitStatus(err))
+		lost.Message = fmt.Sprintf("worker exited during the operation (%v)", exitStatus(err))
 		p.rec.Record(lost)
 		w.pending = nil
 	}

@@ -271,7 +271,7 @@ func (t *trial) finalRead(ctx context.Context, rec *history.Recorder, addr strin
 	done := inv
 	done.Time = history.Now()
 	if err != nil {
-		done.Type, done.Error = history.Info, err.Error()
+		done.Type, done.Message = history.Info, err.Error()
 		rec.Record(done)
 		return fmt.Errorf("final read: %w", err)
 	}

@@ -68,7 +68,7 @@ func TestKilledWorkerLeavesAnIndeterminateOpAndIsReplaced(t *testing.T) {
 	}
 	lost, replaced := 0, false
 	for _, e := range file.Events {
-		if e.Type == history.Info && strings.Contains(e.Error, "worker exited during the operation") {
+		if e.Type == history.Info && strings.Contains(e.Message, "worker exited during the operation") {
 			lost++
 		}
 		if e.Process >= spec.Clients {

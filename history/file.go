@@ -59,8 +59,10 @@ func (r *Recorder) Subscribe(ch chan<- Event) {
 	r.subs = append(r.subs, ch)
 }
 
-// Record numbers e, appends it to the file and returns it as written.
-func (r *Recorder) Record(e Event) (Event, error) {
+// Record numbers e and appends it to the file. A failure to write is kept: Close reports
+// it, so a history with a gap is never taken for a complete one, and the run goes on
+// recording what it can.
+func (r *Recorder) Record(e Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e.Index = r.next
@@ -71,11 +73,10 @@ func (r *Recorder) Record(e Event) (Event, error) {
 		err = r.w.Flush()
 	}
 	if err != nil {
-		err = fmt.Errorf("write history event %d: %w", e.Index, err)
 		if r.err == nil {
-			r.err = err
+			r.err = fmt.Errorf("write history event %d: %w", e.Index, err)
 		}
-		return e, err
+		return
 	}
 	r.next++
 	r.events = append(r.events, e)
@@ -85,7 +86,6 @@ func (r *Recorder) Record(e Event) (Event, error) {
 		default:
 		}
 	}
-	return e, nil
 }
 
 // Events returns a copy of everything recorded so far.
@@ -169,8 +169,8 @@ func parse(r io.Reader, path string) (File, error) {
 			return File{}, &CorruptError{Path: path, Line: line, Reason: "not a JSON event: " + err.Error()}
 		}
 		// Empty lists read as absent, so an event reads back as it was written.
-		if len(e.Nodes) == 0 {
-			e.Nodes = nil
+		if len(e.Targets) == 0 {
+			e.Targets = nil
 		}
 		if len(e.Detail) == 0 {
 			e.Detail = nil

@@ -47,16 +47,27 @@ const (
 	HarnessProcess = -2
 )
 
-// Error kinds a completion may carry, so checkers need not parse messages.
+// ErrorKind says why an operation failed, so checkers need not parse messages.
+type ErrorKind string
+
+// The error kinds a fail may carry.
 const (
 	// ErrStaleToken: the storage rejected a request whose fencing token was lower than
 	// one it had already seen.
-	ErrStaleToken = "stale-token"
+	ErrStaleToken ErrorKind = "stale-token"
+	// ErrMissingToken: the storage, fencing, rejected a request that carried no token.
+	ErrMissingToken ErrorKind = "missing-token"
+	// ErrBadRequest: the service did not understand the request.
+	ErrBadRequest ErrorKind = "bad-request"
+	// ErrUnreachable: the service could not be reached; nothing was sent.
+	ErrUnreachable ErrorKind = "unreachable"
 	// ErrNotHeld: a release found the lock held by someone else or by no one.
-	ErrNotHeld = "not-held"
+	ErrNotHeld ErrorKind = "not-held"
 	// ErrLockBusy: an acquire gave up because the lock stayed held.
-	ErrLockBusy = "busy"
+	ErrLockBusy ErrorKind = "busy"
 )
+
+var errorKinds = []ErrorKind{ErrStaleToken, ErrMissingToken, ErrBadRequest, ErrUnreachable, ErrNotHeld, ErrLockBusy}
 
 // Event is one line of history.jsonl.
 type Event struct {
@@ -74,18 +85,28 @@ type Event struct {
 	Token *int64 `json:"token,omitempty"`
 	// Time is CLOCK_MONOTONIC in nanoseconds, taken by the process that did the work.
 	Time int64 `json:"time"`
-	// Error is a short kind (ErrStaleToken, ...) or a message for info outcomes.
-	Error string `json:"error,omitempty"`
+	// Error is why a fail failed, one of the ErrorKinds; checkers read it.
+	Error ErrorKind `json:"error,omitempty"`
+	// Message is free text for people: what an info outcome ran into, a client's own
+	// words for a failure.
+	Message string `json:"message,omitempty"`
+	// WatchEvents counts the watch notifications a queue-based lock's acquire waited
+	// through (see the herd checker); nil for other locks.
+	WatchEvents *int `json:"watch_events,omitempty"`
 	// Fault describes a nemesis fault (kind and target), on Start/Stop events.
 	Fault string `json:"fault,omitempty"`
-	// Nodes are the targets of a fault: worker numbers or node names.
-	Nodes []string `json:"nodes,omitempty"`
-	// Detail holds anything else worth keeping (lock node name, validity, czxid...).
+	// Targets are what a fault hit: lock clients (worker-3) or nodes (n2).
+	Targets []string `json:"targets,omitempty"`
+	// Detail holds anything else worth keeping for a reader (lock node name, validity,
+	// czxid, a clock's offset); nothing decides by it.
 	Detail map[string]string `json:"detail,omitempty"`
 }
 
 // Int64 returns a pointer to v, for Event.Value and Event.Token.
 func Int64(v int64) *int64 { return &v }
+
+// Int returns a pointer to v, for Event.WatchEvents.
+func Int(v int) *int { return &v }
 
 // IsCompletion reports whether e ends an operation.
 func (e Event) IsCompletion() bool { return e.Type == OK || e.Type == Fail || e.Type == Info }
@@ -99,5 +120,6 @@ func Duration(from, to int64) time.Duration { return time.Duration(to - from) }
 //   - write:   invoke{key, value, token?}; ok; fail{error: stale-token}; info.
 //   - release: invoke{key}; ok; fail{error: not-held}; info.
 //   - final-read: process HarnessProcess, invoke{key}, ok{value}, after every client stopped.
-//   - nemesis: process NemesisProcess, type info, f start/stop, fault and nodes set; a stop
-//     closes the start with the same fault and nodes.
+//   - info outcomes carry no error kind, only a message.
+//   - nemesis: process NemesisProcess, type info, f start/stop, fault and targets set; a
+//     stop closes the start with the same fault and targets.

@@ -19,10 +19,10 @@ func TestRecorderWritesWhatParseReads(t *testing.T) {
 	ch := make(chan Event, 8)
 	rec.Subscribe(ch)
 	rec.Record(Event{Type: Invoke, Process: 0, Func: Acquire, Key: "k", Time: 10})
-	rec.Record(Event{Type: OK, Process: 0, Func: Acquire, Key: "k", Token: Int64(3), Time: 20})
+	rec.Record(Event{Type: OK, Process: 0, Func: Acquire, Key: "k", Token: Int64(3), WatchEvents: Int(1), Time: 20})
 	// The file is complete before Close: a crash after Record loses nothing.
 	onDisk, err := ReadFile(path)
-	if err != nil || len(onDisk.Events) != 2 || onDisk.Events[1].Index != 1 || *onDisk.Events[1].Token != 3 {
+	if err != nil || len(onDisk.Events) != 2 || onDisk.Events[1].Index != 1 || *onDisk.Events[1].Token != 3 || *onDisk.Events[1].WatchEvents != 1 {
 		t.Fatalf("before close: %v %+v", err, onDisk)
 	}
 	if err := rec.Close(); err != nil {
@@ -57,6 +57,7 @@ func TestParseNamesTheCorruptLine(t *testing.T) {
 		{"no function", lines("", `{"type":"ok","process":0,"time":1}`), 2, "event has no f"},
 		{"unknown function", lines("", "", ev(0, Invoke, 0, "steal", 10)), 3, `unknown operation "steal"`},
 		{"nemesis function for a client", lines(ev(0, Info, 2, Start, 10)), 1, `unknown operation "start"`},
+		{"free text as an error kind", lines(`{"index":0,"type":"invoke","process":0,"f":"read","time":1}`, `{"index":1,"type":"info","process":0,"f":"read","time":2,"error":"i/o timeout"}`), 2, `unknown error kind "i/o timeout"`},
 		{"client function for the nemesis", lines(ev(0, Info, NemesisProcess, Acquire, 10)), 1, `unknown nemesis operation "acquire"`},
 		{"no time", lines(`{"type":"ok","process":0,"f":"read"}`), 1, "event has no time"},
 		{"negative time", lines(acquire, "", ev(1, OK, 0, Acquire, -5)), 3, "time -5 out of range"},
@@ -176,9 +177,9 @@ func TestPairMatchesInvocationsWithCompletions(t *testing.T) {
 	events := []Event{
 		{Index: 0, Type: Invoke, Process: 1, Func: Acquire, Time: 5},
 		{Index: 1, Type: Invoke, Process: 0, Func: Acquire, Time: 1},
-		{Index: 2, Type: Info, Process: NemesisProcess, Func: Start, Fault: "pause", Nodes: []string{"worker-0"}, Time: 2},
+		{Index: 2, Type: Info, Process: NemesisProcess, Func: Start, Fault: "pause", Targets: []string{"worker-0"}, Time: 2},
 		{Index: 3, Type: OK, Process: 0, Func: Acquire, Time: 6},
-		{Index: 4, Type: Info, Process: NemesisProcess, Func: Stop, Fault: "pause", Nodes: []string{"worker-0"}, Time: 7},
+		{Index: 4, Type: Info, Process: NemesisProcess, Func: Stop, Fault: "pause", Targets: []string{"worker-0"}, Time: 7},
 	}
 	ops, err := Pair(events)
 	if err != nil {

@@ -94,6 +94,9 @@ func (e Event) validate() error {
 	case e.Process != NemesisProcess && !slices.Contains(clientFuncs, e.Func):
 		return fmt.Errorf("unknown operation %q (want acquire, release, read, write or final-read)", e.Func)
 	}
+	if e.Error != "" && !slices.Contains(errorKinds, e.Error) {
+		return fmt.Errorf("unknown error kind %q (want one of %v; free text goes in message)", e.Error, errorKinds)
+	}
 	switch {
 	case e.Time == 0:
 		return errors.New("event has no time")
@@ -151,7 +154,7 @@ func (p *pairing) next(e Event, at int) (invokedAt int, err error) {
 // Fault is one nemesis fault: from its start to its stop (or the history's end).
 type Fault struct {
 	Description string
-	Nodes       []string
+	Targets     []string
 	Start, Stop int64
 	Healed      bool
 }
@@ -164,11 +167,11 @@ func Faults(events []Event) []Fault {
 		if e.Process != NemesisProcess {
 			continue
 		}
-		id := e.Fault + "@" + strings.Join(e.Nodes, ",")
+		id := e.Fault + "@" + strings.Join(e.Targets, ",")
 		switch e.Func {
 		case Start:
 			open[id] = len(faults)
-			faults = append(faults, Fault{Description: e.Fault, Nodes: e.Nodes, Start: e.Time, Stop: e.Time})
+			faults = append(faults, Fault{Description: e.Fault, Targets: e.Targets, Start: e.Time, Stop: e.Time})
 		case Stop:
 			if i, ok := open[id]; ok {
 				faults[i].Stop, faults[i].Healed = e.Time, true

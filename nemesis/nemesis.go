@@ -220,7 +220,7 @@ func record(env Env, f history.Func, fault string, targets ...string) {
 // recordDetail writes a nemesis event with details, e.g. a clock's offset.
 func recordDetail(env Env, f history.Func, fault string, detail map[string]string, targets ...string) {
 	env.Record(history.Event{Type: history.Info, Process: history.NemesisProcess, Func: f,
-		Time: history.Now(), Fault: fault, Nodes: targets, Detail: detail})
+		Time: history.Now(), Fault: fault, Targets: targets, Detail: detail})
 }
 
 // schedule calls inject at seeded random moments, on average env.Interval apart, until

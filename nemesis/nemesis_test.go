@@ -195,7 +195,7 @@ func TestPauseHolderFreezesTheClientThatJustReadAndThawsIt(t *testing.T) {
 	if got := f.did(); len(got) < 2 || !strings.HasPrefix(got[0], "worker-1 STOP") || !strings.HasPrefix(got[1], "worker-1 CONT") {
 		t.Fatalf("actions %q, want %q", got, want)
 	}
-	if fl := f.faults()[0]; fl.Nodes[0] != "worker-1" || fl.Stop-fl.Start < int64(env.Pause) {
+	if fl := f.faults()[0]; fl.Targets[0] != "worker-1" || fl.Stop-fl.Start < int64(env.Pause) {
 		t.Fatalf("fault %+v: want worker-1 paused for at least %s", fl, env.Pause)
 	}
 }
@@ -222,7 +222,7 @@ func TestSchedulesAreSeeded(t *testing.T) {
 		pauseNode{}.Run(ctx, f.env())
 		var targets []string
 		for _, fl := range f.faults() {
-			targets = append(targets, fl.Nodes...)
+			targets = append(targets, fl.Targets...)
 		}
 		return targets[:min(3, len(targets))]
 	}

@@ -226,7 +226,7 @@ func faultViews(events []history.Event) []faultView {
 	seconds := func(t int64) string { return fmt.Sprintf("%.3f", history.Duration(first, t).Seconds()) }
 	var views []faultView
 	for _, f := range history.Faults(events) {
-		views = append(views, faultView{Description: f.Description, Targets: strings.Join(f.Nodes, ", "),
+		views = append(views, faultView{Description: f.Description, Targets: strings.Join(f.Targets, ", "),
 			Start: seconds(f.Start), Stop: seconds(f.Stop), Healed: f.Healed})
 	}
 	return views

@@ -77,7 +77,7 @@ func (w *Counter) acquire(ctx context.Context) (Grant, bool) {
 		if grant.HasToken {
 			done.Token = history.Int64(grant.Token)
 		}
-		done.Detail = grant.Detail
+		done.WatchEvents, done.Detail = grant.WatchEvents, grant.Detail
 	}
 	w.complete(done)
 	return grant, err == nil
@@ -92,7 +92,7 @@ func (w *Counter) release() {
 
 // completion ends inv by err: nil is ok; definite means the operation certainly did not
 // happen (fail, recorded as kind); anything else leaves it unknown (info).
-func completion(inv history.Event, err, definite error, kind string) history.Event {
+func completion(inv history.Event, err, definite error, kind history.ErrorKind) history.Event {
 	done := inv
 	switch {
 	case err == nil:
@@ -100,10 +100,10 @@ func completion(inv history.Event, err, definite error, kind string) history.Eve
 	case errors.Is(err, definite):
 		done.Type, done.Error = history.Fail, kind
 		if err != definite { // keep the client's own words, e.g. "session expired"
-			done.Detail = map[string]string{"reason": err.Error()}
+			done.Message = err.Error()
 		}
 	default:
-		done.Type, done.Error = history.Info, err.Error()
+		done.Type, done.Message = history.Info, err.Error()
 	}
 	return done
 }
@@ -130,9 +130,9 @@ func (w *Counter) storageOp(f history.Func, token *int64, value int64) (int64, b
 			done.Value = history.Int64(got)
 		}
 	case errors.As(err, &rejected):
-		done.Type, done.Error = history.Fail, rejected.Reason
+		done.Type, done.Error, done.Message = history.Fail, rejected.Reason, rejected.Message
 	default:
-		done.Type, done.Error = history.Info, err.Error()
+		done.Type, done.Message = history.Info, err.Error()
 	}
 	w.complete(done)
 	return got, err == nil
@@ -143,7 +143,7 @@ func (w *Counter) do(ctx context.Context, req storage.Request) (int64, error) {
 		c, err := w.Storage(ctx)
 		if err != nil {
 			// Nothing was sent: the request certainly did not happen.
-			return 0, &storage.RejectedError{Reason: "unreachable: " + err.Error()}
+			return 0, &storage.RejectedError{Reason: history.ErrUnreachable, Message: err.Error()}
 		}
 		w.store = c
 	}

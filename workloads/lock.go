@@ -31,7 +31,10 @@ type Grant struct {
 	// Token is the fencing token, when HasToken.
 	Token    int64
 	HasToken bool
-	// Detail is kept in the history (e.g. the lock node's name, validity).
+	// WatchEvents, for a lock whose waiters watch a queue, counts the watch notifications
+	// this acquire waited through (the herd checker reads it); nil for other locks.
+	WatchEvents *int
+	// Detail is kept in the history for readers (e.g. the lock node's name, validity).
 	Detail map[string]string
 }
 

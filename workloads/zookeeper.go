@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/lockbreaker/lockbreaker/history"
 )
 
 // The seed's ZooKeeper recipe: create an ephemeral sequential znode under /locks/<key>/;
@@ -174,12 +176,11 @@ func (l *zkRecipe) grant(node string, watches int) (Grant, error) {
 	if err != nil {
 		return Grant{}, err
 	}
-	detail := map[string]string{"node": node, "watch-events": strconv.Itoa(watches),
-		"session": strconv.FormatInt(l.conn.SessionID(), 16)}
+	detail := map[string]string{"node": node, "session": strconv.FormatInt(l.conn.SessionID(), 16)}
 	if _, stat, err := l.conn.Exists(path.Join(l.dir, node)); err == nil && stat != nil {
 		detail["czxid"] = strconv.FormatInt(stat.Czxid, 10)
 	}
-	return Grant{Token: seq, HasToken: true, Detail: detail}, nil
+	return Grant{Token: seq, HasToken: true, WatchEvents: history.Int(watches), Detail: detail}, nil
 }
 
 func (l *zkRecipe) Release(context.Context) error {

@@ -39,28 +39,23 @@ type Request struct {
 
 // Response is the line the server answers with.
 type Response struct {
-	Accepted bool   `json:"accepted"`
-	Value    int64  `json:"value"`
-	Reason   string `json:"reason,omitempty"`
+	Accepted bool  `json:"accepted"`
+	Value    int64 `json:"value"`
+	// Reason is why a request was rejected, in the history's words: stale-token,
+	// missing-token or bad-request.
+	Reason history.ErrorKind `json:"reason,omitempty"`
 }
-
-// Reasons a request is rejected.
-const (
-	RejectStale        = history.ErrStaleToken
-	RejectMissingToken = "missing-token"
-	RejectBadRequest   = "bad-request"
-)
 
 // LogEntry is one line of the ground-truth log.
 type LogEntry struct {
-	Time     int64  `json:"time"`
-	Client   int    `json:"client"`
-	Op       string `json:"op"`
-	Key      string `json:"key"`
-	Written  *int64 `json:"written,omitempty"`
-	Token    *int64 `json:"token,omitempty"`
-	Accepted bool   `json:"accepted"`
-	Reason   string `json:"reason,omitempty"`
+	Time     int64             `json:"time"`
+	Client   int               `json:"client"`
+	Op       string            `json:"op"`
+	Key      string            `json:"key"`
+	Written  *int64            `json:"written,omitempty"`
+	Token    *int64            `json:"token,omitempty"`
+	Accepted bool              `json:"accepted"`
+	Reason   history.ErrorKind `json:"reason,omitempty"`
 	// Value is the register after the request.
 	Value int64 `json:"value"`
 	// Highest is the highest token the server had seen for the key after this request.
@@ -106,7 +101,7 @@ func (s *Server) Close() error {
 func (s *Server) handle(line []byte) (any, bool) {
 	var req Request
 	if err := json.Unmarshal(line, &req); err != nil {
-		return Response{Reason: RejectBadRequest}, true
+		return Response{Reason: history.ErrBadRequest}, true
 	}
 	return s.apply(req), true
 }
@@ -137,14 +132,14 @@ func (s *Server) decide(req Request) Response {
 		return Response{Accepted: true, Value: s.values[req.Key]}
 	case OpRead, OpWrite:
 	default:
-		return Response{Reason: RejectBadRequest}
+		return Response{Reason: history.ErrBadRequest}
 	}
 	if s.fencing {
 		if req.Token == nil {
-			return Response{Reason: RejectMissingToken}
+			return Response{Reason: history.ErrMissingToken}
 		}
 		if h, seen := s.highest[req.Key]; seen && *req.Token < h {
-			return Response{Reason: RejectStale, Value: s.values[req.Key]}
+			return Response{Reason: history.ErrStaleToken, Value: s.values[req.Key]}
 		}
 		s.highest[req.Key] = *req.Token
 	}
@@ -170,10 +165,20 @@ func Dial(ctx context.Context, addr string, id int) (*Client, error) {
 	return &Client{conn: c, id: id}, nil
 }
 
-// RejectedError is a request the server refused: it definitely did not take effect.
-type RejectedError struct{ Reason string }
+// RejectedError is a request the server refused, or could not be sent: it definitely did
+// not take effect.
+type RejectedError struct {
+	Reason history.ErrorKind
+	// Message says more, when there is more to say.
+	Message string
+}
 
-func (e *RejectedError) Error() string { return "storage rejected the request: " + e.Reason }
+func (e *RejectedError) Error() string {
+	if e.Message != "" {
+		return fmt.Sprintf("storage rejected the request: %s: %s", e.Reason, e.Message)
+	}
+	return "storage rejected the request: " + string(e.Reason)
+}
 
 // Do sends one request and waits for the answer until ctx's deadline. A rejection is a
 // *RejectedError; any other error leaves the outcome unknown (the request may have been

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lockbreaker/lockbreaker/history"
 )
 
 // syncBuffer is a log the server and the test can share.
@@ -44,7 +46,7 @@ type step struct {
 	value    int64
 	token    *int64
 	accepted bool
-	reason   string
+	reason   history.ErrorKind
 	result   int64
 }
 
@@ -85,19 +87,19 @@ func TestFencingRejectsLowerTokensOnReadsAndWrites(t *testing.T) {
 		{op: OpRead, token: token(33), accepted: true, result: 0},
 		{op: OpRead, token: token(34), accepted: true, result: 0},
 		{op: OpWrite, value: 1, token: token(34), accepted: true, result: 1},
-		{op: OpWrite, value: 1, token: token(33), reason: RejectStale, result: 1},
-		{op: OpRead, token: token(33), reason: RejectStale, result: 1},
-		{op: OpWrite, value: 2, reason: RejectMissingToken},
+		{op: OpWrite, value: 1, token: token(33), reason: history.ErrStaleToken, result: 1},
+		{op: OpRead, token: token(33), reason: history.ErrStaleToken, result: 1},
+		{op: OpWrite, value: 2, reason: history.ErrMissingToken},
 		{op: OpWrite, value: 2, token: token(34), accepted: true, result: 2},
 		{op: OpInspect, accepted: true, result: 2},
-		{op: "delete", reason: RejectBadRequest},
+		{op: "delete", reason: history.ErrBadRequest},
 	})
 	entries := log.entries(t)
 	if len(entries) != 9 {
 		t.Fatalf("ground-truth log has %d entries, want 9", len(entries))
 	}
 	stale := entries[3]
-	if stale.Accepted || stale.Reason != RejectStale || stale.Highest == nil || *stale.Highest != 34 || *stale.Written != 1 {
+	if stale.Accepted || stale.Reason != history.ErrStaleToken || stale.Highest == nil || *stale.Highest != 34 || *stale.Written != 1 {
 		t.Errorf("stale write logged as %+v", stale)
 	}
 	for i := 1; i < len(entries); i++ {
