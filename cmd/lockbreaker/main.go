@@ -117,7 +117,7 @@ an image with the current content hash exists; run does the same before its firs
 The Debian mirror comes from the host's apt sources, or from LOCKBREAKER_APT_MIRROR.`,
 		examples: []string{
 			"lockbreaker images",
-			"LOCKBREAKER_APT_MIRROR=http://deb.debian.org/debian lockbreaker images",
+			"LOCKBREAKER_APT_MIRROR=http://mirror.example/debian lockbreaker images",
 		},
 		run: cmdImages,
 	},
