@@ -60,6 +60,9 @@ type Result struct {
 	Counts map[string]int `json:"counts,omitempty"`
 	// Files are artifacts the checker wrote into Options.Dir (names relative to it).
 	Files []string `json:"files,omitempty"`
+	// Overlaps are every pair of overlapping holds mutual-exclusion found, none left out:
+	// Evidence shows only the first few.
+	Overlaps []Overlap `json:"overlaps,omitempty"`
 }
 
 // Options are what a checker may use besides the history.

@@ -44,6 +44,7 @@ func (MutualExclusion) Check(_ context.Context, events []history.Event, _ Option
 	tl := newTimeline(events)
 	keys, groups := byKey(holds(ops, lastEvents(events)), func(h hold) string { return h.key })
 	var found evidence
+	var r Result
 	overlaps, total := 0, 0
 	for _, key := range keys {
 		total += len(groups[key])
@@ -55,12 +56,13 @@ func (MutualExclusion) Check(_ context.Context, events []history.Event, _ Option
 				ended = "its release"
 			}
 			overlap := time.Duration(min(earlier.until.Time, later.until.Time) - later.granted.Time)
+			r.Overlaps = append(r.Overlaps, Overlap{Key: key, Earlier: earlier.holding(), Later: later.holding(), Length: overlap})
 			found.addf("%s held %s from %s to %s, %s; %s acquired %s at %s while %s still believed it held it; overlap %v",
 				processName(earlier.process), key, tl.event(earlier.granted), tl.event(earlier.until), ended,
 				processName(later.process), key, tl.event(later.granted), processName(earlier.process), overlap)
 		}
 	}
-	r := Result{Evidence: found.list(), Counts: map[string]int{"holds": total, "overlaps": overlaps}}
+	r.Evidence, r.Counts = found.list(), map[string]int{"holds": total, "overlaps": overlaps}
 	if overlaps > 0 {
 		r.Verdict, r.Summary = Invalid, plural(overlaps, "overlapping hold")
 	} else {
@@ -126,4 +128,28 @@ func overlapping(keyHolds []hold) [][2]hold {
 		running = append(running, h)
 	}
 	return pairs
+}
+
+// Overlap is one occurrence of two clients holding a key at once, in event indexes, so
+// that a report can place it in the history.
+type Overlap struct {
+	Key     string  `json:"key"`
+	Earlier Holding `json:"earlier"`
+	Later   Holding `json:"later"`
+	// Length is how long both believed they held the key.
+	Length time.Duration `json:"length_ns"`
+}
+
+// Holding is one hold of an Overlap: who, from which event to which.
+type Holding struct {
+	Process int `json:"process"`
+	// Granted is the index of the acquire's ok, Until that of the release's invocation
+	// (Released) or of the process's last event.
+	Granted  int  `json:"granted"`
+	Until    int  `json:"until"`
+	Released bool `json:"released"`
+}
+
+func (h hold) holding() Holding {
+	return Holding{Process: h.process, Granted: h.granted.Index, Until: h.until.Index, Released: h.released}
 }
