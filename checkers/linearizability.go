@@ -2,7 +2,7 @@ package checkers
 
 // What the two porcupine checkers (lock-linearizable, data-safety) share: turning a key's
 // operations into porcupine operations, searching each key within one time budget, saying
-// where a search got stuck, and drawing porcupine's visualisation with the nemesis faults.
+// where a search got stuck, and drawing porcupine's visualisation (see visualise.go).
 //
 // The models differ on purpose (see lock_linearizable.go and data_safety.go); the rules for
 // indeterminate operations are the same for both and live here, in operations():
@@ -21,7 +21,6 @@ package checkers
 import (
 	"context"
 	"fmt"
-	"html"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -146,9 +145,9 @@ func (l linearizability) check(ctx context.Context, events []history.Event, opts
 	}
 	infinity := history.Span(events) + 1
 	tl := newTimeline(events)
-	var faults []porcupine.Annotation
+	var page visualisation
 	if opts.Dir != "" {
-		faults = faultAnnotations(history.Faults(events))
+		page = newVisualisation(events, tl, infinity)
 	}
 
 	r := Result{Counts: map[string]int{"keys": len(keys), "operations": len(modelled)}}
@@ -169,7 +168,7 @@ func (l linearizability) check(ctx context.Context, events []history.Event, opts
 		}
 		if opts.Dir != "" && s.searched {
 			name := files.next(l.name, key)
-			if err := l.visualise(filepath.Join(opts.Dir, name), s.info, faults); err != nil {
+			if err := page.write(filepath.Join(opts.Dir, name), l.model, s); err != nil {
 				doubt.addf("key %s: %v", key, err)
 			} else {
 				r.Files = append(r.Files, name)
@@ -287,46 +286,6 @@ func (l linearizability) explain(s keySearch, tl timeline) []string {
 		lines = append(lines, "  cannot come next: "+tl.describe(s.ops[stuck]))
 	}
 	return lines
-}
-
-// visualise writes porcupine's HTML for one key, with the nemesis faults on their own row.
-func (l linearizability) visualise(path string, info porcupine.LinearizationInfo, faults []porcupine.Annotation) error {
-	info.AddAnnotations(faults)
-	if err := porcupine.VisualizePath(forHTML(l.model), info, path); err != nil {
-		return fmt.Errorf("visualise %s: %w", filepath.Base(path), err)
-	}
-	return nil
-}
-
-// forHTML escapes what porcupine's page puts into a tooltip's innerHTML: state
-// descriptions and operation metadata, which carry strings from the history (an error
-// message, a key). Operation descriptions and annotations are set as textContent there, so
-// they stay as they are; escaping them would show the entities.
-func forHTML(m porcupine.Model) porcupine.Model {
-	state, metadata := m.DescribeState, m.DescribeOperationMetadata
-	m.DescribeState = func(s any) string { return html.EscapeString(state(s)) }
-	m.DescribeOperationMetadata = func(x any) string { return html.EscapeString(metadata(x)) }
-	return m
-}
-
-// faultAnnotations draws every nemesis fault as an annotation on the "nemesis" row.
-func faultAnnotations(faults []history.Fault) []porcupine.Annotation {
-	out := make([]porcupine.Annotation, 0, len(faults))
-	for _, f := range faults {
-		description := f.Description
-		if len(f.Targets) > 0 {
-			description += " " + strings.Join(f.Targets, ",")
-		}
-		details := "healed"
-		if !f.Healed {
-			details = "never healed: lasted until the history ended"
-		}
-		out = append(out, porcupine.Annotation{
-			Tag: "nemesis", Start: f.Start, End: f.Stop,
-			Description: description, Details: details, BackgroundColor: "#efaefc",
-		})
-	}
-	return out
 }
 
 // fileNames hands out visualisation file names, "<checker>-<key>.html", with the key made
