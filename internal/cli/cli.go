@@ -1,0 +1,518 @@
+// Package cli is the lockbreaker command line: run, check, clean, images, help, version
+// and worker. Our binary (cmd/lockbreaker) and a user's own binary built with
+// lockbreaker.Main run exactly this code, so both behave alike and a worker started from
+// either finds the same lock clients. See README.md for the commands; `lockbreaker help`
+// lists them.
+//
+// Exit codes: 0 valid, 1 invalid, 2 unknown, 254 bad arguments or input, 255 harness error.
+// Every failure is one line on stderr, never a stack trace; the CLI never decides a
+// verdict itself, it prints what the harness and the checkers said.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/lockbreaker/lockbreaker/checkers"
+	"github.com/lockbreaker/lockbreaker/containers"
+	"github.com/lockbreaker/lockbreaker/harness"
+	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/nemesis"
+	"github.com/lockbreaker/lockbreaker/results"
+	"github.com/lockbreaker/lockbreaker/system"
+	"github.com/lockbreaker/lockbreaker/workloads"
+)
+
+const (
+	exitValid    = 0
+	exitInvalid  = 1
+	exitUnknown  = 2
+	exitBadInput = 254
+	exitHarness  = 255
+	// defaultResults is where runs land: not "results", the package's own folder, so
+	// removing old runs never removes source.
+	defaultResults = "store"
+)
+
+const exitCodes = "exit codes: 0 valid, 1 invalid, 2 unknown, 254 bad arguments, 255 harness error\n"
+
+// command is one subcommand: how it runs and what its help says.
+type command struct {
+	name     string
+	synopsis string // one line in the command list
+	args     string // what the usage line shows after the name
+	about    string
+	// flags makes the command's flag set with its defaults; nil when it has none. Help
+	// lists the flags from the same code the command parses with, so they cannot drift.
+	flags    func() *flag.FlagSet
+	examples []string
+	run      func(ctx context.Context, args []string, stdout io.Writer) (int, error)
+}
+
+var commands = []command{
+	{
+		name:     "run",
+		synopsis: "run one test (default: Kleppmann's paused holder on a single Redis)",
+		args:     "[flags]",
+		about: `Starts the system's containers, lets the lock clients and the nemesis loose for the
+time limit, heals and tears everything down, then checks the history. Writes
+<results>/<test>/<timestamp>/ and points <results>/latest at it. Needs Docker.`,
+		flags: func() *flag.FlagSet {
+			spec := harness.DefaultSpec()
+			fs, _ := runFlags(&spec)
+			return fs
+		},
+		examples: []string{
+			"lockbreaker run",
+			"lockbreaker run --system redis --nemesis pause-holder --fencing on",
+			"lockbreaker run --system redlock --nemesis kleppmann-clock --ttl 6s --work 4s --time-limit 25s",
+		},
+		run: cmdRun,
+	},
+	{
+		name:     "check",
+		synopsis: "re-run the checkers on a saved run: lockbreaker check store/latest",
+		args:     "[flags] RUN",
+		about: `Re-runs every checker on a saved run's history and rewrites its results.json,
+report.html and junit.xml. RUN is a run directory, a latest link, a test directory or a
+results root (then its latest run). Needs no Docker.`,
+		flags: func() *flag.FlagSet {
+			fs, _ := checkFlags()
+			return fs
+		},
+		examples: []string{
+			"lockbreaker check store/latest",
+			"lockbreaker check --timeout 10m store/redis-redis-pause-holder-nofence",
+			"lockbreaker check store/redis-redis-pause-holder-nofence/20250101T120000Z",
+		},
+		run: cmdCheck,
+	},
+	{
+		name:     "clean",
+		synopsis: "remove every container and network lockbreaker left behind",
+		about: `Removes every container and network labelled by lockbreaker, e.g. those of a run
+that was killed with SIGKILL. Do not run it beside a run you want to keep.`,
+		examples: []string{
+			"lockbreaker clean",
+			"docker ps -a --filter label=org.lockbreaker.project   # what clean removes",
+		},
+		run: cmdClean,
+	},
+	{
+		name:     "images",
+		synopsis: "build the node image if it is missing",
+		about: `Builds the node image (Debian with redis-server, zookeeper, libfaketime, iptables) unless
+an image with the current content hash exists; run does the same before its first test.
+The Debian mirror comes from the host's apt sources, or from LOCKBREAKER_APT_MIRROR.`,
+		examples: []string{
+			"lockbreaker images",
+			"LOCKBREAKER_APT_MIRROR=http://mirror.example/debian lockbreaker images",
+		},
+		run: cmdImages,
+	},
+	{
+		name:     "version",
+		synopsis: "print the version and the node image tag",
+		about:    "Prints the module version, the commit it was built from when known, and the node image tag. Needs no Docker.",
+		examples: []string{"lockbreaker version"},
+		run:      cmdVersion,
+	},
+	{
+		name:     "worker",
+		synopsis: "(internal) a lock client process started by run",
+		about:    "A lock client process: run starts one per client and talks to it over stdin and stdout.",
+		run:      cmdWorker,
+	},
+}
+
+func lookup(name string) (command, bool) {
+	i := slices.IndexFunc(commands, func(c command) bool { return c.name == name })
+	if i < 0 {
+		return command{}, false
+	}
+	return commands[i], true
+}
+
+// badInput marks errors that are the user's input, not the harness's fault.
+type badInput struct{ error }
+
+// Main runs the command in os.Args and exits with its code. A process the harness
+// started as a worker runs the worker instead: workers are this same binary again.
+func Main() {
+	harness.MaybeRunWorker()
+	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func realMain(args []string, stdout, stderr io.Writer) (code int) {
+	// A bug is still one line and exit 255 for the user; the run's own defers (heal,
+	// teardown) have already run by the time the panic reaches here.
+	defer func() {
+		if p := recover(); p != nil {
+			fmt.Fprintln(stderr, "lockbreaker: internal error: "+oneLine(fmt.Sprint(p)))
+			code = exitHarness
+		}
+	}()
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "lockbreaker: no command given (try: lockbreaker help)")
+		return exitBadInput
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	if name := args[0]; name == "help" || name == "-h" || name == "--help" {
+		err = cmdHelp(args[1:], stdout)
+	} else if cmd, ok := lookup(name); !ok {
+		err = badInput{fmt.Errorf("unknown command %q (try: lockbreaker help)", name)}
+	} else if code, err = cmd.run(ctx, args[1:], stdout); errors.Is(err, flag.ErrHelp) {
+		printHelp(stdout, cmd)
+		return exitValid
+	}
+	if err == nil {
+		return code
+	}
+	fmt.Fprintln(stderr, "lockbreaker: "+oneLine(err.Error()))
+	var bad badInput
+	var spec *harness.SpecError
+	var corrupt *history.CorruptError
+	if errors.As(err, &bad) || errors.As(err, &spec) || errors.As(err, &corrupt) {
+		return exitBadInput
+	}
+	return exitHarness
+}
+
+func oneLine(s string) string { return escape(strings.ReplaceAll(s, "\n", "; ")) }
+
+// escape makes text safe for a terminal: summaries, notes and names can come from a saved
+// run anyone may have written, and an ESC sequence, \r or \b in them would rewrite what
+// the user sees. Control and other non-printing runes and invalid UTF-8 become Go escapes.
+func escape(s string) string {
+	var b strings.Builder
+	for len(s) > 0 {
+		r, n := utf8.DecodeRuneInString(s)
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[0])
+		case unicode.IsPrint(r):
+			b.WriteString(s[:n])
+		default:
+			q := strconv.QuoteRune(r) // '\x1b', '\r', '\u202e'
+			b.WriteString(q[1 : len(q)-1])
+		}
+		s = s[n:]
+	}
+	return b.String()
+}
+
+func cmdHelp(args []string, stdout io.Writer) error {
+	switch {
+	case len(args) > 1:
+		return badInput{errors.New("help: give at most one command, e.g. lockbreaker help run")}
+	case len(args) == 0 || args[0] == "help":
+		printUsage(stdout)
+		return nil
+	}
+	cmd, ok := lookup(args[0])
+	if !ok {
+		return badInput{fmt.Errorf("help: unknown command %q (try: lockbreaker help)", args[0])}
+	}
+	printHelp(stdout, cmd)
+	return nil
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintf(w, "usage: lockbreaker COMMAND [flags]\n\ncommands:\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, c := range commands {
+		fmt.Fprintf(tw, "  %s\t%s\n", c.name, c.synopsis)
+	}
+	fmt.Fprintf(tw, "  help\tlockbreaker help COMMAND (or lockbreaker COMMAND -h) explains one\n")
+	tw.Flush()
+	fmt.Fprint(w, "\n"+exitCodes)
+}
+
+// printHelp prints a command's usage: every flag with its default, and examples.
+func printHelp(w io.Writer, c command) {
+	fmt.Fprintf(w, "usage: lockbreaker %s %s\n\n%s\n\nflags:\n", c.name, c.args, c.about)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	if c.flags != nil {
+		c.flags().VisitAll(func(f *flag.Flag) {
+			kind, usage := flag.UnquoteUsage(f)
+			if _, ok := f.Value.(*durationValue); ok {
+				kind = "duration"
+			}
+			// A zero default is explained by the usage text itself ("0: twice the ttl").
+			if d := f.DefValue; d != "" && d != "0" && d != "0s" {
+				usage += " (default " + d + ")"
+			}
+			fmt.Fprintf(tw, "  --%s %s\t%s\n", f.Name, kind, usage)
+		})
+	}
+	fmt.Fprintf(tw, "  -h, --help\tprint this help\n")
+	tw.Flush()
+	if len(c.examples) > 0 {
+		fmt.Fprintf(w, "\nexamples:\n  %s\n", strings.Join(c.examples, "\n  "))
+	}
+	fmt.Fprint(w, "\n"+exitCodes)
+}
+
+// newFlags makes a flag set whose parse errors are reported once, by realMain.
+func newFlags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+// parseFlags parses flags only. -h and --help come back as flag.ErrHelp itself, for
+// realMain to print the command's help.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		return badInput{fmt.Errorf("%s: %w", fs.Name(), err)}
+	}
+	return err
+}
+
+// parse parses flags and refuses any other argument.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return badInput{fmt.Errorf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))}
+	}
+	return nil
+}
+
+// runOptions are run's flags that are not part of the spec.
+type runOptions struct {
+	nemesis, fencing, results string
+}
+
+// runFlags binds run's flags to spec, whose values are the defaults.
+func runFlags(spec *harness.Spec) (*flag.FlagSet, *runOptions) {
+	opts := &runOptions{}
+	fs := newFlags("run")
+	fs.StringVar(&spec.System, "system", spec.System, "lock service: "+strings.Join(system.Names(), ", "))
+	fs.StringVar(&spec.Client, "client", spec.Client, "lock client: "+strings.Join(workloads.ClientNames(), ", ")+"; empty: the system's own")
+	fs.StringVar(&opts.nemesis, "nemesis", strings.Join(spec.Nemesis, ","), "faults, comma-separated, or none: "+strings.Join(nemesis.Names(), ", "))
+	fs.StringVar(&opts.fencing, "fencing", "off", "on or off: whether the storage checks fencing tokens")
+	fs.IntVar(&spec.Clients, "clients", spec.Clients, "number of lock clients, one OS process each")
+	fs.IntVar(&spec.Nodes, "nodes", spec.Nodes, "cluster size; 0: the system's usual (redis 1, redlock 5, zookeeper 3)")
+	fs.Var((*durationValue)(&spec.TTL), "ttl", "lock lease; for ZooKeeper the session timeout")
+	fs.Var((*durationValue)(&spec.TimeLimit), "time-limit", "how long the clients run")
+	fs.Int64Var(&spec.Seed, "seed", spec.Seed, "seed of the nemesis schedule")
+	fs.Var((*durationValue)(&spec.Work), "work", "time a holder spends between reading and writing the register")
+	fs.Var((*durationValue)(&spec.Pause), "pause", "how long a paused process or node stays stopped; 0: twice the ttl")
+	fs.Var((*durationValue)(&spec.Interval), "interval", "mean time between faults")
+	fs.Var((*durationValue)(&spec.ClockOffset), "clock-offset", "how far clock faults move a clock; 0: twice the ttl")
+	fs.Float64Var(&spec.ClockRate, "clock-rate", spec.ClockRate, "how many times as fast the clock-rate fault runs a clock")
+	fs.StringVar(&spec.Key, "key", spec.Key, "lock key, also the storage register's key")
+	fs.StringVar(&spec.Test, "test", spec.Test, "test name, the run directory's parent; empty: derived from the flags")
+	fs.StringVar(&opts.results, "results", defaultResults, "directory the run directories are made in")
+	return fs, opts
+}
+
+func cmdRun(ctx context.Context, args []string, stdout io.Writer) (int, error) {
+	spec := harness.DefaultSpec()
+	fs, opts := runFlags(&spec)
+	if err := parse(fs, args); err != nil {
+		return 0, err
+	}
+	switch opts.fencing {
+	case "on":
+		spec.Fencing = true
+	case "off":
+	default:
+		return 0, badInput{fmt.Errorf("run: --fencing must be on or off, got %q", opts.fencing)}
+	}
+	if opts.results == "" {
+		return 0, badInput{errors.New("run: --results must name a directory, got an empty string")}
+	}
+	spec.Nemesis = strings.Split(opts.nemesis, ",")
+
+	runner := harness.Runner{ResultsRoot: opts.results, Progress: stdout}
+	dir, summary, err := runner.Run(ctx, spec)
+	if dir != "" && len(summary.Results) > 0 {
+		printVerdicts(stdout, dir, summary)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return exitCode(summary.Verdict), nil
+}
+
+// durationValue is a flag holding a harness.Duration, so help can show its default as 2s.
+type durationValue harness.Duration
+
+func (d *durationValue) String() string { return harness.Duration(*d).Std().String() }
+
+func (d *durationValue) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	*d = durationValue(v)
+	return err
+}
+
+// maxCheckTimeout caps check --timeout like run's other spans: a search longer than a day
+// is a typo, not a plan.
+const maxCheckTimeout = 24 * time.Hour
+
+// checkFlags makes check's flag set; timeout holds --timeout.
+func checkFlags() (fs *flag.FlagSet, timeout *harness.Duration) {
+	timeout = new(harness.Duration)
+	*timeout = harness.Duration(harness.DefaultCheckTimeout)
+	fs = newFlags("check")
+	fs.Var((*durationValue)(timeout), "timeout", "how long a checker may search (porcupine) before its verdict is unknown")
+	return fs, timeout
+}
+
+func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error) {
+	fs, timeout := checkFlags()
+	if err := parseFlags(fs, args); err != nil {
+		return 0, err
+	}
+	if t := timeout.Std(); t < time.Millisecond || t > maxCheckTimeout {
+		return 0, badInput{fmt.Errorf("check: --timeout must be between 1ms and 24h, got %s", t)}
+	}
+	if fs.NArg() != 1 {
+		return 0, badInput{errors.New("check: give one run directory, e.g. lockbreaker check store/latest")}
+	}
+	dir, err := results.Resolve(fs.Arg(0))
+	if err != nil {
+		return 0, badInput{err}
+	}
+	file, err := history.ReadFile(filepath.Join(dir, results.HistoryFile))
+	if err != nil {
+		return 0, err
+	}
+	summary, err := results.ReadSummary(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return 0, badInput{err}
+	}
+	// A check run again finds the note of the last one in the summary.
+	if file.Note != "" && !slices.Contains(summary.Notes, file.Note) {
+		summary.Notes = append(summary.Notes, file.Note)
+	}
+	summary, err = harness.Analyze(ctx, dir, file.Events, summary, timeout.Std())
+	// The verdicts stand even when the files cannot be written (a read-only run directory).
+	if len(summary.Results) > 0 {
+		printVerdicts(stdout, dir, summary)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("check: could not write the results files in %s: %w", dir, err)
+	}
+	return exitCode(summary.Verdict), nil
+}
+
+func cmdClean(ctx context.Context, args []string, stdout io.Writer) (int, error) {
+	if err := parse(newFlags("clean"), args); err != nil {
+		return 0, err
+	}
+	if err := containers.Ping(ctx); err != nil {
+		return 0, err
+	}
+	n, err := containers.Clean(ctx, "")
+	if err != nil {
+		return 0, err
+	}
+	fmt.Fprintf(stdout, "removed %d containers and networks\n", n)
+	return exitValid, nil
+}
+
+func cmdImages(ctx context.Context, args []string, stdout io.Writer) (int, error) {
+	if err := parse(newFlags("images"), args); err != nil {
+		return 0, err
+	}
+	if err := containers.Ping(ctx); err != nil {
+		return 0, err
+	}
+	ref, err := containers.EnsureImage(ctx, stdout)
+	if err != nil {
+		return 0, err
+	}
+	fmt.Fprintf(stdout, "node image: %s\n", ref)
+	return exitValid, nil
+}
+
+func cmdVersion(_ context.Context, args []string, stdout io.Writer) (int, error) {
+	if err := parse(newFlags("version"), args); err != nil {
+		return 0, err
+	}
+	version := "(no build information)"
+	if info, ok := debug.ReadBuildInfo(); ok {
+		version = describeBuild(info)
+	}
+	fmt.Fprintf(stdout, "lockbreaker %s\nnode image %s\n", version, containers.ImageRef())
+	return exitValid, nil
+}
+
+// describeBuild is the module version ("(devel)" from a checkout), with the commit and Go
+// version when the build recorded them.
+func describeBuild(info *debug.BuildInfo) string {
+	v := info.Main.Version
+	var rev, modified string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value
+		}
+	}
+	if rev != "" {
+		v += ", commit " + rev
+		if modified == "true" {
+			v += " with local changes"
+		}
+	}
+	return v + ", built with " + info.GoVersion
+}
+
+// cmdWorker is reached only when started by hand: workers are started with
+// harness.WorkerEnv set and never get here.
+func cmdWorker(_ context.Context, args []string, stdout io.Writer) (int, error) {
+	if err := parse(newFlags("worker"), args); err != nil {
+		return 0, err
+	}
+	return 0, harness.RunWorker(os.Stdin, stdout)
+}
+
+func exitCode(v checkers.Verdict) int {
+	switch v {
+	case checkers.Valid:
+		return exitValid
+	case checkers.Invalid:
+		return exitInvalid
+	}
+	return exitUnknown
+}
+
+func printVerdicts(w io.Writer, dir string, s results.Summary) {
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, r := range s.Results {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", escape(r.Checker), escape(strings.ToUpper(string(r.Verdict))), escape(r.Summary))
+	}
+	tw.Flush()
+	for _, n := range s.Notes {
+		fmt.Fprintf(w, "  note: %s\n", escape(n))
+	}
+	if s.Error != "" {
+		fmt.Fprintf(w, "  harness error: %s\n", oneLine(s.Error))
+	}
+	fmt.Fprintf(w, "\n%s: %s\nreport: %s\n", escape(s.Test), escape(strings.ToUpper(string(s.Verdict))), escape(filepath.Join(dir, results.ReportFile)))
+}
