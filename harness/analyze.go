@@ -15,7 +15,7 @@ import (
 const DefaultCheckTimeout = time.Minute
 
 // Analyze judges a history (checkers.Judge, its searches bounded by timeout), completes the
-// summary from it (results, verdict, op and fault counts) and writes results.json,
+// summary from it (results, verdict, op and fault counts, rerun command) and writes results.json,
 // report.html and junit.xml into dir. It needs nothing but the history and the summary's
 // spec, so `lockbreaker check` calls it on a saved run and gets the verdicts the run itself
 // got. The summary's times, notes and error are the caller's and are kept: checking again
@@ -28,6 +28,7 @@ func Analyze(ctx context.Context, dir string, events []history.Event, s results.
 	// A history that does not pair has no counts; every checker's verdict names why.
 	s.Ops, _ = results.Tally(events)
 	s.Faults = len(history.Faults(events))
+	s.Command = ReproduceCommand(s.Spec)
 	return s, results.WriteAll(dir, s, events)
 }
 

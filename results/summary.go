@@ -18,9 +18,11 @@ type Summary struct {
 	Test  string `json:"test"`
 	RunID string `json:"run_id"`
 	// Spec is the harness's spec as it ran; opaque here, shown pretty-printed in the report.
-	Spec     json.RawMessage `json:"spec,omitempty"`
-	Started  time.Time       `json:"started"`
-	Finished time.Time       `json:"finished"`
+	Spec json.RawMessage `json:"spec,omitempty"`
+	// Command is the shell command that runs the spec again.
+	Command  string    `json:"command,omitempty"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
 	// Verdict is the overall line: the worst of the checkers' verdicts, never valid when
 	// none decided or the harness broke.
 	Verdict checkers.Verdict `json:"verdict"`

@@ -1,0 +1,70 @@
+package harness
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+)
+
+// Args are the flags of `lockbreaker run` that run this spec again. Every setting is
+// written out, defaults included, so that a change of defaults cannot change what the
+// command runs; only the settings whose zero means "derived from the TTL or the system"
+// (nodes, pause, clock offset) and a test name that is the derived one are left out when
+// they are just that.
+func (s Spec) Args() []string {
+	nemesis := strings.Join(s.Nemesis, ",")
+	if nemesis == "" {
+		nemesis = "none"
+	}
+	fencing := "off"
+	if s.Fencing {
+		fencing = "on"
+	}
+	args := []string{"--system", s.System, "--client", s.Client, "--nemesis", nemesis, "--fencing", fencing,
+		"--clients", strconv.Itoa(s.Clients)}
+	if s.Nodes != 0 {
+		args = append(args, "--nodes", strconv.Itoa(s.Nodes))
+	}
+	args = append(args, "--ttl", s.TTL.Std().String(), "--time-limit", s.TimeLimit.Std().String(),
+		"--seed", strconv.FormatInt(s.Seed, 10), "--work", s.Work.Std().String())
+	for _, optional := range []struct {
+		flag string
+		d    Duration
+	}{{"--pause", s.Pause}, {"--clock-offset", s.ClockOffset}} {
+		if optional.d != 0 {
+			args = append(args, optional.flag, optional.d.Std().String())
+		}
+	}
+	args = append(args, "--interval", s.Interval.Std().String(),
+		"--clock-rate", strconv.FormatFloat(s.ClockRate, 'g', -1, 64), "--key", s.Key)
+	if s.Test != "" && s.Test != s.name() {
+		args = append(args, "--test", s.Test)
+	}
+	return args
+}
+
+// ReproduceCommand is the shell command that runs a saved spec (spec.json's bytes) again,
+// or "" when spec is not one.
+func ReproduceCommand(spec json.RawMessage) string {
+	var s Spec
+	if len(spec) == 0 || json.Unmarshal(spec, &s) != nil {
+		return ""
+	}
+	words := append([]string{"lockbreaker", "run"}, s.Args()...)
+	for i, w := range words {
+		words[i] = shellQuote(w)
+	}
+	return strings.Join(words, " ")
+}
+
+// shellQuote leaves a word of plain characters as it is and puts anything else in single
+// quotes, the one quoting a POSIX shell takes literally.
+func shellQuote(word string) string {
+	plain := word != "" && strings.IndexFunc(word, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.,:/=+@%", r))
+	}) < 0
+	if plain {
+		return word
+	}
+	return "'" + strings.ReplaceAll(word, "'", `'\''`) + "'"
+}

@@ -1,0 +1,49 @@
+package harness
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+func TestReproduceCommand(t *testing.T) {
+	local := DefaultSpec()
+	local.System, local.Client, local.Nemesis, local.TTL = "local", "local", []string{"pause-holder", "kill-client"}, Duration(500*time.Millisecond)
+	tests := []struct {
+		name   string
+		change func(*Spec)
+		want   string
+	}{
+		{"every setting, derived ones left out", func(*Spec) {},
+			"lockbreaker run --system local --client local --nemesis pause-holder,kill-client --fencing off --clients 5 " +
+				"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --interval 1s --clock-rate 2 --key lock"},
+		{"set derived ones are kept", func(s *Spec) {
+			s.Nodes, s.Pause, s.ClockOffset, s.Fencing, s.Nemesis = 5, Duration(3*time.Second), Duration(time.Minute), true, nil
+		}, "lockbreaker run --system local --client local --nemesis none --fencing on --clients 5 --nodes 5 " +
+			"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --pause 3s --clock-offset 1m0s --interval 1s --clock-rate 2 --key lock"},
+		{"the derived test name is left out", func(s *Spec) { s.Test = s.name() },
+			"lockbreaker run --system local --client local --nemesis pause-holder,kill-client --fencing off --clients 5 " +
+				"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --interval 1s --clock-rate 2 --key lock"},
+		{"a test name is quoted for the shell", func(s *Spec) { s.Test, s.ClockRate = `it's $(rm -rf ~)`, 1.5 },
+			"lockbreaker run --system local --client local --nemesis pause-holder,kill-client --fencing off --clients 5 " +
+				"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --interval 1s --clock-rate 1.5 --key lock --test 'it'\\''s $(rm -rf ~)'"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := local
+			tt.change(&s)
+			spec, err := json.Marshal(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := ReproduceCommand(spec); got != tt.want {
+				t.Errorf("command\n%s\nwant\n%s", got, tt.want)
+			}
+		})
+	}
+	for _, notASpec := range []string{"", "[]", `{"ttl": 5}`} {
+		if got := ReproduceCommand(json.RawMessage(notASpec)); got != "" {
+			t.Errorf("ReproduceCommand(%q) = %q, want none", notASpec, got)
+		}
+	}
+}
