@@ -63,6 +63,10 @@ type Result struct {
 	// Overlaps are every pair of overlapping holds mutual-exclusion found, none left out:
 	// Evidence shows only the first few.
 	Overlaps []Overlap `json:"overlaps,omitempty"`
+	// FirstViolation is when the earliest violating event this checker found happened,
+	// counted from the history's first event; nil when it found none. A suite reads it
+	// for how long a fault took to break the lock.
+	FirstViolation *time.Duration `json:"first_violation_ns,omitempty"`
 }
 
 // Options are what a checker may use besides the history.

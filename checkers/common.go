@@ -101,6 +101,28 @@ func (e *evidence) list() []string {
 	return append(slices.Clip(e.lines), fmt.Sprintf("... and %d more like these", e.dropped))
 }
 
+// earliest keeps the time of the first violating event a checker finds
+// (Result.FirstViolation).
+type earliest struct {
+	at    int64
+	found bool
+}
+
+func (e *earliest) see(t int64) {
+	if !e.found || t < e.at {
+		e.at, e.found = t, true
+	}
+}
+
+// since is the time found, counted from the timeline's start; nil when none was.
+func (e earliest) since(tl timeline) *time.Duration {
+	if !e.found {
+		return nil
+	}
+	d := history.Duration(tl.start, e.at)
+	return &d
+}
+
 // timeline prints times as offsets from the history's first event: raw CLOCK_MONOTONIC
 // nanoseconds mean nothing to a reader, offsets line up with the report's timeline.
 type timeline struct{ start int64 }

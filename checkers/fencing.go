@@ -57,6 +57,7 @@ func (Fencing) Check(_ context.Context, events []history.Event, _ Options) Resul
 
 	tl := newTimeline(events)
 	var regressions, duplicates, staleAccepted evidence
+	var violation earliest
 	keys, grantsByKey := byKey(grants, opKey)
 	for _, key := range keys {
 		first := map[int64]history.Op{} // token -> its first grant
@@ -67,14 +68,17 @@ func (Fencing) Check(_ context.Context, events []history.Event, _ Options) Resul
 			case !seen:
 				first[t] = g
 			case earlier.Process() == g.Process():
+				violation.see(g.Complete.Time)
 				duplicates.addf("key %s: token %d granted twice to %s (#%d and #%d)", key, t, processName(g.Process()), earlier.Complete.Index, g.Complete.Index)
 			default:
+				violation.see(g.Complete.Time)
 				duplicates.addf("key %s: token %d granted to %s (#%d) and to %s (#%d)", key, t,
 					processName(earlier.Process()), earlier.Complete.Index, processName(g.Process()), g.Complete.Index)
 			}
 		}
 		sweepCompletedBefore(grantsByKey[key], grantedToken, func(g, best history.Op, found bool) {
 			if found && grantedToken(g) < grantedToken(best) {
+				violation.see(g.Complete.Time)
 				regressions.addf("key %s: token %d granted to %s at %s after token %d was granted to %s at %s",
 					key, grantedToken(g), processName(g.Process()), tl.event(*g.Complete),
 					grantedToken(best), processName(best.Process()), tl.event(*best.Complete))
@@ -85,6 +89,7 @@ func (Fencing) Check(_ context.Context, events []history.Event, _ Options) Resul
 	for _, key := range keys {
 		sweepCompletedBefore(acceptedByKey[key], carriedToken, func(req, best history.Op, found bool) {
 			if found && carriedToken(req) < carriedToken(best) {
+				violation.see(req.Complete.Time)
 				staleAccepted.addf("key %s: storage accepted %s after accepting token %d from %s at %s",
 					key, tl.describe(req), carriedToken(best), processName(best.Process()), tl.event(*best.Complete))
 			}
@@ -101,6 +106,7 @@ func (Fencing) Check(_ context.Context, events []history.Event, _ Options) Resul
 			"stale-accepted":    staleAccepted.count(),
 		},
 	}
+	r.FirstViolation = violation.since(tl)
 	var failures []string
 	if n := regressions.count(); n > 0 {
 		failures = append(failures, plural(n, "token regression"))

@@ -37,8 +37,10 @@ func (LostUpdates) Check(_ context.Context, events []history.Event, _ Options) R
 	var counted, acknowledged, indeterminate, final, lost int
 	var damage, stale evidence
 	var unread, broken []string
+	var first earliest
 	for _, key := range keys {
 		var accepted []history.Op
+		var finalRead *history.Event
 		unsure, finalValue, read := 0, int64(0), false
 		for _, op := range groups[key] {
 			switch {
@@ -47,7 +49,7 @@ func (LostUpdates) Check(_ context.Context, events []history.Event, _ Options) R
 			case op.Func() == history.Write && op.Type() == history.Info:
 				unsure++
 			case op.Func() == history.FinalRead && op.Type() == history.OK && op.Complete.Value != nil:
-				finalValue, read = *op.Complete.Value, true
+				finalValue, read, finalRead = *op.Complete.Value, true, op.Complete
 			}
 		}
 		if len(accepted)+unsure == 0 && !read {
@@ -60,6 +62,7 @@ func (LostUpdates) Check(_ context.Context, events []history.Event, _ Options) R
 		sweepCompletedBefore(accepted, writtenValue, func(w, earlier history.Op, found bool) {
 			if found && writtenValue(w) <= writtenValue(earlier) {
 				overwrites++
+				first.see(w.Complete.Time)
 				stale.addf("stale overwrite: %s wrote %d after %s had written %d: %s",
 					processName(w.Process()), writtenValue(w), processName(earlier.Process()), writtenValue(earlier), tl.describe(w))
 			}
@@ -81,10 +84,12 @@ func (LostUpdates) Check(_ context.Context, events []history.Event, _ Options) R
 			lost += max(int(w-f)-overwrites, 0)
 			damage.addf("key %s: final counter %d, %d acknowledged increments: %d lost", key, f, w, w-f)
 		case f < w:
+			first.see(finalRead.Time)
 			lost += int(w - f)
 			broken = append(broken, key)
 			damage.addf("key %s: final counter %d, %d acknowledged increments: %d lost", key, f, w, w-f)
 		case f > w+int64(unsure):
+			first.see(finalRead.Time)
 			broken = append(broken, key)
 			damage.addf("key %s: final counter %d, but only %d acknowledged and %d indeterminate increments: %d that no client made",
 				key, f, w, unsure, f-w-int64(unsure))
@@ -95,6 +100,7 @@ func (LostUpdates) Check(_ context.Context, events []history.Event, _ Options) R
 		Evidence: append(damage.list(), stale.list()...),
 		Counts:   map[string]int{"acknowledged": acknowledged, "indeterminate": indeterminate, "final": final, "lost": lost},
 	}
+	r.FirstViolation = first.since(tl)
 	switch {
 	case len(broken) > 0 && lost > 0:
 		r.Verdict, r.Summary = Invalid, plural(lost, "acknowledged increment")+" lost"

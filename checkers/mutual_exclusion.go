@@ -45,6 +45,7 @@ func (MutualExclusion) Check(_ context.Context, events []history.Event, _ Option
 	keys, groups := byKey(holds(ops, lastEvents(events)), func(h hold) string { return h.key })
 	var found evidence
 	var r Result
+	var first earliest
 	overlaps, total := 0, 0
 	for _, key := range keys {
 		total += len(groups[key])
@@ -56,6 +57,7 @@ func (MutualExclusion) Check(_ context.Context, events []history.Event, _ Option
 				ended = "its release"
 			}
 			overlap := time.Duration(min(earlier.until.Time, later.until.Time) - later.granted.Time)
+			first.see(later.granted.Time)
 			r.Overlaps = append(r.Overlaps, Overlap{Key: key, Earlier: earlier.holding(), Later: later.holding(), Length: overlap})
 			found.addf("%s held %s from %s to %s, %s; %s acquired %s at %s while %s still believed it held it; overlap %v",
 				processName(earlier.process), key, tl.event(earlier.granted), tl.event(earlier.until), ended,
@@ -63,6 +65,7 @@ func (MutualExclusion) Check(_ context.Context, events []history.Event, _ Option
 		}
 	}
 	r.Evidence, r.Counts = found.list(), map[string]int{"holds": total, "overlaps": overlaps}
+	r.FirstViolation = first.since(tl)
 	if overlaps > 0 {
 		r.Verdict, r.Summary = Invalid, plural(overlaps, "overlapping hold")
 	} else {
