@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,11 +34,18 @@ type Spec struct {
 	Partitions bool
 	// TTL is the lock's lease; systems with sessions size their timeouts by it.
 	TTL time.Duration
+	// Persistence is what the nodes keep on disk, for systems that let it be chosen; ""
+	// keeps nothing.
+	Persistence system.Persistence
+	// MinReplicas and MinReplicasMaxLag make a replicated system's primary refuse writes
+	// that too few replicas acknowledged (see system.Cluster).
+	MinReplicas       int
+	MinReplicasMaxLag time.Duration
 }
 
-// Node is one server of a cluster.
+// Node is one server of a cluster: a lock node or a monitor beside the nodes.
 type Node struct {
-	Name        string // n1..nN, also its host name and alias on the cluster network
+	Name        string // n1..nN (s1..sM for monitors), also its host name and alias on the cluster network
 	ContainerID string
 	IP          string // on the cluster network
 	Port        int    // the server's client port
@@ -50,11 +58,15 @@ func (n Node) Addr() string { return net.JoinHostPort(n.IP, strconv.Itoa(n.Port)
 
 // Cluster is a running cluster. Its methods are safe for concurrent use.
 type Cluster struct {
-	spec    Spec
-	recipe  *system.Container
-	network string // lockbreaker-<run id>
-	gateway string
-	nodes   []Node
+	spec     Spec
+	recipe   *system.Container
+	network  string // lockbreaker-<run id>
+	gateway  string
+	nodes    []Node
+	monitors []Node
+
+	mu   sync.Mutex
+	down map[string]bool // nodes killed and not started again
 }
 
 // readyTimeout bounds the wait for a started cluster to serve.
@@ -78,14 +90,22 @@ func (s Spec) withDefaults() (Spec, *system.Container, error) {
 	if sys.Container == nil {
 		return s, nil, fmt.Errorf("system %s does not run in containers", s.System)
 	}
+	switch {
+	case s.Persistence != "" && !sys.Persistence:
+		return s, nil, fmt.Errorf("system %s does not choose what its nodes keep on disk", s.System)
+	case s.MinReplicas > 0 && !sys.Replicated:
+		return s, nil, fmt.Errorf("system %s has no replicas", s.System)
+	}
 	s.Nodes, err = sys.Check(s.Nodes)
 	return s, sys.Container, err
 }
 
 // Start creates the network lockbreaker-<run id>, starts the nodes on it and
-// waits until each serves: Redis answers PING, every ZooKeeper server reports
-// a leader or follower mode (a quorum formed). On any error, a cancelled ctx
-// (an interrupt) included, it removes whatever it had created and returns a nil
+// waits until each serves: Redis answers PING (a replica has its link to the
+// primary up), every ZooKeeper server reports a leader or follower mode (a quorum
+// formed). Monitors (Sentinels) start after the nodes serve, and Start waits until
+// they know every node and each other. On any error, a cancelled ctx (an
+// interrupt) included, it removes whatever it had created and returns a nil
 // cluster.
 func Start(ctx context.Context, spec Spec) (*Cluster, error) {
 	spec, recipe, err := spec.withDefaults()
@@ -95,7 +115,7 @@ func Start(ctx context.Context, spec Spec) (*Cluster, error) {
 	if err := Ping(ctx); err != nil {
 		return nil, err
 	}
-	c := &Cluster{spec: spec, recipe: recipe, network: "lockbreaker-" + spec.RunID}
+	c := &Cluster{spec: spec, recipe: recipe, network: "lockbreaker-" + spec.RunID, down: map[string]bool{}}
 	if err := c.start(ctx); err != nil {
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
@@ -105,7 +125,8 @@ func Start(ctx context.Context, spec Spec) (*Cluster, error) {
 }
 
 // startHook, when set (by tests), is called as Start passes each stage: "network",
-// "node n1".."node nN" (each node started), "nodes", "ready".
+// "node n1".."node nN" (each node started), "nodes", "ready", and with monitors
+// "node s1".."node sM", "monitors".
 var startHook func(stage string)
 
 func (c *Cluster) reached(stage string) {
@@ -147,51 +168,90 @@ func (c *Cluster) start(ctx context.Context) error {
 		return fmt.Errorf("network %s has no IPv4 gateway", c.network)
 	}
 
-	// Start the nodes together: ZooKeeper servers look each other up by name. A node
-	// not yet begun when ctx is cancelled is not started at all.
-	nodes := make([]Node, c.spec.Nodes)
-	errs := make([]error, c.spec.Nodes)
+	// Start the nodes together: ZooKeeper servers look each other up by name.
+	cluster := c.setupCluster()
+	nodes, err := c.startAll(ctx, create, labels, "n", c.spec.Nodes, c.recipe.Port, func(id int) system.NodeSetup {
+		return c.recipe.Node(cluster, id)
+	})
+	if err != nil {
+		return err
+	}
+	c.nodes = nodes
+	c.reached("nodes")
+	if err := c.waitAll(ctx, c.nodes, c.recipe.Ready); err != nil {
+		return err
+	}
+	c.reached("ready")
+
+	m := c.recipe.Monitors
+	if m == nil {
+		return ctx.Err()
+	}
+	// Monitors find the nodes by name, so they start once the nodes serve.
+	c.monitors, err = c.startAll(ctx, create, labels, m.Prefix, m.Count, m.Port, func(id int) system.NodeSetup {
+		return m.Node(cluster, id)
+	})
+	if err != nil {
+		return err
+	}
+	if err := c.waitAll(ctx, c.monitors, func(ctx context.Context, addr string) error { return m.Ready(ctx, cluster, addr) }); err != nil {
+		return err
+	}
+	c.reached("monitors")
+	return ctx.Err()
+}
+
+// setupCluster is what the system's recipe is told about the cluster.
+func (c *Cluster) setupCluster() system.Cluster {
+	return system.Cluster{Nodes: c.spec.Nodes, TTL: c.spec.TTL, Persistence: c.spec.Persistence,
+		MinReplicas: c.spec.MinReplicas, MinReplicasMaxLag: c.spec.MinReplicasMaxLag}
+}
+
+// startAll starts count containers named <prefix>1.. at once, from the setup of each id.
+// A container not yet begun when ctx is cancelled is not started at all; Stop removes
+// those that were, by label.
+func (c *Cluster) startAll(ctx, create context.Context, labels map[string]string, prefix string, count, port int,
+	setup func(id int) system.NodeSetup) ([]Node, error) {
+	nodes := make([]Node, count)
+	errs := make([]error, count)
 	var wg sync.WaitGroup
 	for i := range nodes {
 		wg.Go(func() {
 			if errs[i] = ctx.Err(); errs[i] != nil {
 				return
 			}
-			nodes[i], errs[i] = c.startNode(create, i+1, labels)
+			name := prefix + strconv.Itoa(i+1)
+			nodes[i], errs[i] = c.startNode(create, name, port, setup(i+1), labels)
 			if errs[i] == nil {
-				c.reached("node " + nodes[i].Name)
+				c.reached("node " + name)
 			}
 		})
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	c.nodes = nodes
-	c.reached("nodes")
+	return nodes, errors.Join(errs...)
+}
 
+// waitAll waits until every node in nodes passes ready, within readyTimeout.
+func (c *Cluster) waitAll(ctx context.Context, nodes []Node, ready func(context.Context, string) error) error {
 	readyCtx, cancelReady := context.WithTimeout(ctx, readyTimeout)
 	defer cancelReady()
-	for i, n := range c.nodes {
-		wg.Go(func() { errs[i] = c.waitReady(readyCtx, n) })
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Go(func() { errs[i] = c.waitReady(readyCtx, n, ready) })
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	c.reached("ready")
-	return ctx.Err()
+	return errors.Join(errs...)
 }
 
-// startNode creates and starts node n<id> and returns it with its IP.
-func (c *Cluster) startNode(ctx context.Context, id int, labels map[string]string) (Node, error) {
-	name := "n" + strconv.Itoa(id)
+// startNode creates and starts the container of node name and returns it with its IP.
+func (c *Cluster) startNode(ctx context.Context, name string, port int, setup system.NodeSetup, labels map[string]string) (Node, error) {
 	labels = maps.Clone(labels)
 	labels[LabelNode] = name
 	env := map[string]string{}
@@ -212,7 +272,6 @@ func (c *Cluster) startNode(ctx context.Context, id int, labels map[string]strin
 		// added here: once a HostConfigModifier is set, CapAdd is ignored.
 		req.HostConfigModifier = func(hc *container.HostConfig) { hc.CapAdd = append(hc.CapAdd, "NET_ADMIN") }
 	}
-	setup := c.recipe.Node(system.Cluster{Nodes: c.spec.Nodes, TTL: c.spec.TTL}, id)
 	req.Cmd = setup.Cmd
 	for _, f := range setup.Files {
 		req.Files = append(req.Files, testcontainers.ContainerFile{
@@ -225,28 +284,35 @@ func (c *Cluster) startNode(ctx context.Context, id int, labels map[string]strin
 	if err != nil {
 		return Node{}, fmt.Errorf("start %s node %s: %w", c.spec.System, name, err)
 	}
-	node := Node{Name: name, ContainerID: ctr.GetContainerID(), Port: c.recipe.Port}
-	cli, _ := docker()
-	info, err := cli.ContainerInspect(ctx, node.ContainerID, client.ContainerInspectOptions{})
-	if err != nil {
-		return node, fmt.Errorf("start %s node %s: inspect: %w", c.spec.System, name, err)
-	}
-	if ns := info.Container.NetworkSettings; ns != nil && ns.Networks[c.network] != nil {
-		node.IP = ns.Networks[c.network].IPAddress.String()
-	}
-	if net.ParseIP(node.IP) == nil {
-		return node, fmt.Errorf("start %s node %s: no IP on network %s", c.spec.System, name, c.network)
-	}
-	return node, nil
+	node := Node{Name: name, ContainerID: ctr.GetContainerID(), Port: port}
+	node.IP, err = c.containerIP(ctx, node)
+	return node, err
 }
 
-// waitReady polls node n from this host until it serves, fails fast when its
-// container exits, and reports the end of its log when it gives up.
-func (c *Cluster) waitReady(ctx context.Context, n Node) error {
+// containerIP asks the engine for node n's address on the cluster network.
+func (c *Cluster) containerIP(ctx context.Context, n Node) (string, error) {
+	cli, _ := docker()
+	info, err := cli.ContainerInspect(ctx, n.ContainerID, client.ContainerInspectOptions{})
+	if err != nil {
+		return "", fmt.Errorf("%s node %s: inspect: %w", c.spec.System, n.Name, err)
+	}
+	var ip string
+	if ns := info.Container.NetworkSettings; ns != nil && ns.Networks[c.network] != nil {
+		ip = ns.Networks[c.network].IPAddress.String()
+	}
+	if net.ParseIP(ip) == nil {
+		return "", fmt.Errorf("%s node %s: no IP on network %s", c.spec.System, n.Name, c.network)
+	}
+	return ip, nil
+}
+
+// waitReady polls node n from this host until ready says it serves, fails fast when
+// its container exits, and reports the end of its log when it gives up.
+func (c *Cluster) waitReady(ctx context.Context, n Node, ready func(context.Context, string) error) error {
 	cli, _ := docker()
 	var last error
 	for attempt := 0; ; attempt++ {
-		if last = c.recipe.Ready(ctx, n.Addr()); last == nil {
+		if last = ready(ctx, n.Addr()); last == nil {
 			return nil
 		}
 		if attempt%10 == 9 {
@@ -265,6 +331,19 @@ func (c *Cluster) waitReady(ctx context.Context, n Node) error {
 
 // Nodes returns the cluster's nodes, n1 first.
 func (c *Cluster) Nodes() []Node { return append([]Node(nil), c.nodes...) }
+
+// Monitors returns the monitors beside the nodes (Sentinels), s1 first; none for most
+// systems.
+func (c *Cluster) Monitors() []Node { return append([]Node(nil), c.monitors...) }
+
+// MonitorAddrs are the addresses lock clients dial to find the nodes through the monitors.
+func (c *Cluster) MonitorAddrs() []string {
+	var addrs []string
+	for _, n := range c.monitors {
+		addrs = append(addrs, n.Addr())
+	}
+	return addrs
+}
 
 // Spec returns the cluster's spec, with defaults filled in.
 func (c *Cluster) Spec() Spec { return c.spec }
@@ -301,14 +380,23 @@ func (c *Cluster) Addrs() []string {
 	return addrs
 }
 
-// IP is node name's address on the cluster network, or "" if there is no such node.
+// IP is node (or monitor) name's address on the cluster network, or "" if there is no
+// such node.
 func (c *Cluster) IP(name string) string {
 	n, _ := c.node(name)
 	return n.IP
 }
 
+// node finds a node or a monitor by name.
 func (c *Cluster) node(name string) (Node, error) {
-	for _, n := range c.nodes {
+	return c.find(slices.Concat(c.nodes, c.monitors), name)
+}
+
+// lockNode finds a node (not a monitor) by name.
+func (c *Cluster) lockNode(name string) (Node, error) { return c.find(c.nodes, name) }
+
+func (c *Cluster) find(nodes []Node, name string) (Node, error) {
+	for _, n := range nodes {
 		if n.Name == name {
 			return n, nil
 		}

@@ -59,7 +59,7 @@ func (w testWriter) Write(b []byte) (int, error) {
 func startCluster(t *testing.T, spec Spec) *Cluster {
 	t.Helper()
 	spec.Image = nodeImage(t)
-	spec.RunID = fmt.Sprintf("test-%s-%d", strings.ToLower(t.Name()), time.Now().UnixNano())
+	spec.RunID = fmt.Sprintf("test-%s-%d", strings.ReplaceAll(strings.ToLower(t.Name()), "/", "-"), time.Now().UnixNano())
 	start := time.Now()
 	c, err := Start(context.Background(), spec)
 	if err != nil {
@@ -108,7 +108,13 @@ func redisPing(addr string, timeout time.Duration) error {
 // eventually retries f for up to 10 s.
 func eventually(t *testing.T, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	eventuallyWithin(t, 10*time.Second, what, f)
+}
+
+// eventuallyWithin retries f for up to d.
+func eventuallyWithin(t *testing.T, d time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for {
 		err := f()
 		if err == nil {
@@ -387,6 +393,8 @@ func TestSpecChecks(t *testing.T) {
 		{RunID: "r", Image: "i", System: "redis", Nodes: 3},
 		{RunID: "r", Image: "i", System: "zookeeper", Nodes: 4},
 		{RunID: "r", Image: "i", System: "local"},
+		{RunID: "r", Image: "i", System: "zookeeper", Persistence: system.PersistNone},
+		{RunID: "r", Image: "i", System: "redis", MinReplicas: 1},
 	} {
 		if _, _, err := spec.withDefaults(); err == nil {
 			t.Errorf("%+v accepted", spec)

@@ -9,12 +9,14 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 	"golang.org/x/sys/unix"
 
@@ -43,7 +45,7 @@ func (c *Cluster) Leader(ctx context.Context) (string, error) {
 	if c.recipe.Role == nil {
 		return "", fmt.Errorf("a %s cluster has no leader", c.spec.System)
 	}
-	for _, n := range c.nodes {
+	for _, n := range c.running() {
 		if role, err := c.recipe.Role(ctx, n.Addr()); err == nil && role == system.Leader {
 			return n.Name, nil
 		}
@@ -124,7 +126,7 @@ func (c *Cluster) ResetClocks(ctx context.Context) error {
 	if !c.spec.Faketime {
 		return nil
 	}
-	return c.eachNode(func(n Node) error { return c.SetClock(ctx, n.Name, 0) })
+	return c.each(c.running(), func(n Node) error { return c.SetClock(ctx, n.Name, 0) })
 }
 
 // DropFrom makes node name drop every packet coming from the given source
@@ -153,25 +155,133 @@ func (c *Cluster) HealNetwork(ctx context.Context) error {
 	if !c.spec.Partitions {
 		return nil
 	}
-	return c.eachNode(func(n Node) error {
+	return c.each(c.running(), func(n Node) error {
 		_, err := c.Exec(ctx, n.Name, "iptables", "-w", "-F", "INPUT")
 		return err
 	})
 }
 
-// Heal undoes every fault this package can inject: it continues every node
-// (SIGCONT), removes the partitions and resets the clocks. Run it in a defer.
+// Heal undoes every fault this package can inject: it starts every killed node again,
+// continues every node (SIGCONT), removes the partitions and resets the clocks. Run it
+// in a defer.
 func (c *Cluster) Heal(ctx context.Context) error {
-	cont := c.eachNode(func(n Node) error { return c.Signal(ctx, n.Name, syscall.SIGCONT) })
-	return errors.Join(cont, c.HealNetwork(ctx), c.ResetClocks(ctx))
+	restart := c.each(c.killed(), func(n Node) error { return c.Restart(ctx, n.Name) })
+	cont := c.each(c.running(), func(n Node) error { return c.Signal(ctx, n.Name, syscall.SIGCONT) })
+	return errors.Join(restart, cont, c.HealNetwork(ctx), c.ResetClocks(ctx))
 }
 
-// eachNode runs f on every node at once and joins the errors: a heal must take effect on
-// all nodes together, not one docker exec after another.
-func (c *Cluster) eachNode(f func(Node) error) error {
-	errs := make([]error, len(c.nodes))
+// Kill crashes node name's server with SIGKILL, as a crash would, and returns once its
+// container has stopped. The container keeps its disk, which Restart starts the server
+// on again; until then the node's role is system.Down.
+func (c *Cluster) Kill(ctx context.Context, name string) error {
+	n, err := c.lockNode(name)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := bounded(ctx)
+	defer cancel()
+	cli, _ := docker()
+	// Waiting for "not running" returns at once for a container already stopped, so asking
+	// before the kill cannot miss it.
+	stopped := cli.ContainerWait(ctx, n.ContainerID, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+	c.setDown(name, true)
+	if _, err := cli.ContainerKill(ctx, n.ContainerID, client.ContainerKillOptions{Signal: "SIGKILL"}); err != nil {
+		c.setDown(name, false)
+		return fmt.Errorf("kill node %s: %w", name, err)
+	}
+	select {
+	case <-stopped.Result:
+		return nil
+	case err := <-stopped.Error:
+		return fmt.Errorf("kill node %s: wait for it to stop: %w", name, err)
+	}
+}
+
+// Restart starts node name's killed server again, with whatever its disk kept, and returns
+// once it serves. A node that came back at another address is an error: the lock clients
+// and the monitors know it by its address.
+func (c *Cluster) Restart(ctx context.Context, name string) error {
+	n, err := c.lockNode(name)
+	if err != nil {
+		return err
+	}
+	start, cancel := bounded(ctx)
+	defer cancel()
+	cli, _ := docker()
+	if _, err := cli.ContainerStart(start, n.ContainerID, client.ContainerStartOptions{}); err != nil {
+		return fmt.Errorf("restart node %s: %w", name, err)
+	}
+	c.setDown(name, false)
+	ip, err := c.containerIP(start, n)
+	switch {
+	case err != nil:
+		return fmt.Errorf("restart node %s: %w", name, err)
+	case ip != n.IP:
+		return fmt.Errorf("restart node %s: it came back at %s, not %s, where the clients look for it", name, ip, n.IP)
+	}
+	ready, cancelReady := context.WithTimeout(ctx, readyTimeout)
+	defer cancelReady()
+	return c.waitReady(ready, n, c.recipe.Ready)
+}
+
+// Roles asks every node for its part in the cluster now: system.Down for a node killed
+// and not started again, system.Unknown for one that does not say (paused, cut off from
+// this host, between roles).
+func (c *Cluster) Roles(ctx context.Context) (map[string]system.Role, error) {
+	if c.recipe.Role == nil {
+		return nil, fmt.Errorf("the nodes of a %s cluster have no roles", c.spec.System)
+	}
+	var mu sync.Mutex
+	roles := map[string]system.Role{}
+	for _, n := range c.killed() {
+		roles[n.Name] = system.Down
+	}
+	err := c.each(c.running(), func(n Node) error {
+		role, err := c.recipe.Role(ctx, n.Addr())
+		if err != nil || role == "" {
+			role = system.Unknown
+		}
+		mu.Lock()
+		roles[n.Name] = role
+		mu.Unlock()
+		return nil
+	})
+	return roles, err
+}
+
+func (c *Cluster) setDown(name string, down bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if down {
+		c.down[name] = true
+	} else {
+		delete(c.down, name)
+	}
+}
+
+// running are the nodes whose servers run (or are paused); killed those that were killed
+// and not started again.
+func (c *Cluster) running() []Node { return c.byDown(false) }
+func (c *Cluster) killed() []Node  { return c.byDown(true) }
+
+func (c *Cluster) byDown(down bool) []Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var nodes []Node
+	for _, n := range c.nodes {
+		if c.down[n.Name] == down {
+			nodes = append(nodes, n)
+		}
+	}
+	return nodes
+}
+
+// each runs f on every one of nodes at once and joins the errors: a heal must take effect
+// on all nodes together, not one docker exec after another.
+func (c *Cluster) each(nodes []Node, f func(Node) error) error {
+	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup
-	for i, n := range c.nodes {
+	for i, n := range nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -182,14 +292,14 @@ func (c *Cluster) eachNode(f func(Node) error) error {
 	return errors.Join(errs...)
 }
 
-// CollectLogs writes each node's container log (stdout and stderr, each line
+// CollectLogs writes each node's (and monitor's) container log (stdout and stderr, each line
 // prefixed with the engine's real-time timestamp, since the server's own
 // timestamps may be faked) to dir/<node>.log.
 func (c *Cluster) CollectLogs(ctx context.Context, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("collect node logs: %w", err)
 	}
-	return c.eachNode(func(n Node) error {
+	return c.each(slices.Concat(c.nodes, c.monitors), func(n Node) error {
 		f, err := os.Create(filepath.Join(dir, n.Name+".log"))
 		if err != nil {
 			return fmt.Errorf("collect log of node %s: %w", n.Name, err)

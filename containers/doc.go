@@ -1,8 +1,10 @@
 // Package containers builds the lockbreaker node image and runs the clusters
-// under test (single Redis, Redlock's independent Redis masters, a ZooKeeper
-// ensemble) in Docker, and gives the nemesis its levers on them: signals
-// (SIGSTOP/SIGCONT), clock offsets through libfaketime, and partitions through
-// iptables rules inside the nodes.
+// under test (single Redis, Redlock's independent Redis masters, a Redis primary
+// with replicas and Sentinels, a ZooKeeper ensemble) in Docker, and gives the
+// nemesis its levers on them: signals (SIGSTOP/SIGCONT), crashes and restarts
+// (SIGKILL, then the same container started again on what its disk kept), clock
+// offsets through libfaketime, partitions through iptables rules inside the
+// nodes, and each node's role (leader, primary, replica...).
 //
 // Containers are created with testcontainers-go, whose Ryuk reaper is disabled
 // (its image cannot be pulled where lockbreaker runs). Instead everything the

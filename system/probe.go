@@ -3,8 +3,11 @@ package system
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -31,5 +34,21 @@ func readLine(r *bufio.Reader) (string, error) { return r.ReadString('\n') }
 
 func readAll(r *bufio.Reader) (string, error) {
 	b, err := io.ReadAll(r)
+	return string(b), err
+}
+
+// readBulk reads one Redis bulk string ("$5\r\nhello\r\n"); an error reply is an error.
+func readBulk(r *bufio.Reader) (string, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	line = strings.TrimSpace(line)
+	n, err := strconv.Atoi(strings.TrimPrefix(line, "$"))
+	if !strings.HasPrefix(line, "$") || err != nil || n < 0 {
+		return "", fmt.Errorf("answered %q", line)
+	}
+	b := make([]byte, n)
+	_, err = io.ReadFull(r, b)
 	return string(b), err
 }

@@ -6,18 +6,20 @@ import (
 	"strings"
 )
 
-// A single Redis and Redlock's independent masters run the same server: one that keeps
-// nothing on disk and logs to stdout.
+// A single Redis and Redlock's independent masters run the same server, logging to stdout
+// and keeping on disk what the run's persistence says.
 var redisServer = &Container{
-	Port: 6379,
-	Node: func(Cluster, int) NodeSetup {
-		return NodeSetup{Cmd: []string{
-			"redis-server", "--port", "6379", "--protected-mode", "no",
-			"--save", "", "--appendonly", "no",
-		}}
+	Port: redisPort,
+	Node: func(cluster Cluster, _ int) NodeSetup {
+		return redisNode(cluster)
 	},
 	Ready: pingRedis,
 }
+
+const (
+	redisPort = 6379
+	redisDir  = "/lockbreaker/redis"
+)
 
 func init() {
 	register(System{
@@ -25,6 +27,7 @@ func init() {
 		About:         "one Redis server; the seed's SET NX PX lock",
 		Sizes:         Sizes{Default: 1, Min: 1, Max: 1},
 		DefaultClient: "redis",
+		Persistence:   true,
 		Container:     redisServer,
 	})
 	register(System{
@@ -33,8 +36,38 @@ func init() {
 		Sizes:               Sizes{Default: 5, Min: 3, Max: 9, Odd: true},
 		DefaultClient:       "redlock",
 		IndependentMajority: true,
+		Persistence:         true,
 		Container:           redisServer,
 	})
+}
+
+// redisNode runs redis-server from a configuration file (Sentinel rewrites it when it
+// reconfigures a server) with the given extra lines. RDB snapshots are off whatever the
+// persistence: a snapshot taken now and then would make what a restarted server remembers
+// depend on timing rather than on the setting. aof-always writes and syncs each write
+// before replying. aof-everysec writes it before replying too, unless a sync of the disk
+// is slow, when it may reply first; a killed process therefore loses little with either,
+// and they differ mostly when the machine itself fails, which no container fault shows.
+func redisNode(cluster Cluster, extra ...string) NodeSetup {
+	lines := []string{
+		fmt.Sprintf("port %d", redisPort),
+		"protected-mode no",
+		"dir " + redisDir,
+		`save ""`,
+	}
+	switch cluster.Persistence {
+	case PersistAOFEverySec:
+		lines = append(lines, "appendonly yes", "appendfsync everysec")
+	case PersistAOFAlways:
+		lines = append(lines, "appendonly yes", "appendfsync always")
+	default:
+		lines = append(lines, "appendonly no")
+	}
+	conf := redisDir + "/redis.conf"
+	return NodeSetup{
+		Cmd:   []string{"redis-server", conf},
+		Files: []File{{Path: conf, Content: strings.Join(append(lines, extra...), "\n") + "\n"}},
+	}
 }
 
 // pingRedis sends PING to the Redis server at addr.
@@ -47,4 +80,19 @@ func pingRedis(ctx context.Context, addr string) error {
 		return fmt.Errorf("PING answered %q", strings.TrimSpace(reply))
 	}
 	return nil
+}
+
+// redisInfo returns the fields of INFO section at addr ("role" -> "master").
+func redisInfo(ctx context.Context, addr, section string) (map[string]string, error) {
+	reply, err := ask(ctx, addr, "INFO "+section+"\r\n", readBulk)
+	if err != nil {
+		return nil, fmt.Errorf("INFO %s: %w", section, err)
+	}
+	fields := map[string]string{}
+	for _, line := range strings.Split(reply, "\r\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(line, "#") {
+			fields[k] = v
+		}
+	}
+	return fields, nil
 }

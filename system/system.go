@@ -1,8 +1,10 @@
 // Package system describes, once, each lock service lockbreaker can test: its name, the
-// cluster sizes it accepts, how one of its nodes runs in a container and how to tell that
-// it serves, its default lock client, and the facts that decide which faults apply to it
-// (a leader, a majority of independent nodes). The CLI, containers, workloads and nemeses
-// all read these descriptors, so adding a system is one new file here plus its clients.
+// cluster sizes it accepts, how one of its nodes (and of the monitors beside them, such as
+// Redis Sentinels) runs in a container and how to tell that it serves, its default lock
+// client, and the facts that decide which faults and settings apply to it (a leader, a
+// majority of independent nodes, a replicated primary, a choice of persistence). The CLI,
+// containers, workloads and nemeses all read these descriptors, so adding a system is one
+// new file here plus its clients.
 //
 // Descriptors are plain data and probes that dial a node; nothing here touches Docker.
 package system
@@ -32,6 +34,15 @@ type System struct {
 	// granted it, each expiring its grant by its own wall clock (Redlock). Kleppmann's
 	// clock example is staged against such a system.
 	IndependentMajority bool
+	// Replicated: one primary replicates asynchronously to the other nodes, and the
+	// monitors promote a replica when the primary fails (Redis Sentinel), so failover faults
+	// apply and a primary can be told to refuse writes its replicas have not acknowledged.
+	Replicated bool
+	// Persistence: the nodes keep on disk what Cluster.Persistence says (Redis), so a node
+	// killed and started again remembers its grants or forgets them as chosen. Systems
+	// without it either always keep everything (ZooKeeper logs every transaction) or have
+	// no disk at all.
+	Persistence bool
 	// Exactly one of Container and InProcess is set: how the service runs.
 	Container *Container
 	InProcess *InProcess
@@ -72,8 +83,26 @@ type Container struct {
 	Node func(cluster Cluster, id int) NodeSetup
 	// Ready succeeds once the node at addr serves (for an ensemble: once a quorum does).
 	Ready func(ctx context.Context, addr string) error
-	// Role, when set, asks the node at addr for its role now (Leader, Follower...).
+	// Role, when set, asks the node at addr for its role now (Leader, Follower, Primary,
+	// Replica).
 	Role func(ctx context.Context, addr string) (Role, error)
+	// Monitors, when set, run beside the nodes (Redis Sentinels).
+	Monitors *Monitors
+}
+
+// Monitors are servers that watch a system's nodes and decide their roles: they grant no
+// lock, and clients find the nodes through them. They are named <Prefix>1..<Prefix><Count>
+// and start once every node serves; faults aim at the nodes, not at them.
+type Monitors struct {
+	Prefix string
+	Count  int
+	// Port is a monitor's client port inside its container.
+	Port int
+	// Node is the command and files of monitor id (1..Count).
+	Node func(cluster Cluster, id int) NodeSetup
+	// Ready succeeds once the monitor at addr watches every node of cluster and knows every
+	// other monitor: only then can the monitors agree on a failover.
+	Ready func(ctx context.Context, cluster Cluster, addr string) error
 }
 
 // Cluster is what a node's setup depends on.
@@ -81,6 +110,31 @@ type Cluster struct {
 	Nodes int
 	// TTL is the lock's lease; systems with sessions size their timeouts by it.
 	TTL time.Duration
+	// Persistence is what the nodes keep on disk, for systems with System.Persistence.
+	Persistence Persistence
+	// MinReplicas is how many replicas must have acknowledged recent writes for a primary
+	// to accept a write (Redis min-replicas-to-write), within MinReplicasMaxLag; for
+	// replicated systems. 0 accepts every write.
+	MinReplicas       int
+	MinReplicasMaxLag time.Duration
+}
+
+// Persistence is what a Redis server keeps on disk, and so what a server killed and
+// started again still knows.
+type Persistence string
+
+const (
+	// PersistNone keeps nothing: a restarted server has forgotten every key.
+	PersistNone Persistence = "none"
+	// PersistAOFEverySec appends every write to a log and syncs it to disk once a second.
+	PersistAOFEverySec Persistence = "aof-everysec"
+	// PersistAOFAlways syncs the log before every reply.
+	PersistAOFAlways Persistence = "aof-always"
+)
+
+// Persistences lists the choices, the default first.
+func Persistences() []Persistence {
+	return []Persistence{PersistNone, PersistAOFEverySec, PersistAOFAlways}
 }
 
 // NodeSetup is what a node's container runs.
@@ -101,6 +155,13 @@ type Role string
 const (
 	Leader   Role = "leader"
 	Follower Role = "follower"
+	// Primary takes the writes and replicates them, asynchronously, to the replicas.
+	Primary Role = "primary"
+	Replica Role = "replica"
+	// Down: the node's server is not running (killed, not started again yet).
+	Down Role = "down"
+	// Unknown: the node did not say (paused, cut off, or between roles).
+	Unknown Role = "unknown"
 )
 
 // InProcess is a lock service the harness serves itself, so a whole trial runs without

@@ -3,6 +3,7 @@ package system
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCheckResolvesAndRefusesSizes(t *testing.T) {
@@ -25,6 +26,9 @@ func TestCheckResolvesAndRefusesSizes(t *testing.T) {
 		{"zookeeper", 2, 0, "want an odd number"},
 		{"zookeeper", -1, 0, "want 1 to 9"},
 		{"local", 0, 1, ""},
+		{"sentinel", 0, 3, ""},
+		{"sentinel", 2, 2, ""},
+		{"sentinel", 1, 0, "want 2 to 9"},
 	}
 	for _, tt := range tests {
 		s, err := Lookup(tt.system)
@@ -43,7 +47,7 @@ func TestCheckResolvesAndRefusesSizes(t *testing.T) {
 
 func TestLookupNamesTheKnownSystems(t *testing.T) {
 	_, err := Lookup("etcd")
-	if err == nil || !strings.Contains(err.Error(), `unknown system "etcd" (known: local, local-broken, redis, redlock, zookeeper)`) {
+	if err == nil || !strings.Contains(err.Error(), `unknown system "etcd" (known: local, local-broken, redis, redlock, sentinel, zookeeper)`) {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -65,9 +69,81 @@ func TestDescriptorsAreComplete(t *testing.T) {
 				t.Errorf("%s: node 1 has no command", s.Name)
 			}
 		}
-		if s.Leader && (s.Container == nil || s.Container.Role == nil) {
-			t.Errorf("%s: has a leader but no way to ask a node for its role", s.Name)
+		if (s.Leader || s.Replicated) && (s.Container == nil || s.Container.Role == nil) {
+			t.Errorf("%s: has a leader or a primary but no way to ask a node for its role", s.Name)
 		}
+		if s.Replicated && (s.Container == nil || s.Container.Monitors == nil) {
+			t.Errorf("%s: replicated, but no monitors to promote a replica", s.Name)
+		}
+		if s.Persistence && s.Container == nil {
+			t.Errorf("%s: chooses what its nodes keep on disk, but runs no nodes", s.Name)
+		}
+		if s.Container == nil || s.Container.Monitors == nil {
+			continue
+		}
+		m := s.Container.Monitors
+		if m.Prefix == "" || m.Prefix == "n" || m.Count < 1 || m.Port == 0 || m.Node == nil || m.Ready == nil {
+			t.Errorf("%s: monitors lack a prefix of their own, a count, a port, a setup or a readiness probe", s.Name)
+		}
+		if setup := m.Node(Cluster{Nodes: s.Sizes.Default}, 1); len(setup.Cmd) == 0 {
+			t.Errorf("%s: monitor 1 has no command", s.Name)
+		}
+	}
+}
+
+// The server's configuration follows the persistence and the min-replicas settings, and
+// replicas follow n1.
+func TestRedisConfiguration(t *testing.T) {
+	tests := []struct {
+		system  string
+		cluster Cluster
+		id      int
+		want    []string
+		not     []string
+	}{
+		{"redis", Cluster{Nodes: 1}, 1, []string{"appendonly no\n", `save ""`}, []string{"replicaof", "min-replicas"}},
+		{"redlock", Cluster{Nodes: 5, Persistence: PersistAOFAlways}, 3, []string{"appendonly yes\n", "appendfsync always\n"}, nil},
+		{"redis", Cluster{Nodes: 1, Persistence: PersistAOFEverySec}, 1, []string{"appendfsync everysec\n"}, nil},
+		{"sentinel", Cluster{Nodes: 3}, 1, []string{"repl-diskless-sync-delay 0\n"}, []string{"replicaof", "min-replicas"}},
+		{"sentinel", Cluster{Nodes: 3, MinReplicas: 1, MinReplicasMaxLag: 2 * time.Second}, 2,
+			[]string{"replicaof n1 6379\n", "min-replicas-to-write 1\n", "min-replicas-max-lag 2\n"}, nil},
+	}
+	for _, tt := range tests {
+		s, _ := Lookup(tt.system)
+		setup := s.Container.Node(tt.cluster, tt.id)
+		if len(setup.Files) != 1 || setup.Cmd[len(setup.Cmd)-1] != setup.Files[0].Path {
+			t.Fatalf("%s: want the server to read its one configuration file: %+v", tt.system, setup)
+		}
+		conf := setup.Files[0].Content
+		for _, w := range tt.want {
+			if !strings.Contains(conf, w) {
+				t.Errorf("%s node %d %+v: configuration lacks %q:\n%s", tt.system, tt.id, tt.cluster, w, conf)
+			}
+		}
+		for _, n := range tt.not {
+			if strings.Contains(conf, n) {
+				t.Errorf("%s node %d %+v: configuration has %q:\n%s", tt.system, tt.id, tt.cluster, n, conf)
+			}
+		}
+	}
+}
+
+func TestSentinelsWatchN1WithQuorumTwo(t *testing.T) {
+	s, _ := Lookup("sentinel")
+	m := s.Container.Monitors
+	conf := m.Node(Cluster{Nodes: 3}, 2).Files[0].Content
+	for _, want := range []string{
+		"sentinel monitor lockbreaker n1 6379 2\n",
+		"sentinel down-after-milliseconds lockbreaker 1000\n",
+		"sentinel failover-timeout lockbreaker 3000\n",
+		"sentinel resolve-hostnames yes\n",
+	} {
+		if !strings.Contains(conf, want) {
+			t.Errorf("sentinel.conf lacks %q:\n%s", want, conf)
+		}
+	}
+	if m.Count != 3 || m.Prefix != "s" {
+		t.Errorf("want three Sentinels s1..s3, got %d named %s*", m.Count, m.Prefix)
 	}
 }
 

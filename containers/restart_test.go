@@ -1,0 +1,101 @@
+package containers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockbreaker/lockbreaker/system"
+)
+
+// A killed Redis server comes back at the same address with what its persistence kept:
+// everything with an AOF, nothing without.
+func TestKilledRedisRemembersWhatItsPersistenceKept(t *testing.T) {
+	for _, tt := range []struct {
+		persistence system.Persistence
+		kept        bool
+	}{
+		{system.PersistNone, false},
+		{system.PersistAOFAlways, true},
+	} {
+		t.Run(string(tt.persistence), func(t *testing.T) {
+			c := startCluster(t, Spec{System: "redis", Persistence: tt.persistence})
+			ctx := context.Background()
+			rdb := redis.NewClient(&redis.Options{Addr: c.Nodes()[0].Addr(), MaxRetries: -1})
+			defer rdb.Close()
+			if err := rdb.Set(ctx, "lock", "a", time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Kill(ctx, "n1"); err != nil {
+				t.Fatal(err)
+			}
+			if roles, err := c.Roles(ctx); err == nil || roles != nil {
+				t.Errorf("a single Redis has no roles, got %v, %v", roles, err)
+			}
+			if err := c.Restart(ctx, "n1"); err != nil {
+				t.Fatal(err)
+			}
+			got, err := rdb.Get(ctx, "lock").Result()
+			switch {
+			case tt.kept && (err != nil || got != "a"):
+				t.Errorf("after the restart the lock is %q, %v; want it kept", got, err)
+			case !tt.kept && !errors.Is(err, redis.Nil):
+				t.Errorf("after the restart the lock is %q, %v; want it forgotten", got, err)
+			}
+		})
+	}
+}
+
+// Sentinels promote a replica when the primary is killed; the old primary, started again,
+// is made a replica of the new one. Roles follow every step.
+func TestSentinelPromotesAReplicaWhenThePrimaryIsKilled(t *testing.T) {
+	c := startCluster(t, Spec{System: "sentinel"})
+	ctx := context.Background()
+	if got := len(c.Monitors()); got != 3 {
+		t.Fatalf("%d Sentinels, want 3", got)
+	}
+	want := map[string]system.Role{"n1": system.Primary, "n2": system.Replica, "n3": system.Replica}
+	if roles, err := c.Roles(ctx); err != nil || !maps.Equal(roles, want) {
+		t.Fatalf("roles %v, %v; want %v", roles, err, want)
+	}
+	if err := c.Kill(ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	var promoted string
+	eventually(t, "a replica promoted", func() error {
+		roles, err := c.Roles(ctx)
+		if err != nil {
+			return err
+		}
+		if roles["n1"] != system.Down {
+			return fmt.Errorf("killed n1 is %s", roles["n1"])
+		}
+		for _, n := range []string{"n2", "n3"} {
+			if roles[n] == system.Primary {
+				promoted = n
+				return nil
+			}
+		}
+		return fmt.Errorf("roles %v", roles)
+	})
+	if err := c.Restart(ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	// Sentinel turns a primary that comes back into a replica once it has looked sane for
+	// 8 s (SENTINEL_PUBLISH_PERIOD*4); until then there are two primaries.
+	eventuallyWithin(t, 30*time.Second, "n1 a replica of "+promoted, func() error {
+		roles, err := c.Roles(ctx)
+		if err == nil && roles["n1"] != system.Replica {
+			err = fmt.Errorf("roles %v", roles)
+		}
+		return err
+	})
+	if err := c.Heal(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
