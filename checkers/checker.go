@@ -64,8 +64,9 @@ type Result struct {
 	// Evidence shows only the first few.
 	Overlaps []Overlap `json:"overlaps,omitempty"`
 	// FirstViolation is when the earliest violating event this checker found happened,
-	// counted from the history's first event; nil when it found none. A suite reads it
-	// for how long a fault took to break the lock.
+	// counted from the history's first event; nil when it found none, and from the
+	// porcupine searches, which can say that no order is legal but not from when on. A
+	// suite reads it for how long a fault took to break the lock.
 	FirstViolation *time.Duration `json:"first_violation_ns,omitempty"`
 }
 

@@ -153,7 +153,6 @@ func (l linearizability) check(ctx context.Context, events []history.Event, opts
 	r := Result{Counts: map[string]int{"keys": len(keys), "operations": len(modelled)}}
 	var illegal, undecided []string
 	var proof, doubt evidence
-	var first earliest
 	files := fileNames{}
 	for _, key := range keys {
 		s := l.search(ctx, deadline, key, groups[key], infinity)
@@ -163,12 +162,8 @@ func (l linearizability) check(ctx context.Context, events []history.Event, opts
 			doubt.addf("key %s: no answer in time (%d operations)", key, len(s.ops))
 		case s.result == porcupine.Illegal:
 			illegal = append(illegal, key)
-			lines, at := l.explain(s, tl)
-			for _, line := range lines {
+			for _, line := range l.explain(s, tl) {
 				proof.addf("%s", line)
-			}
-			if at != nil {
-				first.see(at.Time)
 			}
 		}
 		if opts.Dir != "" && s.searched {
@@ -182,7 +177,6 @@ func (l linearizability) check(ctx context.Context, events []history.Event, opts
 	}
 
 	r.Evidence = append(proof.list(), doubt.list()...)
-	r.FirstViolation = first.since(tl)
 	switch {
 	case len(illegal) > 0:
 		r.Verdict, r.Summary = Invalid, "not linearizable on key "+strings.Join(illegal, ", ")
@@ -252,9 +246,8 @@ func operations(ops []history.Op, infinity int64) []porcupine.Operation {
 // explain says where the search got stuck, from porcupine's longest partial linearization:
 // the last operations it could place, the model's state after them, and the operation that
 // could not come next (the earliest-returning one left, which had to be placed before
-// anything invoked after it returned). at is that operation's last event, nil when every
-// operation was placed.
-func (l linearizability) explain(s keySearch, tl timeline) (lines []string, at *history.Event) {
+// anything invoked after it returned).
+func (l linearizability) explain(s keySearch, tl timeline) []string {
 	var longest []int
 	if partials := s.info.PartialLinearizations(); len(partials) > 0 {
 		// Porcupine hands the partials over in map order: ties are broken by the ids, so
@@ -265,7 +258,7 @@ func (l linearizability) explain(s keySearch, tl timeline) (lines []string, at *
 			}
 		}
 	}
-	lines = []string{fmt.Sprintf("key %s: no order of its %d operations is legal; the longest legal prefix has %d",
+	lines := []string{fmt.Sprintf("key %s: no order of its %d operations is legal; the longest legal prefix has %d",
 		s.key, len(s.ops), len(longest))}
 
 	placed := make([]bool, len(s.ops))
@@ -291,12 +284,8 @@ func (l linearizability) explain(s keySearch, tl timeline) (lines []string, at *
 	}
 	if stuck >= 0 {
 		lines = append(lines, "  cannot come next: "+tl.describe(s.ops[stuck]))
-		at = &s.ops[stuck].Invoke
-		if c := s.ops[stuck].Complete; c != nil {
-			at = c
-		}
 	}
-	return lines, at
+	return lines
 }
 
 // fileNames hands out visualisation file names, "<checker>-<key>.html", with the key made
