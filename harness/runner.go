@@ -186,6 +186,7 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 		Record:      func(e history.Event) { rec.Record(e) },
 		Seed:        t.spec.Seed,
 		Pause:       t.spec.PauseLength(),
+		PauseFixed:  t.spec.Pause != 0,
 		Interval:    t.spec.Interval.Std(),
 		ClockOffset: t.spec.ClockSkew(),
 		ClockRate:   t.spec.ClockRate,

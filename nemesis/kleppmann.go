@@ -24,6 +24,17 @@ import (
 // an attempt that started after the cut (an attempt takes less than the TTL, or it does
 // not grant), so D and E never saw it. Each round moves C's clock a further
 // env.ClockOffset; the clock is put back when the run ends.
+//
+// Client 1 must still be working under its lease when client 2 is granted. Jumping a clock
+// and healing take a few hundred milliseconds of docker exec, and a client that failed to
+// dial D and E waits up to a second more before it dials them again (go-redis), which is
+// longer than a holder's usual work. So rather than asking for hand-tuned --ttl and --work,
+// the nemesis keeps client 1 in its critical section (SIGSTOP, recorded as the fault
+// pause-in-lease) until client 2 has taken the lock and used the storage, and never past
+// client 1's lease: the validity its grant states (Redlock clients state it), or else half
+// a TTL, which the harness's per-node timeout of a tenth of the TTL leaves of any lease a
+// majority granted while two nodes did not answer. A pause within the lease breaks no
+// correct lock: the second holder is the clock's doing.
 type kleppmannClock struct{}
 
 func (kleppmannClock) Name() string { return "kleppmann-clock" }
@@ -36,6 +47,10 @@ func (k kleppmannClock) Available(sys system.System, nodes int) error {
 	}
 	return k.Needs().available(sys)
 }
+
+// validityDetail is the grant detail in which a Redlock client states for how long its
+// lease is valid from the grant on (a Go duration).
+const validityDetail = "validity"
 
 func (kleppmannClock) Run(ctx context.Context, env Env) (err error) {
 	net, err := networkOf(env)
@@ -52,7 +67,7 @@ func (kleppmannClock) Run(ctx context.Context, env Env) (err error) {
 	}
 	majority := system.Majority(len(nodes))
 	c, minority := nodes[majority-1], nodes[majority:]
-	events := env.Subscribe()
+	w := watch(env.Subscribe())
 	var bumped time.Duration
 	defer func() {
 		if bumped != 0 {
@@ -61,7 +76,9 @@ func (kleppmannClock) Run(ctx context.Context, env Env) (err error) {
 		}
 	}()
 	for round := 1; ; round++ {
-		sleep(ctx, env.Interval)
+		if round > 1 {
+			sleep(ctx, env.Interval)
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -74,63 +91,69 @@ func (kleppmannClock) Run(ctx context.Context, env Env) (err error) {
 			return errors.Join(err, net.HealNetwork(context.WithoutCancel(ctx)))
 		}
 		record(env, history.Start, fault, minority...)
-		cutAt := history.Now()
-		client1, ok := awaitGrant(ctx, events, cutAt+env.TTL.Nanoseconds())
-		// Client 1 holds the lock only for as long as it works: jump C's clock and let the
-		// clients reach D and E again at the same moment.
-		var clockErr error
-		var wg sync.WaitGroup
-		if ok {
-			if bumped == 0 {
-				recordDetail(env, history.Start, "clock-bump", map[string]string{"offset": offsetText(env.ClockOffset)}, c)
+		grant, ok := w.awaitGrant(ctx, history.Now()+env.TTL.Nanoseconds())
+		// Jump C's clock and let the clients reach D and E again at the same moment.
+		stage := func() {
+			var clockErr error
+			var wg sync.WaitGroup
+			if ok {
+				if bumped == 0 {
+					recordDetail(env, history.Start, "clock-bump", map[string]string{"offset": offsetText(env.ClockOffset)}, c)
+				}
+				bumped += env.ClockOffset
+				wg.Go(func() { clockErr = clocks.SetClock(context.WithoutCancel(ctx), c, bumped) })
 			}
-			bumped += env.ClockOffset
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				clockErr = clocks.SetClock(context.WithoutCancel(ctx), c, bumped)
-			}()
+			err = net.HealNetwork(context.WithoutCancel(ctx))
+			wg.Wait()
+			err = errors.Join(err, clockErr)
+			record(env, history.Stop, fault, minority...)
 		}
-		err = net.HealNetwork(context.WithoutCancel(ctx))
-		wg.Wait()
-		err = errors.Join(err, clockErr)
-		record(env, history.Stop, fault, minority...)
-		if err != nil || !ok {
+		if !ok {
+			stage()
 			return err
 		}
-		awaitRelease(ctx, events, client1)
+		end := leaseEnd(grant, env.TTL)
+		pauseErr := pauseWorker(ctx, env, "pause-in-lease", grant.Process, func() {
+			if stage(); err == nil {
+				w.awaitTakeover(ctx, grant.Process, time.Until(end))
+			}
+		})
+		if err = errors.Join(err, pauseErr); err != nil {
+			return err
+		}
+		w.awaitRelease(ctx, grant.Process)
 	}
 }
 
-// awaitGrant waits for an acquire that succeeded at or after notBefore and returns the
-// process that made it.
-func awaitGrant(ctx context.Context, events <-chan history.Event, notBefore int64) (int, bool) {
+// leaseEnd is when client 1's lease ends at the earliest, on this host's clock.
+func leaseEnd(grant history.Event, ttl time.Duration) time.Time {
+	validity, err := time.ParseDuration(grant.Detail[validityDetail])
+	if err != nil {
+		validity = ttl / 2
+	}
+	return time.Now().Add(validity - history.Duration(grant.Time, history.Now()))
+}
+
+// awaitGrant waits for an acquire that succeeded at or after notBefore.
+func (w *watcher) awaitGrant(ctx context.Context, notBefore int64) (history.Event, bool) {
 	for {
-		select {
-		case <-ctx.Done():
-			return 0, false
-		case e := <-events:
-			if e.Func == history.Acquire && e.Type == history.OK && e.Time >= notBefore {
-				return e.Process, true
-			}
+		e, ok := w.next(ctx, nil)
+		if !ok || e.Func == history.Acquire && e.Type == history.OK && e.Time >= notBefore {
+			return e, ok
 		}
 	}
 }
 
 // awaitRelease waits until process p starts releasing the lock.
-func awaitRelease(ctx context.Context, events <-chan history.Event, p int) {
+func (w *watcher) awaitRelease(ctx context.Context, p int) {
 	for {
-		select {
-		case <-ctx.Done():
+		e, ok := w.next(ctx, nil)
+		if !ok || e.Process == p && e.Func == history.Release {
 			return
-		case e := <-events:
-			if e.Process == p && e.Func == history.Release {
-				return
-			}
 		}
 	}
 }
 
 func (kleppmannClock) Heal(ctx context.Context, env Env) error {
-	return errors.Join(partition{}.Heal(ctx, env), clockFault{}.Heal(ctx, env))
+	return errors.Join(partition{}.Heal(ctx, env), clockFault{}.Heal(ctx, env), resumeAllWorkers(env))
 }

@@ -57,6 +57,9 @@ type Env struct {
 	Seed   int64
 	// Pause is how long a paused process stays stopped.
 	Pause time.Duration
+	// PauseFixed says the user chose Pause. Otherwise pause-holder ends its pause when
+	// another client has taken the lock over, whatever that takes.
+	PauseFixed bool
 	// Interval is the mean time between scheduled faults.
 	Interval time.Duration
 	// ClockOffset is how far clock faults move a clock; ClockRate how fast clock-rate runs it.

@@ -177,26 +177,56 @@ func TestAvailableSaysWhyANemesisCannotApply(t *testing.T) {
 	}
 }
 
+// pause-holder freezes the client that just read under the lock. A --pause the user gave
+// is its length; otherwise the client is thawed once another has taken the lock over (been
+// granted it and used the storage), however long that took.
 func TestPauseHolderFreezesTheClientThatJustReadAndThawsIt(t *testing.T) {
-	f := newFake(3, 1)
-	env := f.env()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	done := make(chan error)
-	go func() { done <- pauseHolder{}.Run(ctx, env) }()
-	now := history.Now()
-	f.events <- history.Event{Type: history.OK, Process: 2, Func: history.Read, Time: now} // not a holder
-	f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Acquire, Time: now}
-	f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Read, Time: now}
-	waitFor(t, "the pause to be healed", func() bool { return len(f.faults()) > 0 && f.faults()[0].Healed })
-	cancel()
-	<-done
-	want := []string{"worker-1 STOPPED (SIGNAL)", "worker-1 CONTINUED"}
-	if got := f.did(); len(got) < 2 || !strings.HasPrefix(got[0], "worker-1 STOP") || !strings.HasPrefix(got[1], "worker-1 CONT") {
-		t.Fatalf("actions %q, want %q", got, want)
+	tests := []struct {
+		name  string
+		fixed bool
+		// takeover are the events that end a pause that waits for one.
+		takeover []history.Event
+	}{
+		{"fixed length", true, nil},
+		{"until taken over", false, []history.Event{
+			{Type: history.OK, Process: 1, Func: history.Write},   // the paused client's own
+			{Type: history.OK, Process: 0, Func: history.Read},    // not granted since the pause
+			{Type: history.OK, Process: 2, Func: history.Acquire}, // the new holder...
+			{Type: history.OK, Process: 2, Func: history.Read},    // ...has used the storage
+		}},
 	}
-	if fl := f.faults()[0]; fl.Targets[0] != "worker-1" || fl.Stop-fl.Start < int64(env.Pause) {
-		t.Fatalf("fault %+v: want worker-1 paused for at least %s", fl, env.Pause)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake(3, 1)
+			env := f.env()
+			env.PauseFixed = tt.fixed
+			if !tt.fixed {
+				env.TTL = time.Hour // only the takeover can end the pause
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			done := make(chan error)
+			go func() { done <- pauseHolder{}.Run(ctx, env) }()
+			now := history.Now()
+			f.events <- history.Event{Type: history.OK, Process: 2, Func: history.Read, Time: now} // not a holder
+			f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Acquire, Time: now}
+			f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Read, Time: now}
+			waitFor(t, "the pause", func() bool { return len(f.did()) > 0 })
+			for _, e := range tt.takeover {
+				f.events <- e
+			}
+			waitFor(t, "the pause to be healed", func() bool { return len(f.faults()) > 0 && f.faults()[0].Healed })
+			cancel()
+			<-done
+			want := []string{"worker-1 STOPPED (SIGNAL)", "worker-1 CONTINUED"}
+			if got := f.did(); !slices.Equal(got, want) {
+				t.Fatalf("actions %q, want %q", got, want)
+			}
+			fl := f.faults()[0]
+			if fl.Targets[0] != "worker-1" || tt.fixed && fl.Stop-fl.Start < int64(env.Pause) {
+				t.Fatalf("fault %+v: want worker-1 paused for at least %s", fl, env.Pause)
+			}
+		})
 	}
 }
 
@@ -354,36 +384,62 @@ func TestClockFaultsMoveOneClockAndPutItBack(t *testing.T) {
 	}
 }
 
+// Client 1 (p0) is granted the lock by the majority while D and E are cut off; it is kept
+// in its critical section while C's clock jumps and the cut heals, until client 2 (p1) has
+// taken the lock and used the storage, or its lease ends.
 func TestKleppmannClockStagesTheScenario(t *testing.T) {
-	f := newFake(2, 5)
-	env := f.env()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	done := make(chan error)
-	go func() { done <- kleppmannClock{}.Run(ctx, env) }()
-	// Wait for the cut, then let client 0 be granted the lock by the majority alone.
-	waitFor(t, "the cut", func() bool { return slices.Contains(f.did(), "n5 drops gw") })
-	time.Sleep(5 * time.Millisecond) // past the cut plus the (1ms) TTL
-	f.events <- history.Event{Type: history.Invoke, Process: 0, Func: history.Acquire, Time: history.Now()}
-	f.events <- history.Event{Type: history.OK, Process: 0, Func: history.Acquire, Time: history.Now()}
-	waitFor(t, "the heal", func() bool { return slices.Contains(f.did(), "heal network") })
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name     string
+		validity string // what client 1's grant says of its lease
+		takeover bool
+	}{
+		{"thawed when client 2 has the lock", "1h", true},
+		{"thawed when client 1's lease ends", "1ms", false},
+		{"a grant that states no lease holds half a TTL", "", false},
 	}
-	// The clock jump and the heal happen together, in either order.
-	got := f.did()
-	if len(got) == 5 && got[2] == "heal network" {
-		got[2], got[3] = got[3], got[2]
-	}
-	want := []string{"n4 drops gw", "n5 drops gw", "clock n3 +4.000", "heal network", "clock n3 +0.000"}
-	if !slices.Equal(got, want) {
-		t.Fatalf("actions %q, want %q", got, want)
-	}
-	for _, fl := range f.faults() {
-		if !fl.Healed {
-			t.Errorf("fault %+v not healed", fl)
-		}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake(2, 5)
+			env := f.env()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			done := make(chan error)
+			go func() { done <- kleppmannClock{}.Run(ctx, env) }()
+			// Wait for the cut, then let client 1 be granted the lock by the majority alone.
+			waitFor(t, "the cut", func() bool { return slices.Contains(f.did(), "n5 drops gw") })
+			time.Sleep(5 * time.Millisecond) // past the cut plus the (1ms) TTL
+			grant := history.Event{Type: history.OK, Process: 0, Func: history.Acquire, Time: history.Now()}
+			if tt.validity != "" {
+				grant.Detail = map[string]string{validityDetail: tt.validity}
+			}
+			f.events <- history.Event{Type: history.Invoke, Process: 0, Func: history.Acquire, Time: history.Now()}
+			f.events <- grant
+			waitFor(t, "the heal", func() bool { return slices.Contains(f.did(), "heal network") })
+			if tt.takeover {
+				f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Acquire, Time: history.Now()}
+				f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Write, Time: history.Now()}
+			}
+			waitFor(t, "client 1 thawed", func() bool { return slices.Contains(f.did(), "worker-0 CONTINUED") })
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			// The clock jump and the heal happen together, in either order.
+			got := f.did()
+			if len(got) == 7 && got[3] == "heal network" {
+				got[3], got[4] = got[4], got[3]
+			}
+			want := []string{"n4 drops gw", "n5 drops gw", "worker-0 STOPPED (SIGNAL)", "clock n3 +4.000", "heal network",
+				"worker-0 CONTINUED", "clock n3 +0.000"}
+			if !slices.Equal(got, want) {
+				t.Fatalf("actions %q, want %q", got, want)
+			}
+			for _, fl := range f.faults() {
+				if !fl.Healed {
+					t.Errorf("fault %+v not healed", fl)
+				}
+			}
+		})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand"
 	"syscall"
+	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/system"
@@ -15,17 +16,81 @@ import (
 // connections and its belief that it holds the lock, exactly like a long GC pause.
 // A pause ends early when the run ends, and SIGCONT is sent even then.
 
-// pauseWorker stops lock client p for env.Pause.
-func pauseWorker(ctx context.Context, env Env, fault string, p int) error {
+// pauseWorker stops lock client p, records the pause, holds it for as long as hold takes,
+// and thaws it however hold ended.
+func pauseWorker(ctx context.Context, env Env, fault string, p int, hold func()) error {
 	target := workerName(p)
 	if err := env.Workers.Signal(p, syscall.SIGSTOP); err != nil {
 		return fmt.Errorf("pause %s: %w", target, err)
 	}
 	record(env, history.Start, fault, target)
-	sleep(ctx, env.Pause)
+	hold()
 	err := env.Workers.Signal(p, syscall.SIGCONT)
 	record(env, history.Stop, fault, target)
 	return err
+}
+
+// forPause holds a pause for env.Pause.
+func forPause(ctx context.Context, env Env) func() { return func() { sleep(ctx, env.Pause) } }
+
+// takeoverLeases bounds a pause that waits for another client to take the lock, in
+// leases: a lock that has let nobody in after five of them is not going to.
+const takeoverLeases = 5
+
+// watcher follows the history as it is recorded, so targeted faults act on what the
+// clients do instead of on guessed lengths of time.
+type watcher struct {
+	events  <-chan history.Event
+	holding map[int]bool // processes granted the lock that have not started to release it
+}
+
+func watch(events <-chan history.Event) *watcher {
+	return &watcher{events: events, holding: map[int]bool{}}
+}
+
+// next returns the next event; false once ctx ends or deadline fires (nil: never).
+func (w *watcher) next(ctx context.Context, deadline <-chan time.Time) (history.Event, bool) {
+	select {
+	case <-ctx.Done():
+		return history.Event{}, false
+	case <-deadline:
+		return history.Event{}, false
+	case e := <-w.events:
+		switch {
+		case e.Func == history.Acquire && e.Type == history.OK:
+			w.holding[e.Process] = true
+		case e.Func == history.Release && e.Type == history.Invoke:
+			w.holding[e.Process] = false
+		}
+		return e, true
+	}
+}
+
+// awaitTakeover waits until a process other than p has been granted the lock and has then
+// completed a storage request, so the storage has seen the new holder (and its token, which
+// is what makes fencing reject p's stale write); or until limit has passed. It says whether
+// the takeover happened.
+func (w *watcher) awaitTakeover(ctx context.Context, p int, limit time.Duration) bool {
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	granted := map[int]bool{}
+	for {
+		e, ok := w.next(ctx, timer.C)
+		if !ok {
+			return false
+		}
+		if e.Process == p || e.Type != history.OK {
+			continue
+		}
+		switch e.Func {
+		case history.Acquire:
+			granted[e.Process] = true
+		case history.Read, history.Write:
+			if granted[e.Process] {
+				return true
+			}
+		}
+	}
 }
 
 // anywhere is embedded by the nemeses that pull no lever of the nodes but signals, which
@@ -47,36 +112,37 @@ func resumeAllWorkers(env Env) error {
 }
 
 // pauseHolder is Kleppmann's GC pause: it waits until a client holds the lock and has
-// read the register, then freezes it for longer than the lease, so the lease expires,
-// another client takes the lock, and the frozen one wakes up to write what it read.
+// read the register, then freezes it until its lease has expired and another client has
+// taken the lock and used the storage, so the frozen one wakes up to write what it read.
+// How long that takes is the lock's business (a lease, a session timeout and its expiry
+// check, a waiter's wake-up and reconnect), so the pause waits for the takeover in the
+// history rather than guessing a length: at most five leases. A --pause given by the user
+// is a fixed length instead.
 type pauseHolder struct{ anywhere }
 
 func (pauseHolder) Name() string { return "pause-holder" }
 
 func (pauseHolder) Run(ctx context.Context, env Env) error {
-	events := env.Subscribe()
-	holding := map[int]bool{}
+	w := watch(env.Subscribe())
 	var quietUntil int64 // events before this time are stale: they arrived during a pause
 	for {
-		var e history.Event
-		select {
-		case <-ctx.Done():
+		e, ok := w.next(ctx, nil)
+		if !ok {
 			return nil
-		case e = <-events:
 		}
-		switch {
-		case e.Func == history.Acquire && e.Type == history.OK:
-			holding[e.Process] = true
-		case e.Func == history.Release && e.Type == history.Invoke:
-			holding[e.Process] = false
-		case e.Func == history.Read && e.Type == history.OK && holding[e.Process] && e.Time >= quietUntil:
-			if err := pauseWorker(ctx, env, "pause-holder", e.Process); err != nil {
-				return err
-			}
-			// Let the woken client finish and others make progress before the next pause.
-			sleep(ctx, env.Interval)
-			quietUntil = history.Now()
+		if e.Func != history.Read || e.Type != history.OK || !w.holding[e.Process] || e.Time < quietUntil {
+			continue
 		}
+		hold := forPause(ctx, env)
+		if !env.PauseFixed {
+			hold = func() { w.awaitTakeover(ctx, e.Process, takeoverLeases*env.TTL) }
+		}
+		if err := pauseWorker(ctx, env, "pause-holder", e.Process, hold); err != nil {
+			return err
+		}
+		// Let the woken client finish and others make progress before the next pause.
+		sleep(ctx, env.Interval)
+		quietUntil = history.Now()
 	}
 }
 
@@ -90,7 +156,7 @@ func (pauseClient) Name() string { return "pause-client" }
 func (pauseClient) Run(ctx context.Context, env Env) error {
 	return schedule(ctx, env, func(rng *rand.Rand) error {
 		running := env.Workers.Processes()
-		return pauseWorker(ctx, env, "pause-client", running[rng.Intn(len(running))])
+		return pauseWorker(ctx, env, "pause-client", running[rng.Intn(len(running))], forPause(ctx, env))
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/go-redsync/redsync/v4"
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
@@ -48,7 +49,9 @@ func (l *redsyncLock) Acquire(ctx context.Context) (Grant, error) {
 	return retryWhileBusy(ctx, l.cfg.Retry, func(ctx context.Context) (Grant, error) {
 		err := l.mutex.LockContext(ctx)
 		if err == nil {
-			return Grant{Detail: map[string]string{"until": l.mutex.Until().Format("15:04:05.000")}}, nil
+			until := l.mutex.Until()
+			return Grant{Detail: map[string]string{"until": until.Format("15:04:05.000"),
+				"validity": time.Until(until).Round(time.Millisecond).String()}}, nil
 		}
 		// Nodes that failed to answer may have granted the lock: if they and the nodes that
 		// granted it could make a majority, the outcome is unknown.
