@@ -3,6 +3,7 @@ package results
 import (
 	"bytes"
 	"cmp"
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"html/template"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,11 +21,14 @@ import (
 	"github.com/lockbreaker/lockbreaker/history"
 )
 
-// WriteReport writes report.html in dir: a self-contained page (inline CSS, no scripts, no
-// external assets) with the overall line, one verdict row per checker, each checker's
-// evidence, links to the run's files, the notes, the spec, the faults and the op counts.
-// The verdicts and counts are s's, as given; events only list the faults. Every value comes
-// through html/template, so nothing a run recorded can inject markup.
+// WriteReport writes report.html in dir: a self-contained page (inline CSS, its one inline
+// script, no external assets) with what ran and the command that runs it again, one
+// verdict row per checker with its first violation linked, a timeline of the run, plots of
+// latency, throughput, tokens and clock offsets, each checker's evidence (overlapping holds
+// grouped by pair of clients, each linked to its place in the timeline), links to the
+// run's files, the notes, the faults, the op counts and the spec. The verdicts and counts
+// are s's, as given; events are drawn, never judged. Every value comes through
+// html/template, and the page's policy lets no script run but its own.
 func WriteReport(dir string, s Summary, events []history.Event) error {
 	var buf bytes.Buffer
 	if err := reportTemplate.Execute(&buf, newReport(dir, s, events)); err != nil {
@@ -33,20 +38,30 @@ func WriteReport(dir string, s Summary, events []history.Event) error {
 }
 
 type report struct {
+	Policy            template.HTMLAttr
 	Test, RunID       string
 	Overall           verdictView
 	Started, Duration string
+	Setup             []fact
+	Command           string
 	Headline          verdictView
 	Lesson            string
 	Error             string
 	Checkers          []checkerView
+	Timeline          *timelineView
+	NoTimeline        string // why there is none
+	Plots             []plotView
 	Artifacts         []link
 	Notes             []string
 	Spec              string
 	Faults            []faultView
 	Ops               []opRow
 	OpsTotal          opRow
+	MaxLabels         int
 }
+
+// fact is one item of the "what ran" line: "ttl 500ms".
+type fact struct{ Name, Value string }
 
 type verdictView struct{ Text, Class string }
 
@@ -58,7 +73,16 @@ type checkerView struct {
 	Counts   string
 	Evidence []string
 	More     int // evidence lines not shown
-	Files    []link
+	Overlaps []overlapGroup
+	// First links the first violation: an anchor in the page, and a time in milliseconds
+	// when the timeline can show it.
+	First *firstLink
+	Files []link
+}
+
+type firstLink struct {
+	Href, At, Text string
+	Timeline       bool // whether the page's script can zoom the timeline to it
 }
 
 // link is a file in the run directory; Href is empty when the name is not a safe relative path.
@@ -76,17 +100,33 @@ type opRow struct {
 }
 
 func newReport(dir string, s Summary, events []history.Event) report {
-	r := report{Test: s.Test, RunID: s.RunID, Overall: viewVerdict(s.Verdict), Error: s.Error, Notes: s.Notes}
+	r := report{Policy: reportPolicy, Test: s.Test, RunID: s.RunID, Overall: viewVerdict(s.Verdict), Error: s.Error, Notes: s.Notes,
+		Command: s.Command, MaxLabels: maxLabels}
 	if !s.Started.IsZero() {
 		r.Started = s.Started.UTC().Format(time.RFC3339)
 		if s.Finished.After(s.Started) {
 			r.Duration = s.Finished.Sub(s.Started).Round(time.Millisecond).String()
 		}
 	}
+	r.Setup = ReadSetup(s.Spec).facts()
 	r.Headline, r.Lesson = headline(s.Results)
+	ops, pairErr := history.Pair(events)
+	var overlaps []checkers.Overlap
 	for _, res := range s.Results {
 		c := checkerView{Name: res.Checker, Property: string(res.Property), Verdict: viewVerdict(res.Verdict), Summary: res.Summary,
 			Counts: formatCounts(res.Counts), Evidence: res.Evidence}
+		if len(res.Overlaps) > 0 && pairErr == nil {
+			c.Overlaps = groupOverlaps(res.Overlaps, events, len(overlaps))
+			overlaps = append(overlaps, res.Overlaps...)
+			c.Evidence = nil
+			c.First = &firstLink{Href: "#" + c.Overlaps[0].First, Text: c.Overlaps[0].Occurrences[0].Text, Timeline: true}
+		} else if res.Verdict == checkers.Invalid {
+			c.First = &firstLink{Href: "#checker-" + res.Checker, Text: "evidence"}
+			if res.FirstViolation != nil && pairErr == nil {
+				c.First = &firstLink{Href: "#timeline", At: strconv.FormatFloat(float64(*res.FirstViolation)/1e6, 'f', 3, 64),
+					Text: seconds(*res.FirstViolation), Timeline: true}
+			}
+		}
 		if len(c.Evidence) > maxEvidence {
 			c.Evidence, c.More = c.Evidence[:maxEvidence], len(c.Evidence)-maxEvidence
 		}
@@ -94,6 +134,22 @@ func newReport(dir string, s Summary, events []history.Event) report {
 			c.Files = append(c.Files, newLink(f))
 		}
 		r.Checkers = append(r.Checkers, c)
+	}
+	switch {
+	case pairErr != nil:
+		r.NoTimeline = "The history's operations do not pair, so there is nothing to draw: " + pairErr.Error()
+	case len(events) == 0:
+		r.NoTimeline = "The history is empty."
+	default:
+		tl := newTimeline(events, ops, overlaps)
+		r.Timeline = &tl
+		f := newFrame(events)
+		r.Plots = []plotView{latencyPlot(f, ops), throughputPlot(f, ops)}
+		for _, p := range []*plotView{tokensPlot(f, ops), clockPlot(f, events)} {
+			if p != nil {
+				r.Plots = append(r.Plots, *p)
+			}
+		}
 	}
 	r.Artifacts = artifacts(dir)
 	r.Spec = prettySpec(s.Spec)
@@ -252,44 +308,81 @@ func opTable(ops OpCounts) ([]opRow, opRow) {
 	return rows, opRow{Func: "total", Outcomes: ops.Total()}
 }
 
-var reportTemplate = template.Must(template.New(ReportFile).Parse(`<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{{.Test}} {{.RunID}}: {{.Overall.Text}} — lockbreaker</title>
-<style>
-:root { --valid: #1a7f37; --invalid: #cf222e; --unknown: #9a6700; --na: #6e7781; --line: #d0d7de; --muted: #57606a; }
-body { font: 15px/1.5 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #1f2328; max-width: 72rem; margin: 2rem auto; padding: 0 1rem; }
-h1 { font-size: 1.6rem; margin: 0 0 .25rem; }
-h2 { font-size: 1.2rem; margin: 2rem 0 .5rem; border-bottom: 1px solid var(--line); padding-bottom: .25rem; }
-h3 { font-size: 1rem; margin: 1.25rem 0 .25rem; }
-.meta { color: var(--muted); margin: 0 0 1rem; }
-table { border-collapse: collapse; width: 100%; margin: .5rem 0; }
-th, td { text-align: left; vertical-align: top; padding: .35rem .6rem; border-bottom: 1px solid var(--line); }
-th { background: #f6f8fa; font-weight: 600; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-.verdict { display: inline-block; padding: .05rem .55rem; border-radius: 1rem; color: #fff; font-weight: 600; font-size: .85rem; }
-.verdict.valid { background: var(--valid); }
-.verdict.invalid { background: var(--invalid); }
-.verdict.unknown { background: var(--unknown); }
-.verdict.not-applicable { background: var(--na); }
-.banner { border-left: .3rem solid var(--unknown); background: #fff8c5; padding: .75rem 1rem; margin: 1rem 0; }
+// reportScript zooms and pans the timeline; it is the one script the report's policy lets run.
+//
+//go:embed report.js
+var reportScript string
+
+var (
+	reportPolicy   = contentSecurityPolicy(reportScript)
+	reportTemplate = template.Must(template.New(ReportFile).Parse(pageHead + reportStyle + "</style>\n</head>\n<body>\n" +
+		reportBody + "<script>" + reportScript + "</script>\n</body>\n</html>\n"))
+)
+
+const reportStyle = `.banner { border-left: .3rem solid var(--unknown); background: #fff8c5; padding: .75rem 1rem; margin: 1rem 0; }
 .banner.valid { border-color: var(--valid); background: #dafbe1; }
 .banner.invalid, .banner.error { border-color: var(--invalid); background: #ffebe9; }
 .banner strong { display: block; font-size: 1.05rem; }
-pre, code, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: .85rem; }
-pre { background: #f6f8fa; border: 1px solid var(--line); border-radius: .4rem; padding: .75rem; overflow-x: auto; white-space: pre-wrap; word-break: break-word; }
+.setup { margin: .25rem 0; }
+.setup span { display: inline-block; margin-right: 1rem; }
+.setup b { font-weight: 600; }
 ul.evidence { margin: .25rem 0; padding-left: 1.25rem; }
 ul.evidence li { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: .85rem; }
+ul.evidence .occurrences { font-size: .8rem; }
+ul.evidence .occurrences a { margin-right: .4rem; }
 .more { color: var(--muted); font-style: italic; }
 .files a { margin-right: 1rem; }
-.muted { color: var(--muted); }
-</style>
-</head>
-<body>
-<h1>{{.Test}} <span class="verdict {{.Overall.Class}}">{{.Overall.Text}}</span></h1>
+.timeline { border: 1px solid var(--line); border-radius: .4rem; padding: .25rem .5rem; }
+.timeline .controls { display: flex; gap: .5rem; align-items: center; font-size: .85rem; }
+.timeline button { font: inherit; padding: .1rem .6rem; border: 1px solid var(--line); border-radius: .3rem; background: #f6f8fa; cursor: pointer; }
+svg.tl, svg.plot { display: block; width: 100%; height: auto; }
+svg text { font: 11px -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; fill: #57606a; }
+svg.tl .axis line, svg.plot .grid { stroke: #eaeef2; }
+svg.tl line.sep { stroke: var(--line); }
+svg.tl text.lane { font-weight: 600; fill: #1f2328; text-anchor: end; }
+svg.lanes { cursor: grab; touch-action: none; }
+svg.lanes * { vector-effect: non-scaling-stroke; }
+svg.lanes rect.bg { fill: #fff; }
+svg.lanes .fault, svg.plot .fault { fill: var(--fault); }
+svg.lanes .fault.lane { fill: #d8b9ff; stroke: var(--fault-edge); stroke-width: 1; }
+svg.lanes .hold { fill: var(--hold); fill-opacity: .45; stroke: var(--hold); stroke-width: 1; }
+svg.lanes .overlap { fill: var(--invalid); fill-opacity: .8; stroke: var(--invalid); stroke-width: 1; }
+svg.lanes .overlap.focus { stroke: #000; stroke-width: 3; }
+svg.lanes path { stroke-width: 2; fill: none; }
+svg.lanes path.ok { stroke: var(--ok); }
+svg.lanes path.fail { stroke: var(--invalid); }
+svg.lanes path.attempt.fail { stroke: var(--fail); }
+svg.lanes path.info { stroke: var(--info); }
+svg.tl .labels text { pointer-events: none; font-size: 10px; }
+svg.tl .labels text.fault { fill: var(--fault-edge); font-weight: 600; }
+svg.tl .tokens text.fail { fill: var(--invalid); }
+svg.tl .tokens.hidden text { display: none; }
+.legend { font-size: .8rem; color: var(--muted); margin: .25rem 0 .5rem; }
+.legend span { display: inline-flex; align-items: center; margin-right: .9rem; }
+.legend i { display: inline-block; width: .9rem; height: .6rem; margin-right: .3rem; border-radius: .1rem; }
+.legend i.tick { width: .2rem; height: .9rem; }
+.legend i.square { width: .55rem; height: .55rem; border-radius: 0; }
+.legend i.dot { width: .55rem; height: .55rem; border-radius: 50%; }
+.plots figure { margin: 1rem 0; }
+.plots figcaption { font-size: .85rem; color: var(--muted); }
+svg.plot .axisline { stroke: #8c959f; }
+svg.plot circle { r: 2.2px; }
+svg.plot rect:not(.fault) { width: 4px; height: 4px; }
+svg.plot .ok { fill: #1a7f37; } svg.plot .fail { fill: #8c959f; } svg.plot .info { fill: #bc4c00; }
+svg.plot .c0 { fill: #0969da; } svg.plot .c1 { fill: #cf222e; } svg.plot .c2 { fill: #1a7f37; } svg.plot .c3 { fill: #8250df; }
+svg.plot .c4 { fill: #bf8700; } svg.plot .c5 { fill: #1b7c83; } svg.plot .c6 { fill: #bf3989; } svg.plot .c7 { fill: #57606a; }
+svg.plot .c8 { fill: #953800; } svg.plot .c9 { fill: #0550ae; }
+`
+
+const reportBody = `<h1>{{.Test}} <span class="verdict {{.Overall.Class}}">{{.Overall.Text}}</span></h1>
 <p class="meta">run {{.RunID}}{{if .Started}} · started {{.Started}}{{end}}{{if .Duration}} · took {{.Duration}}{{end}} · overall: {{.Overall.Text}} (invalid beats unknown beats valid)</p>
+{{- if .Setup}}
+<p class="setup">{{range .Setup}}<span>{{.Name}} <b>{{.Value}}</b></span>{{end}}</p>
+{{- end}}
+{{- if .Command}}
+<p class="muted">To run it again:</p>
+<pre class="command">{{.Command}}</pre>
+{{- end}}
 {{- if .Headline.Text}}
 <div class="banner {{.Headline.Class}}"><strong>{{.Headline.Text}}</strong>{{if .Lesson}}{{.Lesson}}{{end}}</div>
 {{- end}}
@@ -299,18 +392,89 @@ ul.evidence li { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, mon
 
 <h2>Verdicts</h2>
 {{- if .Checkers}}
-<table>
-<thead><tr><th>checker</th><th>property</th><th>verdict</th><th>summary</th><th>counts</th></tr></thead>
+<table class="verdicts">
+<thead><tr><th>checker</th><th>property</th><th>verdict</th><th>summary</th><th>first violation</th><th>counts</th></tr></thead>
 <tbody>
 {{- range .Checkers}}
-<tr><td><a href="#checker-{{.Name}}">{{.Name}}</a></td><td>{{.Property}}</td><td><span class="verdict {{.Verdict.Class}}">{{.Verdict.Text}}</span></td><td>{{.Summary}}</td><td class="mono">{{.Counts}}</td></tr>
+<tr><td><a href="#checker-{{.Name}}">{{.Name}}</a></td><td>{{.Property}}</td><td><span class="verdict {{.Verdict.Class}}">{{.Verdict.Text}}</span></td><td>{{.Summary}}</td><td>{{with .First}}{{template "first" .}}{{end}}</td><td class="mono">{{.Counts}}</td></tr>
 {{- end}}
 </tbody>
 </table>
+{{- end}}
+
+<h2 id="timeline-heading">Timeline</h2>
+{{- with .Timeline}}
+<div id="timeline" class="timeline" data-span="{{.SpanMS}}" data-x0="{{.X0}}" data-w="{{.Width}}" data-axis="{{.LanesTop}}" data-bottom="{{.Height}}" data-max-labels="{{$.MaxLabels}}">
+<div class="controls"><button type="button" data-zoom="in">zoom in</button><button type="button" data-zoom="out">zoom out</button><button type="button" data-zoom="all">whole run</button>
+<span id="tl-range" class="muted">the whole run: {{.Operations}} operations, {{.Holders}} holds</span></div>
+<svg class="tl" viewBox="0 0 1000 {{.Height}}" role="img" aria-label="timeline of the run">
+<g class="axis">{{range .Ticks}}<line x1="{{.X}}" x2="{{.X}}" y1="{{$.Timeline.LanesTop}}" y2="{{$.Timeline.Height}}"></line><text x="{{.X}}" y="{{$.Timeline.LanesTop}}" dy="-6">{{.Text}}</text>{{end}}</g>
+{{- range .Lanes}}
+<text class="lane" x="64" y="{{.Text}}">{{.Name}}</text>
+{{- end}}
+<svg class="lanes" x="{{.X0}}" y="{{.LanesTop}}" width="{{.Width}}" height="{{.LanesHeight}}" viewBox="0 0 {{.SpanMS}} {{.LanesHeight}}" preserveAspectRatio="none">
+<rect class="bg" x="0" y="0" width="{{.SpanMS}}" height="{{.LanesHeight}}"></rect>
+{{- range .Faults}}
+<rect class="fault" x="{{.X}}" y="0" width="{{.Width}}" height="{{.Height}}"><title>{{.Title}}</title></rect><rect class="fault lane" x="{{.X}}" y="4" width="{{.Width}}" height="18"><title>{{.Title}}</title></rect>
+{{- end}}
+{{- range .Lanes}}<line class="sep" x1="0" x2="{{$.Timeline.SpanMS}}" y1="{{.Y}}" y2="{{.Y}}"></line>{{end}}
+{{- range .Holds}}
+<rect class="hold" x="{{.X}}" y="{{.Y}}" width="{{.Width}}" height="{{.Height}}"><title>{{.Title}}</title></rect>
+{{- end}}
+{{- range .Overlaps}}
+<rect class="overlap"{{if .ID}} id="{{.ID}}"{{end}} x="{{.X}}" y="{{.Y}}" width="{{.Width}}" height="{{.Height}}"><title>{{.Title}}</title></rect>
+{{- end}}
+{{- range .Attempts}}
+<path class="{{.Class}}" d="{{.Path}}"><title>{{.Title}}</title></path>
+{{- end}}
+{{- range .Marks}}
+<path class="{{.Class}}" d="{{.Path}}"><title>{{.Title}}</title></path>
+{{- end}}
+</svg>
+<g class="labels">{{range .FaultLabels}}<text class="fault" data-t="{{.T}}" x="{{.X}}" y="{{.Y}}">{{.Text}}</text>{{end}}</g>
+<g class="labels tokens{{if .LabelsHidden}} hidden{{end}}">{{range .Tokens}}<text class="{{.Class}}" data-t="{{.T}}" x="{{.X}}" y="{{.Y}}">{{.Text}}</text>{{end}}</g>
+</svg>
+</div>
+<p class="legend"><span><i style="background:#9ccfff"></i>held the lock</span><span><i style="background:var(--invalid)"></i>two held it at once</span><span><i style="background:#d8b9ff"></i>fault</span>
+<span><i style="background:var(--ok);height:.15rem"></i>acquire or release ok</span><span><i style="background:var(--fail);height:.15rem"></i>failed</span><span><i style="background:var(--info);height:.15rem"></i>unknown</span>
+<span><i class="tick" style="background:var(--ok)"></i>write (tall) or read accepted</span><span><i class="tick" style="background:var(--invalid)"></i>rejected</span><span><i class="tick" style="background:var(--info)"></i>unknown, with its token</span></p>
+<p class="muted">Times are seconds since the history's first event, as in the evidence. Hover for an operation's events; drag to pan, double-click to zoom in (shift: out), ctrl+wheel to zoom.</p>
+{{- else}}
+<p class="muted">{{.NoTimeline}}</p>
+{{- end}}
+
+{{- if .Plots}}
+<h2>Plots</h2>
+<div class="plots">
+{{- range .Plots}}
+<figure>
+<figcaption><strong>{{.Title}}</strong>: {{.Caption}}</figcaption>
+<svg class="plot" viewBox="0 0 1000 196" role="img" aria-label="{{.Title}}">
+{{- range .Faults}}<rect class="fault" x="{{.X}}" y="8" width="{{.Width}}" height="164"><title>{{.Title}}</title></rect>{{end}}
+{{- range .YTicks}}<line class="grid" x1="64" x2="990" y1="{{.X}}" y2="{{.X}}"></line><text x="58" y="{{.X}}" dy="4" text-anchor="end">{{.Text}}</text>{{end}}
+{{- range .XTicks}}<text x="{{.X}}" y="190" text-anchor="middle">{{.Text}}</text>{{end}}
+<line class="axisline" x1="64" x2="990" y1="172" y2="172"></line><line class="axisline" x1="64" x2="64" y1="8" y2="172"></line>
+{{- range .Lines}}<polyline fill="none" stroke="{{.Color}}" stroke-width="1.5" points="{{.Points}}"></polyline>{{end}}
+{{- range .Dots}}{{if .Square}}<rect class="{{.Class}}" x="{{.X}}" y="{{.Y}}"/>{{else}}<circle class="{{.Class}}" cx="{{.X}}" cy="{{.Y}}"/>{{end}}{{end}}
+</svg>
+{{- if .Legend}}
+<p class="legend">{{range .Legend}}<span><i class="{{if .Square}}square{{else}}dot{{end}}" style="background:{{.Color}}"></i>{{.Text}}</span>{{end}}<span><i style="background:var(--fault)"></i>fault</span></p>
+{{- end}}
+</figure>
+{{- end}}
+</div>
+{{- end}}
+
+<h2>Evidence</h2>
 {{- range .Checkers}}
 <h3 id="checker-{{.Name}}">{{.Name}} <span class="verdict {{.Verdict.Class}}">{{.Verdict.Text}}</span></h3>
 <p>{{.Summary}}</p>
-{{- if .Evidence}}
+{{- if .Overlaps}}
+<ul class="evidence overlaps">
+{{- range .Overlaps}}<li><a class="to-timeline" href="#{{.First}}">{{.Text}}</a>{{if gt (len .Occurrences) 1}}<br><span class="occurrences">in the timeline: {{range .Occurrences}}<a class="to-timeline" href="#{{.ID}}">{{.Text}}</a>{{end}}{{if .More}}<span class="more">and {{.More}} more</span>{{end}}</span>{{end}}</li>{{end}}
+</ul>
+<p class="muted">One line per pair of clients that held the key at once; results.json lists every occurrence (overlaps).</p>
+{{- else if .Evidence}}
 <ul class="evidence">
 {{- range .Evidence}}<li>{{.}}</li>{{end}}
 {{- if .More}}<li class="more">and {{.More}} more (all in results.json)</li>{{end}}
@@ -320,7 +484,6 @@ ul.evidence li { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, mon
 {{- end}}
 {{- if .Files}}
 <p class="files">Files: {{range .Files}}{{if .Href}}<a href="{{.Href}}">{{.Name}}</a>{{else}}<code>{{.Name}}</code>{{end}} {{end}}</p>
-{{- end}}
 {{- end}}
 {{- else}}
 <p class="muted">No checker ran, so nothing was proven.</p>
@@ -375,6 +538,5 @@ ul.evidence li { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, mon
 <h2>Spec</h2>
 <pre>{{.Spec}}</pre>
 {{- end}}
-</body>
-</html>
-`))
+{{define "first"}}<a{{if .Timeline}} class="to-timeline"{{end}} href="{{.Href}}"{{if .At}} data-at="{{.At}}"{{end}}>{{.Text}}</a>{{end}}
+`

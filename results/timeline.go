@@ -1,0 +1,367 @@
+package results
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/checkers"
+	"github.com/lockbreaker/lockbreaker/history"
+)
+
+// The report's timeline: one lane per lock client (and per incarnation after an operation
+// whose outcome is unknown, named p2'1 as the checkers name it), the time each believed it
+// held the lock as a bar from its grant to its release, every acquire and release as a
+// thin line from invocation to completion, every storage read and write as a tick at its
+// completion, coloured accepted, rejected or unknown and labelled with its token, nemesis
+// faults shaded across every lane, and the overlaps mutual-exclusion found in red.
+//
+// It is drawn as SVG by the template; the lanes' coordinates are milliseconds since the
+// history's first event, so the page's script zooms and pans by changing the viewBox and
+// moves nothing else but the labels and the axis. Without the script the page shows the
+// whole run. It draws the history and the checkers' overlaps; it decides nothing.
+
+// Layout of the timeline, in the SVG's user units.
+const (
+	timelineWidth = 1000.0
+	laneLabels    = 70.0 // the lane names' column
+	plotWidth     = timelineWidth - laneLabels - 10
+	axisHeight    = 22.0
+	laneHeight    = 26.0
+	// maxLabels is how many token labels the page shows at once; more would be a smear.
+	maxLabels = 150
+)
+
+type timelineView struct {
+	SpanMS              string // the lanes' viewBox width
+	Height, LanesTop    float64
+	LanesHeight         float64
+	X0, Width           float64 // the lanes' place in the outer SVG
+	Lanes               []laneView
+	Faults              []band
+	Holds               []band
+	Overlaps            []band
+	Attempts            []stroke
+	Marks               []stroke
+	FaultLabels, Tokens []label
+	Ticks               []tick
+	LabelsHidden        bool
+	Operations, Holders int
+}
+
+type laneView struct {
+	Name string
+	Y    float64 // top of the lane
+	Text float64 // the name's baseline
+}
+
+// band is a rectangle in lane coordinates: x and width in milliseconds.
+type band struct {
+	ID, Class, Title string
+	X, Width         string
+	Y, Height        float64
+}
+
+// stroke is a line in lane coordinates, drawn the same width at every zoom: Path is its
+// SVG path ("M0.000 29H1.000"), shorter than a line's four attributes.
+type stroke struct{ Class, Title, Path string }
+
+// label is text in the outer SVG at a time (data-t, ms) the script keeps it at: a fault's
+// name, or a storage request's token (classed by its outcome).
+type label struct {
+	Class, Text, T string
+	X, Y           float64
+}
+
+type tick struct {
+	X    float64
+	Text string
+}
+
+// clock turns history times into the timeline's milliseconds.
+type clock struct{ start, span int64 }
+
+func newClock(events []history.Event) clock {
+	if len(events) == 0 {
+		return clock{}
+	}
+	c := clock{start: events[0].Time}
+	for _, e := range events {
+		c.start = min(c.start, e.Time)
+	}
+	c.span = max(history.Span(events)-c.start, int64(time.Millisecond))
+	return c
+}
+
+func (c clock) offset(t int64) time.Duration { return time.Duration(t - c.start) }
+
+// ms is t in the lanes' coordinates.
+func (c clock) ms(t int64) string {
+	return strconv.FormatFloat(float64(t-c.start)/1e6, 'f', 3, 64)
+}
+
+// width is the milliseconds from a to b, at least a microsecond so that nothing vanishes.
+func (c clock) width(a, b int64) string {
+	return strconv.FormatFloat(max(float64(b-a)/1e6, 0.001), 'f', 3, 64)
+}
+
+// x is t's place in the outer SVG when the whole run is shown.
+func (c clock) x(t int64) float64 {
+	return math.Round((laneLabels+float64(t-c.start)/float64(c.span)*plotWidth)*10) / 10
+}
+
+// event points at one event as the checkers' evidence does: "#12 (t=1.5s)".
+func (c clock) event(e history.Event) string {
+	return fmt.Sprintf("#%d (%s)", e.Index, seconds(c.offset(e.Time)))
+}
+
+// lane names a lock client's lane: p2, or p2'1 after its first indeterminate operation.
+type lane struct{ process, life int }
+
+func (l lane) String() string {
+	switch l.process {
+	case history.HarnessProcess:
+		return "harness"
+	case history.NemesisProcess:
+		return "nemesis"
+	}
+	name := fmt.Sprintf("p%d", l.process)
+	if l.life > 0 {
+		name += fmt.Sprintf("'%d", l.life)
+	}
+	return name
+}
+
+// hold is the time a client believed it held a key: from its acquire's ok to its next
+// release of that key, or its last event.
+type hold struct {
+	lane     lane
+	key      string
+	granted  history.Event
+	until    int64
+	released bool
+}
+
+func newTimeline(events []history.Event, ops []history.Op, overlaps []checkers.Overlap) timelineView {
+	c := newClock(events)
+	tl := timelineView{SpanMS: c.ms(c.start + c.span), X0: laneLabels, Width: plotWidth, Operations: len(ops)}
+
+	lanes, laneOf := assignLanes(ops)
+	nemesis := lane{process: history.NemesisProcess}
+	lanes = append([]lane{nemesis}, lanes...)
+	y := map[lane]float64{}
+	for i, l := range lanes {
+		y[l] = float64(i) * laneHeight
+		tl.Lanes = append(tl.Lanes, laneView{Name: l.String(), Y: axisHeight + y[l], Text: axisHeight + y[l] + laneHeight/2 + 4})
+	}
+	tl.LanesTop, tl.LanesHeight = axisHeight, float64(len(lanes))*laneHeight
+	tl.Height = tl.LanesTop + tl.LanesHeight + 4
+
+	for _, f := range history.Faults(events) {
+		title := fmt.Sprintf("%s %s, %s .. %s", f.Description, strings.Join(f.Targets, ","), seconds(c.offset(f.Start)), seconds(c.offset(f.Stop)))
+		if !f.Healed {
+			title += ", never healed"
+		}
+		tl.Faults = append(tl.Faults, band{Class: "fault", Title: title, X: c.ms(f.Start), Width: c.width(f.Start, f.Stop), Y: 0, Height: tl.LanesHeight})
+		tl.FaultLabels = append(tl.FaultLabels, label{Text: strings.TrimSpace(f.Description + " " + strings.Join(f.Targets, ",")),
+			T: c.ms(f.Start), X: c.x(f.Start), Y: tl.LanesTop + laneHeight/2 + 4})
+	}
+
+	holds := findHolds(ops, laneOf)
+	holdLane := map[int]lane{} // grant event index -> lane
+	for _, h := range holds {
+		holdLane[h.granted.Index] = h.lane
+		end := "its last event"
+		if h.released {
+			end = "its release"
+		}
+		tl.Holds = append(tl.Holds, band{Class: "hold", X: c.ms(h.granted.Time), Width: c.width(h.granted.Time, h.until),
+			Y: y[h.lane] + 7, Height: laneHeight - 14,
+			Title: fmt.Sprintf("%s held %s from %s to %s (%s)", h.lane, h.key, c.event(h.granted), seconds(c.offset(h.until)), end)})
+	}
+	tl.Holders = len(holds)
+
+	at := map[int]int64{}
+	for _, e := range events {
+		at[e.Index] = e.Time
+	}
+	for i, o := range overlaps {
+		from, to := at[o.Later.Granted], min(at[o.Earlier.Until], at[o.Later.Until])
+		title := fmt.Sprintf("p%d and p%d both held %s for %v from %s", o.Earlier.Process, o.Later.Process, o.Key, o.Length, seconds(c.offset(from)))
+		for j, h := range []checkers.Holding{o.Later, o.Earlier} {
+			l, ok := holdLane[h.Granted]
+			if !ok {
+				continue
+			}
+			b := band{Class: "overlap", Title: title, X: c.ms(from), Width: c.width(from, to), Y: y[l] + 4, Height: laneHeight - 8}
+			if j == 0 {
+				b.ID = overlapID(i)
+			}
+			tl.Overlaps = append(tl.Overlaps, b)
+		}
+	}
+
+	for _, op := range ops {
+		l := laneOf[op.Invoke.Index]
+		end := c.start + c.span
+		class := outcomeClass(op.Type())
+		if op.Complete != nil {
+			end = op.Complete.Time
+		}
+		switch op.Func() {
+		case history.Acquire, history.Release:
+			tl.Attempts = append(tl.Attempts, stroke{Class: "attempt " + class, Title: describe(c, op),
+				Path: fmt.Sprintf("M%s %gH%s", c.ms(op.Invoke.Time), y[l]+3, c.ms(end))})
+		default:
+			tall := 3.0
+			if op.Func() == history.Read {
+				tall = 7
+			}
+			tl.Marks = append(tl.Marks, stroke{Class: class, Title: describe(c, op),
+				Path: fmt.Sprintf("M%s %gV%g", c.ms(end), y[l]+tall, y[l]+laneHeight-tall)})
+			if t := op.Invoke.Token; t != nil {
+				tl.Tokens = append(tl.Tokens, label{Class: class, Text: strconv.FormatInt(*t, 10), T: c.ms(end),
+					X: c.x(end), Y: tl.LanesTop + y[l] + laneHeight - 1})
+			}
+		}
+	}
+	tl.LabelsHidden = len(tl.Tokens) > maxLabels
+	tl.Ticks = ticks(0, float64(c.span)/1e6, func(ms float64) float64 { return laneLabels + ms*1e6/float64(c.span)*plotWidth })
+	return tl
+}
+
+// overlapID is the anchor of the i-th overlap in the timeline.
+func overlapID(i int) string { return fmt.Sprintf("overlap-%d", i) }
+
+// assignLanes gives every client operation its lane (by its invocation's index): a
+// process's operations share a lane until one ends with an unknown outcome; the next one
+// starts a new lane, as the checkers start a new identity there. The lanes come sorted.
+func assignLanes(ops []history.Op) ([]lane, map[int]lane) {
+	life := map[int]int{}
+	laneOf := map[int]lane{}
+	seen := map[lane]bool{}
+	var lanes []lane
+	for _, op := range ops {
+		l := lane{process: op.Process(), life: life[op.Process()]}
+		laneOf[op.Invoke.Index] = l
+		if !seen[l] {
+			seen[l] = true
+			lanes = append(lanes, l)
+		}
+		if op.Type() == history.Info && op.Process() != history.HarnessProcess {
+			life[op.Process()]++
+		}
+	}
+	slices.SortFunc(lanes, func(a, b lane) int {
+		// Lock clients first, by number; the harness's final reads last.
+		harness := func(l lane) int { return min(0, l.process) }
+		return cmp.Or(cmp.Compare(harness(b), harness(a)), cmp.Compare(a.process, b.process), cmp.Compare(a.life, b.life))
+	})
+	return lanes, laneOf
+}
+
+// findHolds pairs every granted acquire with the client's next release of the key (its
+// invocation) or, lacking one, the client's last event.
+func findHolds(ops []history.Op, laneOf map[int]lane) []hold {
+	type holding struct {
+		process int
+		key     string
+	}
+	open := map[holding]int{}
+	last := map[int]int64{}
+	var holds []hold
+	for _, op := range ops {
+		last[op.Process()] = max(last[op.Process()], op.Invoke.Time)
+		if op.Complete != nil {
+			last[op.Process()] = max(last[op.Process()], op.Complete.Time)
+		}
+		h := holding{op.Process(), op.Invoke.Key}
+		i, held := open[h]
+		switch {
+		case op.Func() == history.Acquire && op.Type() == history.OK && !held:
+			open[h] = len(holds)
+			holds = append(holds, hold{lane: laneOf[op.Invoke.Index], key: h.key, granted: *op.Complete})
+		case op.Func() == history.Release && held:
+			holds[i].until, holds[i].released = op.Invoke.Time, true
+			delete(open, h)
+		}
+	}
+	for h, i := range open {
+		holds[i].until = last[h.process]
+	}
+	return holds
+}
+
+// outcomeClass is the CSS class of an operation's outcome.
+func outcomeClass(t history.Type) string {
+	switch t {
+	case history.OK:
+		return "ok"
+	case history.Fail:
+		return "fail"
+	}
+	return "info"
+}
+
+// describe is an operation's tooltip, in the evidence's words: "p1 write lock 3 token=7
+// → fail (stale-token), #40 (t=1.2s) .. #41 (t=1.3s)".
+func describe(c clock, op history.Op) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s %s", lane{process: op.Process()}, op.Func(), op.Invoke.Key)
+	if v := op.Invoke.Value; v != nil && op.Func() == history.Write {
+		fmt.Fprintf(&b, " %d", *v)
+	}
+	if t := op.Invoke.Token; t != nil {
+		fmt.Fprintf(&b, " token=%d", *t)
+	}
+	done := op.Complete
+	if done == nil {
+		fmt.Fprintf(&b, " → never completed, %s", c.event(op.Invoke))
+		return b.String()
+	}
+	fmt.Fprintf(&b, " → %s", done.Type)
+	if done.Value != nil {
+		fmt.Fprintf(&b, " %d", *done.Value)
+	}
+	if done.Token != nil {
+		fmt.Fprintf(&b, " token=%d", *done.Token)
+	}
+	if done.Error != "" {
+		fmt.Fprintf(&b, " (%s)", done.Error)
+	}
+	if done.Message != "" {
+		fmt.Fprintf(&b, " %q", done.Message)
+	}
+	fmt.Fprintf(&b, ", %s .. %s", c.event(op.Invoke), c.event(*done))
+	return b.String()
+}
+
+// ticks are about eight round values between lo and hi (milliseconds), placed by x and
+// labelled in seconds.
+func ticks(lo, hi float64, x func(ms float64) float64) []tick {
+	step := niceStep((hi - lo) / 8)
+	var out []tick
+	for i := math.Ceil(lo / step); i*step <= hi; i++ {
+		v := i * step
+		out = append(out, tick{X: x(v), Text: strconv.FormatFloat(math.Round(v*1e6)/1e9, 'f', -1, 64) + "s"})
+	}
+	return out
+}
+
+// niceStep is the smallest of 1, 2 and 5 times a power of ten that is at least raw.
+func niceStep(raw float64) float64 {
+	if !(raw > 0) {
+		return 1
+	}
+	power := math.Pow10(int(math.Floor(math.Log10(raw))))
+	for _, m := range []float64{1, 2, 5} {
+		if m*power >= raw {
+			return m * power
+		}
+	}
+	return 10 * power
+}
