@@ -104,8 +104,8 @@ func (s *Spec) Normalize() error {
 	if err != nil {
 		return &SpecError{Reason: err.Error()}
 	}
-	if client.System != s.System {
-		return specErrorf("client %q runs on system %q, not %q", s.Client, client.System, s.System)
+	if !client.RunsOn(s.System) {
+		return specErrorf("client %q runs on %s, not on %q", s.Client, strings.Join(client.Systems, " and "), s.System)
 	}
 	if s.Fencing && !client.Tokens {
 		return specErrorf("--fencing on is not possible with client %q: %s", s.Client, client.NoTokens)

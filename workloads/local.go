@@ -16,8 +16,8 @@ import (
 // Redis, the token exists either way), so Config.Fencing changes nothing here.
 
 func init() {
-	register(Client{Name: "local", System: "local", Tokens: true, New: newLocalLock})
-	register(Client{Name: "local-broken", System: "local-broken", Tokens: true, New: newLocalLock})
+	register(Client{Name: "local", Systems: []string{"local"}, Tokens: true, New: newLocalLock})
+	register(Client{Name: "local-broken", Systems: []string{"local-broken"}, Tokens: true, New: newLocalLock})
 }
 
 type localLock struct {

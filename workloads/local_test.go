@@ -28,7 +28,7 @@ func TestLocalLockIsAMutex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	isAMutex(t, client, []string{s.Addr()})
+	isAMutex(t, client, Config{Nodes: []string{s.Addr()}})
 }
 
 func TestLocalLock(t *testing.T) {
@@ -87,8 +87,8 @@ func TestLocalLock(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			nodes := []string{s.Addr()}
-			a, b := newLock(t, client, nodes, "a", time.Minute), newLock(t, client, nodes, "b", time.Minute)
+			target := Config{Nodes: []string{s.Addr()}}
+			a, b := newLock(t, client, target, "a", time.Minute), newLock(t, client, target, "b", time.Minute)
 			ga, err := acquire(a, time.Second)
 			if err != nil {
 				t.Fatalf("a: acquire a free lock: %v", err)

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 )
@@ -47,8 +48,11 @@ var (
 type Config struct {
 	// Nodes are the addresses of the lock service's nodes.
 	Nodes []string
-	Key   string
-	TTL   time.Duration
+	// Sentinels, when the system has them, are the addresses of the monitors that say which
+	// node is the primary now; a client then finds the primary through them.
+	Sentinels []string
+	Key       string
+	TTL       time.Duration
 	// Fencing asks the lock for a fencing token with each grant.
 	Fencing bool
 	// OpTimeout bounds one request to one node.
@@ -62,8 +66,8 @@ type Config struct {
 // Client describes a lock client that can be chosen with --client.
 type Client struct {
 	Name string
-	// System is the cluster kind it runs against.
-	System string
+	// Systems are the cluster kinds it runs against.
+	Systems []string
 	// Tokens says whether grants carry a fencing token.
 	Tokens bool
 	// NoTokens explains, when Tokens is false, why fencing cannot be offered.
@@ -94,11 +98,14 @@ func ClientNames() []string {
 	return names
 }
 
+// RunsOn reports whether the client runs against system.
+func (c Client) RunsOn(system string) bool { return slices.Contains(c.Systems, system) }
+
 // ForSystem lists the clients that run on a system, sorted by name.
 func ForSystem(system string) []Client {
 	var on []Client
 	for _, name := range ClientNames() {
-		if c := clients[name]; c.System == system {
+		if c := clients[name]; c.RunsOn(system) {
 			on = append(on, c)
 		}
 	}

@@ -16,10 +16,13 @@ import (
 // TestLockClientsAgainstRealClusters starts one cluster per system and runs every client
 // of that system, and the system's own checks, against it.
 func TestLockClientsAgainstRealClusters(t *testing.T) {
-	systemTests := map[string]map[string]func(*testing.T, []string){
+	systemTests := map[string]map[string]func(*testing.T, Config){
 		"redis": {
 			"redis/lease-expires":     leaseExpiresUnderTheHolder("redis"),
 			"redislock/lease-expires": leaseExpiresUnderTheHolder("redislock"),
+		},
+		"sentinel": {
+			"redis/lease-expires": leaseExpiresUnderTheHolder("redis"),
 		},
 		"redlock": {
 			"redlock/lease-expires":           leaseExpiresUnderTheHolder("redlock"),
@@ -27,24 +30,27 @@ func TestLockClientsAgainstRealClusters(t *testing.T) {
 			"redlock/clock-jump-during-grant": redlockRefusesASlowGrant,
 		},
 	}
-	for _, system := range []string{"redis", "redlock", "zookeeper"} {
+	for _, system := range []string{"redis", "redlock", "sentinel", "zookeeper"} {
 		t.Run(system, func(t *testing.T) {
 			cluster := containerstest.Start(t, containers.Spec{System: system, TTL: 4 * time.Second})
-			nodes := cluster.Addrs()
+			target := Config{Nodes: cluster.Addrs(), Sentinels: cluster.MonitorAddrs()}
 			for _, client := range ForSystem(system) {
-				t.Run(client.Name, func(t *testing.T) { isAMutex(t, client, nodes) })
+				t.Run(client.Name, func(t *testing.T) { isAMutex(t, client, target) })
 			}
 			for name, test := range systemTests[system] {
-				t.Run(name, func(t *testing.T) { test(t, nodes) })
+				t.Run(name, func(t *testing.T) { test(t, target) })
 			}
 		})
 	}
 }
 
-func newLock(t *testing.T, client Client, nodes []string, owner string, ttl time.Duration) Lock {
+// newLock makes a lock of client on target (its nodes and any Sentinels).
+func newLock(t *testing.T, client Client, target Config, owner string, ttl time.Duration) Lock {
 	t.Helper()
-	l, err := client.New(Config{Nodes: nodes, Key: "k-" + client.Name, TTL: ttl, Fencing: client.Tokens,
-		OpTimeout: 200 * time.Millisecond, Retry: 10 * time.Millisecond, Owner: owner})
+	cfg := target
+	cfg.Key, cfg.TTL, cfg.Fencing, cfg.Owner = "k-"+client.Name, ttl, client.Tokens, owner
+	cfg.OpTimeout, cfg.Retry = 200*time.Millisecond, 10*time.Millisecond
+	l, err := client.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,13 +64,13 @@ func acquire(l Lock, within time.Duration) (Grant, error) {
 	return l.Acquire(ctx)
 }
 
-func isAMutex(t *testing.T, client Client, nodes []string) {
+func isAMutex(t *testing.T, client Client, target Config) {
 	ttl := 2 * time.Second
-	if client.System == "zookeeper" {
+	if client.RunsOn("zookeeper") {
 		ttl = 4 * time.Second // the session timeout
 	}
-	a := newLock(t, client, nodes, client.Name+"-a", ttl)
-	b := newLock(t, client, nodes, client.Name+"-b", ttl)
+	a := newLock(t, client, target, client.Name+"-a", ttl)
+	b := newLock(t, client, target, client.Name+"-b", ttl)
 
 	ga, err := acquire(a, 5*time.Second)
 	if err != nil {
@@ -96,11 +102,11 @@ func isAMutex(t *testing.T, client Client, nodes []string) {
 
 // A Redis lease runs out on its own: the holder is not asked. This is the root of every
 // violation the harness reproduces.
-func leaseExpiresUnderTheHolder(name string) func(*testing.T, []string) {
-	return func(t *testing.T, nodes []string) {
+func leaseExpiresUnderTheHolder(name string) func(*testing.T, Config) {
+	return func(t *testing.T, target Config) {
 		client, _ := LookupClient(name)
-		a := newLock(t, client, nodes, name+"-lease-a", 300*time.Millisecond)
-		b := newLock(t, client, nodes, name+"-lease-b", 300*time.Millisecond)
+		a := newLock(t, client, target, name+"-lease-a", 300*time.Millisecond)
+		b := newLock(t, client, target, name+"-lease-b", 300*time.Millisecond)
 		if _, err := acquire(a, time.Second); err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +125,8 @@ func leaseExpiresUnderTheHolder(name string) func(*testing.T, []string) {
 
 // Our Redlock reads time from an injectable clock: a client whose clock jumps past the
 // TTL while it acquires must not believe it holds the lock, and must give back what it got.
-func redlockRefusesASlowGrant(t *testing.T, nodes []string) {
+func redlockRefusesASlowGrant(t *testing.T, target Config) {
+	nodes := target.Nodes
 	calls := 0
 	jumpy := func() time.Time {
 		calls++

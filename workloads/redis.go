@@ -8,12 +8,19 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockbreaker/lockbreaker/system"
 )
 
 // The seed's naive lock on one Redis: SET key value NX PX ttl, released by a Lua
 // compare-and-delete so a client can never delete a lock another client now holds.
 // With fencing, the grant and the INCR of a token counter happen in one Lua script, so
 // no other client can be granted the lock between the two.
+//
+// On Sentinel the same lock runs on whichever node the Sentinels call the primary. The
+// primary replicates the key and the counter asynchronously, so a replica promoted after
+// a crash may have neither: it grants the lock again and counts tokens from where its copy
+// stopped, which is how a token repeats or goes back.
 
 var (
 	acquireWithToken = redis.NewScript(`
@@ -29,7 +36,7 @@ return 0`)
 )
 
 func init() {
-	register(Client{Name: "redis", System: "redis", Tokens: true, New: newRedisLock})
+	register(Client{Name: "redis", Systems: []string{"redis", "sentinel"}, Tokens: true, New: newRedisLock})
 }
 
 type redisLock struct {
@@ -42,10 +49,33 @@ type redisLock struct {
 }
 
 func newRedisLock(cfg Config) (Lock, error) {
-	if len(cfg.Nodes) != 1 {
-		return nil, errors.New("the redis lock needs exactly one node")
+	rdb, err := primaryClient(cfg, "the redis lock")
+	if err != nil {
+		return nil, err
 	}
-	return &redisLock{cfg: cfg, rdb: newRedisClient(cfg.Nodes[0], cfg.OpTimeout)}, nil
+	return &redisLock{cfg: cfg, rdb: rdb}, nil
+}
+
+// primaryClient connects a single-server lock to its server: the one node, or on Sentinel
+// whichever node the Sentinels say is the primary (go-redis's failover client asks them
+// again when its connection breaks, and drops its connections when they announce a new
+// primary).
+func primaryClient(cfg Config, lock string) (*redis.Client, error) {
+	if len(cfg.Sentinels) > 0 {
+		return redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName:    system.SentinelMaster,
+			SentinelAddrs: cfg.Sentinels,
+			DialTimeout:   cfg.OpTimeout,
+			ReadTimeout:   cfg.OpTimeout,
+			WriteTimeout:  cfg.OpTimeout,
+			MaxRetries:    -1,
+			PoolSize:      1,
+		}), nil
+	}
+	if len(cfg.Nodes) != 1 {
+		return nil, fmt.Errorf("%s needs exactly one node, got %d", lock, len(cfg.Nodes))
+	}
+	return newRedisClient(cfg.Nodes[0], cfg.OpTimeout), nil
 }
 
 // newRedisClient makes a client that never retries on its own: a retried SET NX could

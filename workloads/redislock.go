@@ -3,7 +3,6 @@ package workloads
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/bsm/redislock"
 	"github.com/redis/go-redis/v9"
@@ -20,15 +19,15 @@ type bsmRedisLock struct {
 }
 
 func init() {
-	register(Client{Name: "redislock", System: "redis", New: newBSMRedisLock,
+	register(Client{Name: "redislock", Systems: []string{"redis", "sentinel"}, New: newBSMRedisLock,
 		NoTokens: "github.com/bsm/redislock hands out a random value, not a monotonic token"})
 }
 
 func newBSMRedisLock(cfg Config) (Lock, error) {
-	if len(cfg.Nodes) != 1 {
-		return nil, fmt.Errorf("redislock needs exactly one node, got %d", len(cfg.Nodes))
+	rdb, err := primaryClient(cfg, "redislock")
+	if err != nil {
+		return nil, err
 	}
-	rdb := newRedisClient(cfg.Nodes[0], cfg.OpTimeout)
 	return &bsmRedisLock{cfg: cfg, rdb: rdb, lib: redislock.New(rdb)}, nil
 }
 

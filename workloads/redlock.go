@@ -31,7 +31,7 @@ func init() {
 		if parallel {
 			name = "redlock-parallel"
 		}
-		register(Client{Name: name, System: "redlock", NoTokens: redlockNoTokens,
+		register(Client{Name: name, Systems: []string{"redlock"}, NoTokens: redlockNoTokens,
 			New: func(cfg Config) (Lock, error) { return NewRedlock(cfg, parallel, time.Now) }})
 	}
 }

@@ -25,7 +25,7 @@ type redsyncLock struct {
 }
 
 func init() {
-	register(Client{Name: "redsync", System: "redlock", NoTokens: redlockNoTokens, New: newRedsync})
+	register(Client{Name: "redsync", Systems: []string{"redlock"}, NoTokens: redlockNoTokens, New: newRedsync})
 }
 
 func newRedsync(cfg Config) (Lock, error) {
