@@ -39,6 +39,9 @@ const (
 	// Start and Stop bracket a fault injected by the nemesis.
 	Start Func = "start"
 	Stop  Func = "stop"
+	// Roles records the nodes' roles (leader, primary, replica, down...) as they are seen
+	// to change; not a fault.
+	Roles Func = "roles"
 )
 
 // Process numbers that are not lock clients.
@@ -123,3 +126,11 @@ func Duration(from, to int64) time.Duration { return time.Duration(to - from) }
 //   - info outcomes carry no error kind, only a message.
 //   - nemesis: process NemesisProcess, type info, f start/stop, fault and targets set; a
 //     stop closes the start with the same fault and targets.
+//   - kill-node: start when the node's server was killed, detail{role: its role then, when
+//     the cluster has roles}; stop once it serves again.
+//   - failover: start when replication from the primary is cut, detail{primary}; stop
+//     once a replica was promoted and the old primary started again, detail{primary: the
+//     promoted one, grant: the client granted just before the crash, or none}.
+//   - roles: process NemesisProcess, type info, f roles, detail{node: role} for every
+//     node, targets the nodes whose role changed; one when the run starts, one per change.
+//   - a grant's detail{nodes: n1,n2,n3} names the nodes that granted it (Redlock).

@@ -89,8 +89,8 @@ func (e Event) validate() error {
 	switch {
 	case e.Func == "":
 		return errors.New("event has no f")
-	case e.Process == NemesisProcess && e.Func != Start && e.Func != Stop:
-		return fmt.Errorf("unknown nemesis operation %q (want start or stop)", e.Func)
+	case e.Process == NemesisProcess && e.Func != Start && e.Func != Stop && e.Func != Roles:
+		return fmt.Errorf("unknown nemesis operation %q (want start, stop or roles)", e.Func)
 	case e.Process != NemesisProcess && !slices.Contains(clientFuncs, e.Func):
 		return fmt.Errorf("unknown operation %q (want acquire, release, read, write or final-read)", e.Func)
 	}
