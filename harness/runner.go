@@ -56,7 +56,7 @@ func (r Runner) Run(ctx context.Context, spec Spec) (string, results.Summary, er
 		t.progress = io.Discard
 	}
 	summary, err := t.execute(ctx)
-	return run.Dir(), summary, err
+	return run.Dir(), summary, errors.Join(err, results.WriteIndex(r.ResultsRoot))
 }
 
 // errInterrupted is a run's error when its context was cancelled (Ctrl-C, SIGTERM).

@@ -315,7 +315,8 @@ var reportScript string
 
 var (
 	reportPolicy   = contentSecurityPolicy(reportScript)
-	reportTemplate = template.Must(template.New(ReportFile).Parse(pageHead + reportStyle + "</style>\n</head>\n<body>\n" +
+	reportTemplate = template.Must(template.New(ReportFile).Parse(pageHead + reportStyle +
+		"</style>\n<title>{{.Test}} {{.RunID}}: {{.Overall.Text}} — lockbreaker</title>\n</head>\n<body>\n" +
 		reportBody + "<script>" + reportScript + "</script>\n</body>\n</html>\n"))
 )
 

@@ -1,0 +1,44 @@
+package harness
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/lockbreaker/lockbreaker/results"
+)
+
+// A run rebuilds the store's index, which lists it with its verdict and links its report.
+func TestRunRebuildsTheIndex(t *testing.T) {
+	dir, s := runTrial(t, localSpec("local-broken", []string{"none"}, false))
+	test, id := filepath.Base(filepath.Dir(dir)), filepath.Base(dir)
+	page, err := os.ReadFile(filepath.Join(filepath.Dir(filepath.Dir(dir)), results.IndexFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`<tr class="run ` + string(s.Verdict) + `"`, `<a href="` + test + "/" + id + `/report.html">` + test + "</a>"} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("index lacks %s:\n%s", want, page)
+		}
+	}
+}
+
+// The report's header and the index read a spec by spec.json's field names.
+func TestResultsReadTheSpec(t *testing.T) {
+	s := localSpec("local", []string{"pause-holder", "kill-client"}, true)
+	if err := s.Normalize(); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := results.Setup{System: s.System, Client: s.Client, Nemesis: s.Nemesis, Fencing: s.Fencing, Clients: s.Clients,
+		Seed: s.Seed, TTL: s.TTL.Std().String(), TimeLimit: s.TimeLimit.Std().String()}
+	if got := results.ReadSetup(spec); !reflect.DeepEqual(got, want) {
+		t.Errorf("setup %+v, want %+v", got, want)
+	}
+}

@@ -1,0 +1,216 @@
+package results
+
+import (
+	"bytes"
+	"cmp"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/checkers"
+)
+
+// IndexFile is the store's page of every run, at its root.
+const IndexFile = "index.html"
+
+// WriteIndex writes <root>/index.html: every run in the store, newest first, coloured by
+// its verdict and filterable by system, client, nemesis and verdict. The harness calls it
+// after each run.
+func WriteIndex(root string) error {
+	page, err := RenderIndex(root)
+	if err != nil {
+		return err
+	}
+	return WriteAtomic(filepath.Join(root, IndexFile), page)
+}
+
+// RefreshIndex rewrites the index of the store a run directory lies in, when that store
+// has one; it makes no index anywhere else.
+func RefreshIndex(runDir string) error {
+	root := filepath.Dir(filepath.Dir(runDir))
+	if _, err := os.Stat(filepath.Join(root, IndexFile)); err != nil {
+		return nil
+	}
+	return WriteIndex(root)
+}
+
+// RenderIndex is the index page of the store at root, as WriteIndex writes it.
+func RenderIndex(root string) ([]byte, error) {
+	runs, err := listRuns(root)
+	if err != nil {
+		return nil, err
+	}
+	v := indexView{Policy: indexPolicy, Runs: runs}
+	for _, r := range runs {
+		v.Systems = append(v.Systems, r.systems...)
+		v.Clients = append(v.Clients, r.clients...)
+		v.Nemeses = append(v.Nemeses, r.nemeses...)
+		v.Verdicts = append(v.Verdicts, r.Verdict.Class)
+	}
+	for _, list := range []*[]string{&v.Systems, &v.Clients, &v.Nemeses, &v.Verdicts} {
+		slices.Sort(*list)
+		*list = slices.Compact(*list)
+	}
+	var buf bytes.Buffer
+	if err := indexTemplate.Execute(&buf, v); err != nil {
+		return nil, fmt.Errorf("render %s: %w", IndexFile, err)
+	}
+	return buf.Bytes(), nil
+}
+
+type indexView struct {
+	Policy                              template.HTMLAttr
+	Runs                                []runRow
+	Systems, Clients, Nemeses, Verdicts []string
+}
+
+// runRow is one run of the index. The filters read its data attributes, JSON lists.
+type runRow struct {
+	Test, RunID, Href, Started, Took string
+	Verdict, Headline                verdictView
+	System, Client, Nemesis, Fencing string
+	Faults, Ops                      int
+	Problem                          string // why the run has no verdict to show
+	DataSystem, DataClient           string
+	DataNemesis, DataVerdict         string
+	started                          time.Time
+	systems, clients, nemeses        []string
+}
+
+// listRuns reads every run directory, <root>/<test>/<run>/, newest first. The latest
+// links and hidden names are not runs.
+func listRuns(root string) ([]runRow, error) {
+	tests, err := os.ReadDir(root)
+	if err != nil {
+		return nil, fmt.Errorf("read the run store %s: %w", root, err)
+	}
+	var rows []runRow
+	for _, test := range tests {
+		if !test.IsDir() || strings.HasPrefix(test.Name(), ".") {
+			continue
+		}
+		runs, err := os.ReadDir(filepath.Join(root, test.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("read the run store %s: %w", root, err)
+		}
+		for _, run := range runs {
+			dir := filepath.Join(root, test.Name(), run.Name())
+			if !run.IsDir() || strings.HasPrefix(run.Name(), ".") || !hasAny(dir, HistoryFile, SummaryFile) {
+				continue
+			}
+			rows = append(rows, newRunRow(dir, test.Name(), run.Name()))
+		}
+	}
+	slices.SortStableFunc(rows, func(a, b runRow) int {
+		return cmp.Or(b.started.Compare(a.started), cmp.Compare(b.RunID, a.RunID), cmp.Compare(a.Test, b.Test))
+	})
+	return rows, nil
+}
+
+func hasAny(dir string, names ...string) bool {
+	for _, name := range names {
+		if info, err := os.Stat(filepath.Join(dir, name)); err == nil && info.Mode().IsRegular() {
+			return true
+		}
+	}
+	return false
+}
+
+func newRunRow(dir, test, id string) runRow {
+	row := runRow{Test: test, RunID: id, Href: (&url.URL{Path: test + "/" + id + "/"}).String()}
+	if hasAny(dir, ReportFile) {
+		row.Href += ReportFile
+	}
+	row.started, _ = time.Parse(timestampLayout, strings.SplitN(id, "-", 2)[0])
+	s, err := ReadSummary(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		row.Problem, row.Verdict = "no results: running, or it stopped before checking", viewVerdict(checkers.Unknown)
+	case err != nil:
+		row.Problem, row.Verdict = err.Error(), viewVerdict(checkers.Unknown)
+	default:
+		row.Verdict = viewVerdict(s.Verdict)
+		row.Headline, _ = headline(s.Results)
+		row.Faults, row.Ops = s.Faults, s.Ops.Total().Total()
+		if !s.Started.IsZero() {
+			row.started = s.Started
+			if s.Finished.After(s.Started) {
+				row.Took = s.Finished.Sub(s.Started).Round(time.Second).String()
+			}
+		}
+		setup := ReadSetup(s.Spec)
+		row.System, row.Client, row.Nemesis = setup.System, setup.Client, strings.Join(setup.Nemesis, ", ")
+		if setup.System != "" {
+			row.Fencing = map[bool]string{true: "on", false: "off"}[setup.Fencing]
+			row.systems, row.clients, row.nemeses = []string{setup.System}, []string{setup.Client}, setup.Nemesis
+		}
+	}
+	if !row.started.IsZero() {
+		row.Started = row.started.UTC().Format("2006-01-02 15:04:05")
+	}
+	row.DataSystem, row.DataClient, row.DataNemesis = jsonList(row.systems), jsonList(row.clients), jsonList(row.nemeses)
+	row.DataVerdict = jsonList([]string{row.Verdict.Class})
+	return row
+}
+
+func jsonList(values []string) string {
+	b, _ := json.Marshal(append([]string{}, values...))
+	return string(b)
+}
+
+// indexScript filters the runs' rows; it is the one script the index's policy lets run.
+//
+//go:embed index.js
+var indexScript string
+
+var (
+	indexPolicy   = contentSecurityPolicy(indexScript)
+	indexTemplate = template.Must(template.New(IndexFile).Parse(pageHead + indexStyle + "</style>\n<title>lockbreaker runs</title>\n</head>\n<body>\n" +
+		indexBody + "<script>" + indexScript + "</script>\n</body>\n</html>\n"))
+)
+
+const indexStyle = `.filters { display: flex; flex-wrap: wrap; gap: 1rem; align-items: center; margin: .5rem 0 1rem; font-size: .9rem; }
+.filters select { font: inherit; }
+tr.run td:first-child { border-left: .3rem solid var(--unknown); }
+tr.run.valid td:first-child { border-left-color: var(--valid); }
+tr.run.invalid td:first-child { border-left-color: var(--invalid); }
+tr.run.invalid { background: #fff5f5; }
+tr.run.valid { background: #f6fff8; }
+tr.run.not-applicable td:first-child { border-left-color: var(--na); }
+td.headline { font-size: .85rem; }
+`
+
+const indexBody = `<h1>lockbreaker runs</h1>
+<p class="meta">Every run in this store, newest first. Rebuilt after each run; <code>lockbreaker serve</code> serves it.</p>
+{{- if .Runs}}
+<div class="filters">
+<label>system <select data-filter="system"><option value="">any</option>{{range .Systems}}<option>{{.}}</option>{{end}}</select></label>
+<label>client <select data-filter="client"><option value="">any</option>{{range .Clients}}<option>{{.}}</option>{{end}}</select></label>
+<label>nemesis <select data-filter="nemesis"><option value="">any</option>{{range .Nemeses}}<option>{{.}}</option>{{end}}</select></label>
+<label>verdict <select data-filter="verdict"><option value="">any</option>{{range .Verdicts}}<option>{{.}}</option>{{end}}</select></label>
+<span id="shown" class="muted">{{len .Runs}} runs</span>
+</div>
+<table class="runs">
+<thead><tr><th>verdict</th><th>test</th><th>started (UTC)</th><th>system</th><th>client</th><th>nemesis</th><th>fencing</th><th class="num">ops</th><th class="num">faults</th><th>took</th><th>lock and data safety</th></tr></thead>
+<tbody>
+{{- range .Runs}}
+<tr class="run {{.Verdict.Class}}" data-system="{{.DataSystem}}" data-client="{{.DataClient}}" data-nemesis="{{.DataNemesis}}" data-verdict="{{.DataVerdict}}">
+<td><span class="verdict {{.Verdict.Class}}">{{.Verdict.Text}}</span></td><td><a href="{{.Href}}">{{.Test}}</a><br><span class="muted mono">{{.RunID}}</span></td><td>{{.Started}}</td>
+<td>{{.System}}</td><td>{{.Client}}</td><td>{{.Nemesis}}</td><td>{{.Fencing}}</td><td class="num">{{.Ops}}</td><td class="num">{{.Faults}}</td><td>{{.Took}}</td>
+<td class="headline">{{if .Problem}}<span class="muted">{{.Problem}}</span>{{else}}{{.Headline.Text}}{{end}}</td></tr>
+{{- end}}
+</tbody>
+</table>
+{{- else}}
+<p class="muted">No runs yet: lockbreaker run makes one.</p>
+{{- end}}
+`
