@@ -165,9 +165,14 @@ func (c *Cluster) HealNetwork(ctx context.Context) error {
 // continues every node (SIGCONT), removes the partitions and resets the clocks. Run it
 // in a defer.
 func (c *Cluster) Heal(ctx context.Context) error {
-	restart := c.each(c.killed(), func(n Node) error { return c.Restart(ctx, n.Name) })
+	restart := c.RestartKilled(ctx)
 	cont := c.each(c.running(), func(n Node) error { return c.Signal(ctx, n.Name, syscall.SIGCONT) })
 	return errors.Join(restart, cont, c.HealNetwork(ctx), c.ResetClocks(ctx))
+}
+
+// RestartKilled starts every node that was killed and not started again.
+func (c *Cluster) RestartKilled(ctx context.Context) error {
+	return c.each(c.killed(), func(n Node) error { return c.Restart(ctx, n.Name) })
 }
 
 // Kill crashes node name's server with SIGKILL, as a crash would, and returns once its

@@ -1,16 +1,19 @@
-// Package nemesis injects faults into a running test: process pauses (SIGSTOP), wall-clock
-// jumps (libfaketime) and network partitions (iptables). Each kind is a Nemesis; several
-// compose into one. Like etcd's failpoints, a nemesis states what it needs from the
-// cluster (Needs: movable clocks, a cuttable network), from which the cluster is started,
-// and whether it applies to a system at all (Available), so a fault that cannot apply says
-// so before anything starts. The levers themselves (Clocks, Network, Leaders) are small
-// interfaces a cluster implements.
+// Package nemesis injects faults into a running test: process pauses (SIGSTOP), crashes
+// (SIGKILL, of a lock client or of a node's server, which starts again on what its disk
+// kept), wall-clock jumps (libfaketime), network partitions (iptables) and a primary's
+// failover. Each kind is a Nemesis; several compose into one. It also records the nodes'
+// roles as they change (WatchRoles). Like etcd's failpoints, a nemesis states what it
+// needs from the cluster (Needs: movable clocks, a cuttable network, restartable servers),
+// from which the cluster is started, and whether it applies to a system at all
+// (Available), so a fault that cannot apply says so before anything starts. The levers
+// themselves (Clocks, Network, Leaders, Restarter, Roles) are small interfaces a cluster
+// implements.
 //
 // A nemesis records every fault it injects as a start event and every heal as a stop
 // event in the history, so checkers and reports can see what was broken when. Every fault
 // is healed by the nemesis that made it before Run returns, and Heal undoes anything that
 // might still be there (it is called after Run, also when the run failed), so no paused
-// process, iptables rule or faked clock survives a run. Schedules are seeded: the same
+// process, killed server, iptables rule or faked clock survives a run. Schedules are seeded: the same
 // seed gives the same faults.
 package nemesis
 
@@ -67,6 +70,8 @@ type Env struct {
 	ClockRate   float64
 	// TTL is the lock's lease, for faults staged around it.
 	TTL time.Duration
+	// RestartAfter is how long a killed node stays down.
+	RestartAfter time.Duration
 }
 
 // Nemesis injects one kind of fault.
@@ -88,31 +93,39 @@ type Needs struct {
 	Clocks bool
 	// Network: packets to the nodes can be dropped (NET_ADMIN in containers).
 	Network bool
+	// Restarts: the nodes' servers are killed and started again.
+	Restarts bool
 }
 
 func (n Needs) or(o Needs) Needs {
-	return Needs{Clocks: n.Clocks || o.Clocks, Network: n.Network || o.Network}
+	return Needs{Clocks: n.Clocks || o.Clocks, Network: n.Network || o.Network, Restarts: n.Restarts || o.Restarts}
 }
 
 // available is what every nemesis asks of a system for the levers it needs.
 func (n Needs) available(sys system.System) error {
-	if n.Network && sys.Container == nil {
+	switch {
+	case n.Network && sys.Container == nil:
 		return fmt.Errorf("cuts packets between containers, and %s runs inside the harness", sys.Name)
+	case n.Restarts && sys.Container == nil:
+		return fmt.Errorf("kills a node's server, and %s is served by the harness itself, which would die with it", sys.Name)
 	}
 	return nil
 }
 
 var kinds = map[string]func() Nemesis{
-	"pause-holder":    func() Nemesis { return pauseHolder{} },
-	"pause-client":    func() Nemesis { return pauseClient{} },
-	"pause-node":      func() Nemesis { return pauseNode{} },
-	"kill-client":     func() Nemesis { return killClient{} },
-	"clock":           func() Nemesis { return clockFault{} },
-	"clock-bump":      func() Nemesis { return clockFault{mode: "bump"} },
-	"clock-strobe":    func() Nemesis { return clockFault{mode: "strobe"} },
-	"clock-rate":      func() Nemesis { return clockFault{mode: "rate"} },
-	"partition":       func() Nemesis { return partition{} },
-	"kleppmann-clock": func() Nemesis { return kleppmannClock{} },
+	"pause-holder":      func() Nemesis { return pauseHolder{} },
+	"pause-client":      func() Nemesis { return pauseClient{} },
+	"pause-node":        func() Nemesis { return pauseNode{} },
+	"kill-client":       func() Nemesis { return killClient{} },
+	"clock":             func() Nemesis { return clockFault{} },
+	"clock-bump":        func() Nemesis { return clockFault{mode: "bump"} },
+	"clock-strobe":      func() Nemesis { return clockFault{mode: "strobe"} },
+	"clock-rate":        func() Nemesis { return clockFault{mode: "rate"} },
+	"partition":         func() Nemesis { return partition{} },
+	"kleppmann-clock":   func() Nemesis { return kleppmannClock{} },
+	"kill-node":         func() Nemesis { return killNode{} },
+	"failover":          func() Nemesis { return failover{} },
+	"partition-primary": func() Nemesis { return partitionPrimary{} },
 }
 
 func init() {

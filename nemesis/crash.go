@@ -1,0 +1,416 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/system"
+)
+
+// Crashes kill a node's server with SIGKILL, as a power cut or an OOM kill would, and
+// start it again later on whatever its disk kept (--persistence). Unlike a pause, a crash
+// loses what the server held only in memory: a Redis master without persistence comes back
+// having forgotten every lock it granted (antirez's acknowledged weakness of Redlock), and
+// a primary that crashes before replicating a key hands its role to a replica that never
+// saw it (the seed's third failure mode).
+
+// Restarter crashes a node's server and starts it again.
+type Restarter interface {
+	// Kill sends SIGKILL to the node's server and returns once it has gone.
+	Kill(ctx context.Context, node string) error
+	// Restart starts a killed node's server again and returns once it serves.
+	Restart(ctx context.Context, node string) error
+	// RestartKilled starts every node still killed again.
+	RestartKilled(ctx context.Context) error
+}
+
+// Roles tells each node's part in its cluster now: leader or follower, primary or
+// replica, down when killed, unknown when it does not say.
+type Roles interface {
+	Roles(ctx context.Context) (map[string]system.Role, error)
+}
+
+// killNode crashes a node on a seeded schedule and starts it again env.RestartAfter later.
+// While a client holds the lock under a grant that names the nodes that granted it (a
+// Redlock majority), the node is one of those: a node of the holder's majority coming back
+// without the key is what lets a second client gather a majority. Otherwise it is any node.
+type killNode struct{}
+
+func (killNode) Name() string { return "kill-node" }
+
+func (killNode) Needs() Needs { return Needs{Restarts: true} }
+
+func (k killNode) Available(sys system.System, _ int) error { return k.Needs().available(sys) }
+
+func (killNode) Run(ctx context.Context, env Env) error {
+	r, err := restarterOf(env)
+	if err != nil {
+		return err
+	}
+	nodes := env.Nodes.Names()
+	g := followGrants(env.Subscribe())
+	rng := rand.New(rand.NewSource(env.Seed))
+	for g.wait(ctx, scheduleWait(env, rng)) {
+		candidates := nodes
+		if held := g.holderNodes(); len(held) > 0 {
+			candidates = held
+		}
+		if err := crash(ctx, env, r, candidates[rng.Intn(len(candidates))]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// grantNodes is the grant detail naming the nodes that granted it ("n1,n2,n3").
+const grantNodes = "nodes"
+
+// crash kills node's server, records the crash with the role the node had, and starts it
+// again env.RestartAfter later, or at once when ctx ends.
+func crash(ctx context.Context, env Env, r Restarter, node string) (err error) {
+	bg := context.WithoutCancel(ctx)
+	detail := map[string]string{"restart-after": env.RestartAfter.String()}
+	if role := roleOf(bg, env, node); role != "" {
+		detail["role"] = string(role)
+	}
+	if err := r.Kill(bg, node); err != nil {
+		return fmt.Errorf("kill node %s: %w", node, err)
+	}
+	recordDetail(env, history.Start, "kill-node", detail, node)
+	defer func() {
+		err = errors.Join(err, r.Restart(bg, node))
+		record(env, history.Stop, "kill-node", node)
+	}()
+	sleep(ctx, env.RestartAfter)
+	return nil
+}
+
+func (killNode) Heal(ctx context.Context, env Env) error {
+	r, err := restarterOf(env)
+	if err != nil {
+		return nil // nothing could have been killed
+	}
+	return r.RestartKilled(ctx)
+}
+
+// failover stages the seed's third failure mode on a replicated system (Sentinel): the
+// primary grants a lock and crashes before a replica has the key, and the replica promoted
+// in its place grants the same lock again (and counts fencing tokens from where its copy
+// stopped).
+//
+// Replication is cut first, both ways: uncut, a key reaches the replicas within a
+// millisecond of the grant (measured here), so a crash after the grant loses nothing. The
+// cut lasts env.Pause while the primary goes on granting (the replicas fall behind), then
+// the primary is killed right after its next grant, or after another env.Pause (or TTL)
+// without one: with min-replicas-to-write a primary refuses writes once its replicas'
+// acknowledgements are older than the allowed lag. The nemesis waits until the monitors
+// have promoted a replica, heals the cut, and starts the old primary again env.RestartAfter
+// after the crash; before the next round it waits until the cluster has one primary again.
+type failover struct{}
+
+// promotionTimeout bounds the wait for the monitors to promote a replica (about 2 s here).
+const promotionTimeout = 30 * time.Second
+
+// rolePoll is how often a nemesis waiting for a role change asks the nodes.
+const rolePoll = 100 * time.Millisecond
+
+func (failover) Name() string { return "failover" }
+
+func (failover) Needs() Needs { return Needs{Network: true, Restarts: true} }
+
+func (f failover) Available(sys system.System, _ int) error {
+	if !sys.Replicated {
+		return fmt.Errorf("crashes a primary before it replicates, and a %s cluster has no primary and replicas (try --system sentinel)", sys.Name)
+	}
+	return f.Needs().available(sys)
+}
+
+func (f failover) Run(ctx context.Context, env Env) error {
+	net, err := networkOf(env)
+	if err != nil {
+		return err
+	}
+	r, err := restarterOf(env)
+	if err != nil {
+		return err
+	}
+	roles, err := rolesOf(env)
+	if err != nil {
+		return err
+	}
+	g := followGrants(env.Subscribe())
+	rng := rand.New(rand.NewSource(env.Seed))
+	for g.wait(ctx, scheduleWait(env, rng)) {
+		primary, ok := g.settled(ctx, roles)
+		if !ok {
+			return nil
+		}
+		if err := f.once(ctx, env, net, r, roles, g, primary); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// once is one failover of primary.
+func (failover) once(ctx context.Context, env Env, net Network, r Restarter, roles Roles, g *grants, primary string) (err error) {
+	bg := context.WithoutCancel(ctx)
+	replicas := slices.DeleteFunc(slices.Clone(env.Nodes.Names()), func(n string) bool { return n == primary })
+	cutOff := grudge{primary: replicas}
+	for _, replica := range replicas {
+		cutOff[replica] = []string{primary}
+	}
+	err = cut(bg, net, cutOff)
+	recordDetail(env, history.Start, "failover", map[string]string{"primary": primary}, primary)
+	detail := map[string]string{"primary": primary, "grant": "none"}
+	var killed time.Time
+	defer func() {
+		err = errors.Join(err, net.HealNetwork(bg))
+		if !killed.IsZero() {
+			sleep(ctx, env.RestartAfter-time.Since(killed))
+			err = errors.Join(err, r.Restart(bg, primary))
+		}
+		recordDetail(env, history.Stop, "failover", detail, primary)
+	}()
+	if err != nil || !g.wait(ctx, env.Pause) {
+		return err
+	}
+	if grant, ok := g.grantInvokedAfter(ctx, history.Now(), max(env.Pause, env.TTL)); ok {
+		detail["grant"] = workerName(grant.Process)
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err := r.Kill(bg, primary); err != nil {
+		return fmt.Errorf("kill primary %s: %w", primary, err)
+	}
+	killed = time.Now()
+	promoted, err := g.promotion(ctx, roles, primary)
+	if promoted != "" {
+		detail["primary"] = promoted
+	}
+	return err
+}
+
+func (failover) Heal(ctx context.Context, env Env) error {
+	return errors.Join(partition{}.Heal(ctx, env), killNode{}.Heal(ctx, env))
+}
+
+// partitionPrimary would put the primary and some of the clients on one side, and the
+// monitors, the replicas and the other clients on the other: the monitors promote a replica
+// while the old primary goes on granting to its side (split brain). The lock clients here
+// share one network address, so no client can be on one side only; until clients have
+// addresses of their own it is refused, never run as something else.
+type partitionPrimary struct{}
+
+func (partitionPrimary) Name() string { return "partition-primary" }
+
+func (partitionPrimary) Needs() Needs { return Needs{Network: true} }
+
+func (partitionPrimary) Available(sys system.System, _ int) error {
+	if !sys.Replicated {
+		return fmt.Errorf("a %s cluster has no primary", sys.Name)
+	}
+	return errPrimarySides
+}
+
+var errPrimarySides = errors.New("needs lock clients with network addresses of their own, so that some stay with the old primary " +
+	"while the rest follow the Sentinels; the clients here all reach the nodes from one address")
+
+func (partitionPrimary) Run(context.Context, Env) error { return errPrimarySides }
+
+func (partitionPrimary) Heal(context.Context, Env) error { return nil }
+
+// WatchRoles records the nodes' roles in the history (f roles) when it starts and whenever
+// one changes, asking every `every` until ctx ends, so that the history shows which node
+// led or was primary when. It records nothing for a cluster without roles.
+func WatchRoles(ctx context.Context, env Env, every time.Duration) {
+	r, err := rolesOf(env)
+	if err != nil {
+		return
+	}
+	var last map[string]system.Role
+	for {
+		roles, err := r.Roles(ctx)
+		if err != nil || ctx.Err() != nil {
+			return // no roles, or the answers were cut short
+		}
+		if !maps.Equal(roles, last) {
+			var changed []string
+			detail := map[string]string{}
+			for _, node := range slices.Sorted(maps.Keys(roles)) {
+				detail[node] = string(roles[node])
+				if last[node] != roles[node] {
+					changed = append(changed, node)
+				}
+			}
+			env.Record(history.Event{Type: history.Info, Process: history.NemesisProcess, Func: history.Roles,
+				Time: history.Now(), Targets: changed, Detail: detail})
+			last = roles
+		}
+		sleep(ctx, every)
+	}
+}
+
+// roleOf is node's role now, or "" when the cluster has no roles.
+func roleOf(ctx context.Context, env Env, node string) system.Role {
+	r, err := rolesOf(env)
+	if err != nil {
+		return ""
+	}
+	roles, err := r.Roles(ctx)
+	if err != nil {
+		return ""
+	}
+	return roles[node]
+}
+
+func restarterOf(env Env) (Restarter, error) {
+	r, ok := env.Nodes.(Restarter)
+	if !ok {
+		return nil, errors.New("this cluster cannot kill and restart its nodes")
+	}
+	return r, nil
+}
+
+func rolesOf(env Env) (Roles, error) {
+	r, ok := env.Nodes.(Roles)
+	if !ok {
+		return nil, errors.New("this cluster cannot tell its nodes' roles")
+	}
+	return r, nil
+}
+
+// grants follows the lock's grants through the history's events, as a nemesis sees them:
+// who holds the lock by its own account (from its acquire's ok until it invokes release),
+// when each open acquire was invoked, and the last grant. Every wait of a nemesis that
+// uses it reads the events meanwhile, so it never falls behind.
+type grants struct {
+	events  <-chan history.Event
+	held    map[int]history.Event // process -> its acquire's ok
+	invoked map[int]int64         // process -> when its open acquire was invoked
+	// last is the last grant seen, and lastInvoked when its acquire was invoked.
+	last        history.Event
+	lastInvoked int64
+}
+
+func followGrants(events <-chan history.Event) *grants {
+	return &grants{events: events, held: map[int]history.Event{}, invoked: map[int]int64{}}
+}
+
+// see takes one event; for a grant it returns when that acquire was invoked.
+func (g *grants) see(e history.Event) (invokedAt int64, granted bool) {
+	switch {
+	case e.Func == history.Acquire && e.Type == history.Invoke:
+		g.invoked[e.Process] = e.Time
+	case e.Func == history.Acquire:
+		invokedAt, granted = g.invoked[e.Process], e.Type == history.OK
+		delete(g.invoked, e.Process)
+		if granted {
+			g.held[e.Process] = e
+			g.last, g.lastInvoked = e, invokedAt
+		}
+	case e.Func == history.Release && e.Type == history.Invoke:
+		delete(g.held, e.Process)
+	}
+	return invokedAt, granted
+}
+
+// holderNodes are the nodes that granted the lock to its latest holder that has not begun
+// to release, when the grant names them; nil otherwise.
+func (g *grants) holderNodes() []string {
+	var latest history.Event
+	for _, e := range g.held {
+		if e.Time > latest.Time || e.Time == latest.Time && e.Process < latest.Process {
+			latest = e
+		}
+	}
+	if latest.Detail[grantNodes] == "" {
+		return nil
+	}
+	return strings.Split(latest.Detail[grantNodes], ",")
+}
+
+// wait reads events for d; false when ctx ended first.
+func (g *grants) wait(ctx context.Context, d time.Duration) bool {
+	end := time.After(d)
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-end:
+			return true
+		case e := <-g.events:
+			g.see(e)
+		}
+	}
+}
+
+// grantInvokedAfter waits up to within for a grant whose acquire was invoked at or after t,
+// unless the last grant already seen was.
+func (g *grants) grantInvokedAfter(ctx context.Context, t int64, within time.Duration) (history.Event, bool) {
+	if g.last.Time != 0 && g.lastInvoked >= t {
+		return g.last, true
+	}
+	end := time.After(within)
+	for {
+		select {
+		case <-ctx.Done():
+			return history.Event{}, false
+		case <-end:
+			return history.Event{}, false
+		case e := <-g.events:
+			if invokedAt, granted := g.see(e); granted && invokedAt >= t {
+				return e, true
+			}
+		}
+	}
+}
+
+// settled waits until exactly one node is primary and every other a replica, and returns
+// the primary; false when ctx ended first. A primary killed and started again comes back as
+// a second primary until the monitors turn it into a replica (8 s with Sentinel).
+func (g *grants) settled(ctx context.Context, r Roles) (string, bool) {
+	for {
+		roles, err := r.Roles(ctx)
+		var primaries, replicas []string
+		for node, role := range roles {
+			switch role {
+			case system.Primary:
+				primaries = append(primaries, node)
+			case system.Replica:
+				replicas = append(replicas, node)
+			}
+		}
+		if err == nil && len(primaries) == 1 && len(primaries)+len(replicas) == len(roles) {
+			return primaries[0], true
+		}
+		if !g.wait(ctx, rolePoll) {
+			return "", false
+		}
+	}
+}
+
+// promotion waits until a node other than old is primary and returns it.
+func (g *grants) promotion(ctx context.Context, r Roles, old string) (string, error) {
+	deadline := time.Now().Add(promotionTimeout)
+	for time.Now().Before(deadline) {
+		roles, err := r.Roles(ctx)
+		for _, node := range slices.Sorted(maps.Keys(roles)) {
+			if err == nil && node != old && roles[node] == system.Primary {
+				return node, nil
+			}
+		}
+		if !g.wait(ctx, rolePoll) {
+			return "", nil
+		}
+	}
+	return "", fmt.Errorf("no replica was promoted within %s of the crash of primary %s", promotionTimeout, old)
+}

@@ -1,0 +1,268 @@
+package nemesis
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/system"
+)
+
+// crashable is the recording fake with servers that can be killed and restarted, and
+// roles: n1 is the primary; when the primary is killed, the lowest-named live replica is
+// promoted, and a node started again comes back a replica.
+type crashable struct {
+	fakeNodes
+	mu    sync.Mutex
+	roles map[string]system.Role
+}
+
+func newCrashable(f *fake) *crashable {
+	c := &crashable{fakeNodes: fakeNodes{f}, roles: map[string]system.Role{}}
+	for i, n := range f.nodes {
+		c.roles[n] = system.Replica
+		if i == 0 {
+			c.roles[n] = system.Primary
+		}
+	}
+	return c
+}
+
+func (c *crashable) Kill(_ context.Context, node string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	wasPrimary := c.roles[node] == system.Primary
+	c.roles[node] = system.Down
+	for _, n := range c.nodes {
+		if wasPrimary && c.roles[n] == system.Replica {
+			c.roles[n], wasPrimary = system.Primary, false
+		}
+	}
+	return c.act("kill %s", node)
+}
+
+func (c *crashable) Restart(_ context.Context, node string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.roles[node] = system.Replica
+	return c.act("restart %s", node)
+}
+
+func (c *crashable) RestartKilled(ctx context.Context) error {
+	for _, n := range c.nodes {
+		if c.role(n) == system.Down {
+			c.Restart(ctx, n)
+		}
+	}
+	return nil
+}
+
+func (c *crashable) Roles(context.Context) (map[string]system.Role, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.roles), nil
+}
+
+func (c *crashable) role(node string) system.Role {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.roles[node]
+}
+
+func (f *fake) crashEnv() (Env, *crashable) {
+	env := f.env()
+	c := newCrashable(f)
+	env.Nodes, env.RestartAfter = c, 20*time.Millisecond
+	return env, c
+}
+
+func TestCrashFaultsSayWhereTheyApply(t *testing.T) {
+	tests := []struct {
+		names  []string
+		system string
+		needs  Needs
+		want   string // "" when available
+	}{
+		{[]string{"kill-node"}, "redlock", Needs{Restarts: true}, ""},
+		{[]string{"kill-node"}, "zookeeper", Needs{Restarts: true}, ""},
+		{[]string{"kill-node"}, "local", Needs{Restarts: true}, "served by the harness itself"},
+		{[]string{"failover"}, "sentinel", Needs{Network: true, Restarts: true}, ""},
+		{[]string{"failover"}, "redis", Needs{Network: true, Restarts: true}, "has no primary and replicas (try --system sentinel)"},
+		{[]string{"partition-primary"}, "sentinel", Needs{Network: true}, "needs lock clients with network addresses of their own"},
+		{[]string{"partition-primary"}, "zookeeper", Needs{Network: true}, "has no primary"},
+	}
+	for _, tt := range tests {
+		n, err := New(tt.names)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := n.Needs(); got != tt.needs {
+			t.Errorf("%v needs %+v, want %+v", tt.names, got, tt.needs)
+		}
+		sys, _ := system.Lookup(tt.system)
+		err = n.Available(sys, sys.Sizes.Default)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%v on %s: %v, want available", tt.names, tt.system, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%v on %s: %v, want %q", tt.names, tt.system, err, tt.want)
+		}
+	}
+}
+
+// A crash records the node's role, and the node is started again.
+func TestCrashKillsRecordsAndRestarts(t *testing.T) {
+	f := newFake(1, 3)
+	env, c := f.crashEnv()
+	if err := crash(context.Background(), env, c, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := f.did(), []string{"kill n1", "restart n1"}; !slices.Equal(got, want) {
+		t.Fatalf("actions %q, want %q", got, want)
+	}
+	f.mu.Lock()
+	start := f.recorded[0]
+	f.mu.Unlock()
+	if start.Fault != "kill-node" || start.Detail["role"] != "primary" || start.Detail["restart-after"] != "20ms" {
+		t.Errorf("start %+v: want kill-node of the primary, restarted after 20ms", start)
+	}
+	if fl := f.faults(); len(fl) != 1 || !fl[0].Healed || fl[0].Targets[0] != "n1" {
+		t.Errorf("faults %+v: want one healed kill of n1", fl)
+	}
+}
+
+// While a client holds a lock granted by named nodes, kill-node aims at one of them.
+func TestKillNodeAimsAtTheHoldersNodes(t *testing.T) {
+	g := followGrants(nil)
+	for _, e := range []history.Event{
+		{Type: history.Invoke, Process: 0, Func: history.Acquire, Time: 1},
+		{Type: history.OK, Process: 0, Func: history.Acquire, Time: 2, Detail: map[string]string{"nodes": "n1,n2,n3"}},
+		{Type: history.Invoke, Process: 1, Func: history.Acquire, Time: 3},
+		{Type: history.OK, Process: 1, Func: history.Acquire, Time: 4, Detail: map[string]string{"nodes": "n3,n4,n5"}},
+	} {
+		g.see(e)
+	}
+	if got := g.holderNodes(); !slices.Equal(got, []string{"n3", "n4", "n5"}) {
+		t.Errorf("holder's nodes %q, want the latest grant's", got)
+	}
+	g.see(history.Event{Type: history.Invoke, Process: 1, Func: history.Release, Time: 5})
+	if got := g.holderNodes(); !slices.Equal(got, []string{"n1", "n2", "n3"}) {
+		t.Errorf("holder's nodes %q after process 1 released, want process 0's", got)
+	}
+	g.see(history.Event{Type: history.Invoke, Process: 0, Func: history.Release, Time: 6})
+	if got := g.holderNodes(); got != nil {
+		t.Errorf("holder's nodes %q with nobody holding, want none", got)
+	}
+}
+
+func TestKillNodeKillsOnAScheduleAndHealRestarts(t *testing.T) {
+	f := newFake(1, 3)
+	env, c := f.crashEnv()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- killNode{}.Run(ctx, env) }()
+	waitFor(t, "two crashes", func() bool { return len(f.faults()) >= 2 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for _, fl := range f.faults() {
+		if !fl.Healed || !strings.HasPrefix(fl.Description, "kill-node") {
+			t.Errorf("fault %+v: want a healed kill-node", fl)
+		}
+	}
+	if err := c.Kill(ctx, "n2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := (killNode{}).Heal(context.Background(), env); err != nil || c.role("n2") == system.Down {
+		t.Errorf("heal: %v, n2 %s; want it started again", err, c.role("n2"))
+	}
+}
+
+// The failover cuts replication both ways, kills the primary right after a grant, heals
+// the cut once a replica is promoted, and starts the old primary again; its stop names
+// the new primary and the client whose grant was lost.
+func TestFailoverCutsKillsPromotesAndHeals(t *testing.T) {
+	f := newFake(2, 3)
+	env, _ := f.crashEnv()
+	env.TTL = time.Minute // the grant below arrives whenever the test gets to send it
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- failover{}.Run(ctx, env) }()
+	waitFor(t, "the cut", func() bool { return len(f.faults()) > 0 })
+	// Times in the future: invoked after the cut and the lag, whenever the test runs.
+	later := history.Now() + int64(time.Hour)
+	f.events <- history.Event{Type: history.Invoke, Process: 1, Func: history.Acquire, Time: later}
+	f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Acquire, Time: later + 1}
+	waitFor(t, "the failover to end", func() bool { return f.faults()[0].Healed })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"n1 drops ip-n2,ip-n3", "n2 drops ip-n1", "n3 drops ip-n1", "kill n1", "heal network", "restart n1"}
+	if got := f.did(); len(got) < len(want) || !slices.Equal(got[:len(want)], want) {
+		t.Fatalf("actions %q, want first %q", got, want)
+	}
+	f.mu.Lock()
+	start, stop := f.recorded[0], f.recorded[1]
+	f.mu.Unlock()
+	if start.Detail["primary"] != "n1" || stop.Detail["primary"] != "n2" || stop.Detail["grant"] != "worker-1" {
+		t.Errorf("start %v, stop %v: want primary n1 then n2, the grant lost worker-1's", start.Detail, stop.Detail)
+	}
+}
+
+// Without a grant (a primary that refuses writes its replicas have not acknowledged), the
+// primary is killed all the same, and the stop says no grant was lost.
+func TestFailoverWithoutAGrantStillFailsOver(t *testing.T) {
+	f := newFake(2, 3)
+	env, _ := f.crashEnv()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- failover{}.Run(ctx, env) }()
+	waitFor(t, "the failover to end", func() bool { fl := f.faults(); return len(fl) > 0 && fl[0].Healed })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	stop := f.recorded[1]
+	f.mu.Unlock()
+	if stop.Detail["grant"] != "none" || stop.Detail["primary"] != "n2" {
+		t.Errorf("stop %v: want no grant lost and n2 promoted", stop.Detail)
+	}
+}
+
+// Roles are recorded when the watch starts and when they change, not otherwise.
+func TestWatchRolesRecordsChangesOnly(t *testing.T) {
+	f := newFake(1, 3)
+	env, c := f.crashEnv()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { WatchRoles(ctx, env, time.Millisecond); close(done) }()
+	roles := func() []history.Event {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return slices.Clone(f.recorded)
+	}
+	waitFor(t, "the first roles", func() bool { return len(roles()) == 1 })
+	c.Kill(ctx, "n1")
+	waitFor(t, "the change", func() bool { return len(roles()) == 2 })
+	cancel()
+	<-done
+	got := roles()
+	if len(got) != 2 {
+		t.Fatalf("%d roles events, want 2: %+v", len(got), got)
+	}
+	first, second := got[0], got[1]
+	if first.Func != history.Roles || first.Process != history.NemesisProcess || first.Detail["n1"] != "primary" || len(first.Targets) != 3 {
+		t.Errorf("first %+v: want every node's role, n1 primary", first)
+	}
+	if !slices.Equal(second.Targets, []string{"n1", "n2"}) || second.Detail["n1"] != "down" || second.Detail["n2"] != "primary" {
+		t.Errorf("second %+v: want n1 down and n2 promoted, named as changed", second)
+	}
+}
