@@ -49,7 +49,7 @@ func RenderIndex(root string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := indexView{Policy: indexPolicy, Runs: runs}
+	v := indexView{Policy: indexPolicy, Script: template.JS(indexScript), Runs: runs}
 	for _, r := range runs {
 		v.Systems = append(v.Systems, r.systems...)
 		v.Clients = append(v.Clients, r.clients...)
@@ -69,6 +69,7 @@ func RenderIndex(root string) ([]byte, error) {
 
 type indexView struct {
 	Policy                              template.HTMLAttr
+	Script                              template.JS
 	Runs                                []runRow
 	Systems, Clients, Nemeses, Verdicts []string
 }
@@ -175,7 +176,7 @@ var indexScript string
 var (
 	indexPolicy   = contentSecurityPolicy(indexScript)
 	indexTemplate = template.Must(template.New(IndexFile).Parse(pageHead + indexStyle + "</style>\n<title>lockbreaker runs</title>\n</head>\n<body>\n" +
-		indexBody + "<script>" + indexScript + "</script>\n</body>\n</html>\n"))
+		indexBody + "<script>{{.Script}}</script>\n</body>\n</html>\n"))
 )
 
 const indexStyle = `.filters { display: flex; flex-wrap: wrap; gap: 1rem; align-items: center; margin: .5rem 0 1rem; font-size: .9rem; }

@@ -53,9 +53,9 @@ func TestIndexListsEveryRunNewestFirst(t *testing.T) {
 	root := store(t, map[string]*Summary{
 		"local-pause/20261130T090000Z": ranAt("2026-11-30T09:00:00Z", checkers.Invalid,
 			`{"system":"local","client":"local","nemesis":["pause-holder","kill-client"],"fencing":false}`, pauseFencingResults()...),
-		"local-none/20261130T080000Z": ranAt("2026-11-30T08:00:00Z", checkers.Valid, `{"system":"local","client":"local","nemesis":["none"],"fencing":true}`),
+		"local-none/20261130T080000Z":     ranAt("2026-11-30T08:00:00Z", checkers.Valid, `{"system":"local","client":"local","nemesis":["none"],"fencing":true}`),
 		hostileName + "/20261130T070000Z": ranAt("2026-11-30T07:00:00Z", checkers.Unknown, `{"system":"`+strings.ReplaceAll(hostile, `"`, `\"`)+`"}`),
-		"redis-pause/20261130T100000Z": nil,
+		"redis-pause/20261130T100000Z":    nil,
 	})
 	if err := WriteIndex(root); err != nil {
 		t.Fatal(err)

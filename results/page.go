@@ -9,10 +9,10 @@ import (
 )
 
 // What the report and the index share: their style, and the policy that lets a page run
-// its own script and nothing else. Each page's script is template text, never data, and
-// the page's Content-Security-Policy names that script by its hash, so no string from a
-// run can ever run as script (not inline, not as an event handler) and the page loads
-// nothing from the network.
+// its own script and nothing else. Each page's script is a constant of this package,
+// written out as it is (template.JS), and the page's Content-Security-Policy names it by
+// its hash, so no string from a run can ever run as script (not inline, not as an event
+// handler) and the page loads nothing from the network.
 
 // contentSecurityPolicy allows the inline styles and the one script whose text is given.
 func contentSecurityPolicy(script string) template.HTMLAttr {

@@ -39,6 +39,7 @@ func WriteReport(dir string, s Summary, events []history.Event) error {
 
 type report struct {
 	Policy            template.HTMLAttr
+	Script            template.JS
 	Test, RunID       string
 	Overall           verdictView
 	Started, Duration string
@@ -100,7 +101,7 @@ type opRow struct {
 }
 
 func newReport(dir string, s Summary, events []history.Event) report {
-	r := report{Policy: reportPolicy, Test: s.Test, RunID: s.RunID, Overall: viewVerdict(s.Verdict), Error: s.Error, Notes: s.Notes,
+	r := report{Policy: reportPolicy, Script: template.JS(reportScript), Test: s.Test, RunID: s.RunID, Overall: viewVerdict(s.Verdict), Error: s.Error, Notes: s.Notes,
 		Command: s.Command, MaxLabels: maxLabels}
 	if !s.Started.IsZero() {
 		r.Started = s.Started.UTC().Format(time.RFC3339)
@@ -317,7 +318,7 @@ var (
 	reportPolicy   = contentSecurityPolicy(reportScript)
 	reportTemplate = template.Must(template.New(ReportFile).Parse(pageHead + reportStyle +
 		"</style>\n<title>{{.Test}} {{.RunID}}: {{.Overall.Text}} — lockbreaker</title>\n</head>\n<body>\n" +
-		reportBody + "<script>" + reportScript + "</script>\n</body>\n</html>\n"))
+		reportBody + "<script>{{.Script}}</script>\n</body>\n</html>\n"))
 )
 
 const reportStyle = `.banner { border-left: .3rem solid var(--unknown); background: #fff8c5; padding: .75rem 1rem; margin: 1rem 0; }
@@ -432,7 +433,7 @@ const reportBody = `<h1>{{.Test}} <span class="verdict {{.Overall.Class}}">{{.Ov
 <path class="{{.Class}}" d="{{.Path}}"><title>{{.Title}}</title></path>
 {{- end}}
 </svg>
-<g class="labels">{{range .FaultLabels}}<text class="fault" data-t="{{.T}}" x="{{.X}}" y="{{.Y}}">{{.Text}}</text>{{end}}</g>
+<g class="labels">{{range .FaultLabels}}<text class="fault" data-t="{{.T}}" data-end="{{.End}}" x="{{.X}}" y="{{.Y}}">{{.Text}}</text>{{end}}</g>
 <g class="labels tokens{{if .LabelsHidden}} hidden{{end}}">{{range .Tokens}}<text class="{{.Class}}" data-t="{{.T}}" x="{{.X}}" y="{{.Y}}">{{.Text}}</text>{{end}}</g>
 </svg>
 </div>

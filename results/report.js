@@ -36,14 +36,14 @@
       text.textContent = seconds(i * step);
       axis.append(line, text);
     }
-    const inView = (l) => { const t = Number(l.dataset.t); return t >= from && t <= to; };
+    // A label is in view while its time is, or, for a fault, while any of it is.
+    const inView = (l) => Number(l.dataset.t) <= to && Number(l.dataset.end || l.dataset.t) >= from;
     const tokens = labels.filter((l) => l.parentNode.classList.contains('tokens') && inView(l)).length;
     tl.querySelector('g.tokens').classList.toggle('hidden', tokens > maxLabels);
     for (const l of labels) {
-      const t = Number(l.dataset.t);
       const shown = inView(l) && (tokens <= maxLabels || !l.parentNode.classList.contains('tokens'));
       l.style.display = shown ? '' : 'none';
-      if (shown) l.setAttribute('x', Math.max(place(t), x0));
+      if (shown) l.setAttribute('x', Math.max(place(Number(l.dataset.t)), x0));
     }
     range.textContent = `showing ${seconds(from)} .. ${seconds(to)} of ${seconds(span)}`;
   }

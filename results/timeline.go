@@ -74,6 +74,7 @@ type stroke struct{ Class, Title, Path string }
 // name, or a storage request's token (classed by its outcome).
 type label struct {
 	Class, Text, T string
+	End            string // a fault's end (ms); its label shows while any of it is in view
 	X, Y           float64
 }
 
@@ -168,7 +169,7 @@ func newTimeline(events []history.Event, ops []history.Op, overlaps []checkers.O
 		}
 		tl.Faults = append(tl.Faults, band{Class: "fault", Title: title, X: c.ms(f.Start), Width: c.width(f.Start, f.Stop), Y: 0, Height: tl.LanesHeight})
 		tl.FaultLabels = append(tl.FaultLabels, label{Text: strings.TrimSpace(f.Description + " " + strings.Join(f.Targets, ",")),
-			T: c.ms(f.Start), X: c.x(f.Start), Y: tl.LanesTop + laneHeight/2 + 4})
+			T: c.ms(f.Start), End: c.ms(f.Stop), X: c.x(f.Start), Y: tl.LanesTop + laneHeight/2 + 4})
 	}
 
 	holds := findHolds(ops, laneOf)
