@@ -56,12 +56,17 @@ func (v visualisation) write(path string, model porcupine.Model, s keySearch) er
 // descriptions and operation metadata, which carry strings from the history (an error
 // message, a key). Operation descriptions and annotations are set as textContent there, so
 // they stay as they are; escaping them would show the entities. The metadata also gets the
-// operation's times as the report prints them.
+// operation's times as the report prints them, and what its completion said.
 func (v visualisation) forHTML(m porcupine.Model) porcupine.Model {
 	state, metadata := m.DescribeState, m.DescribeOperationMetadata
 	m.DescribeState = func(s any) string { return html.EscapeString(state(s)) }
 	m.DescribeOperationMetadata = func(x any) string {
-		return html.EscapeString(metadata(x)) + "<br>" + v.times(x.(*history.Op))
+		op := x.(*history.Op)
+		described := html.EscapeString(metadata(x)) + "<br>" + v.times(op)
+		if op.Complete != nil && op.Complete.Message != "" {
+			described += "<br>" + html.EscapeString(op.Complete.Message)
+		}
+		return described
 	}
 	return m
 }
