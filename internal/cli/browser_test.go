@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,13 +24,7 @@ const xss = `"><img src=x onerror=window.__xss=1>`
 // operation of porcupine's diagram is hovered so its tooltip is drawn: no script may run,
 // and the hostile text must be shown as text.
 func TestHostileHistoryRunsNoScriptInABrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs Chromium")
-	}
-	chromium, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatal("chromium is not installed (make test installs it): ", err)
-	}
+	browser := newBrowser(t)
 	dir := t.TempDir()
 	writeHostileHistory(t, filepath.Join(dir, "history.jsonl"))
 	if code, _, stderr := lockbreaker(t, nil, "check", dir); code != exitInvalid {
@@ -39,20 +35,9 @@ func TestHostileHistoryRunsNoScriptInABrowser(t *testing.T) {
 		t.Fatalf("pages %q: want the report and a visualisation per porcupine checker", pages)
 	}
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox)
-	alloc, cancel := chromedp.NewExecAllocator(t.Context(), opts...)
-	defer cancel()
-	browser, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	if err := chromedp.Do(browser); err != nil { // starts the browser; each page gets a tab
-		t.Fatal(err)
-	}
 	for _, page := range pages {
 		t.Run(filepath.Base(page), func(t *testing.T) {
-			tab, cancel := chromedp.NewContext(browser)
-			defer cancel()
-			ctx, cancel := context.WithTimeout(tab, time.Minute)
-			defer cancel()
+			ctx := newTab(t, browser)
 			err := chromedp.Do(ctx,
 				chromedp.Navigate((&url.URL{Scheme: "file", Path: page}).String()),
 				chromedp.WaitReady("body"))
@@ -78,10 +63,45 @@ func TestHostileHistoryRunsNoScriptInABrowser(t *testing.T) {
 				return
 			}
 			if !strings.Contains(strings.Join(shown, "\n"), "onerror=window.__xss=1") {
-				t.Errorf("no tooltip showed the hostile error as text; tooltips:\n%s", strings.Join(shown, "\n"))
+				t.Errorf("no tooltip showed the hostile message as text; tooltips:\n%s", strings.Join(shown, "\n"))
+			}
+			// Times read as the report's: seconds since the history's first event.
+			if tips := strings.Join(shown, "\n"); !strings.Contains(tips, "Return: t=0.001000s") || !strings.Contains(tips, "t=0s .. t=1ms") {
+				t.Errorf("tooltips do not give times in seconds from the start:\n%s", tips)
 			}
 		})
 	}
+}
+
+// newBrowser starts headless Chromium for the test; each page gets its own tab (newTab).
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs Chromium")
+	}
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatal("chromium is not installed (make test installs it): ", err)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox)
+	alloc, cancel := chromedp.NewExecAllocator(t.Context(), opts...)
+	t.Cleanup(cancel)
+	browser, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(browser); err != nil { // starts the browser
+		t.Fatal(err)
+	}
+	return browser
+}
+
+// newTab opens a tab that closes when the test ends and gives up after a minute.
+func newTab(t *testing.T, browser context.Context) context.Context {
+	t.Helper()
+	tab, cancel := chromedp.NewContext(browser)
+	t.Cleanup(cancel)
+	ctx, cancel := context.WithTimeout(tab, time.Minute)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 // hoverEveryOperation moves the mouse over every operation of porcupine's diagram, as a
@@ -104,20 +124,20 @@ func writeHostileHistory(t *testing.T, path string) {
 	t.Helper()
 	type event map[string]any
 	key := "k" + xss
-	fault := event{"type": "info", "process": -1, "fault": "pause" + xss, "nodes": []string{"worker0" + xss}}
+	fault := event{"type": "info", "process": -1, "fault": "pause" + xss, "targets": []string{"worker0" + xss}}
 	events := []event{
 		{"type": "invoke", "process": 0, "f": "acquire", "key": key},
-		{"type": "ok", "process": 0, "f": "acquire", "key": key, "error": xss},
+		{"type": "ok", "process": 0, "f": "acquire", "key": key, "message": xss},
 		{"type": "invoke", "process": 0, "f": "read", "key": key},
 		{"type": "ok", "process": 0, "f": "read", "key": key, "value": 0},
 		merge(fault, event{"f": "start"}),
 		{"type": "invoke", "process": 1, "f": "acquire", "key": key},
-		{"type": "ok", "process": 1, "f": "acquire", "key": key, "error": xss},
+		{"type": "ok", "process": 1, "f": "acquire", "key": key, "message": xss},
 		{"type": "invoke", "process": 1, "f": "write", "key": key, "value": 1},
 		{"type": "ok", "process": 1, "f": "write", "key": key},
 		merge(fault, event{"f": "stop"}),
 		{"type": "invoke", "process": 0, "f": "write", "key": key, "value": 1},
-		{"type": "ok", "process": 0, "f": "write", "key": key, "error": xss},
+		{"type": "ok", "process": 0, "f": "write", "key": key, "message": xss},
 		{"type": "invoke", "process": -2, "f": "final-read", "key": key},
 		{"type": "ok", "process": -2, "f": "final-read", "key": key, "value": 1},
 	}
@@ -144,4 +164,119 @@ func merge(a, b map[string]any) map[string]any {
 		out[k] = v
 	}
 	return out
+}
+
+// A violated run's report, opened through lockbreaker serve as a reader would (from the
+// store's index): a verdict row per checker, the first violation highlighted in the
+// timeline when its link is followed, a lane per client, and no console errors. The
+// screenshot is saved next to the report (report.png); LOCKBREAKER_TEST_STORE keeps the
+// store there to look at, instead of in a temporary directory.
+func TestViolatedReportThroughServe(t *testing.T) {
+	browser := newBrowser(t)
+	root := os.Getenv("LOCKBREAKER_TEST_STORE")
+	if root == "" {
+		root = t.TempDir()
+	} else if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pausedAndSafe(t, root)
+	addr := serveStore(t, root)
+	ctx := newTab(t, browser)
+	errs := consoleErrors(ctx)
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900), chromedp.Navigate(addr+"/"), chromedp.WaitReady("table.runs")); err != nil {
+		t.Fatal(err)
+	}
+
+	type index struct {
+		Runs, Invalid, ShownAfterFilter int
+		Report                          string
+	}
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[index](`(() => {
+		const runs = document.querySelectorAll("tr.run").length, invalid = document.querySelectorAll("tr.run.invalid").length;
+		const report = document.querySelector("tr.run.invalid a").href;
+		const system = document.querySelector('select[data-filter="system"]');
+		system.value = "redis";
+		system.dispatchEvent(new Event("change"));
+		return {Runs: runs, Invalid: invalid, ShownAfterFilter: document.querySelectorAll("tr.run:not([hidden])").length, Report: report};
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Runs != 2 || got.Invalid != 1 || got.ShownAfterFilter != 1 {
+		t.Errorf("index: %d runs, %d invalid, %d shown for system redis; want 2, 1 and 1", got.Runs, got.Invalid, got.ShownAfterFilter)
+	}
+
+	if err := chromedp.Do(ctx, chromedp.Navigate(got.Report), chromedp.WaitReady("#timeline")); err != nil {
+		t.Fatal(err)
+	}
+	type report struct {
+		Verdicts, Invalid int
+		Lanes             []string
+		Overlaps          int
+		Before, After     string
+		Focused           bool
+	}
+	page, err := chromedp.Run(ctx, chromedp.Evaluate[report](`(() => {
+		const lanes = document.querySelector("svg.lanes");
+		const before = lanes.getAttribute("viewBox");
+		document.querySelector("table.verdicts a.to-timeline[href^='#overlap-']").click();
+		return {
+			Verdicts: document.querySelectorAll("table.verdicts tbody tr").length,
+			Invalid: document.querySelectorAll("table.verdicts .verdict.invalid").length,
+			Lanes: [...document.querySelectorAll("svg.tl text.lane")].map((l) => l.textContent),
+			Overlaps: document.querySelectorAll("svg.lanes rect.overlap").length,
+			Before: before, After: lanes.getAttribute("viewBox"),
+			Focused: document.getElementById("overlap-0").classList.contains("focus"),
+		};
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if page.Verdicts != 7 || page.Invalid != 4 {
+		t.Errorf("%d verdict rows with %d invalid, want one per checker (7), 4 invalid", page.Verdicts, page.Invalid)
+	}
+	if want := "nemesis p0 p1 p2 p3 harness"; strings.Join(page.Lanes, " ") != want {
+		t.Errorf("lanes %q, want %s", page.Lanes, want)
+	}
+	if page.Overlaps == 0 || !page.Focused || page.After == page.Before {
+		t.Errorf("following the first violation: %d overlaps drawn, focused %v, view %s -> %s; want it zoomed and highlighted",
+			page.Overlaps, page.Focused, page.Before, page.After)
+	}
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := strings.TrimPrefix(strings.TrimSuffix(got.Report, "/report.html"), addr+"/")
+	path := filepath.Join(root, filepath.FromSlash(run), "report.png")
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
+	if e := errs(); len(e) > 0 {
+		t.Errorf("console errors:\n%s", strings.Join(e, "\n"))
+	}
+}
+
+// consoleErrors gathers the tab's console errors and uncaught exceptions from now on.
+func consoleErrors(ctx context.Context) func() []string {
+	var mu sync.Mutex
+	var errs []string
+	messages := chromedp.Console(ctx)
+	go func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.Type == chromedp.ConsoleError || m.IsException() {
+				mu.Lock()
+				errs = append(errs, m.String())
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(errs)
+	}
 }

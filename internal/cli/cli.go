@@ -1,5 +1,5 @@
-// Package cli is the lockbreaker command line: run, check, clean, images, help, version
-// and worker. Our binary (cmd/lockbreaker) and a user's own binary built with
+// Package cli is the lockbreaker command line: run, check, report, serve, clean, images,
+// help, version and worker. Our binary (cmd/lockbreaker) and a user's own binary built with
 // lockbreaker.Main run exactly this code, so both behave alike and a worker started from
 // either finds the same lock clients. See README.md for the commands; `lockbreaker help`
 // lists them.
@@ -101,6 +101,30 @@ results root (then its latest run). Needs no Docker.`,
 			"lockbreaker check store/redis-redis-pause-holder-nofence/20250101T120000Z",
 		},
 		run: cmdCheck,
+	},
+	{
+		name:     "report",
+		synopsis: "render a saved run's report again, without checking: lockbreaker report store/latest",
+		args:     "RUN",
+		about: `Renders report.html again from a saved run's results.json and history, checking
+nothing (lockbreaker check re-judges), and rebuilds the store's index.html. RUN is a run
+directory, a latest link, a test directory or a results root (then its latest run).`,
+		examples: []string{"lockbreaker report store/latest"},
+		run:      cmdReport,
+	},
+	{
+		name:     "serve",
+		synopsis: "serve the run store read-only over HTTP: its index, every report",
+		args:     "[flags]",
+		about: `Serves the run store, read-only, until interrupted: the index of every run at /, each
+run's report and files below it, and nothing outside the store. Listens on loopback unless
+--addr says otherwise.`,
+		flags: func() *flag.FlagSet {
+			fs, _ := serveFlags()
+			return fs
+		},
+		examples: []string{"lockbreaker serve", "lockbreaker serve --addr 127.0.0.1:9000 --results /tmp/store"},
+		run:      cmdServe,
 	},
 	{
 		name:     "clean",
@@ -412,7 +436,7 @@ func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error)
 	if len(summary.Results) > 0 {
 		printVerdicts(stdout, dir, summary)
 	}
-	if err != nil {
+	if err = errors.Join(err, results.RefreshIndex(dir)); err != nil {
 		return 0, fmt.Errorf("check: could not write the results files in %s: %w", dir, err)
 	}
 	return exitCode(summary.Verdict), nil

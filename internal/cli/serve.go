@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/results"
+)
+
+// serveOptions are serve's flags.
+type serveOptions struct{ addr, results string }
+
+func serveFlags() (*flag.FlagSet, *serveOptions) {
+	opts := &serveOptions{}
+	fs := newFlags("serve")
+	fs.StringVar(&opts.addr, "addr", "127.0.0.1:8080", "address to listen on; loopback keeps the store on this machine")
+	fs.StringVar(&opts.results, "results", defaultResults, "the run store to serve")
+	return fs, opts
+}
+
+// cmdServe serves the run store read-only until interrupted: the index at /, every run's
+// files below it, nothing outside the store (symbolic links that lead out of it included).
+func cmdServe(ctx context.Context, args []string, stdout io.Writer) (int, error) {
+	fs, opts := serveFlags()
+	if err := parse(fs, args); err != nil {
+		return 0, err
+	}
+	root, err := os.OpenRoot(opts.results)
+	if err != nil {
+		return 0, badInput{fmt.Errorf("serve: %w", err)}
+	}
+	defer root.Close()
+	listener, err := net.Listen("tcp", opts.addr)
+	if err != nil {
+		return 0, badInput{fmt.Errorf("serve: %w", err)}
+	}
+	fmt.Fprintf(stdout, "serving %s at http://%s/ (read-only; Ctrl-C stops)\n", escape(opts.results), listener.Addr())
+	if ip := listener.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
+		fmt.Fprintf(stdout, "note: %s is not a loopback address: anyone who can reach it can read the store\n", ip)
+	}
+	server := &http.Server{Handler: storeHandler(root), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		server.Shutdown(context.WithoutCancel(ctx))
+	}()
+	if err := server.Serve(listener); !errors.Is(err, http.ErrServerClosed) {
+		return 0, fmt.Errorf("serve: %w", err)
+	}
+	return exitValid, nil
+}
+
+// storeHandler answers GET and HEAD only. The index is rendered afresh for / so it
+// shows every run as it is now; the rest are the store's files, through root, which
+// refuses any path that leads outside it.
+func storeHandler(root *os.Root) http.Handler {
+	files := http.FileServerFS(inside{root.FS()})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Cache-Control", "no-store")
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "read-only: GET and HEAD only", http.StatusMethodNotAllowed)
+			return
+		}
+		if r.URL.Path != "/" && r.URL.Path != "/"+results.IndexFile {
+			files.ServeHTTP(w, r)
+			return
+		}
+		page, err := results.RenderIndex(root.Name())
+		if err != nil {
+			http.Error(w, "cannot list the runs", http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Write(page)
+	})
+}
+
+// inside is the store's files as its root opens them: a path that leads outside the store
+// is forbidden (403), not a server error.
+type inside struct{ fs.FS }
+
+func (in inside) Open(name string) (fs.File, error) {
+	f, err := in.FS.Open(name)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrPermission}
+	}
+	return f, err
+}
