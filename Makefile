@@ -5,7 +5,7 @@ GO      ?= go
 BIN     := bin/lockbreaker
 RESULTS ?= store
 
-.PHONY: run test unit bench deps build image clean vet fuzz
+.PHONY: run test unit bench deps build image clean vet fuzz serve
 
 build:
 	$(GO) build -o $(BIN) ./cmd/lockbreaker
@@ -56,3 +56,7 @@ fuzz:
 
 clean: build
 	$(BIN) clean
+
+# The run store, read-only, on http://127.0.0.1:8080/: the index of every run, each report.
+serve: build
+	$(BIN) serve --results $(RESULTS)
