@@ -177,6 +177,10 @@ func (tl timeline) describe(op history.Op) string {
 	return b.String()
 }
 
+// Describe renders an operation as evidence lines do, its times counted from start (the
+// history's first event), so that a report's tooltips read as the evidence does.
+func Describe(op history.Op, start int64) string { return timeline{start: start}.describe(op) }
+
 // processName names a process the way reports do: p0, p1, ..., harness, nemesis.
 func processName(p int) string {
 	switch p {

@@ -215,14 +215,14 @@ func newTimeline(events []history.Event, ops []history.Op, overlaps []checkers.O
 		}
 		switch op.Func() {
 		case history.Acquire, history.Release:
-			tl.Attempts = append(tl.Attempts, stroke{Class: "attempt " + class, Title: describe(c, op),
+			tl.Attempts = append(tl.Attempts, stroke{Class: "attempt " + class, Title: checkers.Describe(op, c.start),
 				Path: fmt.Sprintf("M%s %gH%s", c.ms(op.Invoke.Time), y[l]+3, c.ms(end))})
 		default:
 			tall := 3.0
 			if op.Func() == history.Read {
 				tall = 7
 			}
-			tl.Marks = append(tl.Marks, stroke{Class: class, Title: describe(c, op),
+			tl.Marks = append(tl.Marks, stroke{Class: class, Title: checkers.Describe(op, c.start),
 				Path: fmt.Sprintf("M%s %gV%g", c.ms(end), y[l]+tall, y[l]+laneHeight-tall)})
 			if t := op.Invoke.Token; t != nil {
 				tl.Tokens = append(tl.Tokens, label{Class: class, Text: strconv.FormatInt(*t, 10), T: c.ms(end),
@@ -306,39 +306,6 @@ func outcomeClass(t history.Type) string {
 		return "fail"
 	}
 	return "info"
-}
-
-// describe is an operation's tooltip, in the evidence's words: "p1 write lock 3 token=7
-// → fail (stale-token), #40 (t=1.2s) .. #41 (t=1.3s)".
-func describe(c clock, op history.Op) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s %s", lane{process: op.Process()}, op.Func(), op.Invoke.Key)
-	if v := op.Invoke.Value; v != nil && op.Func() == history.Write {
-		fmt.Fprintf(&b, " %d", *v)
-	}
-	if t := op.Invoke.Token; t != nil {
-		fmt.Fprintf(&b, " token=%d", *t)
-	}
-	done := op.Complete
-	if done == nil {
-		fmt.Fprintf(&b, " → never completed, %s", c.event(op.Invoke))
-		return b.String()
-	}
-	fmt.Fprintf(&b, " → %s", done.Type)
-	if done.Value != nil {
-		fmt.Fprintf(&b, " %d", *done.Value)
-	}
-	if done.Token != nil {
-		fmt.Fprintf(&b, " token=%d", *done.Token)
-	}
-	if done.Error != "" {
-		fmt.Fprintf(&b, " (%s)", done.Error)
-	}
-	if done.Message != "" {
-		fmt.Fprintf(&b, " %q", done.Message)
-	}
-	fmt.Fprintf(&b, ", %s .. %s", c.event(op.Invoke), c.event(*done))
-	return b.String()
 }
 
 // ticks are about eight round values between lo and hi (milliseconds), placed by x and

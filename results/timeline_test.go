@@ -110,7 +110,7 @@ func TestReportDrawsTheRun(t *testing.T) {
 				`<text class="fault" data-t="28.000"`, `>pause-holder worker-3</text>`,
 				"system <b>local</b>", "ttl <b>500ms</b>", `<pre class="command">lockbreaker run --system local --nemesis pause-holder</pre>`,
 				"<strong>Lock latency</strong>", "<strong>Throughput</strong>", "<strong>Fencing tokens</strong>",
-				`<title>p3 write lock 3 token=4 → ok, #36 (t=36ms) .. #37 (t=37ms)</title>`,
+				`<title>p3 write lock 3 token=4 -&gt; ok, #36 (t=36ms) .. #37 (t=37ms)</title>`,
 			},
 			notContains: []string{"<strong>Clock offsets</strong>", "#checker-mutual-exclusion\">evidence"},
 		},
@@ -203,7 +203,7 @@ func TestTimelineEscapesHostileHistories(t *testing.T) {
 	if strings.Contains(page, hostile) || strings.Count(page, "<script") != 1 {
 		t.Errorf("a hostile string reached the page unescaped")
 	}
-	for _, want := range []string{`&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;`, `&#34;&lt;script&gt;alert(\&#34;x\&#34;)&lt;/script&gt;&#34;`} {
+	for _, want := range []string{`&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("report lacks the hostile string escaped as %s", want)
 		}

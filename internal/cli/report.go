@@ -3,8 +3,10 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 
 	"github.com/lockbreaker/lockbreaker/harness"
@@ -19,27 +21,51 @@ func cmdReport(_ context.Context, args []string, stdout io.Writer) (int, error) 
 	if err := parseFlags(fs, args); err != nil {
 		return 0, err
 	}
-	if fs.NArg() != 1 {
-		return 0, badInput{errors.New("report: give one run directory, e.g. lockbreaker report store/latest")}
-	}
-	dir, err := results.Resolve(fs.Arg(0))
-	if err != nil {
-		return 0, badInput{err}
-	}
-	file, err := history.ReadFile(filepath.Join(dir, results.HistoryFile))
+	run, err := openRun(fs)
 	if err != nil {
 		return 0, err
 	}
-	summary, err := results.ReadSummary(dir)
-	if err != nil {
-		return 0, badInput{fmt.Errorf("report: %w (lockbreaker check %s judges the run first)", err, dir)}
+	if !run.judged {
+		return 0, badInput{fmt.Errorf("report: %s has no %s (lockbreaker check %s judges the run first)", run.dir, results.SummaryFile, run.dir)}
 	}
+	summary := run.summary
 	if summary.Command == "" { // a run saved before results.json kept its command
 		summary.Command = harness.ReproduceCommand(summary.Spec)
 	}
-	if err := errors.Join(results.WriteReport(dir, summary, file.Events), results.RefreshIndex(dir)); err != nil {
+	if err := errors.Join(results.WriteReport(run.dir, summary, run.history.Events), results.RefreshIndex(run.dir)); err != nil {
 		return 0, fmt.Errorf("report: %w", err)
 	}
-	fmt.Fprintf(stdout, "report: %s\n", escape(filepath.Join(dir, results.ReportFile)))
+	fmt.Fprintf(stdout, "report: %s\n", escape(filepath.Join(run.dir, results.ReportFile)))
 	return exitValid, nil
+}
+
+// savedRun is a run directory as check and report read it.
+type savedRun struct {
+	dir     string // symlinks resolved
+	history history.File
+	summary results.Summary
+	judged  bool // whether it has a results.json
+}
+
+// openRun reads the one run directory a command's flag set was given; a run without a
+// results.json has the zero summary.
+func openRun(fs *flag.FlagSet) (savedRun, error) {
+	var run savedRun
+	if fs.NArg() != 1 {
+		return run, badInput{fmt.Errorf("%s: give one run directory, e.g. lockbreaker %s store/latest", fs.Name(), fs.Name())}
+	}
+	dir, err := results.Resolve(fs.Arg(0))
+	if err != nil {
+		return run, badInput{err}
+	}
+	run.dir = dir
+	if run.history, err = history.ReadFile(filepath.Join(dir, results.HistoryFile)); err != nil {
+		return run, err
+	}
+	run.summary, err = results.ReadSummary(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return run, badInput{err}
+	}
+	run.judged = err == nil
+	return run, nil
 }

@@ -16,12 +16,12 @@ import (
 	"time"
 )
 
-// savedRun is a run for a test store: its history and the results.json the run began with.
-type savedRun struct{ path, history, summary string }
+// storedRun is a run for a test store: its history and the results.json the run began with.
+type storedRun struct{ path, history, summary string }
 
 // storeOf makes a run store at root of saved runs, each checked by lockbreaker check,
 // with its latest link and an index.
-func storeOf(t *testing.T, root string, runs ...savedRun) {
+func storeOf(t *testing.T, root string, runs ...storedRun) {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(root, "index.html"), nil, 0o644); err != nil { // check rebuilds it
 		t.Fatal(err)
@@ -54,11 +54,11 @@ func storeOf(t *testing.T, root string, runs ...savedRun) {
 // the data), and a safe one on another system.
 func pausedAndSafe(t *testing.T, root string) {
 	storeOf(t, root,
-		savedRun{"local-local-pause-holder-nofence/20261130T130645Z", "testdata/local-paused-holder.jsonl",
+		storedRun{"local-local-pause-holder-nofence/20261130T130645Z", "testdata/local-paused-holder.jsonl",
 			`{"test": "local-local-pause-holder-nofence", "run_id": "20261130T130645Z", "started": "2026-11-30T13:06:45Z", "finished": "2026-11-30T13:06:49Z",
 			"spec": {"test": "local-local-pause-holder-nofence", "system": "local", "client": "local", "nemesis": ["pause-holder"], "fencing": false,
 			"clients": 4, "ttl": "500ms", "time_limit": "4s", "seed": 7, "work": "100ms", "interval": "1s", "clock_rate": 2, "key": "lock"}}`},
-		savedRun{"redis-redis-none-fenced/20261130T120000Z", "testdata/safe.jsonl",
+		storedRun{"redis-redis-none-fenced/20261130T120000Z", "testdata/safe.jsonl",
 			`{"test": "redis-redis-none-fenced", "run_id": "20261130T120000Z", "started": "2026-11-30T12:00:00Z", "finished": "2026-11-30T12:00:30Z",
 			"spec": {"system": "redis", "client": "redis", "nemesis": ["none"], "fencing": true}}`})
 }
