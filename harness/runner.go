@@ -27,6 +27,10 @@ type Runner struct {
 	Progress io.Writer
 	// Worker is the command that starts a worker process; nil means this executable.
 	Worker []string
+	// Clusters, when set, lends runs a cluster kept from the run before where that is
+	// sound, and keeps theirs until Clusters.Close; nil starts and stops a cluster for
+	// every run.
+	Clusters *Clusters
 }
 
 // Run runs one test and checks its history. It returns the run's directory and summary;
@@ -138,7 +142,7 @@ func (t *trial) notes() []string {
 func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 	runID := fmt.Sprintf("%s-%d", t.run.ID(), os.Getpid())
 	nem, _ := nemesis.New(t.spec.Nemesis) // validated by Normalize
-	cluster, err := startCluster(ctx, t.sys, clusterSetup{runID: runID, nodes: t.spec.Nodes, ttl: t.spec.TTL.Std(),
+	cluster, err := t.Clusters.start(ctx, t.sys, t.spec, clusterSetup{runID: runID, nodes: t.spec.Nodes, ttl: t.spec.TTL.Std(),
 		needs: nem.Needs(), logs: t.run.Path(results.NodesDir), progress: io.MultiWriter(t.progress, t.logs)})
 	if err != nil {
 		return orInterrupted(ctx, err)

@@ -1,0 +1,91 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/nemesis"
+)
+
+// A kept cluster serves a run only on the same nodes, with the levers it needs, and a
+// lock key no run on it has used.
+func TestKeptClusterServesOnlyWhatIsSound(t *testing.T) {
+	setup := clusterSetup{runID: "r1", nodes: 5, ttl: 2 * time.Second, needs: nemesis.Needs{Clocks: true}, logs: "a"}
+	k := &kept{setup: setup, faults: []string{"clock-bump"}, keys: []string{"lock-1"}}
+	other := func(change func(*clusterSetup)) clusterSetup {
+		s := setup
+		s.runID, s.logs, s.needs = "r2", "b", nemesis.Needs{} // never make a difference
+		change(&s)
+		return s
+	}
+	same := other(func(*clusterSetup) {})
+	tests := []struct {
+		name   string
+		setup  clusterSetup
+		faults []string
+		key    string
+		want   string
+	}{
+		{"same nodes, a lever it has, a new key", same, []string{"clock-strobe"}, "lock-2", ""},
+		{"no fault at all", same, nil, "lock-2", ""},
+		{"another size", other(func(s *clusterSetup) { s.nodes = 3 }), nil, "lock-2", "nodes of another size"},
+		{"another ttl", other(func(s *clusterSetup) { s.ttl = time.Second }), nil, "lock-2", "another size, TTL"},
+		{"a lever it lacks", same, []string{"partition-halves"}, "lock-2", "a lever it was started without"},
+		{"a key used before", same, nil, "lock-1", "already used the lock key lock-1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := k.unfitFor(tt.setup, tt.faults, tt.key)
+			if tt.want == "" && got != "" || !strings.Contains(got, tt.want) {
+				t.Errorf("unfit: %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// Runs on one system share its containers: the second run finds the first's cluster,
+// healed and serving, and both judge their own key only.
+func TestRunsShareAKeptCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker: real containers")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := kleppmannSpec(true)
+	first.Nemesis, first.TimeLimit, first.Key = none, Duration(4*time.Second), "reuse-1"
+	second := kleppmannSpec(true)
+	second.TimeLimit, second.Key = Duration(6*time.Second), "reuse-2"
+	clusters := NewClusters(first, second)
+	defer clusters.Close(context.Background())
+	var progress bytes.Buffer
+	r := Runner{ResultsRoot: t.TempDir(), Progress: &progress, Worker: []string{exe}, Clusters: clusters}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for i, spec := range []Spec{first, second} {
+		_, s, err := r.Run(ctx, spec)
+		if err != nil {
+			t.Fatalf("run %d: %v\n%s", i+1, err, progress.String())
+		}
+		if i == 0 {
+			expectAllValid(t, s)
+		} else {
+			expectLockBrokenDataSafe(t, s)
+		}
+	}
+	out := progress.String()
+	if strings.Count(out, "starting redis cluster") != 1 || !strings.Contains(out, "reusing the redis cluster of the last run") {
+		t.Errorf("want one cluster started and reused:\n%s", out)
+	}
+	if clusters.idle == nil {
+		t.Fatal("no cluster kept after the runs")
+	}
+	if err := clusters.Close(context.Background()); err != nil || clusters.idle != nil {
+		t.Errorf("close: %v, still kept: %v", err, clusters.idle != nil)
+	}
+}
