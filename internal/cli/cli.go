@@ -1,8 +1,8 @@
-// Package cli is the lockbreaker command line: run, check, report, serve, clean, images,
-// help, version and worker. Our binary (cmd/lockbreaker) and a user's own binary built with
-// lockbreaker.Main run exactly this code, so both behave alike and a worker started from
-// either finds the same lock clients. See README.md for the commands; `lockbreaker help`
-// lists them.
+// Package cli is the lockbreaker command line: run, suite, check, report, serve, clean,
+// images, help, version and worker. Our binary (cmd/lockbreaker) and a user's own binary
+// built with lockbreaker.Main run exactly this code, so both behave alike and a worker
+// started from either finds the same lock clients. See README.md for the commands;
+// `lockbreaker help` lists them.
 //
 // Exit codes: 0 valid, 1 invalid, 2 unknown, 254 bad arguments or input, 255 harness error.
 // Every failure is one line on stderr, never a stack trace; the CLI never decides a
@@ -34,6 +34,7 @@ import (
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/nemesis"
 	"github.com/lockbreaker/lockbreaker/results"
+	"github.com/lockbreaker/lockbreaker/suite"
 	"github.com/lockbreaker/lockbreaker/system"
 	"github.com/lockbreaker/lockbreaker/workloads"
 )
@@ -83,6 +84,32 @@ time limit, heals and tears everything down, then checks the history. Writes
 			"lockbreaker run --system redlock --nemesis kleppmann-clock --ttl 6s --work 4s --time-limit 25s",
 		},
 		run: cmdRun,
+	},
+	{
+		name:     "suite",
+		synopsis: "run a matrix of scenarios, each judged against its expected outcome",
+		args:     "[flags] NAME|FILE",
+		about: `Runs every cell of a suite (a scenario and the verdict each checker is expected to give)
+once per seed, one after another, and judges each cell: a cell expecting a violation
+must find it in at least its threshold of seeds (default 90 %); a cell expecting a
+property to hold fails on any violation. Built-in suites: ` + strings.Join(suite.BuiltinNames(), ", ") + ` (kleppmann is the
+design's expected-outcome table; smoke a few fast cells). FILE is a suite in YAML or
+JSON (see README.md, "Test your own lock"). Writes suite.html (the matrix, linking every
+run's report), suite.json and junit.xml (one test case per cell) into
+<results>/suite-<name>/<timestamp>/, the runs under its runs/. Cells of one system
+share a cluster where that is sound. Exit 0 when every cell met its expectation, 1 when
+some did not, 2 when some could not say.`,
+		flags: func() *flag.FlagSet {
+			fs, _ := suiteFlags()
+			return fs
+		},
+		examples: []string{
+			"lockbreaker suite smoke",
+			"lockbreaker suite kleppmann --seeds 5 --shard 2/4",
+			"lockbreaker suite --list kleppmann   # its cells and expectations",
+			"lockbreaker suite my-lock.yaml --seeds 20",
+		},
+		run: cmdSuite,
 	},
 	{
 		name:     "check",
@@ -380,6 +407,108 @@ func cmdRun(ctx context.Context, args []string, stdout io.Writer) (int, error) {
 	return exitCode(summary.Verdict), nil
 }
 
+// suiteOptions are suite's flags.
+type suiteOptions struct {
+	seeds          int
+	shard, results string
+	list           bool
+}
+
+func suiteFlags() (*flag.FlagSet, *suiteOptions) {
+	opts := &suiteOptions{}
+	fs := newFlags("suite")
+	fs.IntVar(&opts.seeds, "seeds", 1, "runs per cell, with the cell's seed and the ones after it")
+	fs.StringVar(&opts.shard, "shard", "1/1", "i/n: run only the i-th of n contiguous parts of the suite (one per CI runner)")
+	fs.StringVar(&opts.results, "results", defaultResults, "directory the suite's directory is made in")
+	fs.BoolVar(&opts.list, "list", false, "list the suite's cells and their expectations, run nothing")
+	return fs, opts
+}
+
+// maxSeeds caps --seeds: a nightly wants tens, not millions.
+const maxSeeds = 1000
+
+func cmdSuite(ctx context.Context, args []string, stdout io.Writer) (int, error) {
+	fs, opts := suiteFlags()
+	// Flags may also follow the suite's name, as in "suite kleppmann --seeds 5".
+	if err := parseFlags(fs, args); err != nil {
+		return 0, err
+	}
+	var name string
+	if fs.NArg() > 0 {
+		name = fs.Arg(0)
+		if err := parse(fs, fs.Args()[1:]); err != nil {
+			return 0, err
+		}
+	}
+	if name == "" {
+		return 0, badInput{fmt.Errorf("suite: give one suite, a built-in (%s) or a YAML or JSON file", strings.Join(suite.BuiltinNames(), ", "))}
+	}
+	if opts.seeds < 1 || opts.seeds > maxSeeds {
+		return 0, badInput{fmt.Errorf("suite: --seeds must be between 1 and %d, got %d", maxSeeds, opts.seeds)}
+	}
+	if opts.results == "" {
+		return 0, badInput{errors.New("suite: --results must name a directory, got an empty string")}
+	}
+	shard, err := suite.ParseShard(opts.shard)
+	if err != nil {
+		return 0, badInput{err}
+	}
+	s, err := loadSuite(name)
+	if err != nil {
+		return 0, badInput{err}
+	}
+	if opts.list {
+		fmt.Fprintf(stdout, "suite %s: %d cells, shard %s runs %d\n%s", escape(s.Name), len(s.Cells), shard, len(shard.Of(s.Cells)), escapeLines(suite.Describe(s)))
+		return exitValid, nil
+	}
+	dir, res, err := suite.Run(ctx, s, suite.Options{Seeds: opts.seeds, Shard: shard, Root: opts.results,
+		Progress: stdout, Live: isTerminal(stdout)})
+	if dir != "" {
+		fmt.Fprint(stdout, "\n"+escapeLines(suite.Summary(dir, res)))
+	}
+	if err != nil {
+		return 0, err
+	}
+	switch res.Status {
+	case suite.Met:
+		return exitValid, nil
+	case suite.Failed:
+		return exitInvalid, nil
+	}
+	return exitUnknown, nil
+}
+
+// loadSuite is a built-in suite by name, or else a suite file.
+func loadSuite(arg string) (suite.Suite, error) {
+	s, ok, err := suite.Builtin(arg)
+	if ok {
+		return s, err
+	}
+	if _, statErr := os.Stat(arg); statErr != nil {
+		return suite.Suite{}, fmt.Errorf("suite: %q is neither a built-in suite (%s) nor a file", arg, strings.Join(suite.BuiltinNames(), ", "))
+	}
+	return suite.Load(arg)
+}
+
+// escapeLines escapes text of several lines line by line (escape).
+func escapeLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = escape(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// isTerminal says whether w is a terminal, where a progress line may rewrite itself.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	info, err := f.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
+}
+
 // durationValue is a flag holding a harness.Duration, so help can show its default as 2s.
 type durationValue harness.Duration
 
@@ -412,11 +541,21 @@ func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error)
 	if t := timeout.Std(); t < time.Millisecond || t > maxCheckTimeout {
 		return 0, badInput{fmt.Errorf("check: --timeout must be between 1ms and 24h, got %s", t)}
 	}
-	run, err := openRun(fs)
+	if fs.NArg() != 1 {
+		return 0, badInput{errors.New("check: give one run directory, e.g. lockbreaker check store/latest")}
+	}
+	dir, err := results.Resolve(fs.Arg(0))
+	if err != nil {
+		return 0, badInput{err}
+	}
+	file, err := history.ReadFile(filepath.Join(dir, results.HistoryFile))
 	if err != nil {
 		return 0, err
 	}
-	dir, file, summary := run.dir, run.history, run.summary
+	summary, err := results.ReadSummary(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return 0, badInput{err}
+	}
 	// A check run again finds the note of the last one in the summary.
 	if file.Note != "" && !slices.Contains(summary.Notes, file.Note) {
 		summary.Notes = append(summary.Notes, file.Note)

@@ -1,0 +1,177 @@
+package suite
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/harness"
+	"github.com/lockbreaker/lockbreaker/workloads"
+)
+
+// The built-in suites are the design's expected outcomes as data (DESIGN.md, "Expected
+// outcomes"). "Violation" there is lock safety (lock-linearizable, mutual-exclusion),
+// "corruption" data safety (data-safety, lost-updates).
+
+// outcome names one row of the table for one cell.
+type tableRow struct {
+	lock, data Expect
+	why        string
+}
+
+var (
+	safe = tableRow{ExpectValid, ExpectValid, "no faults: safe"}
+	// Kleppmann's GC pause: the lease expires under a frozen holder, who then writes.
+	pausedUnfenced = tableRow{ExpectInvalid, ExpectInvalid, "holder paused past its lease, no fencing: violation and corruption"}
+	pausedFenced   = tableRow{ExpectInvalid, ExpectValid, "holder paused past its lease, fencing: violation, no corruption"}
+	clockJump      = tableRow{ExpectInvalid, ExpectEither, "a lock node's clock jumps past the TTL: violation"}
+	kleppmannClock = tableRow{ExpectInvalid, ExpectEither, "Kleppmann's A..E example: clock jump combined with a partition: violation"}
+	clockIgnored   = tableRow{ExpectValid, ExpectValid, "clock jumps: no effect (session expiry is monotonic)"}
+	minority       = tableRow{ExpectValid, ExpectValid, "partition of a minority of lock nodes: safe"}
+	brokenLock     = tableRow{ExpectInvalid, ExpectEither, "a lock that grants a held lock: violation"}
+)
+
+// expect is the checkers' expectations for a row on a client: fencing holds wherever
+// there are tokens (and is not applicable without), and the stats precondition must pass
+// for a pass to mean anything.
+func (row tableRow) expect(client string) map[string]Expect {
+	fencing := ExpectNotApplicable
+	if c, err := workloads.LookupClient(client); err == nil && c.Tokens {
+		fencing = ExpectValid
+	}
+	return map[string]Expect{
+		"lock-linearizable": row.lock,
+		"mutual-exclusion":  row.lock,
+		"data-safety":       row.data,
+		"lost-updates":      row.data,
+		"fencing":           fencing,
+		"stats":             ExpectValid,
+	}
+}
+
+// cell makes a built-in cell: run's defaults with a 10 s time limit (every targeted fault
+// strikes within a few seconds), then the scenario.
+func cell(system, client string, nemesis string, fencing bool, row tableRow, tune ...func(*harness.Spec)) Cell {
+	s := harness.DefaultSpec()
+	s.System, s.Client, s.Nemesis, s.Fencing = system, client, []string{nemesis}, fencing
+	s.TimeLimit = harness.Duration(10 * time.Second)
+	for _, t := range tune {
+		t(&s)
+	}
+	return Cell{Spec: s, Expect: row.expect(client), Why: row.why}
+}
+
+func timeLimit(d time.Duration) func(*harness.Spec) {
+	return func(s *harness.Spec) { s.TimeLimit = harness.Duration(d) }
+}
+
+// kleppmann is the whole table: every system and client, the faults that matter for it,
+// fencing off and on where the client has tokens. Cells of one system come together, so
+// they share a cluster.
+func kleppmann() Suite {
+	var cells []Cell
+	// Single Redis: our lock (tokens) and bsm/redislock (none).
+	for _, client := range []string{"redis", "redislock"} {
+		cells = append(cells,
+			cell("redis", client, "none", false, safe, timeLimit(6*time.Second)),
+			cell("redis", client, "pause-holder", false, pausedUnfenced),
+		)
+		if client == "redis" {
+			cells = append(cells, cell("redis", client, "pause-holder", true, pausedFenced))
+		}
+		cells = append(cells, cell("redis", client, "clock-bump", false, clockJump))
+	}
+	// Redlock: no tokens, so no fenced cells ("no token available").
+	for _, client := range []string{"redlock", "redlock-parallel", "redsync"} {
+		cells = append(cells,
+			cell("redlock", client, "none", false, safe, timeLimit(6*time.Second)),
+			cell("redlock", client, "pause-holder", false, pausedUnfenced),
+			cell("redlock", client, "kleppmann-clock", false, kleppmannClock),
+			cell("redlock", client, "partition-clients-from", false, minority),
+		)
+	}
+	// Sentinel, without a failover: a primary that serves like a single Redis.
+	cells = append(cells,
+		cell("sentinel", "redis", "none", false, safe, timeLimit(6*time.Second)),
+		cell("sentinel", "redis", "pause-holder", false, pausedUnfenced),
+		cell("sentinel", "redis", "pause-holder", true, pausedFenced),
+	)
+	// ZooKeeper: the lease is the session.
+	for _, client := range []string{"zookeeper", "zk-recipe-lib"} {
+		cells = append(cells,
+			cell("zookeeper", client, "none", true, safe, timeLimit(6*time.Second)),
+			cell("zookeeper", client, "pause-holder", false, pausedUnfenced),
+			cell("zookeeper", client, "pause-holder", true, pausedFenced),
+			cell("zookeeper", client, "clock", true, clockIgnored),
+			cell("zookeeper", client, "partition-isolate-one", true, minority),
+		)
+	}
+	// The lock the harness serves itself: no Docker.
+	cells = append(cells, localCells()...)
+	return Suite{Name: "kleppmann", About: "the expected-outcome table: every system and client, the faults that matter for it, fencing off and on", Cells: cells}
+}
+
+func localCells() []Cell {
+	short := func(s *harness.Spec) {
+		s.TTL, s.Interval = harness.Duration(500*time.Millisecond), harness.Duration(500*time.Millisecond)
+		s.TimeLimit = harness.Duration(4 * time.Second)
+	}
+	return []Cell{
+		cell("local", "local", "none", true, safe, short),
+		cell("local", "local", "pause-holder", false, pausedUnfenced, short),
+		cell("local", "local", "pause-holder", true, pausedFenced, short),
+		cell("local-broken", "local-broken", "none", false, brokenLock, short),
+	}
+}
+
+// smoke is a few fast cells: the local lock without Docker, and Kleppmann's pause on a
+// single Redis with and without fencing.
+func smoke() Suite {
+	fast := timeLimit(5 * time.Second)
+	cells := localCells()
+	cells = append(cells,
+		cell("redis", "redis", "none", true, safe, fast),
+		cell("redis", "redis", "pause-holder", false, pausedUnfenced, fast),
+		cell("redis", "redis", "pause-holder", true, pausedFenced, fast),
+	)
+	return Suite{Name: "smoke", About: "a few fast cells: the in-process lock, and a paused holder on one Redis with and without fencing", Cells: cells}
+}
+
+var builtins = map[string]func() Suite{"kleppmann": kleppmann, "smoke": smoke}
+
+// BuiltinNames lists the built-in suites.
+func BuiltinNames() []string {
+	names := make([]string, 0, len(builtins))
+	for n := range builtins {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Builtin returns a built-in suite, checked.
+func Builtin(name string) (Suite, bool, error) {
+	make, ok := builtins[name]
+	if !ok {
+		return Suite{}, false, nil
+	}
+	s := make()
+	return s, true, s.Check()
+}
+
+// Describe lists a suite's cells, one line each, for help and dry runs.
+func Describe(s Suite) string {
+	var b strings.Builder
+	for i, c := range s.Cells {
+		var expects []string
+		for _, e := range []Expect{ExpectInvalid, ExpectValid, ExpectNotApplicable} {
+			if names := c.expecting(e); len(names) > 0 {
+				expects = append(expects, string(e)+": "+strings.Join(slices.Clip(names), ","))
+			}
+		}
+		fmt.Fprintf(&b, "%3d  %-50s %s\n", i+1, c.Name, strings.Join(expects, "; "))
+	}
+	return b.String()
+}

@@ -1,0 +1,120 @@
+package suite
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/lockbreaker/lockbreaker/harness"
+)
+
+// A suite file, in YAML or JSON (JSON is YAML too). Specs take the keys of spec.json,
+// which are run's flags with _ for - (ttl, time_limit, clock_offset...); a cell's spec is
+// laid over the file's defaults, which are laid over run's defaults with no nemesis and a
+// 10 s time limit. Unknown keys are refused: a typo must not silently test something else.
+//
+//	name: mine
+//	defaults: {system: redis, ttl: 2s, time_limit: 8s}
+//	threshold: 0.9            # optional, for every cell that sets none
+//	cells:
+//	  - name: redis-paused
+//	    spec: {nemesis: [pause-holder]}
+//	    expect: {mutual-exclusion: invalid, data-safety: invalid}
+//	    why: Kleppmann's GC pause
+type fileFormat struct {
+	Name      string          `json:"name"`
+	About     string          `json:"about"`
+	Defaults  json.RawMessage `json:"defaults"`
+	Threshold float64         `json:"threshold"`
+	Cells     []fileCell      `json:"cells"`
+}
+
+type fileCell struct {
+	Name      string            `json:"name"`
+	Spec      json.RawMessage   `json:"spec"`
+	Expect    map[string]Expect `json:"expect"`
+	Threshold float64           `json:"threshold"`
+	Why       string            `json:"why"`
+}
+
+// maxFileSize bounds a suite file: a matrix of thousands of cells is still far smaller.
+const maxFileSize = 4 << 20
+
+// Load reads and checks a suite file.
+func Load(path string) (Suite, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return Suite{}, &Error{Reason: fmt.Sprintf("suite file: %v", err)}
+	}
+	if info.Size() > maxFileSize {
+		return Suite{}, errorf("suite file %s: %d bytes, more than %d", path, info.Size(), maxFileSize)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Suite{}, &Error{Reason: fmt.Sprintf("suite file: %v", err)}
+	}
+	s, err := parse(data, strings.TrimSuffix(filepath.Base(path), filepath.Ext(path)))
+	if err != nil {
+		return Suite{}, errorf("suite file %s: %v", path, err)
+	}
+	return s, s.Check()
+}
+
+// parse turns a suite file's text into a suite; name is used when the file gives none.
+func parse(data []byte, name string) (Suite, error) {
+	// YAML is read into plain values and handed to the JSON decoder, so both syntaxes
+	// share one schema, spec.json's.
+	var doc any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return Suite{}, fmt.Errorf("not YAML or JSON: %w", err)
+	}
+	asJSON, err := json.Marshal(doc)
+	if err != nil {
+		return Suite{}, fmt.Errorf("keys must be words: %w", err)
+	}
+	var f fileFormat
+	if err := strictJSON(asJSON, &f); err != nil {
+		return Suite{}, err
+	}
+	if f.Name == "" {
+		f.Name = name
+	}
+	if len(f.Cells) == 0 {
+		return Suite{}, errors.New("no cells")
+	}
+	defaults := harness.DefaultSpec()
+	defaults.Nemesis, defaults.TimeLimit = nil, harness.Duration(10*time.Second)
+	if err := strictJSON(f.Defaults, &defaults); err != nil {
+		return Suite{}, fmt.Errorf("defaults: %w", err)
+	}
+	s := Suite{Name: f.Name, About: f.About}
+	for i, fc := range f.Cells {
+		spec := defaults
+		if err := strictJSON(fc.Spec, &spec); err != nil {
+			return Suite{}, fmt.Errorf("cell %d (%s): spec: %w", i+1, fc.Name, err)
+		}
+		threshold := fc.Threshold
+		if threshold == 0 {
+			threshold = f.Threshold
+		}
+		s.Cells = append(s.Cells, Cell{Name: fc.Name, Spec: spec, Expect: fc.Expect, Threshold: threshold, Why: fc.Why})
+	}
+	return s, nil
+}
+
+// strictJSON decodes data into v, refusing unknown keys; empty data leaves v as it is.
+func strictJSON(data []byte, v any) error {
+	if len(bytes.TrimSpace(data)) == 0 || string(data) == "null" {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}

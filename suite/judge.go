@@ -1,0 +1,343 @@
+package suite
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/checkers"
+	"github.com/lockbreaker/lockbreaker/results"
+)
+
+// Status is how a cell, or a whole suite, met its expectations.
+type Status string
+
+const (
+	// Met: every expectation held (and the expected violation was found often enough).
+	Met Status = "met"
+	// Failed: an expectation did not hold: a violation where none was expected, a verdict
+	// that contradicts the expectation, or a violation found in too few seeds.
+	Failed Status = "failed"
+	// Unknown: nothing contradicts the expectations, but too little was decided to say
+	// they held (a checker unknown, a harness error, a run that did not happen).
+	Unknown Status = "unknown"
+)
+
+// worse merges statuses: failed beats unknown beats met.
+func worse(a, b Status) Status {
+	rank := map[Status]int{Met: 0, Unknown: 1, Failed: 2}
+	if rank[b] > rank[a] {
+		return b
+	}
+	return a
+}
+
+// RunResult is what the suite keeps of one run.
+type RunResult struct {
+	Seed int64 `json:"seed"`
+	// Report is the run's report.html, relative to the suite's directory; "" when the run
+	// made no directory.
+	Report string `json:"report,omitempty"`
+	// Verdict is the run's overall verdict.
+	Verdict  checkers.Verdict            `json:"verdict"`
+	Verdicts map[string]checkers.Verdict `json:"verdicts"`
+	// Summaries are the checkers' one-line summaries, for the reasons a cell gives.
+	Summaries map[string]string `json:"summaries,omitempty"`
+	// FirstViolation is each checker's first violating event, from the run's start.
+	FirstViolation map[string]Duration `json:"first_violation,omitempty"`
+	// Error is a harness error: the run may be partial.
+	Error string `json:"error,omitempty"`
+	// Elapsed is how long the run took, start to verdict.
+	Elapsed Duration `json:"elapsed"`
+}
+
+// FromSummary keeps what the suite needs of a run's summary.
+func FromSummary(seed int64, report string, s results.Summary, err error) RunResult {
+	r := RunResult{Seed: seed, Report: report, Verdict: s.Verdict, Verdicts: map[string]checkers.Verdict{},
+		Summaries: map[string]string{}, FirstViolation: map[string]Duration{}, Error: s.Error}
+	for _, c := range s.Results {
+		r.Verdicts[c.Checker], r.Summaries[c.Checker] = c.Verdict, c.Summary
+		if c.FirstViolation != nil {
+			r.FirstViolation[c.Checker] = Duration(*c.FirstViolation)
+		}
+	}
+	if err != nil && r.Error == "" {
+		r.Error = err.Error()
+	}
+	if r.Verdict == "" {
+		r.Verdict = checkers.Unknown
+	}
+	if !s.Started.IsZero() && s.Finished.After(s.Started) {
+		r.Elapsed = Duration(s.Finished.Sub(s.Started))
+	}
+	return r
+}
+
+// CellResult is a cell judged on its runs.
+type CellResult struct {
+	Cell   Cell        `json:"cell"`
+	Status Status      `json:"status"`
+	Runs   []RunResult `json:"runs"`
+	// Checks are the expectations one by one, in checker order.
+	Checks []Check `json:"checks"`
+	// Reasons say why the cell did not meet its expectations (one line each).
+	Reasons []string `json:"reasons,omitempty"`
+	// Found counts the runs in which every checker expected invalid said so; it and the
+	// times below are kept only for a cell that expects a violation.
+	Found *int `json:"found,omitempty"`
+	// MedianToViolation and WorstToViolation are over the runs that found it: the time
+	// from the run's start to its first violating event.
+	MedianToViolation *Duration `json:"median_to_violation,omitempty"`
+	WorstToViolation  *Duration `json:"worst_to_violation,omitempty"`
+}
+
+// Check is one checker's expectation and what the runs said.
+type Check struct {
+	Checker  string                   `json:"checker"`
+	Expect   Expect                   `json:"expect"`
+	Observed map[checkers.Verdict]int `json:"observed"`
+	// Status is how this expectation alone fared; for invalid, against the threshold.
+	Status Status `json:"status"`
+}
+
+// DetectionRate is Found over the runs; false for a cell that expects no violation or
+// has no runs.
+func (r CellResult) DetectionRate() (float64, bool) {
+	if r.Found == nil || len(r.Runs) == 0 {
+		return 0, false
+	}
+	return float64(*r.Found) / float64(len(r.Runs)), true
+}
+
+// seedOutcome is what one run says of an expectation.
+type seedOutcome int
+
+const (
+	found  seedOutcome = iota // it held (for invalid: the violation was found)
+	missed                    // a decided verdict contradicts it
+	undecided
+)
+
+// Judge judges a cell on its runs. It reads the runs' verdicts and nothing else.
+func Judge(c Cell, runs []RunResult) CellResult {
+	r := CellResult{Cell: c, Status: Met, Runs: runs}
+	if len(runs) == 0 {
+		r.Status, r.Reasons = Unknown, []string{"no run"}
+		return r
+	}
+	for _, run := range runs {
+		// A harness error may have cut the history short: a pass from it proves nothing,
+		// while a violation found in it stands.
+		if run.Error != "" {
+			r.note(Unknown, "seed %d: harness error: %s", run.Seed, run.Error)
+		}
+	}
+	for _, name := range checkerNames() {
+		e := c.Expect[name]
+		if e == "" {
+			e = ExpectEither
+		}
+		ch := Check{Checker: name, Expect: e, Observed: map[checkers.Verdict]int{}, Status: Met}
+		n, undecidedRuns := 0, 0
+		for _, run := range runs {
+			v := run.Verdicts[name]
+			ch.Observed[v]++
+			switch o := holds(e, v, run.Error != ""); {
+			case o == found:
+				n++
+			case o == undecided:
+				undecidedRuns++
+				if e == ExpectInvalid {
+					break
+				}
+				ch.Status = worse(ch.Status, Unknown)
+				if v != checkers.Valid { // a pass from a broken run: its harness error says why
+					r.note(Unknown, "seed %d: %s expected %s, got %s: %s", run.Seed, name, e, orNone(v), run.Summaries[name])
+				}
+			case e != ExpectInvalid:
+				ch.Status = Failed
+				r.note(Failed, "seed %d: %s expected %s, got %s: %s", run.Seed, name, e, v, run.Summaries[name])
+			}
+		}
+		if e == ExpectInvalid {
+			ch.Status = against(n, undecidedRuns, len(runs), c.threshold())
+		}
+		r.Checks = append(r.Checks, ch)
+	}
+	if violations := c.expecting(ExpectInvalid); len(violations) > 0 {
+		r.judgeDetection(violations)
+	}
+	return r
+}
+
+// holds says what verdict v of one run says of expectation e; partial is a run the
+// harness broke, whose passes prove nothing.
+func holds(e Expect, v checkers.Verdict, partial bool) seedOutcome {
+	switch e {
+	case ExpectEither:
+		return found
+	case ExpectInvalid:
+		switch v {
+		case checkers.Invalid:
+			return found
+		case checkers.Valid, checkers.NotApplicable:
+			return missed
+		}
+	case ExpectValid:
+		switch {
+		case v == checkers.Valid && !partial:
+			return found
+		case v == checkers.Invalid || v == checkers.NotApplicable:
+			return missed
+		}
+	case ExpectNotApplicable:
+		switch v {
+		case checkers.NotApplicable:
+			return found
+		case checkers.Valid, checkers.Invalid:
+			return missed
+		}
+	}
+	return undecided
+}
+
+// note adds a reason and lowers the cell's status to s.
+func (r *CellResult) note(s Status, format string, args ...any) {
+	r.Status = worse(r.Status, s)
+	r.Reasons = append(r.Reasons, fmt.Sprintf(format, args...))
+}
+
+// against holds n found of runs to the threshold: fewer fails, unless the undecided runs
+// could still make it up, which is unknown.
+func against(n, undecidedRuns, runs int, threshold float64) Status {
+	switch {
+	case reaches(n, runs, threshold):
+		return Met
+	case reaches(n+undecidedRuns, runs, threshold):
+		return Unknown
+	}
+	return Failed
+}
+
+// judgeDetection counts the runs that found every expected violation at once, the
+// cell's detection rate, and holds it to the cell's threshold.
+func (r *CellResult) judgeDetection(violations []string) {
+	var n, undecidedRuns int
+	var times []time.Duration
+	var missedSeeds []string
+	for _, run := range r.Runs {
+		switch outcome(run, violations) {
+		case found:
+			n++
+			if t, ok := firstViolation(run, violations); ok {
+				times = append(times, t)
+			}
+		case missed:
+			missedSeeds = append(missedSeeds, fmt.Sprint(run.Seed))
+		case undecided:
+			undecidedRuns++
+		}
+	}
+	r.Found = &n
+	if len(times) > 0 {
+		slices.Sort(times)
+		r.MedianToViolation, r.WorstToViolation = durationOf(median(times)), durationOf(times[len(times)-1])
+	}
+	threshold, runs := r.Cell.threshold(), len(r.Runs)
+	what := strings.Join(violations, ", ") + " invalid"
+	switch against(n, undecidedRuns, runs, threshold) {
+	case Unknown:
+		r.note(Unknown, "expected %s: found in %d of %d seeds, %d undecided; the threshold is %s", what, n, runs, undecidedRuns, percent(threshold))
+	case Failed:
+		r.note(Failed, "expected %s: found in %d of %d seeds (%s), below the threshold %s; missed with seed %s",
+			what, n, runs, percent(float64(n)/float64(runs)), percent(threshold), strings.Join(missedSeeds, ", "))
+	}
+}
+
+// outcome says whether a run found every violation expected of it: found when all those
+// checkers said invalid, missed when one of them decided otherwise, undecided when the
+// rest could not say.
+func outcome(run RunResult, violations []string) seedOutcome {
+	o := found
+	for _, name := range violations {
+		switch holds(ExpectInvalid, run.Verdicts[name], false) {
+		case missed:
+			return missed
+		case undecided:
+			o = undecided
+		}
+	}
+	return o
+}
+
+// firstViolation is when the run's first violating event happened: the earliest that any
+// of the expected checkers points at. The porcupine searches point at none.
+func firstViolation(run RunResult, violations []string) (time.Duration, bool) {
+	var first time.Duration
+	ok := false
+	for _, name := range violations {
+		if t, has := run.FirstViolation[name]; has && (!ok || t.Std() < first) {
+			first, ok = t.Std(), true
+		}
+	}
+	return first, ok
+}
+
+// reaches says whether n of runs is at least the threshold share.
+func reaches(n, runs int, threshold float64) bool {
+	return float64(n) >= threshold*float64(runs)-1e-9
+}
+
+func median(sorted []time.Duration) time.Duration {
+	m := len(sorted) / 2
+	if len(sorted)%2 == 1 {
+		return sorted[m]
+	}
+	return (sorted[m-1] + sorted[m]) / 2
+}
+
+func percent(f float64) string { return fmt.Sprintf("%.0f %%", 100*f) }
+
+func orNone(v checkers.Verdict) string {
+	if v == "" {
+		return "no verdict"
+	}
+	return string(v)
+}
+
+// Result is a suite run: every cell judged, and how the suite fared.
+type Result struct {
+	Suite string `json:"suite"`
+	About string `json:"about,omitempty"`
+	Seeds int    `json:"seeds"`
+	// Shard is the part of the suite these cells are, "1/1" for all of it.
+	Shard    string       `json:"shard"`
+	Started  time.Time    `json:"started"`
+	Finished time.Time    `json:"finished"`
+	Status   Status       `json:"status"`
+	Cells    []CellResult `json:"cells"`
+	// Error is why the suite stopped before its last cell (an interrupt, a harness error).
+	Error string `json:"error,omitempty"`
+}
+
+// Tally sets the suite's status from its cells': failed beats unknown beats met, and a
+// suite that stopped early is at best unknown.
+func (r *Result) Tally() {
+	r.Status = Met
+	for _, c := range r.Cells {
+		r.Status = worse(r.Status, c.Status)
+	}
+	if r.Error != "" {
+		r.Status = worse(r.Status, Unknown)
+	}
+}
+
+// Counts are how many cells have each status.
+func (r Result) Counts() map[Status]int {
+	n := map[Status]int{}
+	for _, c := range r.Cells {
+		n[c.Status]++
+	}
+	return n
+}

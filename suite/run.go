@@ -1,0 +1,224 @@
+package suite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/harness"
+	"github.com/lockbreaker/lockbreaker/results"
+)
+
+// Options say how a suite runs.
+type Options struct {
+	// Seeds is how many runs each cell gets: its spec's seed and the ones after it.
+	Seeds int
+	Shard Shard
+	// Root is the results root: the suite's directory is Root/suite-<name>/<timestamp>,
+	// its runs' directories are under that directory's runs/.
+	Root string
+	// Progress receives the live progress line; nil discards it.
+	Progress io.Writer
+	// Live rewrites one progress line in place (a terminal) instead of printing a line
+	// per run.
+	Live bool
+	// Worker is the command that starts a worker process (harness.Runner.Worker).
+	Worker []string
+}
+
+// Names in a suite's directory.
+const (
+	JSONFile  = "suite.json"
+	HTMLFile  = "suite.html"
+	JUnitFile = "junit.xml"
+	// LogFile keeps the runs' own progress lines, which would drown the live line.
+	LogFile = "suite.log"
+	runsDir = "runs"
+)
+
+// Run runs the shard's cells one after another, each with opts.Seeds seeds, judges each
+// cell as soon as its runs are done, and keeps suite.json, suite.html and junit.xml in the
+// suite's directory up to date, so a suite cut short still shows what it did. Runs on the
+// same system share a cluster where that is sound (harness.Clusters). The error is the
+// harness's (Docker unreachable, an interrupt); the result is complete up to there.
+func Run(ctx context.Context, s Suite, opts Options) (string, Result, error) {
+	if err := s.Check(); err != nil {
+		return "", Result{}, err
+	}
+	if opts.Seeds < 1 {
+		return "", Result{}, errorf("--seeds must be at least 1, got %d", opts.Seeds)
+	}
+	if opts.Shard.Count == 0 {
+		opts.Shard = Shard{1, 1}
+	}
+	if opts.Progress == nil {
+		opts.Progress = io.Discard
+	}
+	cells := opts.Shard.Of(s.Cells)
+	res := Result{Suite: s.Name, About: s.About, Seeds: opts.Seeds, Shard: opts.Shard.String(), Started: time.Now()}
+	dir, err := newSuiteDir(opts.Root, s.Name, res.Started)
+	if err != nil {
+		return "", Result{}, err
+	}
+	logFile, err := os.Create(filepath.Join(dir, LogFile))
+	if err != nil {
+		return dir, Result{}, fmt.Errorf("suite log: %w", err)
+	}
+	defer logFile.Close()
+
+	var specs []harness.Spec
+	for _, c := range cells {
+		specs = append(specs, c.Spec)
+	}
+	clusters := harness.NewClusters(specs...)
+	runner := harness.Runner{ResultsRoot: filepath.Join(dir, runsDir), Progress: logFile, Worker: opts.Worker, Clusters: clusters}
+	line := progress{w: opts.Progress, live: opts.Live, started: res.Started, cells: len(cells), seeds: opts.Seeds}
+	var runErr error
+	for i, c := range cells {
+		var runs []RunResult
+		for j := range opts.Seeds {
+			line.show(i, j, c.Name, res)
+			run, err := runOnce(ctx, runner, c, s.cellIndex(c), int64(j), dir)
+			if err != nil {
+				runErr = err
+				break
+			}
+			runs = append(runs, run)
+		}
+		if len(runs) > 0 {
+			res.Cells = append(res.Cells, Judge(c, runs))
+		}
+		if runErr != nil {
+			break
+		}
+		res.Finished = time.Now()
+		res.Tally()
+		if err := Write(dir, res); err != nil {
+			runErr = err
+			break
+		}
+	}
+	line.done()
+	runErr = errors.Join(runErr, clusters.Close(context.WithoutCancel(ctx)))
+	res.Finished = time.Now()
+	if runErr != nil {
+		res.Error = runErr.Error()
+	}
+	res.Tally()
+	return dir, res, errors.Join(runErr, Write(dir, res))
+}
+
+// cellIndex is the cell's place in the whole suite, whatever the shard: it keeps run keys
+// unique across shards that share a cluster.
+func (s Suite) cellIndex(c Cell) int {
+	for i := range s.Cells {
+		if s.Cells[i].Name == c.Name {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// runOnce runs seed number j of cell c. Its error is one that stops the suite: a run that
+// could not even start (no Docker) or an interrupt. Any other harness error is the run's,
+// kept in its result.
+func runOnce(ctx context.Context, runner harness.Runner, c Cell, index int, j int64, suiteDir string) (RunResult, error) {
+	spec := c.Spec
+	spec.Seed += j
+	// A key of its own: a cluster kept from the run before never shows this run its state.
+	spec.Key = fmt.Sprintf("%s-c%ds%d", c.Spec.Key, index, spec.Seed)
+	runDir, summary, err := runner.Run(ctx, spec)
+	if runDir == "" || ctx.Err() != nil {
+		if err == nil {
+			err = errors.New("the run made no directory")
+		}
+		return RunResult{}, fmt.Errorf("cell %s, seed %d: %w", c.Name, spec.Seed, err)
+	}
+	report, _ := filepath.Rel(suiteDir, filepath.Join(runDir, results.ReportFile))
+	return FromSummary(spec.Seed, filepath.ToSlash(report), summary, err), nil
+}
+
+// newSuiteDir makes root/suite-<name>/<timestamp>/ (a run directory of the test
+// "suite-<name>", so names never collide) and its runs/.
+func newSuiteDir(root, name string, now time.Time) (string, error) {
+	run, err := results.NewRun(root, "suite-"+name, now)
+	if err != nil {
+		return "", &Error{Reason: err.Error()}
+	}
+	if err := os.MkdirAll(run.Path(runsDir), 0o755); err != nil {
+		return "", fmt.Errorf("suite directory: %w", err)
+	}
+	return run.Dir(), nil
+}
+
+// progress is the suite's one line for a person watching: where it is, how long it has
+// taken, and the cells' statuses so far.
+type progress struct {
+	w            io.Writer
+	live         bool
+	started      time.Time
+	cells, seeds int
+	shown        bool
+}
+
+func (p *progress) show(cell, seed int, name string, so Result) {
+	n := so.Counts()
+	text := fmt.Sprintf("cell %d/%d  seed %d/%d  %s  met %d  failed %d  unknown %d  %s",
+		cell+1, p.cells, seed+1, p.seeds, clock(time.Since(p.started)), n[Met], n[Failed], n[Unknown], name)
+	if p.live {
+		fmt.Fprint(p.w, "\r\033[K"+text)
+	} else {
+		fmt.Fprintln(p.w, text)
+	}
+	p.shown = true
+}
+
+// done ends a live line.
+func (p *progress) done() {
+	if p.live && p.shown {
+		fmt.Fprintln(p.w)
+	}
+}
+
+// clock writes an elapsed time as 1:02:03 or 02:03.
+func clock(d time.Duration) string {
+	s := int(d.Seconds())
+	if s >= 3600 {
+		return fmt.Sprintf("%d:%02d:%02d", s/3600, s/60%60, s%60)
+	}
+	return fmt.Sprintf("%02d:%02d", s/60, s%60)
+}
+
+// Summary is the suite's outcome in a few lines for a terminal: each cell that did not
+// meet its expectation with its reasons, then the counts.
+func Summary(dir string, r Result) string {
+	var b strings.Builder
+	for _, c := range r.Cells {
+		rate := ""
+		if f, ok := c.DetectionRate(); ok {
+			rate = fmt.Sprintf("  found %s", percent(f))
+			if c.MedianToViolation != nil {
+				rate += fmt.Sprintf(" (median %s, worst %s)", c.MedianToViolation.Std().Round(time.Millisecond), c.WorstToViolation.Std().Round(time.Millisecond))
+			}
+		}
+		fmt.Fprintf(&b, "  %-8s %s%s\n", strings.ToUpper(string(c.Status)), c.Cell.Name, rate)
+		if c.Status != Met {
+			for _, why := range c.Reasons {
+				fmt.Fprintf(&b, "           %s\n", why)
+			}
+		}
+	}
+	n := r.Counts()
+	fmt.Fprintf(&b, "\nsuite %s (shard %s, %d seeds): %s, %d cells met, %d failed, %d unknown, in %s\n",
+		r.Suite, r.Shard, r.Seeds, strings.ToUpper(string(r.Status)), n[Met], n[Failed], n[Unknown], r.Finished.Sub(r.Started).Round(time.Second))
+	if r.Error != "" {
+		fmt.Fprintf(&b, "stopped early: %s\n", r.Error)
+	}
+	fmt.Fprintf(&b, "matrix: %s\n", filepath.Join(dir, HTMLFile))
+	return b.String()
+}

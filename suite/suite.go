@@ -1,0 +1,203 @@
+// Package suite runs a matrix of scenarios (cells) and judges each against what it is
+// expected to show, so that one command answers which locks are safe under which faults,
+// with and without fencing: "kleppmann" is the design's expected-outcome table as data,
+// "smoke" a few fast cells, and users write their own cells in a YAML or JSON file.
+//
+// A cell is a harness spec and an expected verdict per checker: valid, invalid, either
+// (the scenario does not decide that property) or not-applicable. Each cell runs once per
+// seed; a cell expecting a violation reports how often it was found (its detection rate)
+// and how soon, and fails below its threshold; a cell expecting a property to hold fails
+// on any violation. The judging (judge.go) is pure: it reads run summaries and nothing
+// else, so it is tested on hand-made ones. The writers (suite.json, suite.html, junit.xml)
+// render a judged Result and decide nothing.
+//
+// This package never judges a history itself (the checkers do) and never changes a spec
+// beyond its seed and lock key: a cell's runs are the runs `lockbreaker run` would make.
+package suite
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/lockbreaker/lockbreaker/checkers"
+	"github.com/lockbreaker/lockbreaker/harness"
+)
+
+// Expect is what a cell expects one checker to say.
+type Expect string
+
+const (
+	ExpectValid   Expect = "valid"
+	ExpectInvalid Expect = "invalid"
+	// ExpectEither: the scenario does not decide this property; any verdict is fine.
+	ExpectEither Expect = "either"
+	// ExpectNotApplicable: the run cannot have this property (fencing without tokens).
+	ExpectNotApplicable Expect = "not-applicable"
+)
+
+// DefaultThreshold is the share of seeds in which a cell must find its expected violation.
+const DefaultThreshold = 0.9
+
+// Suite is a named list of cells.
+type Suite struct {
+	Name  string `json:"name"`
+	About string `json:"about,omitempty"`
+	Cells []Cell `json:"cells"`
+}
+
+// Cell is one scenario and what its runs are expected to show.
+type Cell struct {
+	// Name is unique in its suite; it names the cell's runs' directory.
+	Name string `json:"name"`
+	// Spec is the run; its seed is the first of the cell's seeds.
+	Spec harness.Spec `json:"spec"`
+	// Expect maps a checker's name to its expected verdict; a checker not named: either.
+	Expect map[string]Expect `json:"expect"`
+	// Threshold is the share of seeds in which every checker expected invalid must say
+	// invalid; 0 means DefaultThreshold.
+	Threshold float64 `json:"threshold,omitempty"`
+	// Why says where the expectation comes from, for readers of the matrix.
+	Why string `json:"why,omitempty"`
+}
+
+// threshold is the cell's threshold with the default filled in.
+func (c Cell) threshold() float64 {
+	if c.Threshold == 0 {
+		return DefaultThreshold
+	}
+	return c.Threshold
+}
+
+// expecting lists the checkers the cell expects to say e, in checker order.
+func (c Cell) expecting(e Expect) []string {
+	var names []string
+	for _, ck := range checkers.All() {
+		if c.Expect[ck.Name()] == e {
+			names = append(names, ck.Name())
+		}
+	}
+	return names
+}
+
+// Error is a suite that cannot run as written: the CLI reports it as bad input.
+type Error struct{ Reason string }
+
+func (e *Error) Error() string { return e.Reason }
+
+func errorf(format string, args ...any) error { return &Error{Reason: fmt.Sprintf(format, args...)} }
+
+// Check validates the suite and fills its cells' defaults (names, clients), so that a
+// mistake in cell 30 is found before cell 1 runs.
+func (s *Suite) Check() error {
+	if s.Name == "" || !printable(s.Name) || strings.ContainsAny(s.Name, "/\\ ") {
+		return errorf("suite name must be a printable word without / or \\, got %q", s.Name)
+	}
+	if len(s.Cells) == 0 {
+		return errorf("suite %s has no cells", s.Name)
+	}
+	known := map[string]bool{}
+	for _, ck := range checkers.All() {
+		known[ck.Name()] = true
+	}
+	seen := map[string]bool{}
+	for i := range s.Cells {
+		c := &s.Cells[i]
+		if err := c.check(known); err != nil {
+			return errorf("suite %s, cell %d (%s): %v", s.Name, i+1, c.Name, err)
+		}
+		if seen[c.Name] {
+			return errorf("suite %s: two cells are named %s", s.Name, c.Name)
+		}
+		seen[c.Name] = true
+	}
+	return nil
+}
+
+func (c *Cell) check(known map[string]bool) error {
+	if err := c.Spec.Normalize(); err != nil {
+		var spec *harness.SpecError
+		if errors.As(err, &spec) {
+			return errors.New(spec.Reason)
+		}
+		return err
+	}
+	if c.Name == "" {
+		c.Name = c.Spec.Test
+	}
+	if !printable(c.Name) || strings.ContainsAny(c.Name, "/\\") || strings.HasPrefix(c.Name, ".") {
+		return fmt.Errorf("cell name %q cannot be a directory name", c.Name)
+	}
+	c.Spec.Test = c.Name
+	if len(c.Expect) == 0 {
+		return errors.New("expects nothing: name at least one checker and its verdict")
+	}
+	for name, e := range c.Expect {
+		if !known[name] {
+			return fmt.Errorf("expects %s of checker %q, which does not exist (checkers: %s)", e, name, strings.Join(checkerNames(), ", "))
+		}
+		switch e {
+		case ExpectValid, ExpectInvalid, ExpectEither, ExpectNotApplicable:
+		default:
+			return fmt.Errorf("checker %s: expectation must be valid, invalid, either or not-applicable, got %q", name, e)
+		}
+	}
+	if !(c.Threshold >= 0 && c.Threshold <= 1) {
+		return fmt.Errorf("threshold must be between 0 and 1 (0: the default %g), got %g", DefaultThreshold, c.Threshold)
+	}
+	return nil
+}
+
+func checkerNames() []string {
+	var names []string
+	for _, ck := range checkers.All() {
+		names = append(names, ck.Name())
+	}
+	return names
+}
+
+// printable reports whether s is valid text a terminal and a file name can take.
+func printable(s string) bool {
+	for _, r := range s {
+		if r == unicode.ReplacementChar || !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// Shard is the part of a suite one CI runner takes: Index of Count, from 1.
+type Shard struct{ Index, Count int }
+
+// ParseShard reads "i/n"; "" is the whole suite (1/1).
+func ParseShard(s string) (Shard, error) {
+	if s == "" {
+		return Shard{1, 1}, nil
+	}
+	var sh Shard
+	var rest string
+	if n, _ := fmt.Sscanf(s, "%d/%d%s", &sh.Index, &sh.Count, &rest); n != 2 || sh.Count < 1 || sh.Index < 1 || sh.Index > sh.Count {
+		return Shard{}, errorf("--shard must be i/n with 1 <= i <= n, e.g. 2/4, got %q", s)
+	}
+	return sh, nil
+}
+
+func (sh Shard) String() string { return fmt.Sprintf("%d/%d", sh.Index, sh.Count) }
+
+// Of returns the shard's cells: a contiguous block, so cells of one system stay together
+// and share a cluster; the blocks of all shards cover the suite once.
+func (sh Shard) Of(cells []Cell) []Cell {
+	from, to := len(cells)*(sh.Index-1)/sh.Count, len(cells)*sh.Index/sh.Count
+	return cells[from:to]
+}
+
+// Duration is a time.Duration written as "1.5s" in suite files and suite.json.
+type Duration = harness.Duration
+
+// durationOf converts for the JSON form.
+func durationOf(d time.Duration) *Duration {
+	v := Duration(d)
+	return &v
+}

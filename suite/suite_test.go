@@ -1,0 +1,265 @@
+package suite
+
+import (
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/checkers"
+)
+
+func TestBuiltinSuitesAreComplete(t *testing.T) {
+	for _, name := range BuiltinNames() {
+		t.Run(name, func(t *testing.T) {
+			s, ok, err := Builtin(name)
+			if !ok || err != nil {
+				t.Fatalf("Builtin(%s): %v, %v", name, ok, err)
+			}
+			for _, c := range s.Cells {
+				if len(c.expecting(ExpectInvalid))+len(c.expecting(ExpectValid)) == 0 {
+					t.Errorf("cell %s expects nothing decided", c.Name)
+				}
+				if c.Why == "" {
+					t.Errorf("cell %s does not say where its expectation comes from", c.Name)
+				}
+			}
+		})
+	}
+	if _, ok, _ := Builtin("nightly-special"); ok {
+		t.Error("an unknown suite was found")
+	}
+}
+
+// Every system a cell names in the kleppmann suite is covered with every one of its
+// clients: a client added later must be added to the table too.
+func TestKleppmannCoversEveryClientOfItsSystems(t *testing.T) {
+	s, _, _ := Builtin("kleppmann")
+	clients := map[string][]string{}
+	for _, c := range s.Cells {
+		if !slices.Contains(clients[c.Spec.System], c.Spec.Client) {
+			clients[c.Spec.System] = append(clients[c.Spec.System], c.Spec.Client)
+		}
+	}
+	for _, want := range []string{"redis/redis", "redis/redislock", "redlock/redlock", "redlock/redlock-parallel",
+		"redlock/redsync", "zookeeper/zookeeper", "zookeeper/zk-recipe-lib", "local/local", "local-broken/local-broken", "sentinel/redis"} {
+		sys, client, _ := strings.Cut(want, "/")
+		if !slices.Contains(clients[sys], client) {
+			t.Errorf("kleppmann has no cell for %s", want)
+		}
+	}
+}
+
+func TestShardsCoverTheSuiteOnce(t *testing.T) {
+	s, _, _ := Builtin("kleppmann")
+	for _, n := range []int{1, 2, 3, 4, 7, len(s.Cells), len(s.Cells) + 3} {
+		var all []string
+		for i := 1; i <= n; i++ {
+			for _, c := range (Shard{i, n}).Of(s.Cells) {
+				all = append(all, c.Name)
+			}
+		}
+		var want []string
+		for _, c := range s.Cells {
+			want = append(want, c.Name)
+		}
+		if !slices.Equal(all, want) {
+			t.Errorf("%d shards cover %d cells, want each of the %d once", n, len(all), len(want))
+		}
+	}
+}
+
+func TestParseShard(t *testing.T) {
+	tests := []struct {
+		in   string
+		want Shard
+		err  bool
+	}{
+		{"", Shard{1, 1}, false},
+		{"2/4", Shard{2, 4}, false},
+		{"4/4", Shard{4, 4}, false},
+		{"0/4", Shard{}, true},
+		{"5/4", Shard{}, true},
+		{"1/0", Shard{}, true},
+		{"2/4x", Shard{}, true},
+		{"two", Shard{}, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseShard(tt.in)
+		if (err != nil) != tt.err || got != tt.want {
+			t.Errorf("ParseShard(%q) = %v, %v; want %v, error %v", tt.in, got, err, tt.want, tt.err)
+		}
+	}
+}
+
+func TestLoadReadsYAMLAndJSON(t *testing.T) {
+	tests := []struct {
+		name, file, text string
+		want             []string // cell names
+		err              string
+	}{
+		{"yaml", "mine.yaml", `
+name: mine
+defaults: {system: local, ttl: 500ms, time_limit: 3s}
+threshold: 0.8
+cells:
+  - name: safe
+    spec: {nemesis: [none]}
+    expect: {mutual-exclusion: valid}
+  - spec: {system: local-broken}
+    expect: {mutual-exclusion: invalid}
+    threshold: 1
+`, []string{"safe", "local-broken-local-broken-none-nofence"}, ""},
+		{"json, named after its file", "nightly.json",
+			`{"cells":[{"spec":{"system":"local","nemesis":["pause-holder"]},"expect":{"mutual-exclusion":"invalid"}}]}`,
+			[]string{"local-local-pause-holder-nofence"}, ""},
+		{"a typo in a spec", "t.yaml", "cells: [{spec: {sytem: local}, expect: {stats: valid}}]", nil, `unknown field "sytem"`},
+		{"a typo in a cell", "t.yaml", "cells: [{spec: {system: local}, expct: {stats: valid}}]", nil, `unknown field "expct"`},
+		{"an unknown checker", "t.yaml", "cells: [{spec: {system: local}, expect: {mutex: valid}}]", nil, `checker "mutex", which does not exist`},
+		{"an unknown expectation", "t.yaml", "cells: [{spec: {system: local}, expect: {stats: maybe}}]", nil, `expectation must be valid, invalid, either or not-applicable, got "maybe"`},
+		{"no expectation", "t.yaml", "cells: [{spec: {system: local}}]", nil, "expects nothing"},
+		{"a bad spec", "t.yaml", "cells: [{spec: {system: local, ttl: 0s}, expect: {stats: valid}}]", nil, "--ttl must be between"},
+		{"a duration as a number", "t.yaml", "cells: [{spec: {system: local, ttl: 2}, expect: {stats: valid}}]", nil, `duration must be a string like "2s"`},
+		{"two cells of one name", "t.yaml", "cells: [{name: a, spec: {system: local}, expect: {stats: valid}}, {name: a, spec: {system: local}, expect: {stats: valid}}]", nil, "two cells are named a"},
+		{"a threshold above 1", "t.yaml", "cells: [{spec: {system: local}, expect: {stats: valid}, threshold: 90}]", nil, "threshold must be between 0 and 1"},
+		{"no cells", "t.yaml", "name: empty", nil, "no cells"},
+		{"not yaml", "t.yaml", "cells: [", nil, "not YAML or JSON"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), tt.file)
+			if err := os.WriteFile(path, []byte(tt.text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			s, err := Load(path)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("Load: %v, want an error containing %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, c := range s.Cells {
+				names = append(names, c.Name)
+			}
+			if !slices.Equal(names, tt.want) {
+				t.Errorf("cells %q, want %q", names, tt.want)
+			}
+		})
+	}
+}
+
+// Defaults lie over run's, cells over the defaults; thresholds fall back to the file's.
+func TestFileDefaultsAndThresholds(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.yaml")
+	os.WriteFile(path, []byte(`
+defaults: {system: local, clients: 3}
+threshold: 0.8
+cells:
+  - {name: a, spec: {ttl: 500ms}, expect: {stats: valid}}
+  - {name: b, spec: {clients: 2}, expect: {stats: valid}, threshold: 1}
+`), 0o644)
+	s, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := s.Cells[0], s.Cells[1]
+	if a.Spec.Clients != 3 || a.Spec.TTL.Std() != 500*time.Millisecond || a.Spec.TimeLimit.Std() != 10*time.Second || len(a.Spec.Nemesis) != 0 {
+		t.Errorf("cell a: %+v", a.Spec)
+	}
+	if b.Spec.Clients != 2 || b.Spec.TTL.Std() != 2*time.Second {
+		t.Errorf("cell b: %+v", b.Spec)
+	}
+	if a.threshold() != 0.8 || b.threshold() != 1 || s.Name != "s" {
+		t.Errorf("thresholds %g, %g, name %q", a.threshold(), b.threshold(), s.Name)
+	}
+}
+
+// junit.xml has one testcase per cell: a failed expectation is a failure with its reason,
+// an unknown cell an error.
+func TestJUnitHasOneCasePerCell(t *testing.T) {
+	r := sampleResult()
+	data, err := renderJUnit(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		XMLName  xml.Name `xml:"testsuite"`
+		Tests    int      `xml:"tests,attr"`
+		Failures int      `xml:"failures,attr"`
+		Errors   int      `xml:"errors,attr"`
+		Cases    []struct {
+			Name    string `xml:"name,attr"`
+			Failure *struct {
+				Message string `xml:"message,attr"`
+			} `xml:"failure"`
+			Error *struct{} `xml:"error"`
+		} `xml:"testcase"`
+	}
+	if err := xml.Unmarshal(data, &got); err != nil {
+		t.Fatalf("junit.xml does not parse: %v\n%s", err, data)
+	}
+	if got.Tests != 3 || len(got.Cases) != 3 || got.Failures != 1 || got.Errors != 1 {
+		t.Fatalf("tests %d, cases %d, failures %d, errors %d; want 3, 3, 1, 1", got.Tests, len(got.Cases), got.Failures, got.Errors)
+	}
+	if f := got.Cases[1].Failure; f == nil || !strings.Contains(f.Message, "expected valid, got invalid") {
+		t.Errorf("failed cell's failure: %+v", f)
+	}
+	if got.Cases[0].Failure != nil || got.Cases[0].Error != nil || got.Cases[2].Error == nil {
+		t.Errorf("cases %+v", got.Cases)
+	}
+}
+
+// Text from runs reaches suite.html escaped; cells link to their runs' reports.
+func TestHTMLEscapesAndLinks(t *testing.T) {
+	data, err := renderHTML(sampleResult())
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(data)
+	if strings.Contains(page, "<script>") {
+		t.Error("a summary's markup reached the page unescaped")
+	}
+	for _, want := range []string{`href="runs/safe/1/report.html"`, `href="#cell-3"`, "&lt;script&gt;", "found 1/1 (100 %)", "1s / 1s"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("suite.html lacks %q", want)
+		}
+	}
+}
+
+// sampleResult is a judged suite of three cells: met, failed, unknown.
+func sampleResult() Result {
+	s := time.Second
+	safeRun := run(1, valid, valid, na, 0)
+	safeRun.Report = "runs/safe/1/report.html"
+	hostile := run(2, invalid, valid, na, 1500*time.Millisecond)
+	hostile.Summaries["mutual-exclusion"] = "<script>alert(1)</script>"
+	paused := pausedCell
+	paused.Spec.System, paused.Spec.Client = "redis", "redis"
+	r := Result{Suite: "sample", Seeds: 1, Shard: "1/1", Started: time.Unix(0, 0), Finished: time.Unix(10, 0), Cells: []CellResult{
+		Judge(safeCell, []RunResult{safeRun}),
+		Judge(func() Cell { c := safeCell; c.Name = "safe-but-broken"; return c }(), []RunResult{hostile}),
+		Judge(paused, []RunResult{broken(run(3, invalid, valid, valid, s))}),
+	}}
+	r.Cells[2].Cell.Expect = map[string]Expect{"mutual-exclusion": ExpectInvalid}
+	r.Cells[2] = Judge(r.Cells[2].Cell, r.Cells[2].Runs)
+	r.Tally()
+	return r
+}
+
+func TestSampleResultIsWhatTheWritersAreShown(t *testing.T) {
+	r := sampleResult()
+	got := []Status{r.Cells[0].Status, r.Cells[1].Status, r.Cells[2].Status}
+	if !slices.Equal(got, []Status{Met, Failed, Unknown}) || r.Status != Failed {
+		t.Fatalf("statuses %v, suite %s", got, r.Status)
+	}
+	if r.Cells[1].Runs[0].Verdicts["mutual-exclusion"] != checkers.Invalid {
+		t.Fatal("the hostile run is not a violation")
+	}
+}
