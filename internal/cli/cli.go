@@ -541,21 +541,11 @@ func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error)
 	if t := timeout.Std(); t < time.Millisecond || t > maxCheckTimeout {
 		return 0, badInput{fmt.Errorf("check: --timeout must be between 1ms and 24h, got %s", t)}
 	}
-	if fs.NArg() != 1 {
-		return 0, badInput{errors.New("check: give one run directory, e.g. lockbreaker check store/latest")}
-	}
-	dir, err := results.Resolve(fs.Arg(0))
-	if err != nil {
-		return 0, badInput{err}
-	}
-	file, err := history.ReadFile(filepath.Join(dir, results.HistoryFile))
+	run, err := openRun(fs)
 	if err != nil {
 		return 0, err
 	}
-	summary, err := results.ReadSummary(dir)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return 0, badInput{err}
-	}
+	dir, file, summary := run.dir, run.history, run.summary
 	// A check run again finds the note of the last one in the summary.
 	if file.Note != "" && !slices.Contains(summary.Notes, file.Note) {
 		summary.Notes = append(summary.Notes, file.Note)
