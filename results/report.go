@@ -358,6 +358,7 @@ svg.lanes path.info { stroke: var(--info); }
 svg.tl .labels text { pointer-events: none; font-size: 10px; }
 svg.tl .labels text.fault { fill: var(--fault-edge); font-weight: 600; }
 svg.tl .tokens text.fail { fill: var(--invalid); }
+svg.tl .tokens text.life { fill: #1f2328; font-weight: 600; }
 svg.tl .tokens.hidden text { display: none; }
 .legend { font-size: .8rem; color: var(--muted); margin: .25rem 0 .5rem; }
 .legend span { display: inline-flex; align-items: center; margin-right: .9rem; }

@@ -13,12 +13,13 @@ import (
 	"github.com/lockbreaker/lockbreaker/history"
 )
 
-// The report's timeline: one lane per lock client (and per incarnation after an operation
-// whose outcome is unknown, named p2'1 as the checkers name it), the time each believed it
-// held the lock as a bar from its grant to its release, every acquire and release as a
-// thin line from invocation to completion, every storage read and write as a tick at its
-// completion, coloured accepted, rejected or unknown and labelled with its token, nemesis
-// faults shaded across every lane, and the overlaps mutual-exclusion found in red.
+// The report's timeline: one lane per lock client (each life after an operation whose
+// outcome is unknown labelled where it begins, p2'1, as the checkers name it), the time
+// each believed it held the lock as a bar from its grant to its release, every acquire
+// and release as a thin line from invocation to completion, every storage read and write
+// as a tick at its completion, coloured accepted, rejected or unknown and labelled with
+// its token, nemesis faults shaded across every lane, and the overlaps mutual-exclusion
+// found in red.
 //
 // It is drawn as SVG by the template; the lanes' coordinates are milliseconds since the
 // history's first event, so the page's script zooms and pans by changing the viewBox and
@@ -120,7 +121,8 @@ func (c clock) event(e history.Event) string {
 	return fmt.Sprintf("#%d (%s)", e.Index, seconds(c.offset(e.Time)))
 }
 
-// lane names a lock client's lane: p2, or p2'1 after its first indeterminate operation.
+// lane is a lock client's life: p2, or p2'1 after its first indeterminate operation. Its
+// first life names the client's lane.
 type lane struct{ process, life int }
 
 func (l lane) String() string {
@@ -151,7 +153,7 @@ func newTimeline(events []history.Event, ops []history.Op, overlaps []checkers.O
 	c := newClock(events)
 	tl := timelineView{SpanMS: c.ms(c.start + c.span), X0: laneLabels, Width: plotWidth, Operations: len(ops)}
 
-	lanes, laneOf := assignLanes(ops)
+	lanes, lives := assignLanes(ops)
 	nemesis := lane{process: history.NemesisProcess}
 	lanes = append([]lane{nemesis}, lanes...)
 	y := map[lane]float64{}
@@ -172,7 +174,7 @@ func newTimeline(events []history.Event, ops []history.Op, overlaps []checkers.O
 			T: c.ms(f.Start), End: c.ms(f.Stop), X: c.x(f.Start), Y: tl.LanesTop + laneHeight/2 + 4})
 	}
 
-	holds := findHolds(ops, laneOf)
+	holds := findHolds(ops)
 	holdLane := map[int]lane{} // grant event index -> lane
 	for _, h := range holds {
 		holdLane[h.granted.Index] = h.lane
@@ -207,7 +209,7 @@ func newTimeline(events []history.Event, ops []history.Op, overlaps []checkers.O
 	}
 
 	for _, op := range ops {
-		l := laneOf[op.Invoke.Index]
+		l := lane{process: op.Process()}
 		end := c.start + c.span
 		class := outcomeClass(op.Type())
 		if op.Complete != nil {
@@ -230,6 +232,10 @@ func newTimeline(events []history.Event, ops []history.Op, overlaps []checkers.O
 			}
 		}
 	}
+	for _, l := range lives {
+		tl.Tokens = append(tl.Tokens, label{Class: "life", Text: l.life.String(), T: c.ms(l.at), X: c.x(l.at),
+			Y: tl.LanesTop + y[l.lane] + 9})
+	}
 	tl.LabelsHidden = len(tl.Tokens) > maxLabels
 	tl.Ticks = ticks(0, float64(c.span)/1e6, func(ms float64) float64 { return laneLabels + ms*1e6/float64(c.span)*plotWidth })
 	return tl
@@ -238,36 +244,45 @@ func newTimeline(events []history.Event, ops []history.Op, overlaps []checkers.O
 // overlapID is the anchor of the i-th overlap in the timeline.
 func overlapID(i int) string { return fmt.Sprintf("overlap-%d", i) }
 
-// assignLanes gives every client operation its lane (by its invocation's index): a
-// process's operations share a lane until one ends with an unknown outcome; the next one
-// starts a new lane, as the checkers start a new identity there. The lanes come sorted.
-func assignLanes(ops []history.Op) ([]lane, map[int]lane) {
-	life := map[int]int{}
-	laneOf := map[int]lane{}
+// assignLanes gives every client a lane. A process's operations belong to one life until
+// one ends with an unknown outcome; the next starts a new life, as the checkers start a
+// new identity there. A process completes an operation before it invokes its next (Pair
+// sees to it), so its lives follow each other in its lane: lives says where each after
+// the first begins, to label it (p2'1). The lanes come sorted.
+func assignLanes(ops []history.Op) (lanes []lane, lives []lifeStart) {
+	current := map[int]int{}
 	seen := map[lane]bool{}
-	var lanes []lane
 	for _, op := range ops {
-		l := lane{process: op.Process(), life: life[op.Process()]}
-		laneOf[op.Invoke.Index] = l
-		if !seen[l] {
-			seen[l] = true
-			lanes = append(lanes, l)
+		own, life := lane{process: op.Process()}, lane{process: op.Process(), life: current[op.Process()]}
+		switch {
+		case seen[life]:
+		case life.life == 0:
+			lanes = append(lanes, own)
+		default:
+			lives = append(lives, lifeStart{lane: own, life: life, at: op.Invoke.Time})
 		}
+		seen[life] = true
 		if op.Type() == history.Info && op.Process() != history.HarnessProcess {
-			life[op.Process()]++
+			current[op.Process()]++
 		}
 	}
 	slices.SortFunc(lanes, func(a, b lane) int {
 		// Lock clients first, by number; the harness's final reads last.
 		harness := func(l lane) int { return min(0, l.process) }
-		return cmp.Or(cmp.Compare(harness(b), harness(a)), cmp.Compare(a.process, b.process), cmp.Compare(a.life, b.life))
+		return cmp.Or(cmp.Compare(harness(b), harness(a)), cmp.Compare(a.process, b.process))
 	})
-	return lanes, laneOf
+	return lanes, lives
+}
+
+// lifeStart is where a life begins in a lane an earlier life of its process had.
+type lifeStart struct {
+	lane, life lane
+	at         int64
 }
 
 // findHolds pairs every granted acquire with the client's next release of the key (its
 // invocation) or, lacking one, the client's last event.
-func findHolds(ops []history.Op, laneOf map[int]lane) []hold {
+func findHolds(ops []history.Op) []hold {
 	type holding struct {
 		process int
 		key     string
@@ -285,7 +300,7 @@ func findHolds(ops []history.Op, laneOf map[int]lane) []hold {
 		switch {
 		case op.Func() == history.Acquire && op.Type() == history.OK && !held:
 			open[h] = len(holds)
-			holds = append(holds, hold{lane: laneOf[op.Invoke.Index], key: h.key, granted: *op.Complete})
+			holds = append(holds, hold{lane: lane{process: h.process}, key: h.key, granted: *op.Complete})
 		case op.Func() == history.Release && held:
 			holds[i].until, holds[i].released = op.Invoke.Time, true
 			delete(open, h)

@@ -118,9 +118,9 @@ func TestReportDrawsTheRun(t *testing.T) {
 			name:   "valid",
 			events: kleppmann(9, 0, false),
 			contains: []string{`>p0</text>`, "<strong>Lock latency</strong>", "the whole run: 37 operations, 9 holds",
-				// The release that timed out starts p3's next life.
-				`>p3&#39;1</text>`},
-			notContains: []string{`class="overlap"`, `class="to-timeline"`},
+				// The release that timed out starts p3's next life, in p3's lane: the two do not overlap.
+				`<text class="life" data-t="64.000" x="876.6" y="135">p3&#39;1</text>`},
+			notContains: []string{`class="overlap"`, `class="to-timeline"`, `<text class="lane" x="64" y="169">p3&#39;1</text>`},
 		},
 		{
 			name:     "a history that does not pair has no timeline",
@@ -175,6 +175,9 @@ func TestReportOfTenThousandOperationsStaysSmall(t *testing.T) {
 		t.Errorf("report is %d bytes, over %d", len(page), limit)
 	}
 	t.Logf("%d operations, %d overlaps: %d bytes", s.Ops.Total().Total(), overlaps, len(page))
+	if lanes := strings.Count(page, `<text class="lane"`); lanes != 7 {
+		t.Errorf("%d lanes, want the nemesis's, the harness's and one per client, whose lives share it", lanes)
+	}
 	for _, want := range []string{fmt.Sprintf(`id="overlap-%d"`, overlaps-1), `<g class="labels tokens hidden">`, "and 450 more"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("report lacks %s", want)
