@@ -110,9 +110,11 @@ func (killNode) Heal(ctx context.Context, env Env) error {
 // cut lasts env.Pause while the primary goes on granting (the replicas fall behind), then
 // the primary is killed right after its next grant, or after another env.Pause (or TTL)
 // without one: with min-replicas-to-write a primary refuses writes once its replicas'
-// acknowledgements are older than the allowed lag. The nemesis waits until the monitors
-// have promoted a replica, heals the cut, and starts the old primary again env.RestartAfter
-// after the crash; before the next round it waits until the cluster has one primary again.
+// acknowledgements are older than the allowed lag. (A grant that completes env.Pause after
+// the cut was made after it, as long as the pause outlasts one request.) The nemesis waits
+// until the monitors have promoted a replica, heals the cut, and starts the old primary
+// again env.RestartAfter after the crash; before the next round it waits until the cluster
+// has one primary again.
 type failover struct{}
 
 // promotionTimeout bounds the wait for the monitors to promote a replica (about 2 s here).
@@ -182,7 +184,7 @@ func (failover) once(ctx context.Context, env Env, net Network, r Restarter, rol
 	if err != nil || !g.wait(ctx, env.Pause) {
 		return err
 	}
-	if grant, ok := g.grantInvokedAfter(ctx, history.Now(), max(env.Pause, env.TTL)); ok {
+	if grant, ok := g.grantAfter(ctx, history.Now(), max(env.Pause, env.TTL)); ok {
 		detail["grant"] = workerName(grant.Process)
 	}
 	if ctx.Err() != nil {
@@ -290,37 +292,28 @@ func rolesOf(env Env) (Roles, error) {
 
 // grants follows the lock's grants through the history's events, as a nemesis sees them:
 // who holds the lock by its own account (from its acquire's ok until it invokes release),
-// when each open acquire was invoked, and the last grant. Every wait of a nemesis that
-// uses it reads the events meanwhile, so it never falls behind.
+// and the last grant. Every wait of a nemesis that uses it reads the events meanwhile, so
+// it never falls behind.
 type grants struct {
-	events  <-chan history.Event
-	held    map[int]history.Event // process -> its acquire's ok
-	invoked map[int]int64         // process -> when its open acquire was invoked
-	// last is the last grant seen, and lastInvoked when its acquire was invoked.
-	last        history.Event
-	lastInvoked int64
+	events <-chan history.Event
+	held   map[int]history.Event // process -> its acquire's ok
+	last   history.Event
 }
 
 func followGrants(events <-chan history.Event) *grants {
-	return &grants{events: events, held: map[int]history.Event{}, invoked: map[int]int64{}}
+	return &grants{events: events, held: map[int]history.Event{}}
 }
 
-// see takes one event; for a grant it returns when that acquire was invoked.
-func (g *grants) see(e history.Event) (invokedAt int64, granted bool) {
+// see takes one event and reports whether it is a grant.
+func (g *grants) see(e history.Event) (granted bool) {
 	switch {
-	case e.Func == history.Acquire && e.Type == history.Invoke:
-		g.invoked[e.Process] = e.Time
-	case e.Func == history.Acquire:
-		invokedAt, granted = g.invoked[e.Process], e.Type == history.OK
-		delete(g.invoked, e.Process)
-		if granted {
-			g.held[e.Process] = e
-			g.last, g.lastInvoked = e, invokedAt
-		}
+	case e.Func == history.Acquire && e.Type == history.OK:
+		g.held[e.Process], g.last = e, e
+		return true
 	case e.Func == history.Release && e.Type == history.Invoke:
 		delete(g.held, e.Process)
 	}
-	return invokedAt, granted
+	return false
 }
 
 // holderNodes are the nodes that granted the lock to its latest holder that has not begun
@@ -353,10 +346,10 @@ func (g *grants) wait(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// grantInvokedAfter waits up to within for a grant whose acquire was invoked at or after t,
-// unless the last grant already seen was.
-func (g *grants) grantInvokedAfter(ctx context.Context, t int64, within time.Duration) (history.Event, bool) {
-	if g.last.Time != 0 && g.lastInvoked >= t {
+// grantAfter waits up to within for a grant made at or after t, unless the last grant
+// already seen was.
+func (g *grants) grantAfter(ctx context.Context, t int64, within time.Duration) (history.Event, bool) {
+	if g.last.Time >= t {
 		return g.last, true
 	}
 	end := time.After(within)
@@ -367,7 +360,7 @@ func (g *grants) grantInvokedAfter(ctx context.Context, t int64, within time.Dur
 		case <-end:
 			return history.Event{}, false
 		case e := <-g.events:
-			if invokedAt, granted := g.see(e); granted && invokedAt >= t {
+			if g.see(e) && e.Time >= t {
 				return e, true
 			}
 		}
