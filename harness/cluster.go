@@ -40,9 +40,32 @@ type clusterSetup struct {
 	nodes int
 	ttl   time.Duration
 	needs nemesis.Needs
+	// servers is what the nodes keep on disk and how many replicas must acknowledge a
+	// write, for the systems that take them.
+	servers serverSettings
 	// logs is where the nodes' logs go (the run's nodes/ directory).
 	logs     string
 	progress io.Writer
+}
+
+// serverSettings are the spec's settings of the nodes' servers.
+type serverSettings struct {
+	persistence system.Persistence
+	minReplicas int
+	maxLag      time.Duration
+}
+
+func (s Spec) serverSettings() serverSettings {
+	return serverSettings{system.Persistence(s.Persistence), s.MinReplicas, s.MinReplicasMaxLag.Std()}
+}
+
+// monitorAddrs are the addresses of the cluster's monitors (Sentinels), through which
+// lock clients find the primary; none for most systems.
+func monitorAddrs(c Cluster) []string {
+	if m, ok := c.(interface{ MonitorAddrs() []string }); ok {
+		return m.MonitorAddrs()
+	}
+	return nil
 }
 
 // preflight refuses a run whose system cannot start here, before anything is created.
@@ -69,7 +92,8 @@ func startCluster(ctx context.Context, sys system.System, setup clusterSetup) (C
 	}
 	fmt.Fprintf(setup.progress, "starting %s cluster (run %s)\n", sys.Name, setup.runID)
 	c, err := containers.Start(ctx, containers.Spec{RunID: setup.runID, Image: image, System: sys.Name,
-		Nodes: setup.nodes, Faketime: setup.needs.Clocks, Partitions: setup.needs.Network, TTL: setup.ttl})
+		Nodes: setup.nodes, Faketime: setup.needs.Clocks, Partitions: setup.needs.Network, TTL: setup.ttl,
+		Persistence: setup.servers.persistence, MinReplicas: setup.servers.minReplicas, MinReplicasMaxLag: setup.servers.maxLag})
 	if err != nil {
 		return nil, err // Start has removed whatever it created
 	}

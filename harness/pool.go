@@ -23,7 +23,8 @@ import (
 // A worker that dies before the pool stops (killed by a nemesis, or crashed) is replaced,
 // as Jepsen replaces a crashed client: its open operation is recorded as indeterminate,
 // and a new process takes its slot under a new process number (the old one plus the
-// number of slots), so the history and the models see a new client, never a revived one.
+// number of slots) and a new owner name, so the history, the models and the lock service
+// see a new client, never a revived one.
 type pool struct {
 	rec     *history.Recorder
 	command []string
@@ -138,6 +139,9 @@ func (p *pool) replace(w *worker) {
 	}
 	next := w.cfg
 	next.Process += len(p.slots)
+	// A new client of the lock service too: under a name of its own, nothing the dead one
+	// left behind (a key, a queued znode) is taken for its own and released by it.
+	next.Lock.Owner = fmt.Sprintf("%s-w%d", w.cfg.Lock.Owner, next.Process)
 	if err := p.start(w.slot, next); err != nil {
 		fmt.Fprintf(p.logs, "worker-%d exited and no worker could take its place: %v\n", w.cfg.Process, err)
 	}

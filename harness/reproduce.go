@@ -9,8 +9,9 @@ import (
 // Args are the flags of `lockbreaker run` that run this spec again. Every setting is
 // written out, defaults included, so that a change of defaults cannot change what the
 // command runs; only the settings whose zero means "derived from the TTL or the system"
-// (nodes, pause, clock offset) and a test name that is the derived one are left out when
-// they are just that.
+// (nodes, pause, clock offset, restart after), those that apply to some systems only and
+// are unset (persistence, min replicas), and a test name that is the derived one are left
+// out when they are just that.
 func (s Spec) Args() []string {
 	nemesis := strings.Join(s.Nemesis, ",")
 	if nemesis == "" {
@@ -37,6 +38,18 @@ func (s Spec) Args() []string {
 	}
 	args = append(args, "--interval", s.Interval.Std().String(),
 		"--clock-rate", strconv.FormatFloat(s.ClockRate, 'g', -1, 64), "--key", s.Key)
+	if s.Persistence != "" {
+		args = append(args, "--persistence", s.Persistence)
+	}
+	if s.MinReplicas != 0 {
+		args = append(args, "--min-replicas-to-write", strconv.Itoa(s.MinReplicas), "--min-replicas-max-lag", s.MinReplicasMaxLag.Std().String())
+	}
+	if s.RestartAfter != 0 {
+		args = append(args, "--restart-after", s.RestartAfter.Std().String())
+	}
+	if s.RestartDelayTTL {
+		args = append(args, "--restart-delay-ttl")
+	}
 	if s.Test != "" && s.Test != s.name() {
 		args = append(args, "--test", s.Test)
 	}

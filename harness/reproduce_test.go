@@ -21,6 +21,12 @@ func TestReproduceCommand(t *testing.T) {
 			s.Nodes, s.Pause, s.ClockOffset, s.Fencing, s.Nemesis = 5, Duration(3*time.Second), Duration(time.Minute), true, nil
 		}, "lockbreaker run --system local --client local --nemesis none --fencing on --clients 5 --nodes 5 " +
 			"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --pause 3s --clock-offset 1m0s --interval 1s --clock-rate 2 --key lock"},
+		{"crash settings are kept when set", func(s *Spec) {
+			s.Persistence, s.MinReplicas, s.MinReplicasMaxLag = "aof-always", 1, Duration(2*time.Second)
+			s.RestartAfter, s.RestartDelayTTL = Duration(300*time.Millisecond), true
+		}, "lockbreaker run --system local --client local --nemesis pause-holder,kill-client --fencing off --clients 5 " +
+			"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --interval 1s --clock-rate 2 --key lock " +
+			"--persistence aof-always --min-replicas-to-write 1 --min-replicas-max-lag 2s --restart-after 300ms --restart-delay-ttl"},
 		{"the derived test name is left out", func(s *Spec) { s.Test = s.name() },
 			"lockbreaker run --system local --client local --nemesis pause-holder,kill-client --fencing off --clients 5 " +
 				"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --interval 1s --clock-rate 2 --key lock"},

@@ -127,6 +127,10 @@ func (t *trial) execute(ctx context.Context) (results.Summary, error) {
 
 // notes are facts about the setup a reader needs in order to judge the verdicts.
 func (t *trial) notes() []string {
+	return append(t.fencingNotes(), t.serverNotes()...)
+}
+
+func (t *trial) fencingNotes() []string {
 	c, _ := workloads.LookupClient(t.spec.Client)
 	if !c.Tokens {
 		return []string{fmt.Sprintf("%s grants no fencing token: %s", t.spec.Client, c.NoTokens)}
@@ -137,13 +141,38 @@ func (t *trial) notes() []string {
 	return nil
 }
 
+// serverNotes say what a killed node comes back with and when, and what the primary
+// demands of its replicas: the settings that decide what a crash costs.
+func (t *trial) serverNotes() []string {
+	var notes []string
+	nem, _ := nemesis.New(t.spec.Nemesis) // validated by Normalize
+	if nem.Needs().Restarts {
+		switch p := system.Persistence(t.spec.Persistence); p {
+		case system.PersistNone:
+			notes = append(notes, "persistence none: a killed node comes back having forgotten every lock it granted")
+		case system.PersistAOFEverySec, system.PersistAOFAlways:
+			notes = append(notes, fmt.Sprintf("persistence %s: a killed node comes back with the locks its log kept", p))
+		}
+		restart := fmt.Sprintf("a killed node stays down for %s", t.spec.RestartDelay())
+		if t.spec.RestartDelayTTL {
+			restart += ", at least one TTL (antirez's delayed restart: every lease it granted has run out when it is back)"
+		}
+		notes = append(notes, restart)
+	}
+	if t.spec.MinReplicas > 0 {
+		notes = append(notes, fmt.Sprintf("min-replicas-to-write %d, min-replicas-max-lag %s: the primary refuses writes "+
+			"unless that many replicas acknowledged within the lag", t.spec.MinReplicas, t.spec.MinReplicasMaxLag.Std()))
+	}
+	return notes
+}
+
 // record sets everything up, lets the clients and the nemesis loose for the time limit,
 // and tears everything down again, recording into rec.
 func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 	runID := fmt.Sprintf("%s-%d", t.run.ID(), os.Getpid())
 	nem, _ := nemesis.New(t.spec.Nemesis) // validated by Normalize
 	cluster, err := t.Clusters.start(ctx, t.sys, t.spec, clusterSetup{runID: runID, nodes: t.spec.Nodes, ttl: t.spec.TTL.Std(),
-		needs: nem.Needs(), logs: t.run.Path(results.NodesDir), progress: io.MultiWriter(t.progress, t.logs)})
+		needs: nem.Needs(), servers: t.spec.serverSettings(), logs: t.run.Path(results.NodesDir), progress: io.MultiWriter(t.progress, t.logs)})
 	if err != nil {
 		return orInterrupted(ctx, err)
 	}
@@ -172,7 +201,7 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 	if err != nil {
 		return err
 	}
-	configs := t.workerConfigs(runID, cluster.Addrs(), store.Addr())
+	configs := t.workerConfigs(runID, cluster.Addrs(), monitorAddrs(cluster), store.Addr())
 	workers, err := startPool(command, configs, rec, t.logs)
 	if err != nil {
 		return err
@@ -187,23 +216,30 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 			rec.Subscribe(ch)
 			return ch
 		},
-		Record:      func(e history.Event) { rec.Record(e) },
-		Seed:        t.spec.Seed,
-		Pause:       t.spec.PauseLength(),
-		PauseFixed:  t.spec.Pause != 0,
-		Interval:    t.spec.Interval.Std(),
-		ClockOffset: t.spec.ClockSkew(),
-		ClockRate:   t.spec.ClockRate,
-		TTL:         t.spec.TTL.Std(),
+		Record:       func(e history.Event) { rec.Record(e) },
+		Seed:         t.spec.Seed,
+		Pause:        t.spec.PauseLength(),
+		PauseFixed:   t.spec.Pause != 0,
+		Interval:     t.spec.Interval.Std(),
+		ClockOffset:  t.spec.ClockSkew(),
+		ClockRate:    t.spec.ClockRate,
+		TTL:          t.spec.TTL.Std(),
+		RestartAfter: t.spec.RestartDelay(),
 	}
 	limit, cancel := context.WithTimeout(ctx, t.spec.TimeLimit.Std())
 	defer cancel()
 	stopProgress := t.reportProgress(limit, rec)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		nemesis.WatchRoles(limit, env, rolesEvery)
+	}()
 	nemErr := nem.Run(limit, env)
 	if nemErr != nil {
 		cancel() // a nemesis that cannot inject its faults makes the rest of the run moot
 	}
 	<-limit.Done()
+	<-watched
 	// Interrupted means cut short. What follows runs to its end whatever the signals, so
 	// an interrupt from here on leaves a complete history and its verdict.
 	interrupted := ctx.Err() != nil
@@ -230,7 +266,10 @@ func (t *trial) workerCommand() ([]string, error) {
 	return []string{exe, "worker"}, nil
 }
 
-func (t *trial) workerConfigs(runID string, nodes []string, storageAddr string) []WorkerConfig {
+// rolesEvery is how often the nodes are asked for their roles during a run.
+const rolesEvery = 250 * time.Millisecond
+
+func (t *trial) workerConfigs(runID string, nodes, sentinels []string, storageAddr string) []WorkerConfig {
 	ttl := t.spec.TTL.Std()
 	// A lock node that does not answer must cost a small part of the lease (Redlock asks
 	// nodes one after another); the storage gets longer, since it is never faulted.
@@ -244,6 +283,7 @@ func (t *trial) workerConfigs(runID string, nodes []string, storageAddr string) 
 			Client:  t.spec.Client,
 			Lock: workloads.Config{
 				Nodes:     nodes,
+				Sentinels: sentinels,
 				Key:       t.spec.Key,
 				TTL:       ttl,
 				Fencing:   t.spec.Fencing,

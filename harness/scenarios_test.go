@@ -1,13 +1,17 @@
 package harness
 
 import (
+	"bytes"
 	"context"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/checkers"
+	"github.com/lockbreaker/lockbreaker/containers/containerstest"
 	"github.com/lockbreaker/lockbreaker/results"
 	"github.com/lockbreaker/lockbreaker/system"
 )
@@ -29,7 +33,8 @@ func runScenario(t *testing.T, spec Spec) results.Summary {
 // Docker and is skipped under -short; one the harness serves itself always runs.
 func runTrial(t *testing.T, spec Spec) (string, results.Summary) {
 	t.Helper()
-	if sys, err := system.Lookup(spec.System); err == nil && sys.Container != nil && testing.Short() {
+	sys, err := system.Lookup(spec.System)
+	if err == nil && sys.Container != nil && testing.Short() {
 		t.Skip("needs Docker: real containers")
 	}
 	exe, err := os.Executable()
@@ -43,11 +48,33 @@ func runTrial(t *testing.T, spec Spec) (string, results.Summary) {
 	if err != nil {
 		t.Fatalf("run %s: %v", spec.Test, err)
 	}
+	expectNothingLeft(t, sys)
 	t.Logf("results in %s", dir)
 	for _, res := range summary.Results {
 		t.Logf("%-18s %-8s %s", res.Checker, res.Verdict, res.Summary)
 	}
 	return dir, summary
+}
+
+// expectNothingLeft fails t when a run left a process it started (a worker, running or
+// unreaped) or, on a system in containers, a container or network.
+func expectNothingLeft(t *testing.T, sys system.System) {
+	t.Helper()
+	if sys.Container != nil {
+		containerstest.NothingLeft(t)
+	}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, path := range stats {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// The fields after the command name, which is in parentheses: state, ppid...
+		fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(os.Getpid()) {
+			t.Errorf("the run left process %s (state %s)", filepath.Base(filepath.Dir(path)), fields[0])
+		}
+	}
 }
 
 // kleppmannSpec is a short version of the default scenario: leases of 1s, holders paused

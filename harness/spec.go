@@ -10,6 +10,7 @@ package harness
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -36,7 +37,8 @@ type Spec struct {
 	Seed      int64    `json:"seed"`
 	// Work is how long a holder thinks between reading and writing the register.
 	Work Duration `json:"work"`
-	// Pause is how long a paused process or node stays stopped; 0 means twice the TTL.
+	// Pause is how long a paused process or node stays stopped, and how long a failover
+	// cuts replication before the grant it loses; 0 means twice the TTL.
 	Pause Duration `json:"pause,omitempty"`
 	// Interval is the mean time between scheduled faults.
 	Interval Duration `json:"interval"`
@@ -45,6 +47,21 @@ type Spec struct {
 	// ClockRate is how many times as fast clock-rate runs a clock.
 	ClockRate float64 `json:"clock_rate"`
 	Key       string  `json:"key"`
+	// Persistence is what the nodes of a system that lets it be chosen (Redis) keep on
+	// disk, and so what a node killed and started again remembers: none, aof-everysec or
+	// aof-always. Normalize makes "" none for those systems.
+	Persistence string `json:"persistence,omitempty"`
+	// MinReplicas makes a replicated system's primary refuse a write unless that many
+	// replicas acknowledged within MinReplicasMaxLag (whole seconds; Normalize makes 0
+	// Redis's own default, 10s).
+	MinReplicas       int      `json:"min_replicas_to_write,omitempty"`
+	MinReplicasMaxLag Duration `json:"min_replicas_max_lag,omitempty"`
+	// RestartAfter is how long a node killed by kill-node or failover stays down; 0 means
+	// half the TTL.
+	RestartAfter Duration `json:"restart_after,omitempty"`
+	// RestartDelayTTL keeps a killed node down for at least one TTL, antirez's mitigation:
+	// every lease it granted has run out when it serves again.
+	RestartDelayTTL bool `json:"restart_delay_ttl,omitempty"`
 }
 
 // Duration is a time.Duration written as "2s" in spec files.
@@ -124,6 +141,9 @@ func (s *Spec) Normalize() error {
 	if err := nem.Available(sys, nodes); err != nil {
 		return &SpecError{Reason: err.Error()}
 	}
+	if err := s.checkCrashSettings(sys, nodes, nem.Needs()); err != nil {
+		return err
+	}
 	if s.Test == "" {
 		s.Test = s.name()
 	}
@@ -181,6 +201,54 @@ func (s *Spec) checkBounds() error {
 	return nil
 }
 
+// defaultMinReplicasMaxLag is Redis's own min-replicas-max-lag.
+const defaultMinReplicasMaxLag = 10 * time.Second
+
+// checkCrashSettings refuses persistence, min-replicas and restart settings that mean
+// nothing for the system or the nemesis, and fills in their defaults.
+func (s *Spec) checkCrashSettings(sys system.System, nodes int, needs nemesis.Needs) error {
+	switch {
+	case !sys.Persistence && s.Persistence != "":
+		return specErrorf("--persistence applies to systems of Redis servers (%s), not %s, which decides what it keeps itself",
+			strings.Join(systemsWith(func(s system.System) bool { return s.Persistence }), ", "), s.System)
+	case sys.Persistence && s.Persistence == "":
+		s.Persistence = string(system.PersistNone)
+	case sys.Persistence && !slices.Contains(system.Persistences(), system.Persistence(s.Persistence)):
+		return specErrorf("--persistence must be none, aof-everysec or aof-always, got %q", s.Persistence)
+	}
+	switch lag := s.MinReplicasMaxLag.Std(); {
+	case s.MinReplicas != 0 && !sys.Replicated:
+		return specErrorf("--min-replicas-to-write needs a primary with replicas (%s), not %s",
+			strings.Join(systemsWith(func(s system.System) bool { return s.Replicated }), ", "), s.System)
+	case s.MinReplicas < 0 || s.MinReplicas > nodes-1:
+		return specErrorf("--min-replicas-to-write must be between 0 and %d (the replicas of %d nodes), got %d", nodes-1, nodes, s.MinReplicas)
+	case lag != 0 && s.MinReplicas == 0:
+		return specErrorf("--min-replicas-max-lag applies only with --min-replicas-to-write")
+	case lag < 0 || lag > maxTTL || lag%time.Second != 0:
+		return specErrorf("--min-replicas-max-lag must be whole seconds between 1s and 1h (Redis counts it in seconds), got %s", lag)
+	case s.MinReplicas > 0 && lag == 0:
+		s.MinReplicasMaxLag = Duration(defaultMinReplicasMaxLag)
+	}
+	switch d := s.RestartAfter.Std(); {
+	case (d != 0 || s.RestartDelayTTL) && !needs.Restarts:
+		return specErrorf("--restart-after and --restart-delay-ttl apply to nemeses that kill nodes (kill-node, failover)")
+	case d < 0 || d > maxSpan:
+		return specErrorf("--restart-after must be between 0s and %s, got %s", short(maxSpan), d)
+	}
+	return nil
+}
+
+// systemsWith names the systems for which has holds.
+func systemsWith(has func(system.System) bool) []string {
+	var names []string
+	for _, s := range system.All() {
+		if has(s) {
+			names = append(names, s.Name)
+		}
+	}
+	return names
+}
+
 // printable reports whether s is valid UTF-8 with no control or other non-printing runes:
 // names end up in paths, logs and terminals.
 func printable(s string) bool {
@@ -225,6 +293,19 @@ func (s Spec) PauseLength() time.Duration {
 		return 2 * s.TTL.Std()
 	}
 	return s.Pause.Std()
+}
+
+// RestartDelay is how long a killed node stays down: RestartAfter (half the TTL when 0),
+// and at least the TTL with RestartDelayTTL.
+func (s Spec) RestartDelay() time.Duration {
+	d := s.RestartAfter.Std()
+	if d == 0 {
+		d = s.TTL.Std() / 2
+	}
+	if s.RestartDelayTTL {
+		d = max(d, s.TTL.Std())
+	}
+	return d
 }
 
 // ClockSkew is how far clock faults move a clock.

@@ -47,6 +47,21 @@ func TestNormalizeRejectsBadSpecs(t *testing.T) {
 		{"two redis", func(s *Spec) { s.Nodes = 2 }, "redis: 2 nodes (it has 1)"},
 		{"kleppmann on redis", func(s *Spec) { s.Nemesis = []string{"kleppmann-clock"} }, "needs --system redlock"},
 		{"leader of redis", func(s *Spec) { s.Nemesis = []string{"partition-leader"} }, "has no leader to isolate"},
+		{"persistence of zookeeper", func(s *Spec) { s.System, s.Persistence = "zookeeper", "none" }, "--persistence applies to systems of Redis servers (redis, redlock, sentinel), not zookeeper"},
+		{"unknown persistence", func(s *Spec) { s.Persistence = "disk" }, `--persistence must be none, aof-everysec or aof-always, got "disk"`},
+		{"replicas of redis", func(s *Spec) { s.MinReplicas = 1 }, "--min-replicas-to-write needs a primary with replicas (sentinel), not redis"},
+		{"more replicas than there are", func(s *Spec) { s.System, s.MinReplicas = "sentinel", 3 }, "--min-replicas-to-write must be between 0 and 2 (the replicas of 3 nodes), got 3"},
+		{"negative replicas", func(s *Spec) { s.System, s.MinReplicas = "sentinel", -1 }, "--min-replicas-to-write must be between 0 and 2"},
+		{"lag without replicas", func(s *Spec) { s.System, s.MinReplicasMaxLag = "sentinel", Duration(time.Second) }, "--min-replicas-max-lag applies only with --min-replicas-to-write"},
+		{"lag in milliseconds", func(s *Spec) {
+			s.System, s.MinReplicas, s.MinReplicasMaxLag = "sentinel", 1, Duration(1500*time.Millisecond)
+		}, "--min-replicas-max-lag must be whole seconds"},
+		{"restart without kills", func(s *Spec) { s.RestartAfter = Duration(time.Second) }, "--restart-after and --restart-delay-ttl apply to nemeses that kill nodes"},
+		{"delayed restart without kills", func(s *Spec) { s.RestartDelayTTL = true }, "apply to nemeses that kill nodes"},
+		{"negative restart", func(s *Spec) { s.Nemesis, s.RestartAfter = []string{"kill-node"}, Duration(-time.Second) }, "--restart-after must be between 0s and 24h"},
+		{"kill the harness", func(s *Spec) { s.System, s.Nemesis = "local", []string{"kill-node"} }, "served by the harness itself"},
+		{"failover of redis", func(s *Spec) { s.Nemesis = []string{"failover"} }, "(try --system sentinel)"},
+		{"split brain with one client address", func(s *Spec) { s.System, s.Nemesis = "sentinel", []string{"partition-primary"} }, "needs lock clients with network addresses of their own"},
 		{"bad test name", func(s *Spec) { s.Test = "../x" }, "--test \"../x\" cannot be a directory name"},
 		{"test with carriage return", func(s *Spec) { s.Test = "ok\rEVIL" }, `--test must be printable text, got "ok\rEVIL"`},
 		{"test with escape", func(s *Spec) { s.Test = "t\x1b]0;pwned\a" }, "--test must be printable text"},
@@ -90,5 +105,39 @@ func TestNormalizeFillsDefaults(t *testing.T) {
 	}
 	if s.PauseLength() != 2*s.TTL.Std() {
 		t.Fatalf("default pause %s, want twice the ttl", s.PauseLength())
+	}
+}
+
+// Crash settings take their defaults where they apply, and only there.
+func TestNormalizeFillsCrashSettings(t *testing.T) {
+	tests := []struct {
+		name                 string
+		change               func(*Spec)
+		persistence          string
+		maxLag, restartAfter time.Duration
+	}{
+		{"redis keeps nothing", func(*Spec) {}, "none", 0, time.Second},
+		{"zookeeper is not asked", func(s *Spec) { s.System = "zookeeper" }, "", 0, time.Second},
+		{"min replicas take Redis's lag", func(s *Spec) { s.System, s.MinReplicas = "sentinel", 1 }, "none", 10 * time.Second, time.Second},
+		{"a chosen restart", func(s *Spec) { s.Nemesis, s.RestartAfter = []string{"kill-node"}, Duration(300*time.Millisecond) }, "none", 0, 300 * time.Millisecond},
+		{"a restart delayed to a ttl", func(s *Spec) {
+			s.Nemesis, s.RestartAfter, s.RestartDelayTTL = []string{"kill-node"}, Duration(300*time.Millisecond), true
+		}, "none", 0, 2 * time.Second},
+		{"a restart longer than a ttl", func(s *Spec) {
+			s.Nemesis, s.RestartAfter, s.RestartDelayTTL = []string{"kill-node"}, Duration(5*time.Second), true
+		}, "none", 0, 5 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := DefaultSpec()
+			tt.change(&s)
+			if err := s.Normalize(); err != nil {
+				t.Fatal(err)
+			}
+			if s.Persistence != tt.persistence || s.MinReplicasMaxLag.Std() != tt.maxLag || s.RestartDelay() != tt.restartAfter {
+				t.Errorf("persistence %q, max lag %s, restart after %s; want %q, %s, %s",
+					s.Persistence, s.MinReplicasMaxLag.Std(), s.RestartDelay(), tt.persistence, tt.maxLag, tt.restartAfter)
+			}
+		})
 	}
 }

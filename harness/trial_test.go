@@ -1,6 +1,8 @@
 package harness
 
 import (
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -9,6 +11,7 @@ import (
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/results"
+	"github.com/lockbreaker/lockbreaker/workloads/locksvc"
 )
 
 // Whole trials against the lock service the harness serves itself: real worker
@@ -77,5 +80,22 @@ func TestKilledWorkerLeavesAnIndeterminateOpAndIsReplaced(t *testing.T) {
 	}
 	if lost == 0 || !replaced {
 		t.Errorf("%d operations lost with their worker, replaced: %v; want a lost operation and a new process", lost, replaced)
+	}
+	// The new process is a new client of the lock service too: the service saw more
+	// owners (each named <owner>-<acquisition>) than there are slots.
+	log, err := os.ReadFile(filepath.Join(dir, results.NodesDir, "n1.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(log)), "\n") {
+		var entry locksvc.LogEntry
+		if err := json.Unmarshal([]byte(line), &entry); err != nil {
+			t.Fatal(err)
+		}
+		owners[entry.Owner[:strings.LastIndexByte(entry.Owner, '-')]] = true
+	}
+	if len(owners) <= spec.Clients {
+		t.Errorf("the lock service saw %d owners for %d slots: a replacement took its predecessor's name", len(owners), spec.Clients)
 	}
 }

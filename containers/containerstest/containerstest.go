@@ -1,15 +1,20 @@
 // Package containerstest starts real clusters for other packages' tests: the node image is
 // built once per test binary, every cluster is stopped when its test ends, and a test is
-// skipped (never passed) when Docker is unreachable.
+// skipped (never passed) when Docker is unreachable. NothingLeft checks that a test's runs
+// removed every container and network they made.
 package containerstest
 
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/moby/moby/client"
 
 	"github.com/lockbreaker/lockbreaker/containers"
 )
@@ -58,4 +63,38 @@ type logWriter struct{ tb testing.TB }
 func (w logWriter) Write(b []byte) (int, error) {
 	w.tb.Log(strings.TrimRight(string(b), "\n"))
 	return len(b), nil
+}
+
+// NothingLeft fails tb when a container or network this process created still exists: a
+// run must remove all it made.
+func NothingLeft(tb testing.TB) {
+	tb.Helper()
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer cli.Close()
+	host, _ := os.Hostname()
+	mine := make(client.Filters).Add("label", containers.LabelProject+"=1").
+		Add("label", containers.LabelOwnerHost+"="+host).
+		Add("label", containers.LabelOwnerPID+"="+strconv.Itoa(os.Getpid()))
+	ctx := context.Background()
+	ctrs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: mine})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	nets, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: mine})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var left []string
+	for _, c := range ctrs.Items {
+		left = append(left, "container "+strings.Join(c.Names, ","))
+	}
+	for _, n := range nets.Items {
+		left = append(left, "network "+n.Name)
+	}
+	if len(left) > 0 {
+		tb.Errorf("left behind: %s", strings.Join(left, "; "))
+	}
 }

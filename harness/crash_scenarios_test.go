@@ -1,0 +1,229 @@
+package harness
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/checkers"
+	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/results"
+)
+
+// Crashes, restarts and failover on real containers: the seed's third failure mode (a
+// primary crashes before replicating the lock) and the crash rows every Jepsen-style
+// harness has. Each names the outcome it reproduces and the seed that produces it.
+
+// runEvents runs spec and returns its summary and recorded history.
+func runEvents(t *testing.T, spec Spec) (results.Summary, []history.Event) {
+	t.Helper()
+	dir, s := runTrial(t, spec)
+	file, err := history.ReadFile(filepath.Join(dir, results.HistoryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, file.Events
+}
+
+// nemesisEvents are the history's events by the nemesis process with function f.
+func nemesisEvents(events []history.Event, f history.Func, fault string) []history.Event {
+	return slices.DeleteFunc(slices.Clone(events), func(e history.Event) bool {
+		return e.Process != history.NemesisProcess || e.Func != f || !strings.HasPrefix(e.Fault, fault)
+	})
+}
+
+// Sentinel: a primary, two replicas, three Sentinels.
+
+func sentinelSpec(nemesis []string, limit time.Duration) Spec {
+	s := spec("sentinel", "redis", nemesis, true, limit)
+	s.Seed = 11
+	return s
+}
+
+// redislock runs on Sentinel as well; workloads' real-cluster test shows it is a mutex there.
+func TestSentinelWithoutFaultsIsSafe(t *testing.T) {
+	summary, events := runEvents(t, sentinelSpec(none, 6*time.Second))
+	expectAllValid(t, summary)
+	if !rolesShow(events, map[string]string{"n1": "primary", "n2": "replica", "n3": "replica"}) {
+		t.Errorf("roles recorded %+v: want n1 the primary, n2 and n3 its replicas", nemesisEvents(events, history.Roles, ""))
+	}
+}
+
+// failoverSpec gives the failover time to show: leases of 5 s, of which a holder works 4 s,
+// and replication cut for 5 s (Pause) before the grant that is lost, so that the promoted
+// replica has no older lease left running and grants at once, about 2 s after the crash,
+// while the holder still works under a lease that has not run out.
+func failoverSpec(minReplicas int) Spec {
+	s := sentinelSpec([]string{"failover"}, 16*time.Second)
+	s.TTL, s.Work, s.Pause = Duration(5*time.Second), Duration(4*time.Second), Duration(5*time.Second)
+	s.MinReplicas = minReplicas
+	if minReplicas > 0 {
+		s.MinReplicasMaxLag = Duration(time.Second)
+	}
+	return s
+}
+
+// The seed's third failure mode: the primary grants the lock and crashes before a replica
+// has the key; the promoted replica grants it again, and its token counter, which missed
+// the grants made during the cut, hands out tokens that were already given.
+func TestSentinelFailoverLosesTheLockAndTokensGoBack(t *testing.T) {
+	s, events := runEvents(t, failoverSpec(0))
+	expect(t, s, map[string]checkers.Verdict{
+		"mutual-exclusion": checkers.Invalid,
+		"fencing":          checkers.Invalid,
+	})
+	fencing := verdicts(s)["fencing"]
+	if fencing.Counts["regressions"]+fencing.Counts["duplicates"] < 1 {
+		t.Errorf("fencing counts %v: want a token regression or duplicate", fencing.Counts)
+	}
+	stops := nemesisEvents(events, history.Stop, "failover")
+	if len(stops) == 0 || stops[0].Detail["primary"] == "n1" || stops[0].Detail["grant"] == "none" {
+		t.Fatalf("failover stops %+v: want n1 replaced as primary right after a grant", stops)
+	}
+	promoted := stops[0].Detail["primary"]
+	if !rolesShow(events, map[string]string{"n1": "down", promoted: "primary"}) {
+		t.Errorf("no roles event shows n1 down and %s primary", promoted)
+	}
+}
+
+// rolesShow reports whether a roles event shows every node of want in its role.
+func rolesShow(events []history.Event, want map[string]string) bool {
+	return slices.ContainsFunc(nemesisEvents(events, history.Roles, ""), func(e history.Event) bool {
+		for node, role := range want {
+			if e.Detail[node] != role {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// With min-replicas-to-write 1 the primary refuses writes once its replicas' last
+// acknowledgement is older than the lag (1 s): acquires during the rest of the cut fail
+// (NOREPLICAS), no grant is there to lose, and the promoted replica grants to no one while
+// another believes it holds. Grants in the first second or two of the cut are still
+// accepted, and would be lost by a crash then: min-replicas-max-lag is the window it leaves.
+func TestSentinelMinReplicasRefusesTheGrantAFailoverWouldLose(t *testing.T) {
+	s, events := runEvents(t, failoverSpec(1))
+	expect(t, s, map[string]checkers.Verdict{
+		"mutual-exclusion":  checkers.Valid,
+		"lock-linearizable": checkers.Valid,
+	})
+	stops := nemesisEvents(events, history.Stop, "failover")
+	if len(stops) == 0 || stops[0].Detail["grant"] != "none" || stops[0].Detail["primary"] == "n1" {
+		t.Fatalf("failover stops %+v: want n1 replaced as primary with no grant to lose", stops)
+	}
+	refused := 0
+	for _, e := range events {
+		if e.Func == history.Acquire && e.IsCompletion() && strings.Contains(e.Message, "NOREPLICAS") {
+			refused++
+		}
+	}
+	if refused == 0 {
+		t.Errorf("no acquire was refused for want of replicas")
+	}
+	t.Logf("%d acquires refused with NOREPLICAS", refused)
+}
+
+// Redlock: antirez's own acknowledged weakness. A master of the holder's majority killed
+// and started again without persistence has forgotten the key, and a second client
+// gathers a majority with it. Restarted only after a TTL, every lease it granted is over.
+
+func redlockKillSpec(delayed bool) Spec {
+	s := spec("redlock", "redlock", []string{"kill-node"}, false, 15*time.Second)
+	s.TTL, s.Work = Duration(3*time.Second), Duration(2*time.Second)
+	s.RestartAfter, s.RestartDelayTTL = Duration(300*time.Millisecond), delayed
+	s.Seed = 3
+	return s
+}
+
+func TestRedlockKilledNodeWithoutPersistenceGivesTwoHolders(t *testing.T) {
+	s := runScenario(t, redlockKillSpec(false))
+	expect(t, s, map[string]checkers.Verdict{"mutual-exclusion": checkers.Invalid})
+}
+
+func TestRedlockKilledNodeRestartedAfterATTLKeepsMutualExclusion(t *testing.T) {
+	s := runScenario(t, redlockKillSpec(true))
+	expect(t, s, map[string]checkers.Verdict{
+		"mutual-exclusion":  checkers.Valid,
+		"lock-linearizable": checkers.Valid,
+		"data-safety":       checkers.Valid,
+	})
+	expectFaults(t, s, 2)
+}
+
+// ZooKeeper: the lock lives in the ensemble's replicated log and a client's session, so a
+// crashed server, leader or follower, costs nothing, and a crashed client's lock is freed
+// when its session expires, by the ensemble, not by a clock of the client's.
+
+func TestZooKeeperKilledLeaderAndFollowerKeepMutualExclusion(t *testing.T) {
+	s := zkSpec([]string{"kill-node"}, true, 20*time.Second)
+	s.RestartAfter, s.Seed = Duration(time.Second), 5
+	summary, events := runEvents(t, s)
+	expect(t, summary, map[string]checkers.Verdict{
+		"lock-linearizable": checkers.Valid,
+		"mutual-exclusion":  checkers.Valid,
+		"data-safety":       checkers.Valid,
+	})
+	killed := map[string]bool{}
+	for _, e := range nemesisEvents(events, history.Start, "kill-node") {
+		killed[e.Detail["role"]] = true
+	}
+	if !killed["leader"] || !killed["follower"] {
+		t.Errorf("roles of the killed nodes %v: want a leader and a follower", killed)
+	}
+}
+
+func TestZooKeeperKilledClientHandsTheLockOnAfterSessionExpiry(t *testing.T) {
+	s := zkSpec([]string{"kill-client"}, true, 15*time.Second)
+	s.Interval = Duration(3 * time.Second)
+	dir, summary := runTrial(t, s)
+	expect(t, summary, map[string]checkers.Verdict{
+		"lock-linearizable": checkers.Valid,
+		"mutual-exclusion":  checkers.Valid,
+		"data-safety":       checkers.Valid,
+	})
+	file, err := history.ReadFile(filepath.Join(dir, results.HistoryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A killed client's place in the queue (its ephemeral znode) goes when the ensemble
+	// expires its session; the session is named in the client's earlier grants and in the
+	// servers' logs when it expires.
+	sessions := map[int]string{}
+	for _, e := range file.Events {
+		if e.Func == history.Acquire && e.Type == history.OK {
+			sessions[e.Process] = e.Detail["session"]
+		}
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, results.NodesDir, "*.log"))
+	var serverLog strings.Builder
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		serverLog.Write(b)
+	}
+	kills := nemesisEvents(file.Events, history.Start, "kill-client")
+	expired := 0
+	for _, k := range kills {
+		var p int
+		if _, err := fmt.Sscanf(k.Targets[0], "worker-%d", &p); err != nil {
+			t.Fatal(err)
+		}
+		if id := sessions[p]; id != "" && strings.Contains(serverLog.String(), "Expiring session 0x"+id+",") {
+			expired++
+			handedOn := slices.ContainsFunc(file.Events, func(e history.Event) bool {
+				return e.Func == history.Acquire && e.Type == history.OK && e.Time > k.Time
+			})
+			if !handedOn {
+				t.Errorf("no grant after %s was killed: the lock was never handed on", k.Targets[0])
+			}
+		}
+	}
+	if len(kills) == 0 || expired == 0 {
+		t.Errorf("%d clients killed, %d of their sessions seen to expire: want the ensemble to expire a killed client's session", len(kills), expired)
+	}
+}
