@@ -82,6 +82,8 @@ time limit, heals and tears everything down, then checks the history. Writes
 			"lockbreaker run",
 			"lockbreaker run --system redis --nemesis pause-holder --fencing on",
 			"lockbreaker run --system redlock --nemesis kleppmann-clock --ttl 6s --work 4s --time-limit 25s",
+			"lockbreaker run --system sentinel --nemesis failover --fencing on --ttl 5s --work 4s --pause 5s --time-limit 20s",
+			"lockbreaker run --system redlock --nemesis kill-node --persistence none --ttl 3s --work 2s --restart-after 300ms",
 		},
 		run: cmdRun,
 	},
@@ -363,16 +365,22 @@ func runFlags(spec *harness.Spec) (*flag.FlagSet, *runOptions) {
 	fs.StringVar(&opts.nemesis, "nemesis", strings.Join(spec.Nemesis, ","), "faults, comma-separated, or none: "+strings.Join(nemesis.Names(), ", "))
 	fs.StringVar(&opts.fencing, "fencing", "off", "on or off: whether the storage checks fencing tokens")
 	fs.IntVar(&spec.Clients, "clients", spec.Clients, "number of lock clients, one OS process each")
-	fs.IntVar(&spec.Nodes, "nodes", spec.Nodes, "cluster size; 0: the system's usual (redis 1, redlock 5, zookeeper 3)")
+	fs.IntVar(&spec.Nodes, "nodes", spec.Nodes, "cluster size; 0: the system's usual (redis 1, redlock 5, sentinel 3, zookeeper 3)")
 	fs.Var((*durationValue)(&spec.TTL), "ttl", "lock lease; for ZooKeeper the session timeout")
 	fs.Var((*durationValue)(&spec.TimeLimit), "time-limit", "how long the clients run")
 	fs.Int64Var(&spec.Seed, "seed", spec.Seed, "seed of the nemesis schedule")
 	fs.Var((*durationValue)(&spec.Work), "work", "time a holder spends between reading and writing the register")
-	fs.Var((*durationValue)(&spec.Pause), "pause", "how long a paused process or node stays stopped; 0: twice the ttl")
+	fs.Var((*durationValue)(&spec.Pause), "pause", "how long a paused process or node stays stopped, and a failover cuts replication; 0: twice the ttl")
 	fs.Var((*durationValue)(&spec.Interval), "interval", "mean time between faults")
 	fs.Var((*durationValue)(&spec.ClockOffset), "clock-offset", "how far clock faults move a clock; 0: twice the ttl")
 	fs.Float64Var(&spec.ClockRate, "clock-rate", spec.ClockRate, "how many times as fast the clock-rate fault runs a clock")
 	fs.StringVar(&spec.Key, "key", spec.Key, "lock key, also the storage register's key")
+	fs.StringVar(&spec.Persistence, "persistence", spec.Persistence, "what Redis servers keep on disk, so what a killed one remembers: "+
+		"none, aof-everysec or aof-always; empty: none")
+	fs.IntVar(&spec.MinReplicas, "min-replicas-to-write", spec.MinReplicas, "(sentinel) the primary refuses a write unless that many replicas acknowledged within --min-replicas-max-lag")
+	fs.Var((*durationValue)(&spec.MinReplicasMaxLag), "min-replicas-max-lag", "(sentinel) whole seconds; 0: Redis's default, 10s")
+	fs.Var((*durationValue)(&spec.RestartAfter), "restart-after", "how long a node killed by kill-node or failover stays down; 0: half the ttl")
+	fs.BoolVar(&spec.RestartDelayTTL, "restart-delay-ttl", spec.RestartDelayTTL, "keep a killed node down for at least one ttl (antirez's delayed restart)")
 	fs.StringVar(&spec.Test, "test", spec.Test, "test name, the run directory's parent; empty: derived from the flags")
 	fs.StringVar(&opts.results, "results", defaultResults, "directory the run directories are made in")
 	return fs, opts
