@@ -186,6 +186,25 @@ func Faults(events []Event) []Fault {
 	return faults
 }
 
+// RoleChange is one roles event: every node's role from Time on, and the nodes whose
+// role had just changed.
+type RoleChange struct {
+	Time    int64
+	Roles   map[string]string
+	Changed []string
+}
+
+// RoleChanges lists the history's roles events in order.
+func RoleChanges(events []Event) []RoleChange {
+	var changes []RoleChange
+	for _, e := range events {
+		if e.Process == NemesisProcess && e.Func == Roles {
+			changes = append(changes, RoleChange{Time: e.Time, Roles: e.Detail, Changed: e.Targets})
+		}
+	}
+	return changes
+}
+
 // Span is the time of the last event, or 0 for an empty history.
 func Span(events []Event) int64 {
 	var last int64

@@ -56,6 +56,7 @@ type report struct {
 	Notes             []string
 	Spec              string
 	Faults            []faultView
+	Roles             []roleView
 	Ops               []opRow
 	OpsTotal          opRow
 	MaxLabels         int
@@ -93,6 +94,10 @@ type faultView struct {
 	Description, Targets, Start, Stop string
 	Healed                            bool
 }
+
+// roleView is one change of the nodes' roles: when, which nodes changed, and every node's
+// role from then on ("n1 down, n2 primary, n3 replica").
+type roleView struct{ At, Changed, Roles string }
 
 // opRow is one line of the operations table; the template calls Outcomes.Total.
 type opRow struct {
@@ -155,6 +160,7 @@ func newReport(dir string, s Summary, events []history.Event) report {
 	r.Artifacts = artifacts(dir)
 	r.Spec = prettySpec(s.Spec)
 	r.Faults = faultViews(events)
+	r.Roles = roleViews(events)
 	r.Ops, r.OpsTotal = opTable(s.Ops)
 	return r
 }
@@ -273,18 +279,37 @@ func prettySpec(spec json.RawMessage) string {
 	return buf.String()
 }
 
-func faultViews(events []history.Event) []faultView {
+// firstTime is the time of the history's earliest event, which the report's times count from.
+func firstTime(events []history.Event) int64 {
 	var first int64
 	for _, e := range events {
 		if first == 0 || e.Time < first {
 			first = e.Time
 		}
 	}
+	return first
+}
+
+func faultViews(events []history.Event) []faultView {
+	first := firstTime(events)
 	seconds := func(t int64) string { return fmt.Sprintf("%.3f", history.Duration(first, t).Seconds()) }
 	var views []faultView
 	for _, f := range history.Faults(events) {
 		views = append(views, faultView{Description: f.Description, Targets: strings.Join(f.Targets, ", "),
 			Start: seconds(f.Start), Stop: seconds(f.Stop), Healed: f.Healed})
+	}
+	return views
+}
+
+func roleViews(events []history.Event) []roleView {
+	var views []roleView
+	for _, c := range history.RoleChanges(events) {
+		var roles []string
+		for _, node := range slices.Sorted(maps.Keys(c.Roles)) {
+			roles = append(roles, node+" "+c.Roles[node])
+		}
+		views = append(views, roleView{At: fmt.Sprintf("%.3f", history.Duration(firstTime(events), c.Time).Seconds()),
+			Changed: strings.Join(c.Changed, ", "), Roles: strings.Join(roles, ", ")})
 	}
 	return views
 }
@@ -512,6 +537,19 @@ const reportBody = `<h1>{{.Test}} <span class="verdict {{.Overall.Class}}">{{.Ov
 <p class="muted">Times are seconds since the first event of the history.</p>
 {{- else}}
 <p class="muted">No faults were injected.</p>
+{{- end}}
+{{- if .Roles}}
+
+<h2>Roles</h2>
+<table>
+<thead><tr><th class="num">from (s)</th><th>changed</th><th>roles</th></tr></thead>
+<tbody>
+{{- range .Roles}}
+<tr><td class="num">{{.At}}</td><td>{{.Changed}}</td><td>{{.Roles}}</td></tr>
+{{- end}}
+</tbody>
+</table>
+<p class="muted">The nodes' roles as the harness saw them change: which node led or was primary when, and which were down.</p>
 {{- end}}
 
 <h2>Operations</h2>
