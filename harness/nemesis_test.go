@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,8 +16,9 @@ import (
 )
 
 // Every node fault against real containers: while a fault is on, the node really is
-// paused, cut off or skewed; once the nemesis is healed, no paused server, iptables rule
-// or faked clock remains in the containers, which a later test could reuse.
+// paused, cut off, skewed or killed; once the nemesis is healed, no paused or killed
+// server, iptables rule or faked clock remains in the containers, which a later test
+// could reuse.
 
 type observedFault struct {
 	event history.Event
@@ -47,7 +49,7 @@ func runNemesis(t *testing.T, c *containers.Cluster, name string, d time.Duratio
 			mu.Unlock()
 		},
 		Seed: 3, Pause: 1500 * time.Millisecond, Interval: 300 * time.Millisecond,
-		ClockOffset: 30 * time.Second, ClockRate: 2, TTL: time.Second,
+		ClockOffset: 30 * time.Second, ClockRate: 2, TTL: time.Second, RestartAfter: 500 * time.Millisecond,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
@@ -123,6 +125,17 @@ func TestNemesesOnRealNodesAreHealed(t *testing.T) {
 		}) {
 			if !strings.HasPrefix(strings.TrimSpace(f.seen), "T") {
 				t.Errorf("%s: %s's server was %q while paused, want stopped (T)", f.event.Fault, f.event.Targets[0], f.seen)
+			}
+		}
+		assertHealed(t, c)
+	})
+	t.Run("kill-node", func(t *testing.T) {
+		for _, f := range runNemesis(t, c, "kill-node", 2*time.Second, func(e history.Event) string {
+			_, err := c.Exec(ctx, e.Targets[0], "true")
+			return fmt.Sprint(err)
+		}) {
+			if !strings.Contains(f.seen, "is not running") {
+				t.Errorf("%s: %s answered %q while killed, want a container that is not running", f.event.Fault, f.event.Targets[0], f.seen)
 			}
 		}
 		assertHealed(t, c)

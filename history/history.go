@@ -126,8 +126,8 @@ func Duration(from, to int64) time.Duration { return time.Duration(to - from) }
 //   - info outcomes carry no error kind, only a message.
 //   - nemesis: process NemesisProcess, type info, f start/stop, fault and targets set; a
 //     stop closes the start with the same fault and targets.
-//   - kill-node: start when the node's server was killed, detail{role: its role then, when
-//     the cluster has roles}; stop once it serves again.
+//   - kill-node: start when the node's server was killed, detail{restart-after, role: its
+//     role then, when the cluster has roles}; stop once it serves again.
 //   - failover: start when replication from the primary is cut, detail{primary}; stop
 //     once a replica was promoted and the old primary started again, detail{primary: the
 //     promoted one, grant: the client granted just before the crash, or none}.
