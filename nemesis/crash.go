@@ -55,11 +55,11 @@ func (killNode) Run(ctx context.Context, env Env) error {
 		return err
 	}
 	nodes := env.Nodes.Names()
-	g := followGrants(env.Subscribe())
+	w := watch(env.Subscribe())
 	rng := rand.New(rand.NewSource(env.Seed))
-	for g.wait(ctx, scheduleWait(env, rng)) {
+	for w.wait(ctx, scheduleWait(env, rng)) {
 		candidates := nodes
-		if held := g.holderNodes(); len(held) > 0 {
+		if held := w.holderNodes(); len(held) > 0 {
 			candidates = held
 		}
 		if err := crash(ctx, env, r, candidates[rng.Intn(len(candidates))]); err != nil {
@@ -147,14 +147,14 @@ func (f failover) Run(ctx context.Context, env Env) error {
 	if err != nil {
 		return err
 	}
-	g := followGrants(env.Subscribe())
+	w := watch(env.Subscribe())
 	rng := rand.New(rand.NewSource(env.Seed))
-	for g.wait(ctx, scheduleWait(env, rng)) {
-		primary, ok := g.settled(ctx, roles)
+	for w.wait(ctx, scheduleWait(env, rng)) {
+		primary, ok := w.settled(ctx, roles)
 		if !ok {
 			return nil
 		}
-		if err := f.once(ctx, env, net, r, roles, g, primary); err != nil {
+		if err := f.once(ctx, env, net, r, roles, w, primary); err != nil {
 			return err
 		}
 	}
@@ -162,7 +162,7 @@ func (f failover) Run(ctx context.Context, env Env) error {
 }
 
 // once is one failover of primary.
-func (failover) once(ctx context.Context, env Env, net Network, r Restarter, roles Roles, g *grants, primary string) (err error) {
+func (failover) once(ctx context.Context, env Env, net Network, r Restarter, roles Roles, w *watcher, primary string) (err error) {
 	bg := context.WithoutCancel(ctx)
 	replicas := slices.DeleteFunc(slices.Clone(env.Nodes.Names()), func(n string) bool { return n == primary })
 	cutOff := grudge{primary: replicas}
@@ -181,10 +181,10 @@ func (failover) once(ctx context.Context, env Env, net Network, r Restarter, rol
 		}
 		recordDetail(env, history.Stop, "failover", detail, primary)
 	}()
-	if err != nil || !g.wait(ctx, env.Pause) {
+	if err != nil || !w.wait(ctx, env.Pause) {
 		return err
 	}
-	if grant, ok := g.grantAfter(ctx, history.Now(), max(env.Pause, env.TTL)); ok {
+	if grant, ok := w.grantAfter(ctx, history.Now(), max(env.Pause, env.TTL)); ok {
 		detail["grant"] = workerName(grant.Process)
 	}
 	if ctx.Err() != nil {
@@ -194,7 +194,7 @@ func (failover) once(ctx context.Context, env Env, net Network, r Restarter, rol
 		return fmt.Errorf("kill primary %s: %w", primary, err)
 	}
 	killed = time.Now()
-	promoted, err := g.promotion(ctx, roles, primary)
+	promoted, err := w.promotion(ctx, roles, primary)
 	if promoted != "" {
 		detail["primary"] = promoted
 	}
@@ -290,37 +290,11 @@ func rolesOf(env Env) (Roles, error) {
 	return r, nil
 }
 
-// grants follows the lock's grants through the history's events, as a nemesis sees them:
-// who holds the lock by its own account (from its acquire's ok until it invokes release),
-// and the last grant. Every wait of a nemesis that uses it reads the events meanwhile, so
-// it never falls behind.
-type grants struct {
-	events <-chan history.Event
-	held   map[int]history.Event // process -> its acquire's ok
-	last   history.Event
-}
-
-func followGrants(events <-chan history.Event) *grants {
-	return &grants{events: events, held: map[int]history.Event{}}
-}
-
-// see takes one event and reports whether it is a grant.
-func (g *grants) see(e history.Event) (granted bool) {
-	switch {
-	case e.Func == history.Acquire && e.Type == history.OK:
-		g.held[e.Process], g.last = e, e
-		return true
-	case e.Func == history.Release && e.Type == history.Invoke:
-		delete(g.held, e.Process)
-	}
-	return false
-}
-
 // holderNodes are the nodes that granted the lock to its latest holder that has not begun
 // to release, when the grant names them; nil otherwise.
-func (g *grants) holderNodes() []string {
+func (w *watcher) holderNodes() []string {
 	var latest history.Event
-	for _, e := range g.held {
+	for _, e := range w.holding {
 		if e.Time > latest.Time || e.Time == latest.Time && e.Process < latest.Process {
 			latest = e
 		}
@@ -331,38 +305,29 @@ func (g *grants) holderNodes() []string {
 	return strings.Split(latest.Detail[grantNodes], ",")
 }
 
-// wait reads events for d; false when ctx ended first.
-func (g *grants) wait(ctx context.Context, d time.Duration) bool {
-	end := time.After(d)
+// wait follows the history for d; false when ctx ended first.
+func (w *watcher) wait(ctx context.Context, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
 	for {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-end:
-			return true
-		case e := <-g.events:
-			g.see(e)
+		if _, ok := w.next(ctx, timer.C); !ok {
+			return ctx.Err() == nil
 		}
 	}
 }
 
 // grantAfter waits up to within for a grant made at or after t, unless the last grant
 // already seen was.
-func (g *grants) grantAfter(ctx context.Context, t int64, within time.Duration) (history.Event, bool) {
-	if g.last.Time >= t {
-		return g.last, true
+func (w *watcher) grantAfter(ctx context.Context, t int64, within time.Duration) (history.Event, bool) {
+	if w.last.Time >= t {
+		return w.last, true
 	}
-	end := time.After(within)
+	timer := time.NewTimer(within)
+	defer timer.Stop()
 	for {
-		select {
-		case <-ctx.Done():
-			return history.Event{}, false
-		case <-end:
-			return history.Event{}, false
-		case e := <-g.events:
-			if g.see(e) && e.Time >= t {
-				return e, true
-			}
+		e, ok := w.next(ctx, timer.C)
+		if !ok || e.Func == history.Acquire && e.Type == history.OK && e.Time >= t {
+			return e, ok
 		}
 	}
 }
@@ -370,7 +335,7 @@ func (g *grants) grantAfter(ctx context.Context, t int64, within time.Duration) 
 // settled waits until exactly one node is primary and every other a replica, and returns
 // the primary; false when ctx ended first. A primary killed and started again comes back as
 // a second primary until the monitors turn it into a replica (8 s with Sentinel).
-func (g *grants) settled(ctx context.Context, r Roles) (string, bool) {
+func (w *watcher) settled(ctx context.Context, r Roles) (string, bool) {
 	for {
 		roles, err := r.Roles(ctx)
 		var primaries, replicas []string
@@ -385,14 +350,14 @@ func (g *grants) settled(ctx context.Context, r Roles) (string, bool) {
 		if err == nil && len(primaries) == 1 && len(primaries)+len(replicas) == len(roles) {
 			return primaries[0], true
 		}
-		if !g.wait(ctx, rolePoll) {
+		if !w.wait(ctx, rolePoll) {
 			return "", false
 		}
 	}
 }
 
 // promotion waits until a node other than old is primary and returns it.
-func (g *grants) promotion(ctx context.Context, r Roles, old string) (string, error) {
+func (w *watcher) promotion(ctx context.Context, r Roles, old string) (string, error) {
 	deadline := time.Now().Add(promotionTimeout)
 	for time.Now().Before(deadline) {
 		roles, err := r.Roles(ctx)
@@ -401,7 +366,7 @@ func (g *grants) promotion(ctx context.Context, r Roles, old string) (string, er
 				return node, nil
 			}
 		}
-		if !g.wait(ctx, rolePoll) {
+		if !w.wait(ctx, rolePoll) {
 			return "", nil
 		}
 	}

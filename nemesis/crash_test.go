@@ -138,22 +138,23 @@ func TestCrashKillsRecordsAndRestarts(t *testing.T) {
 
 // While a client holds a lock granted by named nodes, kill-node aims at one of them.
 func TestKillNodeAimsAtTheHoldersNodes(t *testing.T) {
-	g := followGrants(nil)
-	for _, e := range []history.Event{
-		{Type: history.OK, Process: 0, Func: history.Acquire, Time: 2, Detail: map[string]string{"nodes": "n1,n2,n3"}},
-		{Type: history.OK, Process: 1, Func: history.Acquire, Time: 4, Detail: map[string]string{"nodes": "n3,n4,n5"}},
-	} {
-		g.see(e)
+	events := make(chan history.Event, 4)
+	w := watch(events)
+	next := func(e history.Event) {
+		events <- e
+		w.next(context.Background(), nil)
 	}
-	if got := g.holderNodes(); !slices.Equal(got, []string{"n3", "n4", "n5"}) {
+	next(history.Event{Type: history.OK, Process: 0, Func: history.Acquire, Time: 2, Detail: map[string]string{"nodes": "n1,n2,n3"}})
+	next(history.Event{Type: history.OK, Process: 1, Func: history.Acquire, Time: 4, Detail: map[string]string{"nodes": "n3,n4,n5"}})
+	if got := w.holderNodes(); !slices.Equal(got, []string{"n3", "n4", "n5"}) {
 		t.Errorf("holder's nodes %q, want the latest grant's", got)
 	}
-	g.see(history.Event{Type: history.Invoke, Process: 1, Func: history.Release, Time: 5})
-	if got := g.holderNodes(); !slices.Equal(got, []string{"n1", "n2", "n3"}) {
+	next(history.Event{Type: history.Invoke, Process: 1, Func: history.Release, Time: 5})
+	if got := w.holderNodes(); !slices.Equal(got, []string{"n1", "n2", "n3"}) {
 		t.Errorf("holder's nodes %q after process 1 released, want process 0's", got)
 	}
-	g.see(history.Event{Type: history.Invoke, Process: 0, Func: history.Release, Time: 6})
-	if got := g.holderNodes(); got != nil {
+	next(history.Event{Type: history.Invoke, Process: 0, Func: history.Release, Time: 6})
+	if got := w.holderNodes(); got != nil {
 		t.Errorf("holder's nodes %q with nobody holding, want none", got)
 	}
 }

@@ -40,12 +40,21 @@ const takeoverLeases = 5
 // watcher follows the history as it is recorded, so targeted faults act on what the
 // clients do instead of on guessed lengths of time.
 type watcher struct {
-	events  <-chan history.Event
-	holding map[int]bool // processes granted the lock that have not started to release it
+	events <-chan history.Event
+	// holding are the grants of the processes that have not started to release the lock.
+	holding map[int]history.Event
+	// last is the last grant seen.
+	last history.Event
 }
 
 func watch(events <-chan history.Event) *watcher {
-	return &watcher{events: events, holding: map[int]bool{}}
+	return &watcher{events: events, holding: map[int]history.Event{}}
+}
+
+// holds reports whether process p holds the lock by its own account.
+func (w *watcher) holds(p int) bool {
+	_, ok := w.holding[p]
+	return ok
 }
 
 // next returns the next event; false once ctx ends or deadline fires (nil: never).
@@ -58,9 +67,9 @@ func (w *watcher) next(ctx context.Context, deadline <-chan time.Time) (history.
 	case e := <-w.events:
 		switch {
 		case e.Func == history.Acquire && e.Type == history.OK:
-			w.holding[e.Process] = true
+			w.holding[e.Process], w.last = e, e
 		case e.Func == history.Release && e.Type == history.Invoke:
-			w.holding[e.Process] = false
+			delete(w.holding, e.Process)
 		}
 		return e, true
 	}
@@ -130,7 +139,7 @@ func (pauseHolder) Run(ctx context.Context, env Env) error {
 		if !ok {
 			return nil
 		}
-		if e.Func != history.Read || e.Type != history.OK || !w.holding[e.Process] || e.Time < quietUntil {
+		if e.Func != history.Read || e.Type != history.OK || !w.holds(e.Process) || e.Time < quietUntil {
 			continue
 		}
 		hold := forPause(ctx, env)
