@@ -13,7 +13,11 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
+	"unicode"
+
+	"github.com/lockbreaker/lockbreaker/system"
 )
 
 // Lock is one client's handle on one distributed lock.
@@ -78,6 +82,33 @@ type Client struct {
 var clients = map[string]Client{}
 
 func register(c Client) { clients[c.Name] = c }
+
+// Register adds a lock client from outside this package: a user's own lock, through
+// lockbreaker.Register, before the command line runs. It refuses what would make the
+// client unusable or ambiguous: a name that is taken or that a flag, a comma-separated
+// list or a directory name would mangle, no system or one that does not exist, no
+// constructor, and no tokens without the reason the report must give.
+func Register(c Client) error {
+	switch {
+	case c.Name == "" || strings.ContainsAny(c.Name, " ,/\\") || strings.IndexFunc(c.Name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0:
+		return fmt.Errorf("register lock client %q: a name is a printable word without spaces, commas or slashes", c.Name)
+	case clients[c.Name].Name != "":
+		return fmt.Errorf("register lock client %q: the name is taken", c.Name)
+	case len(c.Systems) == 0:
+		return fmt.Errorf("register lock client %q: name the systems it runs on (%s)", c.Name, strings.Join(system.Names(), ", "))
+	case c.New == nil:
+		return fmt.Errorf("register lock client %q: no New function", c.Name)
+	case !c.Tokens && c.NoTokens == "":
+		return fmt.Errorf("register lock client %q: say why its grants carry no fencing token (NoTokens); the report shows it", c.Name)
+	}
+	for _, name := range c.Systems {
+		if _, err := system.Lookup(name); err != nil {
+			return fmt.Errorf("register lock client %q: %w", c.Name, err)
+		}
+	}
+	register(c)
+	return nil
+}
 
 // LookupClient returns a registered lock client.
 func LookupClient(name string) (Client, error) {
