@@ -1,0 +1,152 @@
+package cli
+
+import (
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unicode"
+
+	"github.com/lockbreaker/lockbreaker/suite"
+)
+
+// writeSuite writes a suite file of whole runs on the lock the harness serves itself.
+func writeSuite(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "mine.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+const localDefaults = "defaults: {system: local, clients: 3, ttl: 500ms, interval: 500ms, time_limit: 2s}\n"
+
+// The exit code is the suite's: 0 when every cell met its expectation, 1 when one did
+// not (and the output says which and why), 254 for a suite that cannot run.
+func TestSuiteExitCodes(t *testing.T) {
+	met := writeSuite(t, localDefaults+`cells:
+  - {name: safe, spec: {nemesis: [none]}, expect: {mutual-exclusion: valid, stats: valid}}
+`)
+	wrong := writeSuite(t, localDefaults+`cells:
+  - {name: safe, spec: {nemesis: [none]}, expect: {mutual-exclusion: valid}}
+  - {name: wrong, spec: {system: local-broken, nemesis: [none]}, expect: {mutual-exclusion: valid}}
+`)
+	typo := writeSuite(t, localDefaults+"cells: [{spec: {nemesiss: [none]}, expect: {stats: valid}}]\n")
+	cases := []struct {
+		name string
+		args []string
+		code int
+		out  string // in stdout for 0 and 1, in the one line of stderr for 254
+	}{
+		{"every cell met", []string{"suite", met}, 0, "suite mine (shard 1/1, 1 seeds): MET, 1 cells met, 0 failed, 0 unknown"},
+		{"a wrong expectation", []string{"suite", wrong, "--seeds", "2"}, 1, "seed 8: mutual-exclusion expected valid, got invalid"},
+		{"the second shard only", []string{"suite", "--shard", "2/2", wrong}, 1, "FAILED   wrong"},
+		{"the first shard only", []string{"suite", "--shard", "1/2", wrong}, 0, "MET      safe"},
+		{"list", []string{"suite", "--list", "kleppmann"}, 0, "kleppmann: "},
+		{"an unknown suite", []string{"suite", "nightly"}, 254, `"nightly" is neither a built-in suite`},
+		{"no suite", []string{"suite"}, 254, "give one suite"},
+		{"two suites", []string{"suite", "smoke", "kleppmann"}, 254, `unexpected argument "kleppmann"`},
+		{"a typo in the file", []string{"suite", typo}, 254, `unknown field "nemesiss"`},
+		{"no seeds", []string{"suite", "--seeds", "0", "smoke"}, 254, "--seeds must be between 1 and 1000"},
+		{"a bad shard", []string{"suite", "--shard", "3/2", "smoke"}, 254, "--shard must be i/n"},
+		{"no results", []string{"suite", "--results", "", "smoke"}, 254, "--results must name a directory"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := append(c.args, "--results", t.TempDir())
+			if c.name == "no results" {
+				args = c.args
+			}
+			code, stdout, stderr := lockbreaker(t, nil, args...)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d\n%s%s", code, c.code, stdout, stderr)
+			}
+			if c.code == 254 {
+				lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+				if len(lines) != 1 || !strings.Contains(lines[0], c.out) {
+					t.Errorf("stderr %q: want one line containing %q", stderr, c.out)
+				}
+				return
+			}
+			if !strings.Contains(stdout, c.out) {
+				t.Errorf("stdout lacks %q:\n%s", c.out, stdout)
+			}
+			if i := strings.IndexFunc(stdout, func(r rune) bool { return r != '\n' && unicode.IsControl(r) }); i >= 0 {
+				t.Errorf("control character at %d of stdout (not a terminal: no live line)", i)
+			}
+		})
+	}
+}
+
+// smoke on real containers: the matrix is produced, junit.xml has one valid test case per
+// cell, and every cell meets its expectation.
+func TestSuiteSmokeOnRealContainers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker: real containers")
+	}
+	store := t.TempDir()
+	start := time.Now()
+	code, stdout, stderr := lockbreaker(t, nil, "suite", "smoke", "--results", store)
+	t.Logf("suite smoke took %s\n%s", time.Since(start).Round(time.Second), stdout)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0\n%s", code, stderr)
+	}
+	dir := onlySuiteDir(t, store, "smoke")
+	s, _, _ := suite.Builtin("smoke")
+	var junit struct {
+		XMLName  xml.Name `xml:"testsuite"`
+		Tests    int      `xml:"tests,attr"`
+		Failures int      `xml:"failures,attr"`
+		Errors   int      `xml:"errors,attr"`
+		Cases    []struct {
+			Name string `xml:"name,attr"`
+		} `xml:"testcase"`
+	}
+	data, err := os.ReadFile(filepath.Join(dir, suite.JUnitFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := xml.Unmarshal(data, &junit); err != nil {
+		t.Fatalf("junit.xml does not parse: %v", err)
+	}
+	if junit.Tests != len(s.Cells) || len(junit.Cases) != len(s.Cells) || junit.Failures+junit.Errors != 0 {
+		t.Errorf("junit.xml: %d tests, %d cases, %d failures, %d errors; want %d cases, none failed",
+			junit.Tests, len(junit.Cases), junit.Failures, junit.Errors, len(s.Cells))
+	}
+	for i, c := range junit.Cases {
+		if i < len(s.Cells) && c.Name != s.Cells[i].Name {
+			t.Errorf("case %d is %s, want cell %s", i, c.Name, s.Cells[i].Name)
+		}
+	}
+	if page, err := os.ReadFile(filepath.Join(dir, suite.HTMLFile)); err != nil || !strings.Contains(string(page), "report.html") {
+		t.Errorf("suite.html does not link the runs' reports: %v", err)
+	}
+}
+
+// The whole kleppmann suite with one seed, for its wall time on this machine. It takes
+// longer than make test may (see the Makefile: make nightly runs it), so it runs only when
+// LOCKBREAKER_KLEPPMANN=1.
+func TestKleppmannSuiteWithOneSeed(t *testing.T) {
+	if os.Getenv("LOCKBREAKER_KLEPPMANN") != "1" {
+		t.Skip("the whole kleppmann suite: set LOCKBREAKER_KLEPPMANN=1 (make nightly)")
+	}
+	store := t.TempDir()
+	start := time.Now()
+	code, stdout, stderr := lockbreaker(t, nil, "suite", "kleppmann", "--seeds", "1", "--results", store)
+	t.Logf("suite kleppmann --seeds 1: wall time %s\n%s", time.Since(start).Round(time.Second), stdout)
+	if code != 0 {
+		t.Errorf("exit %d, want 0 (every cell met)\n%s", code, stderr)
+	}
+}
+
+func onlySuiteDir(t *testing.T, store, name string) string {
+	t.Helper()
+	dirs, _ := filepath.Glob(filepath.Join(store, "suite-"+name, "2*"))
+	if len(dirs) != 1 {
+		t.Fatalf("suite directories %q, want one", dirs)
+	}
+	return dirs[0]
+}

@@ -1,0 +1,129 @@
+package suite
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/harness"
+)
+
+// The test binary doubles as the worker: the runner starts it again with WorkerEnv set.
+func TestMain(m *testing.M) {
+	harness.MaybeRunWorker()
+	os.Exit(m.Run())
+}
+
+// localSuite is a suite of whole runs on the lock the harness serves itself (no Docker),
+// one of whose cells expects what its scenario cannot give.
+const localSuite = `
+name: local
+defaults: {system: local, clients: 3, ttl: 500ms, interval: 500ms, time_limit: 3s}
+cells:
+  - name: safe
+    spec: {nemesis: [none], fencing: true}
+    expect: {lock-linearizable: valid, mutual-exclusion: valid, data-safety: valid, lost-updates: valid, fencing: valid, stats: valid}
+  - name: broken
+    spec: {system: local-broken, nemesis: [none]}
+    expect: {mutual-exclusion: invalid, lock-linearizable: invalid}
+  - name: wrong
+    spec: {nemesis: [pause-holder]}
+    expect: {mutual-exclusion: valid}
+    why: deliberately wrong
+`
+
+// A whole suite on the in-process lock: every cell runs with every seed, the wrong
+// expectation fails with its reason, and suite.json, suite.html and junit.xml say so.
+func TestRunJudgesEveryCellAndWritesItsFiles(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "local.yaml")
+	if err := os.WriteFile(path, []byte(localSuite), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var progress strings.Builder
+	dir, r, err := Run(ctx, s, Options{Seeds: 2, Root: t.TempDir(), Progress: &progress, Worker: []string{exe}})
+	t.Log(progress.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(Summary(dir, r))
+	if r.Status != Failed || len(r.Cells) != 3 {
+		t.Fatalf("suite %s with %d cells, want failed with 3", r.Status, len(r.Cells))
+	}
+	want := map[string]Status{"safe": Met, "broken": Met, "wrong": Failed}
+	for _, c := range r.Cells {
+		if c.Status != want[c.Cell.Name] || len(c.Runs) != 2 {
+			t.Errorf("cell %s: %s with %d runs, want %s with 2; %q", c.Cell.Name, c.Status, len(c.Runs), want[c.Cell.Name], c.Reasons)
+		}
+		for _, run := range c.Runs {
+			if _, err := os.Stat(filepath.Join(dir, run.Report)); err != nil {
+				t.Errorf("cell %s seed %d: its report is not where suite.html links: %v", c.Cell.Name, run.Seed, err)
+			}
+		}
+	}
+	wrong := r.Cells[2]
+	if !slices.ContainsFunc(wrong.Reasons, func(s string) bool { return strings.Contains(s, "mutual-exclusion expected valid, got invalid") }) {
+		t.Errorf("the wrong cell's reasons %q do not say what was expected and seen", wrong.Reasons)
+	}
+	if got := []int64{r.Cells[0].Runs[0].Seed, r.Cells[0].Runs[1].Seed}; !slices.Equal(got, []int64{7, 8}) {
+		t.Errorf("seeds %v, want the spec's 7 and the one after", got)
+	}
+	if !strings.Contains(progress.String(), "cell 3/3  seed 2/2") {
+		t.Errorf("progress never reached the last run:\n%s", progress.String())
+	}
+
+	var saved Result
+	data, err := os.ReadFile(filepath.Join(dir, JSONFile))
+	if err != nil || json.Unmarshal(data, &saved) != nil || saved.Status != Failed || len(saved.Cells) != 3 {
+		t.Errorf("suite.json: %v, status %s, %d cells", err, saved.Status, len(saved.Cells))
+	}
+	var junit struct {
+		Tests    int `xml:"tests,attr"`
+		Failures int `xml:"failures,attr"`
+	}
+	data, err = os.ReadFile(filepath.Join(dir, JUnitFile))
+	if err != nil || xml.Unmarshal(data, &junit) != nil || junit.Tests != 3 || junit.Failures != 1 {
+		t.Errorf("junit.xml: %v, %d tests, %d failures; want 3 and 1", err, junit.Tests, junit.Failures)
+	}
+	if page, err := os.ReadFile(filepath.Join(dir, HTMLFile)); err != nil || !strings.Contains(string(page), "FAILED") {
+		t.Errorf("suite.html: %v", err)
+	}
+}
+
+// A shard runs only its block of cells, and an interrupted suite keeps what it did.
+func TestShardAndInterrupt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "local.yaml")
+	os.WriteFile(path, []byte(localSuite), 0o644)
+	s, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, _ := os.Executable()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // interrupted before the first run
+	dir, r, err := Run(ctx, s, Options{Seeds: 1, Shard: Shard{3, 3}, Root: t.TempDir(), Worker: []string{exe}})
+	if err == nil || r.Status != Unknown || r.Error == "" {
+		t.Fatalf("interrupted suite: %v, status %s, error %q", err, r.Status, r.Error)
+	}
+	if r.Shard != "3/3" {
+		t.Errorf("shard %s", r.Shard)
+	}
+	if _, err := os.Stat(filepath.Join(dir, JUnitFile)); err != nil {
+		t.Errorf("an interrupted suite left no junit.xml: %v", err)
+	}
+}
