@@ -39,8 +39,10 @@ type Roles interface {
 
 // killNode crashes a node on a seeded schedule and starts it again env.RestartAfter later.
 // While a client holds the lock under a grant that names the nodes that granted it (a
-// Redlock majority), the node is one of those: a node of the holder's majority coming back
-// without the key is what lets a second client gather a majority. Otherwise it is any node.
+// Redlock majority), the node is one of those not yet killed since the grant: each node of
+// the holder's majority that comes back without the key brings a second client closer to
+// a majority of its own, which one such node gives when the holder had a bare majority.
+// Otherwise it is any node.
 type killNode struct{}
 
 func (killNode) Name() string { return "kill-node" }
@@ -57,12 +59,15 @@ func (killNode) Run(ctx context.Context, env Env) error {
 	nodes := env.Nodes.Names()
 	w := watch(env.Subscribe())
 	rng := rand.New(rand.NewSource(env.Seed))
+	killed := map[string]int64{} // node -> when it was last killed
 	for w.wait(ctx, scheduleWait(env, rng)) {
-		candidates := nodes
-		if held := w.holderNodes(); len(held) > 0 {
-			candidates = held
+		candidates := w.holderNodes(killed)
+		if len(candidates) == 0 {
+			candidates = nodes
 		}
-		if err := crash(ctx, env, r, candidates[rng.Intn(len(candidates))]); err != nil {
+		victim := candidates[rng.Intn(len(candidates))]
+		killed[victim] = history.Now()
+		if err := crash(ctx, env, r, victim); err != nil {
 			return err
 		}
 	}
@@ -73,7 +78,7 @@ func (killNode) Run(ctx context.Context, env Env) error {
 const grantNodes = "nodes"
 
 // crash kills node's server, records the crash with the role the node had, and starts it
-// again env.RestartAfter later, or at once when ctx ends.
+// again env.RestartAfter later.
 func crash(ctx context.Context, env Env, r Restarter, node string) (err error) {
 	bg := context.WithoutCancel(ctx)
 	detail := map[string]string{"restart-after": env.RestartAfter.String()}
@@ -88,8 +93,18 @@ func crash(ctx context.Context, env Env, r Restarter, node string) (err error) {
 		err = errors.Join(err, r.Restart(bg, node))
 		record(env, history.Stop, "kill-node", node)
 	}()
-	sleep(ctx, env.RestartAfter)
+	stayDown(env, env.RestartAfter)
 	return nil
+}
+
+// stayDown waits d, the rest of a killed node's time down, even when the run's time is up:
+// a node back early, while the clients finish, would break what --restart-after (and
+// --restart-delay-ttl) promise. Only an interrupt cuts it short.
+func stayDown(env Env, d time.Duration) {
+	select {
+	case <-env.Halt:
+	case <-time.After(d):
+	}
 }
 
 func (killNode) Heal(ctx context.Context, env Env) error {
@@ -176,7 +191,7 @@ func (failover) once(ctx context.Context, env Env, net Network, r Restarter, rol
 	defer func() {
 		err = errors.Join(err, net.HealNetwork(bg))
 		if !killed.IsZero() {
-			sleep(ctx, env.RestartAfter-time.Since(killed))
+			stayDown(env, env.RestartAfter-time.Since(killed))
 			err = errors.Join(err, r.Restart(bg, primary))
 		}
 		recordDetail(env, history.Stop, "failover", detail, primary)
@@ -291,18 +306,21 @@ func rolesOf(env Env) (Roles, error) {
 }
 
 // holderNodes are the nodes that granted the lock to its latest holder that has not begun
-// to release, when the grant names them; nil otherwise.
-func (w *watcher) holderNodes() []string {
+// to release, when the grant names them, less those killed since the grant.
+func (w *watcher) holderNodes(killed map[string]int64) []string {
 	var latest history.Event
 	for _, e := range w.holding {
 		if e.Time > latest.Time || e.Time == latest.Time && e.Process < latest.Process {
 			latest = e
 		}
 	}
-	if latest.Detail[grantNodes] == "" {
-		return nil
+	var nodes []string
+	for _, n := range strings.Split(latest.Detail[grantNodes], ",") {
+		if n != "" && killed[n] < latest.Time {
+			nodes = append(nodes, n)
+		}
 	}
-	return strings.Split(latest.Detail[grantNodes], ",")
+	return nodes
 }
 
 // wait follows the history for d; false when ctx ended first.

@@ -136,7 +136,33 @@ func TestCrashKillsRecordsAndRestarts(t *testing.T) {
 	}
 }
 
-// While a client holds a lock granted by named nodes, kill-node aims at one of them.
+// A killed node stays down for its whole time, past the end of the run (a cancelled
+// context), until an interrupt (Halt).
+func TestCrashStaysDownPastTheRunButNotPastAnInterrupt(t *testing.T) {
+	f := newFake(1, 3)
+	env, c := f.crashEnv()
+	env.RestartAfter = time.Hour
+	halt := make(chan struct{})
+	env.Halt = halt
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	done := make(chan error)
+	go func() { done <- crash(ended, env, c, "n2") }()
+	waitFor(t, "the kill", func() bool { return len(f.faults()) == 1 })
+	if got := f.did(); !slices.Equal(got, []string{"kill n2"}) {
+		t.Fatalf("actions %q: want n2 still down when the run has ended", got)
+	}
+	close(halt)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := f.did(); !slices.Equal(got, []string{"kill n2", "restart n2"}) {
+		t.Errorf("actions %q: want n2 started again on the interrupt", got)
+	}
+}
+
+// While a client holds a lock granted by named nodes, kill-node aims at one of them that
+// still has the key: not killed since the grant.
 func TestKillNodeAimsAtTheHoldersNodes(t *testing.T) {
 	events := make(chan history.Event, 4)
 	w := watch(events)
@@ -144,17 +170,18 @@ func TestKillNodeAimsAtTheHoldersNodes(t *testing.T) {
 		events <- e
 		w.next(context.Background(), nil)
 	}
+	killed := map[string]int64{"n4": 3, "n1": 5}
 	next(history.Event{Type: history.OK, Process: 0, Func: history.Acquire, Time: 2, Detail: map[string]string{"nodes": "n1,n2,n3"}})
 	next(history.Event{Type: history.OK, Process: 1, Func: history.Acquire, Time: 4, Detail: map[string]string{"nodes": "n3,n4,n5"}})
-	if got := w.holderNodes(); !slices.Equal(got, []string{"n3", "n4", "n5"}) {
-		t.Errorf("holder's nodes %q, want the latest grant's", got)
+	if got := w.holderNodes(killed); !slices.Equal(got, []string{"n3", "n4", "n5"}) {
+		t.Errorf("holder's nodes %q, want the latest grant's (n4 was killed before it)", got)
 	}
 	next(history.Event{Type: history.Invoke, Process: 1, Func: history.Release, Time: 5})
-	if got := w.holderNodes(); !slices.Equal(got, []string{"n1", "n2", "n3"}) {
-		t.Errorf("holder's nodes %q after process 1 released, want process 0's", got)
+	if got := w.holderNodes(killed); !slices.Equal(got, []string{"n2", "n3"}) {
+		t.Errorf("holder's nodes %q after process 1 released, want process 0's but n1, killed since", got)
 	}
 	next(history.Event{Type: history.Invoke, Process: 0, Func: history.Release, Time: 6})
-	if got := w.holderNodes(); got != nil {
+	if got := w.holderNodes(killed); got != nil {
 		t.Errorf("holder's nodes %q with nobody holding, want none", got)
 	}
 }

@@ -72,6 +72,9 @@ type Env struct {
 	TTL time.Duration
 	// RestartAfter is how long a killed node stays down.
 	RestartAfter time.Duration
+	// Halt closes when the run is interrupted (nil: never). A killed node stays down for
+	// RestartAfter even past the run's time limit, but not past an interrupt.
+	Halt <-chan struct{}
 }
 
 // Nemesis injects one kind of fault.
