@@ -83,7 +83,7 @@ time limit, heals and tears everything down, then checks the history. Writes
 			"lockbreaker run --system redis --nemesis pause-holder --fencing on",
 			"lockbreaker run --system redlock --nemesis kleppmann-clock --ttl 6s --work 4s --time-limit 25s",
 			"lockbreaker run --system sentinel --nemesis failover --fencing on --ttl 5s --work 4s --pause 5s --time-limit 20s",
-			"lockbreaker run --system redlock --nemesis kill-node --persistence none --ttl 3s --work 2s --restart-after 300ms",
+			"lockbreaker run --system redlock --nodes 3 --nemesis kill-node --persistence none --ttl 5s --work 4s --interval 500ms --restart-after 200ms",
 		},
 		run: cmdRun,
 	},
