@@ -5,7 +5,7 @@ GO      ?= go
 BIN     := bin/lockbreaker
 RESULTS ?= store
 
-.PHONY: run test unit bench deps build image clean vet fuzz serve
+.PHONY: run test unit bench deps build image clean vet fuzz serve nightly kleppmann-time
 
 build:
 	$(GO) build -o $(BIN) ./cmd/lockbreaker
@@ -33,16 +33,33 @@ run: deps build
 
 # The node image is built first (with its progress shown), so no test waits on it.
 # Packages run one at a time: they share the Docker engine (clean removes every
-# labelled container) and two cores.
+# labelled container) and two cores. examples/ is a module of its own (a user's lock
+# built with lockbreaker.Main), which ./... does not reach.
 test: deps vet image
 	$(GO) test -p 1 -count=1 -timeout 28m ./...
+	cd examples && $(GO) test -count=1 -timeout 10m ./...
 
 unit:
 	$(GO) test -count=1 -short ./...
+	cd examples && $(GO) test -count=1 -short ./...
+
+# The long tier, for a nightly job (not in make test): the whole kleppmann suite, SEEDS
+# runs per cell, only the SHARD-th of its parts (one per CI runner). Its exit code is the
+# suite's: 0 when every cell met its expectation, 1 when one did not, 2 when one could
+# not say. The matrix is store/suite-kleppmann/<time>/suite.html, beside its junit.xml.
+SEEDS ?= 5
+SHARD ?= 1/1
+nightly: deps image
+	$(BIN) suite kleppmann --seeds $(SEEDS) --shard $(SHARD) --results $(RESULTS)
+
+# The whole kleppmann suite once, as a test that logs its wall time (5.5 minutes on 2 cores).
+kleppmann-time: deps image
+	LOCKBREAKER_KLEPPMANN=1 $(GO) test -count=1 -v -timeout 60m -run '^TestKleppmannSuiteWithOneSeed$$' ./internal/cli/
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
+	cd examples && $(GO) vet ./...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./checkers/

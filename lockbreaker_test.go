@@ -2,8 +2,16 @@ package lockbreaker
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/lockbreaker/lockbreaker/suite"
 )
 
 type nopLock struct{}
@@ -42,5 +50,60 @@ func TestRegister(t *testing.T) {
 				t.Fatalf("got %v, want an error containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// The nightly workflow cannot run here, so it is kept correct by construction: its steps
+// call make targets that exist and expand to the suite command it means, and the junit.xml
+// it keeps is where the suite writes it.
+func TestNightlyWorkflowUsesTheMakefile(t *testing.T) {
+	data, err := os.ReadFile(".github/workflows/nightly.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var workflow struct {
+		Jobs map[string]struct {
+			Strategy struct {
+				Matrix struct{ Shard []int }
+			}
+			Steps []struct {
+				Run  string
+				With map[string]any
+			}
+		}
+	}
+	if err := yaml.Unmarshal(data, &workflow); err != nil {
+		t.Fatalf("nightly.yml: %v", err)
+	}
+	job := workflow.Jobs["kleppmann"]
+	if len(job.Strategy.Matrix.Shard) < 2 {
+		t.Fatalf("shards %v: want the suite split over a matrix", job.Strategy.Matrix.Shard)
+	}
+	var makes, paths []string
+	for _, step := range job.Steps {
+		if _, cmd, ok := strings.Cut(step.Run, "make "); ok {
+			makes = append(makes, cmd)
+		}
+		if p, ok := step.With["path"].(string); ok {
+			paths = append(paths, p)
+		}
+	}
+	if len(makes) != 2 {
+		t.Fatalf("make steps %q: want the image, then the suite", makes)
+	}
+	for i, cmd := range makes {
+		n := len(job.Strategy.Matrix.Shard)
+		cmd = strings.ReplaceAll(cmd, "${{ matrix.shard }}", fmt.Sprint(n))
+		out, err := exec.Command("make", append([]string{"-n"}, strings.Fields(cmd)...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("make -n %s: %v\n%s", cmd, err, out)
+		}
+		if want := fmt.Sprintf("suite kleppmann --seeds 5 --shard %d/%d --results store", n, n); i == 1 && !strings.Contains(string(out), want) {
+			t.Errorf("make %s does not run %q:\n%s", cmd, want, out)
+		}
+	}
+	junit := "store/suite-kleppmann/*/" + suite.JUnitFile
+	if !slices.Contains(paths, junit) || !slices.Contains(paths, "store/") {
+		t.Errorf("artifacts %q: want the store and %s", paths, junit)
 	}
 }
