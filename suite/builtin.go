@@ -2,8 +2,8 @@ package suite
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -145,14 +145,7 @@ func smoke() Suite {
 var builtins = map[string]func() Suite{"kleppmann": kleppmann, "smoke": smoke}
 
 // BuiltinNames lists the built-in suites.
-func BuiltinNames() []string {
-	names := make([]string, 0, len(builtins))
-	for n := range builtins {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func BuiltinNames() []string { return slices.Sorted(maps.Keys(builtins)) }
 
 // Builtin returns a built-in suite, checked.
 func Builtin(name string) (Suite, bool, error) {
@@ -171,7 +164,7 @@ func Describe(s Suite) string {
 		var expects []string
 		for _, e := range []Expect{ExpectInvalid, ExpectValid, ExpectNotApplicable} {
 			if names := c.expecting(e); len(names) > 0 {
-				expects = append(expects, string(e)+": "+strings.Join(slices.Clip(names), ","))
+				expects = append(expects, string(e)+": "+strings.Join(names, ","))
 			}
 		}
 		fmt.Fprintf(&b, "%3d  %-50s %s\n", i+1, c.Name, strings.Join(expects, "; "))

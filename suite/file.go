@@ -36,12 +36,10 @@ type fileFormat struct {
 	Cells     []fileCell      `json:"cells"`
 }
 
+// fileCell is a Cell whose spec is read over the defaults.
 type fileCell struct {
-	Name      string            `json:"name"`
-	Spec      json.RawMessage   `json:"spec"`
-	Expect    map[string]Expect `json:"expect"`
-	Threshold float64           `json:"threshold"`
-	Why       string            `json:"why"`
+	Cell
+	Spec json.RawMessage `json:"spec"`
 }
 
 // maxFileSize bounds a suite file: a matrix of thousands of cells is still far smaller.
@@ -100,11 +98,12 @@ func parse(data []byte, name string) (Suite, error) {
 		if err := strictJSON(fc.Spec, &spec); err != nil {
 			return Suite{}, fmt.Errorf("cell %d (%s): spec: %w", i+1, fc.Name, err)
 		}
-		threshold := fc.Threshold
-		if threshold == 0 {
-			threshold = f.Threshold
+		c := fc.Cell
+		c.Spec = spec
+		if c.Threshold == 0 {
+			c.Threshold = f.Threshold
 		}
-		s.Cells = append(s.Cells, Cell{Name: fc.Name, Spec: spec, Expect: fc.Expect, Threshold: threshold, Why: fc.Why})
+		s.Cells = append(s.Cells, c)
 	}
 	return s, nil
 }

@@ -174,32 +174,21 @@ func Judge(c Cell, runs []RunResult) CellResult {
 // holds says what verdict v of one run says of expectation e; partial is a run the
 // harness broke, whose passes prove nothing.
 func holds(e Expect, v checkers.Verdict, partial bool) seedOutcome {
-	switch e {
-	case ExpectEither:
+	want, decides := verdictOf[e]
+	switch {
+	case !decides:
+		return found // either
+	case v == want && !(partial && v == checkers.Valid):
 		return found
-	case ExpectInvalid:
-		switch v {
-		case checkers.Invalid:
-			return found
-		case checkers.Valid, checkers.NotApplicable:
-			return missed
-		}
-	case ExpectValid:
-		switch {
-		case v == checkers.Valid && !partial:
-			return found
-		case v == checkers.Invalid || v == checkers.NotApplicable:
-			return missed
-		}
-	case ExpectNotApplicable:
-		switch v {
-		case checkers.NotApplicable:
-			return found
-		case checkers.Valid, checkers.Invalid:
-			return missed
-		}
+	case v != want && (v == checkers.Valid || v == checkers.Invalid || v == checkers.NotApplicable):
+		return missed
 	}
 	return undecided
+}
+
+// verdictOf is the verdict each deciding expectation asks for.
+var verdictOf = map[Expect]checkers.Verdict{
+	ExpectValid: checkers.Valid, ExpectInvalid: checkers.Invalid, ExpectNotApplicable: checkers.NotApplicable,
 }
 
 // note adds a reason and lowers the cell's status to s.

@@ -41,7 +41,7 @@ func TestSuiteExitCodes(t *testing.T) {
 		code int
 		out  string // in stdout for 0 and 1, in the one line of stderr for 254
 	}{
-		{"every cell met", []string{"suite", met}, 0, "suite mine (shard 1/1, 1 seeds): MET, 1 cells met, 0 failed, 0 unknown"},
+		{"every cell met", []string{"suite", met}, 0, "suite mine (shard 1/1, seeds per cell 1): MET, 1 cells met, 0 failed, 0 unknown"},
 		{"a wrong expectation", []string{"suite", wrong, "--seeds", "2"}, 1, "seed 8: mutual-exclusion expected valid, got invalid"},
 		{"the second shard only", []string{"suite", "--shard", "2/2", wrong}, 1, "FAILED   wrong"},
 		{"the first shard only", []string{"suite", "--shard", "1/2", wrong}, 0, "MET      safe"},
