@@ -113,8 +113,8 @@ func Run(ctx context.Context, s Suite, opts Options) (string, Result, error) {
 	return dir, res, errors.Join(runErr, Write(dir, res))
 }
 
-// cellIndex is the cell's place in the whole suite, whatever the shard: it keeps run keys
-// unique across shards that share a cluster.
+// cellIndex is the cell's place in the whole suite, so that its runs' lock keys are the
+// same whichever shard runs it.
 func (s Suite) cellIndex(c Cell) int {
 	for i := range s.Cells {
 		if s.Cells[i].Name == c.Name {
