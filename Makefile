@@ -52,7 +52,7 @@ SHARD ?= 1/1
 nightly: deps image
 	$(BIN) suite kleppmann --seeds $(SEEDS) --shard $(SHARD) --results $(RESULTS)
 
-# The whole kleppmann suite once, as a test that logs its wall time (5.5 minutes on 2 cores).
+# The whole kleppmann suite once, as a test that logs its wall time (about 6 minutes).
 kleppmann-time: deps image
 	LOCKBREAKER_KLEPPMANN=1 $(GO) test -count=1 -v -timeout 60m -run '^TestKleppmannSuiteWithOneSeed$$' ./internal/cli/
 
