@@ -87,29 +87,35 @@ type runRow struct {
 	systems, clients, nemeses        []string
 }
 
-// listRuns reads every run directory, <root>/<test>/<run>/, newest first. The latest
-// links and hidden names are not runs.
+// listRuns finds every run directory under root, newest first: <root>/<test>/<run>/, and
+// the runs a suite keeps deeper (<root>/suite-<name>/<time>/runs/<test>/<run>/). A run
+// is a directory with a history or a summary; links (latest) and hidden names are not
+// followed.
 func listRuns(root string) ([]runRow, error) {
-	tests, err := os.ReadDir(root)
-	if err != nil {
-		return nil, fmt.Errorf("read the run store %s: %w", root, err)
-	}
 	var rows []runRow
-	for _, test := range tests {
-		if !test.IsDir() || strings.HasPrefix(test.Name(), ".") {
-			continue
+	err := filepath.WalkDir(root, func(dir string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return fmt.Errorf("read the run store %s: %w", root, err)
+		case !d.IsDir():
+			return nil
+		case dir != root && strings.HasPrefix(d.Name(), "."):
+			return filepath.SkipDir
+		case dir == root || !hasAny(dir, HistoryFile, SummaryFile):
+			return nil
 		}
-		runs, err := os.ReadDir(filepath.Join(root, test.Name()))
+		rel, err := filepath.Rel(root, dir)
 		if err != nil {
-			return nil, fmt.Errorf("read the run store %s: %w", root, err)
+			return err
 		}
-		for _, run := range runs {
-			dir := filepath.Join(root, test.Name(), run.Name())
-			if !run.IsDir() || strings.HasPrefix(run.Name(), ".") || !hasAny(dir, HistoryFile, SummaryFile) {
-				continue
-			}
-			rows = append(rows, newRunRow(dir, test.Name(), run.Name()))
+		test := filepath.ToSlash(filepath.Dir(rel))
+		if test != "." {
+			rows = append(rows, newRunRow(dir, test, d.Name()))
 		}
+		return filepath.SkipDir
+	})
+	if err != nil {
+		return nil, err
 	}
 	slices.SortStableFunc(rows, func(a, b runRow) int {
 		return cmp.Or(b.started.Compare(a.started), cmp.Compare(b.RunID, a.RunID), cmp.Compare(a.Test, b.Test))

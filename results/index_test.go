@@ -56,12 +56,15 @@ func TestIndexListsEveryRunNewestFirst(t *testing.T) {
 		"local-none/20261130T080000Z":     ranAt("2026-11-30T08:00:00Z", checkers.Valid, `{"system":"local","client":"local","nemesis":["none"],"fencing":true}`),
 		hostileName + "/20261130T070000Z": ranAt("2026-11-30T07:00:00Z", checkers.Unknown, `{"system":"`+strings.ReplaceAll(hostile, `"`, `\"`)+`"}`),
 		"redis-pause/20261130T100000Z":    nil,
+		// a suite keeps its runs deeper; they are runs all the same
+		"suite-smoke/20261130T060000Z/runs/local-none/20261130T060001Z": ranAt("2026-11-30T06:00:01Z", checkers.Valid,
+			`{"system":"local","client":"local","nemesis":["none"],"fencing":true}`),
 	})
 	if err := WriteIndex(root); err != nil {
 		t.Fatal(err)
 	}
 	page := readFile(t, filepath.Join(root, IndexFile))
-	order := []string{"redis-pause", "local-pause", "local-none", "&lt;img"}
+	order := []string{"redis-pause", "local-pause", "local-none", "&lt;img", "suite-smoke/"}
 	last := -1
 	for _, test := range order {
 		at := strings.Index(page, `">`+test)
@@ -79,13 +82,14 @@ func TestIndexListsEveryRunNewestFirst(t *testing.T) {
 		`<option>invalid</option><option>unknown</option><option>valid</option>`,
 		`<a href="%3Cimg%20src=x%20onerror=alert%281%29%3E/20261130T070000Z/report.html">&lt;img src=x onerror=alert(1)&gt;</a>`,
 		`<td>&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;</td>`,
+		`<a href="suite-smoke/20261130T060000Z/runs/local-none/20261130T060001Z/report.html">suite-smoke/20261130T060000Z/runs/local-none</a>`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("index lacks %s", want)
 		}
 	}
-	if n := strings.Count(page, `<tr class="run`); n != 4 {
-		t.Errorf("%d runs listed, want 4", n)
+	if n := strings.Count(page, `<tr class="run`); n != 5 {
+		t.Errorf("%d runs listed, want 5", n)
 	}
 	if strings.Contains(page, hostile) || strings.Contains(page, hostileName) || strings.Count(page, "<script") != 1 {
 		t.Errorf("a hostile string reached the index unescaped")
