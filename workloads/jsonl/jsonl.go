@@ -28,7 +28,10 @@ type Server struct {
 	ln     net.Listener
 	handle Handler
 	wg     sync.WaitGroup
-	conns  sync.Map
+
+	mu      sync.Mutex
+	closing bool
+	conns   map[net.Conn]bool
 }
 
 // Listen serves handle on addr (use "127.0.0.1:0" for any free loopback port).
@@ -37,7 +40,7 @@ func Listen(addr string, handle Handler) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{ln: ln, handle: handle}
+	s := &Server{ln: ln, handle: handle, conns: map[net.Conn]bool{}}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
@@ -49,8 +52,13 @@ func (s *Server) Addr() string { return s.ln.Addr().String() }
 // Close stops accepting, closes every connection and waits until every handler has
 // returned. A handler that waits for something must be released first. It is idempotent.
 func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closing = true
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
 	err := s.ln.Close()
-	s.conns.Range(func(c, _ any) bool { c.(net.Conn).Close(); return true })
 	s.wg.Wait()
 	if errors.Is(err, net.ErrClosed) {
 		return nil
@@ -65,16 +73,29 @@ func (s *Server) accept() {
 		if err != nil {
 			return
 		}
-		s.conns.Store(c, nil)
+		// A connection accepted as Close runs must be closed too, or its handler would
+		// wait for a line forever and Close for the handler.
+		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			c.Close()
+			return
+		}
+		s.conns[c] = true
 		s.wg.Add(1)
+		s.mu.Unlock()
 		go s.serve(c)
 	}
 }
 
 func (s *Server) serve(c net.Conn) {
 	defer s.wg.Done()
-	defer s.conns.Delete(c)
-	defer c.Close()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		c.Close()
+	}()
 	in := bufio.NewScanner(c)
 	enc := json.NewEncoder(c)
 	for in.Scan() {
