@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 // one of whose cells expects what its scenario cannot give.
 const localSuite = `
 name: local
-defaults: {system: local, clients: 3, ttl: 500ms, interval: 500ms, time_limit: 3s}
+defaults: {system: local, clients: 3, ttl: 500ms, interval: 500ms, time_limit: 2s}
 cells:
   - name: safe
     spec: {nemesis: [none], fencing: true}

@@ -56,6 +56,7 @@ func TestSuiteExitCodes(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each is its own process on the in-process lock: the fast tier stays fast
 			args := append(c.args, "--results", t.TempDir())
 			if c.name == "no results" {
 				args = c.args
