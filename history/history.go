@@ -88,6 +88,13 @@ type Event struct {
 	Token *int64 `json:"token,omitempty"`
 	// Time is CLOCK_MONOTONIC in nanoseconds, taken by the process that did the work.
 	Time int64 `json:"time"`
+	// EffectFrom and EffectTo, on a completion, narrow when the operation can have taken
+	// effect, from what the servers saw (zero: the invocation's and the completion's
+	// times stand). An acquire's last attempt began at EffectFrom: the attempts before it
+	// found the lock busy, a definite answer. The storage applied a read or write at
+	// EffectFrom = EffectTo. Both lie within [invocation time, completion time].
+	EffectFrom int64 `json:"effect_from,omitempty"`
+	EffectTo   int64 `json:"effect_to,omitempty"`
 	// Error is why a fail failed, one of the ErrorKinds; checkers read it.
 	Error ErrorKind `json:"error,omitempty"`
 	// Message is free text for people: what an info outcome ran into, a client's own

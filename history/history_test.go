@@ -190,6 +190,16 @@ func TestPairMatchesInvocationsWithCompletions(t *testing.T) {
 	if len(ops) != 2 || ops[0].Process() != 0 || ops[0].Type() != OK || ops[1].Complete != nil || ops[1].Type() != Info {
 		t.Fatalf("ops %+v", ops)
 	}
+	if start, end := ops[0].Window(); start != 1 || end != 6 {
+		t.Fatalf("window of an operation without effect times: [%d, %d], want [1, 6]", start, end)
+	}
+	if start, end := ops[1].Window(); start != 5 || end != 0 {
+		t.Fatalf("window of an open operation: [%d, %d], want [5, 0]", start, end)
+	}
+	narrowed := Op{Invoke: events[1], Complete: &Event{Type: OK, Time: 6, EffectFrom: 3, EffectTo: 4}}
+	if start, end := narrowed.Window(); start != 3 || end != 4 {
+		t.Fatalf("narrowed window: [%d, %d], want [3, 4]", start, end)
+	}
 	faults := Faults(events)
 	if len(faults) != 1 || !faults[0].Healed || faults[0].Start != 2 || faults[0].Stop != 7 {
 		t.Fatalf("faults %+v", faults)
@@ -217,6 +227,10 @@ func TestPairRefusesWhatParseRefuses(t *testing.T) {
 		{"unknown nemesis f", []Event{with(read, func(e *Event) { e.Process, e.Type = NemesisProcess, Info })}, `event #4: unknown nemesis operation "read"`},
 		{"time at the int64 limit", []Event{with(read, func(e *Event) { e.Time = math.MaxInt64 })}, "event #4: time 9223372036854775807 out of range"},
 		{"no time", []Event{with(read, func(e *Event) { e.Time = 0 })}, "event #4: event has no time"},
+		{"effect on an invocation", []Event{with(read, func(e *Event) { e.EffectFrom = 10 })}, "event #4: effect_from and effect_to belong on a completion"},
+		{"effect before the invocation", []Event{read, with(read, func(e *Event) { e.Index, e.Type, e.Time, e.EffectFrom = 6, OK, 20, 9 })}, "event #6: effect_from 9 outside the operation [10, 20]"},
+		{"effect after the completion", []Event{read, with(read, func(e *Event) { e.Index, e.Type, e.Time, e.EffectTo = 6, OK, 20, 21 })}, "event #6: effect_to 21 outside"},
+		{"effect ending before it starts", []Event{read, with(read, func(e *Event) { e.Index, e.Type, e.Time, e.EffectFrom, e.EffectTo = 6, OK, 20, 15, 12 })}, "event #6: effect_to 12 outside"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

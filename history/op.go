@@ -46,6 +46,23 @@ func (o Op) Token() *int64 {
 	return o.Invoke.Token
 }
 
+// Window is when op can have taken effect: from its invocation (or EffectFrom) to its
+// completion (or EffectTo). An operation that never completed has no end: end is 0.
+func (o Op) Window() (start, end int64) {
+	start = o.Invoke.Time
+	if o.Complete == nil {
+		return start, 0
+	}
+	end = o.Complete.Time
+	if o.Complete.EffectFrom != 0 {
+		start = o.Complete.EffectFrom
+	}
+	if o.Complete.EffectTo != 0 {
+		end = o.Complete.EffectTo
+	}
+	return start, end
+}
+
 // Pair matches every invocation with the next completion of the same process and returns
 // the client operations (nemesis events excluded) ordered by invocation time. Events may
 // come from anywhere (a parsed file, a test, a fuzzer), so Pair refuses, naming the event,
@@ -97,6 +114,9 @@ func (e Event) validate() error {
 	if e.Error != "" && !slices.Contains(errorKinds, e.Error) {
 		return fmt.Errorf("unknown error kind %q (want one of %v; free text goes in message)", e.Error, errorKinds)
 	}
+	if e.Type == Invoke && (e.EffectFrom != 0 || e.EffectTo != 0) {
+		return errors.New("effect_from and effect_to belong on a completion, not an invocation")
+	}
 	switch {
 	case e.Time == 0:
 		return errors.New("event has no time")
@@ -146,6 +166,10 @@ func (p *pairing) next(e Event, at int) (invokedAt int, err error) {
 		return 0, fmt.Errorf("f %q differs from its invocation's %q (%s)", e.Func, inv.Func, p.name(inv.at))
 	case e.Time < inv.Time:
 		return 0, fmt.Errorf("completed at %d, before its invocation at %d (%s)", e.Time, inv.Time, p.name(inv.at))
+	case e.EffectFrom != 0 && (e.EffectFrom < inv.Time || e.EffectFrom > e.Time):
+		return 0, fmt.Errorf("effect_from %d outside the operation [%d, %d] (%s)", e.EffectFrom, inv.Time, e.Time, p.name(inv.at))
+	case e.EffectTo != 0 && (e.EffectTo < max(inv.Time, e.EffectFrom) || e.EffectTo > e.Time):
+		return 0, fmt.Errorf("effect_to %d outside the operation [%d, %d] or before effect_from (%s)", e.EffectTo, max(inv.Time, e.EffectFrom), e.Time, p.name(inv.at))
 	}
 	delete(p.open, e.Process)
 	return inv.at, nil
