@@ -54,13 +54,12 @@ func TestSentinelWithoutFaultsIsSafe(t *testing.T) {
 }
 
 // failoverSpec gives the failover time to show: leases of 5 s, of which a holder works 4 s,
-// and replication cut for 5 s (Pause) before the grant that is lost, so that the promoted
-// replica has no older lease left running and grants at once, about 2.5 s after the crash
-// (3 s of work was not always enough), while the holder still works under a lease that
-// has not run out.
+// so that the replica promoted about 2.5 s after the crash, which has no lease of the
+// lost grant, grants again while the holder still works under a lease that has not run out
+// (3 s of work was not always enough).
 func failoverSpec(minReplicas int) Spec {
 	s := sentinelSpec([]string{"failover"}, 16*time.Second)
-	s.TTL, s.Work, s.Pause = Duration(5*time.Second), Duration(4*time.Second), Duration(5*time.Second)
+	s.TTL, s.Work = Duration(5*time.Second), Duration(4*time.Second)
 	s.MinReplicas = minReplicas
 	if minReplicas > 0 {
 		s.MinReplicasMaxLag = Duration(time.Second)

@@ -225,6 +225,7 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 		ClockRate:    t.spec.ClockRate,
 		TTL:          t.spec.TTL.Std(),
 		RestartAfter: t.spec.RestartDelay(),
+		ReplicaLag:   t.spec.ReplicaLag(),
 		Halt:         ctx.Done(),
 	}
 	limit, cancel := context.WithTimeout(ctx, t.spec.TimeLimit.Std())

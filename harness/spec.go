@@ -308,6 +308,15 @@ func (s Spec) RestartDelay() time.Duration {
 	return d
 }
 
+// ReplicaLag is how old its replicas' acknowledgements may be before a replicated primary
+// refuses writes; 0 when it never refuses (no --min-replicas-to-write).
+func (s Spec) ReplicaLag() time.Duration {
+	if s.MinReplicas == 0 {
+		return 0
+	}
+	return s.MinReplicasMaxLag.Std()
+}
+
 // ClockSkew is how far clock faults move a clock.
 func (s Spec) ClockSkew() time.Duration {
 	if s.ClockOffset == 0 {

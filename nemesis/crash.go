@@ -122,18 +122,22 @@ func (killNode) Heal(ctx context.Context, env Env) error {
 //
 // Replication is cut first, both ways: uncut, a key reaches the replicas within a
 // millisecond of the grant (measured here), so a crash after the grant loses nothing. The
-// cut lasts env.Pause while the primary goes on granting (the replicas fall behind), then
-// the primary is killed right after its next grant, or after another env.Pause (or TTL)
-// without one: with min-replicas-to-write a primary refuses writes once its replicas'
-// acknowledgements are older than the allowed lag. (A grant that completes env.Pause after
-// the cut was made after it, as long as the pause outlasts one request.) The nemesis waits
-// until the monitors have promoted a replica, heals the cut, and starts the old primary
-// again env.RestartAfter after the crash; before the next round it waits until the cluster
-// has one primary again.
+// primary is killed right after the first grant whose acquire began after the cut (its key
+// was written after it, so no replica has it), or after max(env.Pause, TTL) without one.
+// With min-replicas-to-write the primary refuses writes once its replicas' acknowledgements
+// are older than env.ReplicaLag: the nemesis gives that guard its chance first and only
+// then looks for a grant to lose. It waits until the monitors have promoted a replica,
+// heals the cut, and starts the old primary again env.RestartAfter after the crash; before
+// the next round, which comes on the schedule (the first at once), it waits until the
+// cluster has one primary again.
 type failover struct{}
 
 // promotionTimeout bounds the wait for the monitors to promote a replica (about 2 s here).
 const promotionTimeout = 30 * time.Second
+
+// replicaAckEvery is how often a Redis replica acknowledges what it has, which the
+// primary's lag (whole seconds) counts from.
+const replicaAckEvery = time.Second
 
 // rolePoll is how often a nemesis waiting for a role change asks the nodes.
 const rolePoll = 100 * time.Millisecond
@@ -164,7 +168,7 @@ func (f failover) Run(ctx context.Context, env Env) error {
 	}
 	w := watch(env.Subscribe())
 	rng := rand.New(rand.NewSource(env.Seed))
-	for w.wait(ctx, scheduleWait(env, rng)) {
+	for first := true; first || w.wait(ctx, scheduleWait(env, rng)); first = false {
 		primary, ok := w.settled(ctx, roles)
 		if !ok {
 			return nil
@@ -196,10 +200,14 @@ func (failover) once(ctx context.Context, env Env, net Network, r Restarter, rol
 		}
 		recordDetail(env, history.Stop, "failover", detail, primary)
 	}()
-	if err != nil || !w.wait(ctx, env.Pause) {
+	if err != nil {
 		return err
 	}
-	if grant, ok := w.grantAfter(ctx, history.Now(), max(env.Pause, env.TTL)); ok {
+	cutAt := history.Now()
+	if env.ReplicaLag > 0 && !w.wait(ctx, env.ReplicaLag+replicaAckEvery) {
+		return nil
+	}
+	if grant, ok := w.grantBegunAfter(ctx, cutAt, max(env.Pause, env.TTL)); ok {
 		detail["grant"] = workerName(grant.Process)
 	}
 	if ctx.Err() != nil {
@@ -334,17 +342,17 @@ func (w *watcher) wait(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// grantAfter waits up to within for a grant made at or after t, unless the last grant
-// already seen was.
-func (w *watcher) grantAfter(ctx context.Context, t int64, within time.Duration) (history.Event, bool) {
-	if w.last.Time >= t {
+// grantBegunAfter waits up to within for a grant whose acquire began at or after t, unless
+// the last grant already seen was one.
+func (w *watcher) grantBegunAfter(ctx context.Context, t int64, within time.Duration) (history.Event, bool) {
+	if w.last.Time != 0 && w.lastBegan >= t {
 		return w.last, true
 	}
 	timer := time.NewTimer(within)
 	defer timer.Stop()
 	for {
 		e, ok := w.next(ctx, timer.C)
-		if !ok || e.Func == history.Acquire && e.Type == history.OK && e.Time >= t {
+		if !ok || e.Func == history.Acquire && e.Type == history.OK && w.lastBegan >= t {
 			return e, ok
 		}
 	}

@@ -210,9 +210,9 @@ func TestKillNodeKillsOnAScheduleAndHealRestarts(t *testing.T) {
 	}
 }
 
-// The failover cuts replication both ways, kills the primary right after a grant, heals
-// the cut once a replica is promoted, and starts the old primary again; its stop names
-// the new primary and the client whose grant was lost.
+// The failover cuts replication both ways, kills the primary right after a grant whose
+// acquire began after the cut, heals the cut once a replica is promoted, and starts the old
+// primary again; its stop names the new primary and the client whose grant was lost.
 func TestFailoverCutsKillsPromotesAndHeals(t *testing.T) {
 	f := newFake(2, 3)
 	env, _ := f.crashEnv()
@@ -221,8 +221,11 @@ func TestFailoverCutsKillsPromotesAndHeals(t *testing.T) {
 	done := make(chan error)
 	go func() { done <- failover{}.Run(ctx, env) }()
 	waitFor(t, "the cut", func() bool { return len(f.faults()) > 0 })
-	// A time in the future: granted after the cut and the lag, whenever the test runs.
-	f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Acquire, Time: history.Now() + int64(time.Hour)}
+	// Process 2's acquire began before the cut: its key may have reached the replicas, and
+	// losing it is not what this fault stages. Process 1's began after it.
+	f.events <- history.Event{Type: history.OK, Process: 2, Func: history.Acquire, Time: history.Now()}
+	f.events <- history.Event{Type: history.Invoke, Process: 1, Func: history.Acquire, Time: history.Now()}
+	f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Acquire, Time: history.Now()}
 	waitFor(t, "the failover to end", func() bool { return f.faults()[0].Healed })
 	cancel()
 	if err := <-done; err != nil {

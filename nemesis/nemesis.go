@@ -72,6 +72,9 @@ type Env struct {
 	TTL time.Duration
 	// RestartAfter is how long a killed node stays down.
 	RestartAfter time.Duration
+	// ReplicaLag: a replicated primary refuses writes once its replicas' acknowledgements
+	// are older than this (min-replicas-max-lag); 0 when it never refuses.
+	ReplicaLag time.Duration
 	// Halt closes when the run is interrupted (nil: never). A killed node stays down for
 	// RestartAfter even past the run's time limit, but not past an interrupt.
 	Halt <-chan struct{}

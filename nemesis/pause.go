@@ -43,12 +43,15 @@ type watcher struct {
 	events <-chan history.Event
 	// holding are the grants of the processes that have not started to release the lock.
 	holding map[int]history.Event
-	// last is the last grant seen.
-	last history.Event
+	// last is the last grant seen, and lastBegan when its acquire began.
+	last      history.Event
+	lastBegan int64
+	// acquiring are the open acquires' invocation times, by process.
+	acquiring map[int]int64
 }
 
 func watch(events <-chan history.Event) *watcher {
-	return &watcher{events: events, holding: map[int]history.Event{}}
+	return &watcher{events: events, holding: map[int]history.Event{}, acquiring: map[int]int64{}}
 }
 
 // holds reports whether process p holds the lock by its own account.
@@ -66,8 +69,12 @@ func (w *watcher) next(ctx context.Context, deadline <-chan time.Time) (history.
 		return history.Event{}, false
 	case e := <-w.events:
 		switch {
+		case e.Func == history.Acquire && e.Type == history.Invoke:
+			w.acquiring[e.Process] = e.Time
 		case e.Func == history.Acquire && e.Type == history.OK:
 			w.holding[e.Process], w.last = e, e
+			// The last attempt's start, when the client knows it: earlier attempts wrote nothing.
+			w.lastBegan = max(w.acquiring[e.Process], e.EffectFrom)
 		case e.Func == history.Release && e.Type == history.Invoke:
 			delete(w.holding, e.Process)
 		}
