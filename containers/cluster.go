@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/netip"
 	"regexp"
 	"slices"
 	"strconv"
@@ -62,6 +63,7 @@ type Cluster struct {
 	recipe   *system.Container
 	network  string // lockbreaker-<run id>
 	gateway  string
+	bridge   Bridge
 	nodes    []Node
 	monitors []Node
 
@@ -162,6 +164,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	for _, cfg := range inspected.Network.IPAM.Config {
 		if cfg.Gateway.Is4() {
 			c.gateway = cfg.Gateway.String()
+			c.bridge = Bridge{Name: bridgeName(created.ID, inspected.Network.Options), Subnet: cfg.Subnet, Gateway: cfg.Gateway}
 		}
 	}
 	if c.gateway == "" {
@@ -345,6 +348,15 @@ func (c *Cluster) MonitorAddrs() []string {
 	return addrs
 }
 
+// MonitorNames are the monitors' names, s1 first.
+func (c *Cluster) MonitorNames() []string {
+	var names []string
+	for _, n := range c.monitors {
+		names = append(names, n.Name)
+	}
+	return names
+}
+
 // Spec returns the cluster's spec, with defaults filled in.
 func (c *Cluster) Spec() Spec { return c.spec }
 
@@ -352,6 +364,26 @@ func (c *Cluster) Spec() Spec { return c.spec }
 // host process's traffic to the nodes. DropFrom(node, c.Gateway()) cuts the
 // lock clients off that node.
 func (c *Cluster) Gateway() string { return c.gateway }
+
+// Bridge is the host's side of a cluster network: the Linux bridge its containers are
+// plugged into, its subnet and gateway. Host processes can join it (package clientnet).
+type Bridge struct {
+	Name    string
+	Subnet  netip.Prefix
+	Gateway netip.Addr
+}
+
+// bridgeName is the Linux bridge of a network: the one its options name, else Docker's
+// default, "br-" and the first 12 characters of its ID.
+func bridgeName(id string, options map[string]string) string {
+	if name := options["com.docker.network.bridge.name"]; name != "" {
+		return name
+	}
+	return "br-" + shortID(id)
+}
+
+// Bridge is the cluster network's bridge on the host.
+func (c *Cluster) Bridge() Bridge { return c.bridge }
 
 // Stop removes the cluster's containers and network, whatever their state
 // (paused, partitioned). It is idempotent.

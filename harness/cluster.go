@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lockbreaker/lockbreaker/clientnet"
 	"github.com/lockbreaker/lockbreaker/containers"
 	"github.com/lockbreaker/lockbreaker/nemesis"
 	"github.com/lockbreaker/lockbreaker/system"
@@ -66,6 +67,18 @@ func monitorAddrs(c Cluster) []string {
 		return m.MonitorAddrs()
 	}
 	return nil
+}
+
+// clientNetwork puts the lock clients of a cluster on addresses of their own on its
+// network, or says why it cannot (the cluster is served by the harness, or this host
+// lacks root or tools).
+func clientNetwork(c Cluster) (*clientnet.Network, error) {
+	b, ok := c.(interface{ Bridge() containers.Bridge })
+	if !ok {
+		return nil, errors.New("the lock service runs inside the harness")
+	}
+	br := b.Bridge()
+	return clientnet.New(br.Name, br.Subnet, br.Gateway)
 }
 
 // preflight refuses a run whose system cannot start here, before anything is created.

@@ -2,10 +2,12 @@ package harness
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/exec"
 	"slices"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/nemesis"
 )
 
 // pool is the set of worker processes and the pumps that copy their events into the
@@ -30,6 +33,8 @@ type pool struct {
 	command []string
 	logs    io.Writer
 	wg      sync.WaitGroup
+	// addrs gives each worker an address of its own; nil when they share the host's.
+	addrs *clientAddrs
 
 	mu       sync.Mutex
 	slots    []*worker       // the worker running in each slot now
@@ -45,6 +50,26 @@ type worker struct {
 
 	mu      sync.Mutex
 	pending *history.Event // the invocation that has not completed yet
+	exited  bool
+}
+
+// clientNet puts workers on addresses of their own on the cluster network, one per slot,
+// and cuts and delays their packets (clientnet.Network).
+type clientNet interface {
+	Isolate(attr *syscall.SysProcAttr)
+	Attach(ctx context.Context, pid, slot int) error
+	Addr(slot int) netip.Addr
+	DropFrom(ctx context.Context, pid int, sources ...string) error
+	DropTo(ctx context.Context, pid int, service netip.AddrPort) error
+	Delay(ctx context.Context, pid int, d time.Duration) error
+	Heal(ctx context.Context, pid int) error
+}
+
+// clientAddrs is a client network and the storage's address on it, which a cut off the
+// storage drops.
+type clientAddrs struct {
+	net     clientNet
+	storage netip.AddrPort
 }
 
 // startPool starts one worker per config. Workers live in their own process group, so a
@@ -53,7 +78,13 @@ type worker struct {
 // them ends; the Go runtime ends only threads locked by a goroutine, which these are not),
 // and a worker whose stdin closes stops by itself.
 func startPool(command []string, configs []WorkerConfig, rec *history.Recorder, logs io.Writer) (*pool, error) {
-	p := &pool{rec: rec, command: command, logs: logs, slots: make([]*worker, len(configs)), all: map[int]*worker{}}
+	return startPoolOn(nil, command, configs, rec, logs)
+}
+
+// startPoolOn starts the pool with each worker on its own address (addrs; nil: the host's).
+// A worker is on its address before it reads its configuration, so it never dials before.
+func startPoolOn(addrs *clientAddrs, command []string, configs []WorkerConfig, rec *history.Recorder, logs io.Writer) (*pool, error) {
+	p := &pool{rec: rec, command: command, logs: logs, addrs: addrs, slots: make([]*worker, len(configs)), all: map[int]*worker{}}
 	for slot, cfg := range configs {
 		p.mu.Lock()
 		err := p.start(slot, cfg)
@@ -71,6 +102,9 @@ func (p *pool) start(slot int, cfg WorkerConfig) error {
 	cmd := exec.Command(p.command[0], p.command[1:]...)
 	cmd.Env = append(os.Environ(), WorkerEnv+"=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if p.addrs != nil {
+		p.addrs.net.Isolate(cmd.SysProcAttr)
+	}
 	cmd.Stderr = prefixWriter{w: p.logs, prefix: fmt.Sprintf("worker-%d: ", cfg.Process)}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -85,7 +119,13 @@ func (p *pool) start(slot int, cfg WorkerConfig) error {
 	}
 	line, _ := json.Marshal(cfg)
 	w := &worker{slot: slot, cfg: cfg, cmd: cmd, stdin: stdin}
-	if _, err := stdin.Write(append(line, '\n')); err != nil {
+	if p.addrs != nil {
+		err = p.addrs.net.Attach(context.Background(), cmd.Process.Pid, slot)
+	}
+	if err == nil {
+		_, err = stdin.Write(append(line, '\n'))
+	}
+	if err != nil {
 		cmd.Process.Kill()
 		cmd.Wait()
 		return err
@@ -119,6 +159,7 @@ func (p *pool) pump(w *worker, stdout io.Reader) {
 	}
 	err := w.cmd.Wait()
 	w.mu.Lock()
+	w.exited = true
 	if w.pending != nil {
 		lost := *w.pending
 		lost.Type, lost.Time = history.Info, history.Now()
@@ -180,6 +221,81 @@ func (p *pool) Signal(process int, sig syscall.Signal) error {
 		return fmt.Errorf("signal worker %d: %w", process, err)
 	}
 	return nil
+}
+
+// ClientIP, ClientDropFrom, DelayClient and HealClients make the pool a
+// nemesis.ClientNetwork when its workers have addresses of their own.
+func (p *pool) ClientIP(process int) string {
+	w, err := p.worker(process)
+	if err != nil {
+		return ""
+	}
+	return p.addrs.net.Addr(w.slot).String()
+}
+
+func (p *pool) ClientDropFrom(ctx context.Context, process int, sources ...string) error {
+	w, err := p.worker(process)
+	if err != nil {
+		return err
+	}
+	pid := w.cmd.Process.Pid
+	if i := slices.Index(sources, nemesis.Storage); i >= 0 {
+		sources = slices.Delete(slices.Clone(sources), i, i+1)
+		if err := w.ignoreExited(p.addrs.net.DropTo(ctx, pid, p.addrs.storage)); err != nil {
+			return err
+		}
+	}
+	if len(sources) == 0 {
+		return nil
+	}
+	return w.ignoreExited(p.addrs.net.DropFrom(ctx, pid, sources...))
+}
+
+func (p *pool) DelayClient(ctx context.Context, process int, d time.Duration) error {
+	w, err := p.worker(process)
+	if err != nil {
+		return err
+	}
+	return w.ignoreExited(p.addrs.net.Delay(ctx, w.cmd.Process.Pid, d))
+}
+
+// HealClients removes every cut and delay from the running workers; a worker that starts
+// later has a namespace of its own, with none.
+func (p *pool) HealClients(ctx context.Context) error {
+	p.mu.Lock()
+	running := slices.DeleteFunc(slices.Clone(p.slots), func(w *worker) bool { return w == nil })
+	p.mu.Unlock()
+	var errs []error
+	for _, w := range running {
+		errs = append(errs, w.ignoreExited(p.addrs.net.Heal(ctx, w.cmd.Process.Pid)))
+	}
+	return errors.Join(errs...)
+}
+
+// worker finds a worker by its process number, on a pool whose workers have addresses of
+// their own.
+func (p *pool) worker(process int) (*worker, error) {
+	if p.addrs == nil {
+		return nil, errors.New("the workers share the host's network address")
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w, ok := p.all[process]
+	if !ok {
+		return nil, fmt.Errorf("no worker %d", process)
+	}
+	return w, nil
+}
+
+// ignoreExited drops the error of an act on a worker's namespace that failed because the
+// worker has exited: its namespace went with it, and whatever was in it.
+func (w *worker) ignoreExited(err error) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.exited {
+		return nil
+	}
+	return err
 }
 
 // stop asks every worker to finish, waits up to grace for them, kills the rest, and waits

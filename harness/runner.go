@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand"
+	"net/netip"
 	"os"
 	"time"
 
@@ -191,26 +192,47 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 		return fmt.Errorf("create storage log: %w", err)
 	}
 	defer storageLog.Close()
-	store, err := storage.Listen("127.0.0.1:0", t.spec.Fencing, storageLog)
+	// Clients on addresses of their own reach the storage at the network's gateway.
+	cnet, shared := clientNetwork(cluster)
+	listen := "127.0.0.1:0"
+	if cnet != nil {
+		listen = netip.AddrPortFrom(cnet.Gateway(), 0).String()
+	}
+	store, err := storage.Listen(listen, t.spec.Fencing, storageLog)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, store.Close()) }()
+	var addrs *clientAddrs
+	if cnet != nil {
+		storageAddr, err := netip.ParseAddrPort(store.Addr())
+		if err != nil {
+			return fmt.Errorf("storage address: %w", err)
+		}
+		addrs = &clientAddrs{net: cnet, storage: storageAddr}
+	}
 
 	command, err := t.workerCommand()
 	if err != nil {
 		return err
 	}
 	configs := t.workerConfigs(runID, cluster.Addrs(), monitorAddrs(cluster), store.Addr())
-	workers, err := startPool(command, configs, rec, t.logs)
+	started := time.Now()
+	workers, err := startPoolOn(addrs, command, configs, rec, t.logs)
 	if err != nil {
 		return err
+	}
+	if addrs != nil {
+		t.say("%d clients on addresses of their own, started in %s", len(configs), time.Since(started).Round(time.Millisecond))
+	} else {
+		t.say("%d clients share one address: %v", len(configs), shared)
 	}
 	t.say("%d clients running for %s, nemesis %s", len(configs), t.spec.TimeLimit.Std(), nem.Name())
 
 	env := nemesis.Env{
 		Workers: workers,
 		Nodes:   cluster,
+		Clients: clientsOf(workers),
 		Subscribe: func() <-chan history.Event {
 			ch := make(chan history.Event, 4096)
 			rec.Subscribe(ch)
@@ -255,6 +277,15 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 		return errors.Join(errInterrupted, nemErr, healErr)
 	}
 	return errors.Join(nemErr, healErr, finalErr)
+}
+
+// clientsOf is the pool as a nemesis.ClientNetwork, or nil when its workers share one
+// address.
+func clientsOf(p *pool) nemesis.ClientNetwork {
+	if p.addrs == nil {
+		return nil
+	}
+	return p
 }
 
 func (t *trial) workerCommand() ([]string, error) {

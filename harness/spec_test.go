@@ -61,7 +61,7 @@ func TestNormalizeRejectsBadSpecs(t *testing.T) {
 		{"negative restart", func(s *Spec) { s.Nemesis, s.RestartAfter = []string{"kill-node"}, Duration(-time.Second) }, "--restart-after must be between 0s and 24h"},
 		{"kill the harness", func(s *Spec) { s.System, s.Nemesis = "local", []string{"kill-node"} }, "served by the harness itself"},
 		{"failover of redis", func(s *Spec) { s.Nemesis = []string{"failover"} }, "(try --system sentinel)"},
-		{"split brain with one client address", func(s *Spec) { s.System, s.Nemesis = "sentinel", []string{"partition-primary"} }, "needs lock clients with network addresses of their own"},
+		{"a single client cut in the harness", func(s *Spec) { s.System, s.Nemesis = "local", []string{"delay"} }, "share the harness's"},
 		{"bad test name", func(s *Spec) { s.Test = "../x" }, "--test \"../x\" cannot be a directory name"},
 		{"test with carriage return", func(s *Spec) { s.Test = "ok\rEVIL" }, `--test must be printable text, got "ok\rEVIL"`},
 		{"test with escape", func(s *Spec) { s.Test = "t\x1b]0;pwned\a" }, "--test must be printable text"},

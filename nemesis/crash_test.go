@@ -93,8 +93,8 @@ func TestCrashFaultsSayWhereTheyApply(t *testing.T) {
 		{[]string{"kill-node"}, "local", Needs{Restarts: true}, "served by the harness itself"},
 		{[]string{"failover"}, "sentinel", Needs{Network: true, Restarts: true}, ""},
 		{[]string{"failover"}, "redis", Needs{Network: true, Restarts: true}, "has no primary and replicas (try --system sentinel)"},
-		{[]string{"partition-primary"}, "sentinel", Needs{Network: true}, "needs lock clients with network addresses of their own"},
-		{[]string{"partition-primary"}, "zookeeper", Needs{Network: true}, "has no primary"},
+		{[]string{"partition-primary"}, "sentinel", Needs{Network: true, ClientAddrs: true}, ""},
+		{[]string{"partition-primary"}, "zookeeper", Needs{Network: true, ClientAddrs: true}, "has no primary"},
 	}
 	for _, tt := range tests {
 		n, err := New(tt.names)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand"
 	"sync"
 	"time"
 
@@ -16,14 +17,18 @@ import (
 // A, B and C; C's clock jumps forward past the TTL, so C forgets the lock; client 2 locks
 // C, D and E; both clients believe they hold the lock.
 //
-// The clients share one network address here, so "unreachable from client 1" is staged in
-// time: the minority (D, E) is cut off from every client until some client ("client 1")
-// has been granted the lock by the majority alone, then healed, so the next client to try
-// ("client 2") reaches C, D and E. Grants made within a TTL of the cut are ignored: a key
-// set on D or E before the cut may still be alive then, while a grant made later came from
-// an attempt that started after the cut (an attempt takes less than the TTL, or it does
-// not grant), so D and E never saw it. Each round moves C's clock a further
-// env.ClockOffset; the clock is put back when the run ends.
+// When the clients have addresses of their own (Env.Clients), it runs as Kleppmann wrote
+// it, with every client live at once: a seeded client 1 and D, E cannot reach each other
+// while the other clients reach every node; once client 1 has been granted the lock by A,
+// B and C, C's clock jumps, and whichever other client tries next ("client 2") is granted
+// C, D and E. When the clients share one address, "unreachable from client 1" is staged in
+// time instead: the minority is cut off from every client until some client (client 1)
+// has been granted the lock by the majority alone, then healed at the moment C's clock
+// jumps, so the next client to try reaches C, D and E. Either way grants made within a
+// TTL of the cut are ignored: a key set on D or E before the cut may still be alive then,
+// while a grant made later came from an attempt that started after the cut (an attempt
+// takes less than the TTL, or it does not grant), so D and E never saw it. Each round
+// moves C's clock a further env.ClockOffset; the clock is put back when the run ends.
 //
 // Client 1 must still be working under its lease when client 2 is granted. Jumping a clock
 // and healing take a few hundred milliseconds of docker exec, and a client that failed to
@@ -67,6 +72,7 @@ func (kleppmannClock) Run(ctx context.Context, env Env) (err error) {
 	}
 	majority := system.Majority(len(nodes))
 	c, minority := nodes[majority-1], nodes[majority:]
+	rng := rand.New(rand.NewSource(env.Seed))
 	w := watch(env.Subscribe())
 	var bumped time.Duration
 	defer func() {
@@ -82,34 +88,47 @@ func (kleppmannClock) Run(ctx context.Context, env Env) (err error) {
 		if ctx.Err() != nil {
 			return nil
 		}
-		g := grudge{}
+		g, client1 := grudge{}, -1
 		for _, node := range minority {
 			g[node] = []string{Clients}
 		}
-		fault := "partition-clients-from " + g.String()
-		if err := cut(context.WithoutCancel(ctx), net, g); err != nil {
-			return errors.Join(err, net.HealNetwork(context.WithoutCancel(ctx)))
+		fault := "partition-clients-from "
+		if env.Clients != nil {
+			running := env.Workers.Processes()
+			client1 = running[rng.Intn(len(running))]
+			g, fault = complete([]string{workerName(client1)}, minority), "partition-client-from "
 		}
-		record(env, history.Start, fault, minority...)
-		grant, ok := w.awaitGrant(ctx, history.Now()+env.TTL.Nanoseconds())
-		// Jump C's clock and let the clients reach D and E again at the same moment.
+		fault += g.String()
+		if err := cutGrudge(context.WithoutCancel(ctx), env, net, g); err != nil {
+			return errors.Join(err, healNetwork(context.WithoutCancel(ctx), env, net))
+		}
+		record(env, history.Start, fault, g.targets()...)
+		grant, ok := w.awaitGrant(ctx, client1, history.Now()+env.TTL.Nanoseconds())
+		healed := false
+		heal := func() {
+			if !healed {
+				healed = true
+				err = errors.Join(err, healNetwork(context.WithoutCancel(ctx), env, net))
+				record(env, history.Stop, fault, g.targets()...)
+			}
+		}
+		// Jump C's clock; staged, let the clients reach D and E again at the same moment.
 		stage := func() {
 			var clockErr error
 			var wg sync.WaitGroup
-			if ok {
-				if bumped == 0 {
-					recordDetail(env, history.Start, "clock-bump", map[string]string{"offset": offsetText(env.ClockOffset)}, c)
-				}
-				bumped += env.ClockOffset
-				wg.Go(func() { clockErr = clocks.SetClock(context.WithoutCancel(ctx), c, bumped) })
+			if bumped == 0 {
+				recordDetail(env, history.Start, "clock-bump", map[string]string{"offset": offsetText(env.ClockOffset)}, c)
 			}
-			err = net.HealNetwork(context.WithoutCancel(ctx))
+			bumped += env.ClockOffset
+			wg.Go(func() { clockErr = clocks.SetClock(context.WithoutCancel(ctx), c, bumped) })
+			if env.Clients == nil {
+				heal()
+			}
 			wg.Wait()
 			err = errors.Join(err, clockErr)
-			record(env, history.Stop, fault, minority...)
 		}
 		if !ok {
-			stage()
+			heal()
 			return err
 		}
 		end := leaseEnd(grant, env.TTL)
@@ -118,6 +137,7 @@ func (kleppmannClock) Run(ctx context.Context, env Env) (err error) {
 				w.awaitTakeover(ctx, grant.Process, time.Until(end))
 			}
 		})
+		heal()
 		if err = errors.Join(err, pauseErr); err != nil {
 			return err
 		}
@@ -134,11 +154,12 @@ func leaseEnd(grant history.Event, ttl time.Duration) time.Time {
 	return time.Now().Add(validity - history.Duration(grant.Time, history.Now()))
 }
 
-// awaitGrant waits for an acquire that succeeded at or after notBefore.
-func (w *watcher) awaitGrant(ctx context.Context, notBefore int64) (history.Event, bool) {
+// awaitGrant waits for an acquire by process p (any when p < 0) that succeeded at or after
+// notBefore.
+func (w *watcher) awaitGrant(ctx context.Context, p int, notBefore int64) (history.Event, bool) {
 	for {
 		e, ok := w.next(ctx, nil)
-		if !ok || e.Func == history.Acquire && e.Type == history.OK && e.Time >= notBefore {
+		if !ok || e.Func == history.Acquire && e.Type == history.OK && e.Time >= notBefore && (p < 0 || e.Process == p) {
 			return e, ok
 		}
 	}

@@ -1,13 +1,14 @@
 // Package nemesis injects faults into a running test: process pauses (SIGSTOP), crashes
 // (SIGKILL, of a lock client or of a node's server, which starts again on what its disk
-// kept), wall-clock jumps (libfaketime), network partitions (iptables) and a primary's
-// failover. Each kind is a Nemesis; several compose into one. It also records the nodes'
-// roles as they change (WatchRoles). Like etcd's failpoints, a nemesis states what it
-// needs from the cluster (Needs: movable clocks, a cuttable network, restartable servers),
-// from which the cluster is started, and whether it applies to a system at all
-// (Available), so a fault that cannot apply says so before anything starts. The levers
-// themselves (Clocks, Network, Leaders, Restarter, Roles) are small interfaces a cluster
-// implements.
+// kept), wall-clock jumps (libfaketime), network partitions (iptables) between nodes and
+// single lock clients, delayed packets of one client (tc netem) and a primary's failover.
+// Each kind is a Nemesis; several compose into one. It also records the nodes' roles as
+// they change (WatchRoles). Like etcd's failpoints, a nemesis states what it needs from
+// the cluster (Needs: movable clocks, a cuttable network, restartable servers, clients
+// with addresses of their own), from which the cluster is started, and whether it applies
+// to a system at all (Available), so a fault that cannot apply says so before anything
+// starts. The levers themselves (Clocks, Network, ClientNetwork, Leaders, Restarter,
+// Roles) are small interfaces a cluster or the worker pool implements.
 //
 // A nemesis records every fault it injects as a start event and every heal as a stop
 // event in the history, so checkers and reports can see what was broken when. Every fault
@@ -28,6 +29,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lockbreaker/lockbreaker/clientnet"
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/system"
 )
@@ -52,6 +54,8 @@ type Nodes interface {
 type Env struct {
 	Workers Workers
 	Nodes   Nodes
+	// Clients cuts and delays single lock clients; nil when they all share one address.
+	Clients ClientNetwork
 	// Subscribe returns a channel of every history event recorded from now on, for
 	// nemeses that target whoever holds the lock.
 	Subscribe func() <-chan history.Event
@@ -101,10 +105,14 @@ type Needs struct {
 	Network bool
 	// Restarts: the nodes' servers are killed and started again.
 	Restarts bool
+	// ClientAddrs: each lock client has an address of its own on the cluster network, so
+	// a fault can reach one client and not the others (package clientnet).
+	ClientAddrs bool
 }
 
 func (n Needs) or(o Needs) Needs {
-	return Needs{Clocks: n.Clocks || o.Clocks, Network: n.Network || o.Network, Restarts: n.Restarts || o.Restarts}
+	return Needs{Clocks: n.Clocks || o.Clocks, Network: n.Network || o.Network, Restarts: n.Restarts || o.Restarts,
+		ClientAddrs: n.ClientAddrs || o.ClientAddrs}
 }
 
 // available is what every nemesis asks of a system for the levers it needs.
@@ -114,9 +122,18 @@ func (n Needs) available(sys system.System) error {
 		return fmt.Errorf("cuts packets between containers, and %s runs inside the harness", sys.Name)
 	case n.Restarts && sys.Container == nil:
 		return fmt.Errorf("kills a node's server, and %s is served by the harness itself, which would die with it", sys.Name)
+	case n.ClientAddrs && sys.Container == nil:
+		return fmt.Errorf("reaches single lock clients through their own network addresses, and the clients of %s "+
+			"share the harness's", sys.Name)
+	case n.ClientAddrs:
+		return clientAddrs()
 	}
 	return nil
 }
+
+// clientAddrs says why lock clients cannot have addresses of their own here (a variable,
+// so tests need not run as root).
+var clientAddrs = clientnet.Supported
 
 var kinds = map[string]func() Nemesis{
 	"pause-holder":      func() Nemesis { return pauseHolder{} },
@@ -131,12 +148,17 @@ var kinds = map[string]func() Nemesis{
 	"kleppmann-clock":   func() Nemesis { return kleppmannClock{} },
 	"kill-node":         func() Nemesis { return killNode{} },
 	"failover":          func() Nemesis { return failover{} },
-	"partition-primary": func() Nemesis { return partitionPrimary{} },
+	"partition-primary": func() Nemesis { return primarySplit{} },
+	"partition-holder":  func() Nemesis { return partitionHolder{} },
+	"partition-holder-storage": func() Nemesis {
+		return partitionHolder{fromStorage: true}
+	},
+	"delay": func() Nemesis { return delayClient{} },
 }
 
 func init() {
 	kinds["partition-"+leaderShape] = func() Nemesis { return partition{shape: leaderShape} }
-	for _, shape := range shapeNames() {
+	for _, shape := range shapeNames(true) {
 		kinds["partition-"+shape] = func() Nemesis { return partition{shape: shape} }
 	}
 }

@@ -266,26 +266,26 @@ func TestPartitionShapes(t *testing.T) {
 	nodes := []string{"n1", "n2", "n3", "n4", "n5"}
 	rng := rand.New(rand.NewSource(1))
 	heard := func(g grudge, node string) int { return len(nodes) - len(g[node]) }
-	g := shapes["isolate-one"](nodes, rng)
+	g := shapes["isolate-one"](nodes, nil, rng)
 	if len(g) != 5 || !slices.ContainsFunc(nodes, func(n string) bool { return len(g[n]) == 4 }) {
 		t.Errorf("isolate-one %s", g)
 	}
-	g = shapes["halves"](nodes, rng)
+	g = shapes["halves"](nodes, nil, rng)
 	if small := slices.IndexFunc(nodes, func(n string) bool { return len(g[n]) == 3 }); small < 0 {
 		t.Errorf("halves %s", g)
 	}
-	g = shapes["majorities-ring"](nodes, rng)
+	g = shapes["majorities-ring"](nodes, nil, rng)
 	for _, n := range nodes {
 		if heard(g, n) != 3 {
 			t.Errorf("majorities-ring: %s hears %d nodes (itself included), want 3: %s", n, heard(g, n), g)
 		}
 	}
-	g = shapes["bridge"](nodes, rng)
+	g = shapes["bridge"](nodes, nil, rng)
 	if bridges := slices.IndexFunc(nodes, func(n string) bool { return len(g[n]) == 0 }); bridges < 0 || len(g) != 4 {
 		t.Errorf("bridge %s", g)
 	}
-	g = shapes["clients-from"](nodes, rng)
-	if len(g) != 2 || g[g.nodes()[0]][0] != Clients {
+	g = shapes["clients-from"](nodes, nil, rng)
+	if len(g) != 2 || g[g.targets()[0]][0] != Clients {
 		t.Errorf("clients-from must cut a minority off the clients: %s", g)
 	}
 }

@@ -7,16 +7,21 @@ import (
 	"math/rand"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/system"
 )
 
-// Partitions drop packets with iptables inside the nodes. The lock clients are host
-// processes that all reach the nodes from one address (the network's gateway), so a cut
-// between clients and nodes applies to every client at once; scenarios that need clients
-// to see different nodes express it over time (see kleppmann-clock).
+// Partitions drop packets with iptables inside the nodes, and inside the lock clients'
+// own network namespaces when each client has an address of its own (Env.Clients): then a
+// grudge can name single clients ("worker-3") beside nodes, and cut a client off the
+// storage, whose path from the client does not cross the cluster network. Without those
+// addresses every client reaches the nodes from one (the network's gateway), a cut between
+// clients and nodes applies to every client at once, and the faults that name single
+// clients are refused.
 
 // Network cuts nodes off each other and off the clients.
 type Network interface {
@@ -28,32 +33,54 @@ type Network interface {
 	HealNetwork(ctx context.Context) error
 }
 
+// ClientNetwork reaches single lock clients on the cluster network, by process number. A
+// client that replaces a dead one has its address.
+type ClientNetwork interface {
+	// ClientIP is process p's address on the cluster network.
+	ClientIP(p int) string
+	// ClientDropFrom makes process p drop every packet from the sources (addresses, or
+	// Storage: its path to the storage).
+	ClientDropFrom(ctx context.Context, p int, sources ...string) error
+	// DelayClient delays every packet process p sends by d.
+	DelayClient(ctx context.Context, p int, d time.Duration) error
+	// HealClients removes every cut and delay from every running client.
+	HealClients(ctx context.Context) error
+}
+
 // Leaders finds the node that leads a consensus cluster (ZooKeeper).
 type Leaders interface {
 	Leader(ctx context.Context) (string, error)
 }
 
-// Clients names the lock clients in a grudge.
-const Clients = "clients"
+// Names in grudges besides the nodes' and the clients' (workerName): every lock client,
+// and the storage.
+const (
+	Clients = "clients"
+	Storage = "storage"
+)
 
-// A grudge says, for each node, whom it no longer hears from (node names or Clients).
+// A grudge says, for each node or lock client, whom it no longer hears from.
 type grudge map[string][]string
 
-// shapes build grudges over the node names, Jepsen-style.
-var shapes = map[string]func(nodes []string, rng *rand.Rand) grudge{
+// A shape builds a grudge over the node names and, when they have addresses of their own,
+// the lock clients' (nil otherwise).
+type shape func(nodes, clients []string, rng *rand.Rand) grudge
+
+// shapes build grudges, Jepsen-style.
+var shapes = map[string]shape{
 	// isolate-one: one node cut off from every other node.
-	"isolate-one": func(nodes []string, rng *rand.Rand) grudge {
+	"isolate-one": func(nodes, _ []string, rng *rand.Rand) grudge {
 		i := rng.Intn(len(nodes))
 		return complete([]string{nodes[i]}, without(nodes, i))
 	},
 	// halves: two sides that cannot talk, the first the smaller.
-	"halves": func(nodes []string, rng *rand.Rand) grudge {
+	"halves": func(nodes, _ []string, rng *rand.Rand) grudge {
 		shuffled := shuffle(nodes, rng)
 		return complete(shuffled[:len(nodes)/2], shuffled[len(nodes)/2:])
 	},
 	// majorities-ring: nodes on a ring each hear only their nearest neighbours, enough for
 	// a majority, but no two nodes see the same majority (with 3 nodes nothing is cut).
-	"majorities-ring": func(nodes []string, rng *rand.Rand) grudge {
+	"majorities-ring": func(nodes, _ []string, rng *rand.Rand) grudge {
 		ring := shuffle(nodes, rng)
 		g := grudge{}
 		n := len(ring)
@@ -68,25 +95,47 @@ var shapes = map[string]func(nodes []string, rng *rand.Rand) grudge{
 		return g
 	},
 	// bridge: two halves that cannot talk, joined by one node that sees both.
-	"bridge": func(nodes []string, rng *rand.Rand) grudge {
+	"bridge": func(nodes, _ []string, rng *rand.Rand) grudge {
 		shuffled := shuffle(nodes, rng)
 		half := len(nodes) / 2
 		return complete(shuffled[:half], shuffled[half+1:])
 	},
 	// clients-from: a minority of nodes that the clients cannot reach.
-	"clients-from": func(nodes []string, rng *rand.Rand) grudge {
+	"clients-from": func(nodes, _ []string, rng *rand.Rand) grudge {
 		g := grudge{}
 		for _, node := range shuffle(nodes, rng)[:max(1, (len(nodes)-1)/2)] {
 			g[node] = []string{Clients}
 		}
 		return g
 	},
+	// client: one lock client cut off every node (not off the storage).
+	"client": func(nodes, clients []string, rng *rand.Rand) grudge {
+		return complete([]string{clients[rng.Intn(len(clients))]}, nodes)
+	},
+	// client-minority: one lock client and a minority of the nodes apart from the rest, as
+	// client 1 and D, E in Kleppmann's example are from client 2 and A, B, C.
+	"client-minority": func(nodes, clients []string, rng *rand.Rand) grudge {
+		c := rng.Intn(len(clients))
+		shuffled := shuffle(nodes, rng)
+		k := minority(len(nodes))
+		return complete(append([]string{clients[c]}, shuffled[:k]...), append(without(clients, c), shuffled[k:]...))
+	},
 }
 
-func shapeNames() []string {
+// clientShapes name single clients: they need clients with addresses of their own.
+var clientShapes = map[string]bool{"client": true, "client-minority": true}
+
+// minority is how many of n nodes make a minority, at least one.
+func minority(n int) int { return max(1, (n-1)/2) }
+
+// shapeNames are the shapes; without clients of their own addresses, only those that name
+// no single client.
+func shapeNames(clientAddrs bool) []string {
 	var names []string
 	for name := range shapes {
-		names = append(names, name)
+		if clientAddrs || !clientShapes[name] {
+			names = append(names, name)
+		}
 	}
 	sort.Strings(names)
 	return names
@@ -96,11 +145,15 @@ func shapeNames() []string {
 // cluster, so it is not in shapes (and not in the random mix).
 const leaderShape = "leader"
 
-// complete cuts every node of a off every node of b, both ways.
+// complete cuts every member of a off every member of b, both ways. Clients never talk to
+// each other, so no cut is made between two of them.
 func complete(a, b []string) grudge {
 	g := grudge{}
 	for _, x := range a {
 		for _, y := range b {
+			if isClient(x) && isClient(y) {
+				continue
+			}
 			g[x] = append(g[x], y)
 			g[y] = append(g[y], x)
 		}
@@ -118,40 +171,111 @@ func shuffle(nodes []string, rng *rand.Rand) []string {
 	return s
 }
 
-// String describes a grudge for the history: "n1<-n2,n3 n4<-clients".
+// String describes a grudge for the history: "n1<-n2,n3 n4<-clients worker-2<-n1".
 func (g grudge) String() string {
 	var parts []string
-	for _, node := range g.nodes() {
-		parts = append(parts, node+"<-"+strings.Join(g[node], ","))
+	for _, target := range g.targets() {
+		parts = append(parts, target+"<-"+strings.Join(g[target], ","))
 	}
 	return strings.Join(parts, " ")
 }
 
-func (g grudge) nodes() []string {
-	var nodes []string
-	for node := range g {
-		nodes = append(nodes, node)
+// targets are the nodes and clients that hear from someone no longer, sorted.
+func (g grudge) targets() []string {
+	var targets []string
+	for target := range g {
+		targets = append(targets, target)
 	}
-	sort.Strings(nodes)
-	return nodes
+	sort.Strings(targets)
+	return targets
 }
 
-// cut applies a grudge.
-func cut(ctx context.Context, net Network, g grudge) error {
-	for _, node := range g.nodes() {
-		var sources []string
-		for _, from := range g[node] {
-			if from == Clients {
-				sources = append(sources, net.Gateway())
+// clientProcess is the process number of a client named in a grudge ("worker-3").
+func clientProcess(name string) (int, bool) {
+	n, ok := strings.CutPrefix(name, "worker-")
+	if !ok {
+		return 0, false
+	}
+	p, err := strconv.Atoi(n)
+	return p, err == nil
+}
+
+func isClient(name string) bool {
+	_, ok := clientProcess(name)
+	return ok
+}
+
+// clientNames are the running clients as grudges name them, or nil when they have no
+// addresses of their own.
+func clientNames(env Env) []string {
+	if env.Clients == nil {
+		return nil
+	}
+	var names []string
+	for _, p := range env.Workers.Processes() {
+		names = append(names, workerName(p))
+	}
+	return names
+}
+
+var errSharedAddress = errors.New("the lock clients share one network address here: no single client can be cut off")
+
+// cut applies a grudge between nodes, and between nodes and every client at once.
+func cut(ctx context.Context, net Network, g grudge) error { return cutGrudge(ctx, Env{}, net, g) }
+
+// cutGrudge applies a grudge: a node's part inside the node, a client's inside its
+// namespace.
+func cutGrudge(ctx context.Context, env Env, net Network, g grudge) error {
+	for _, target := range g.targets() {
+		sources, err := addrsOf(env, net, g[target])
+		if p, ok := clientProcess(target); err == nil && ok {
+			if env.Clients == nil {
+				err = errSharedAddress
 			} else {
-				sources = append(sources, net.IP(from))
+				err = env.Clients.ClientDropFrom(ctx, p, sources...)
 			}
+		} else if err == nil {
+			err = net.DropFrom(ctx, target, sources...)
 		}
-		if err := net.DropFrom(ctx, node, sources...); err != nil {
-			return fmt.Errorf("cut %s: %w", node, err)
+		if err != nil {
+			return fmt.Errorf("cut %s: %w", target, err)
 		}
 	}
 	return nil
+}
+
+// addrsOf are the addresses of the names in a grudge; Storage stays as it is.
+func addrsOf(env Env, net Network, names []string) ([]string, error) {
+	var addrs []string
+	for _, name := range names {
+		p, client := clientProcess(name)
+		switch {
+		case name == Storage:
+			addrs = append(addrs, Storage)
+		case name == Clients && env.Clients == nil:
+			addrs = append(addrs, net.Gateway())
+		case name == Clients:
+			for _, p := range env.Workers.Processes() {
+				addrs = append(addrs, env.Clients.ClientIP(p))
+			}
+		case client && env.Clients == nil:
+			return nil, errSharedAddress
+		case client:
+			addrs = append(addrs, env.Clients.ClientIP(p))
+		default:
+			addrs = append(addrs, net.IP(name))
+		}
+	}
+	return addrs, nil
+}
+
+// healNetwork removes every cut from the nodes and the clients.
+func healNetwork(ctx context.Context, env Env, net Network) error {
+	err := net.HealNetwork(ctx)
+	if env.Clients != nil {
+		err = errors.Join(err, env.Clients.HealClients(ctx))
+	}
+	return err
 }
 
 // partition cuts the network on a seeded schedule, in one shape or ("" shape) a mix.
@@ -164,7 +288,7 @@ func (p partition) Name() string {
 	return "partition-" + p.shape
 }
 
-func (partition) Needs() Needs { return Needs{Network: true} }
+func (p partition) Needs() Needs { return Needs{Network: true, ClientAddrs: clientShapes[p.shape]} }
 
 func (p partition) Available(sys system.System, nodes int) error {
 	if err := p.Needs().available(sys); err != nil {
@@ -173,7 +297,7 @@ func (p partition) Available(sys system.System, nodes int) error {
 	switch {
 	case p.shape == leaderShape && !sys.Leader:
 		return fmt.Errorf("a %s cluster has no leader to isolate", sys.Name)
-	case nodes < 2 && p.shape != "clients-from" && p.shape != "":
+	case nodes < 2 && p.shape != "clients-from" && p.shape != "client" && p.shape != "":
 		return errors.New("needs at least two nodes to cut apart")
 	}
 	return nil
@@ -189,14 +313,17 @@ func (p partition) Run(ctx context.Context, env Env) error {
 	if p.shape == leaderShape && !canLead {
 		return errors.New("this cluster has no leader to isolate")
 	}
+	if clientShapes[p.shape] && env.Clients == nil {
+		return errSharedAddress
+	}
 	return schedule(ctx, env, func(rng *rand.Rand) error {
 		shape := p.shape
 		if shape == "" {
-			names := shapeNames()
+			names := shapeNames(env.Clients != nil)
 			shape = names[rng.Intn(len(names))]
 		}
 		if shape != leaderShape {
-			return partitionFor(ctx, env, net, "partition-"+shape, shapes[shape](nodes, rng))
+			return partitionFor(ctx, env, net, "partition-"+shape, shapes[shape](nodes, clientNames(env), rng))
 		}
 		leader, err := leaders.Leader(ctx)
 		if err != nil {
@@ -212,14 +339,20 @@ func partitionFor(ctx context.Context, env Env, net Network, name string, g grud
 	if len(g) == 0 {
 		return nil // this shape cuts nothing at this cluster size: not a fault
 	}
+	return cutFor(ctx, env, net, name, g, func() { sleep(ctx, env.Pause) })
+}
+
+// cutFor holds grudge g, recorded as fault name, for as long as hold takes, and heals it
+// however hold ended.
+func cutFor(ctx context.Context, env Env, net Network, name string, g grudge, hold func()) error {
 	fault := name + " " + g.String()
-	err := cut(context.WithoutCancel(ctx), net, g)
-	record(env, history.Start, fault, g.nodes()...)
+	err := cutGrudge(context.WithoutCancel(ctx), env, net, g)
+	record(env, history.Start, fault, g.targets()...)
 	if err == nil {
-		sleep(ctx, env.Pause)
+		hold()
 	}
-	err = errors.Join(err, net.HealNetwork(context.WithoutCancel(ctx)))
-	record(env, history.Stop, fault, g.nodes()...)
+	err = errors.Join(err, healNetwork(context.WithoutCancel(ctx), env, net))
+	record(env, history.Stop, fault, g.targets()...)
 	return err
 }
 
@@ -228,7 +361,7 @@ func (partition) Heal(ctx context.Context, env Env) error {
 	if err != nil {
 		return nil // nothing could have been cut
 	}
-	return net.HealNetwork(ctx)
+	return healNetwork(ctx, env, net)
 }
 
 func networkOf(env Env) (Network, error) {
@@ -238,3 +371,114 @@ func networkOf(env Env) (Network, error) {
 	}
 	return net, nil
 }
+
+// partitionHolder cuts the client that has just read the register under the lock off
+// every node of the lock service but not off the storage (fromStorage: off the storage
+// but not the nodes), until another client has taken the lock and used the storage (at
+// most five leases; --pause makes it a fixed length). A holder cut off the lock service
+// whose lease or session runs out meanwhile goes on working and writes what it read: the
+// case fencing tokens exist for. A holder cut off the storage cannot write at all.
+type partitionHolder struct{ fromStorage bool }
+
+func (p partitionHolder) Name() string {
+	if p.fromStorage {
+		return "partition-holder-storage"
+	}
+	return "partition-holder"
+}
+
+func (p partitionHolder) Needs() Needs { return Needs{Network: !p.fromStorage, ClientAddrs: true} }
+
+func (p partitionHolder) Available(sys system.System, _ int) error { return p.Needs().available(sys) }
+
+func (p partitionHolder) Run(ctx context.Context, env Env) error {
+	if env.Clients == nil {
+		return errSharedAddress
+	}
+	net, err := networkOf(env)
+	if err != nil {
+		return err
+	}
+	w := watch(env.Subscribe())
+	var quietUntil int64 // events before this time are stale: they arrived during the cut
+	for {
+		e, ok := w.next(ctx, nil)
+		if !ok {
+			return nil
+		}
+		if e.Func != history.Read || e.Type != history.OK || !w.holds(e.Process) || e.Time < quietUntil {
+			continue
+		}
+		holder := []string{workerName(e.Process)}
+		g := complete(holder, env.Nodes.Names())
+		if p.fromStorage {
+			g = grudge{holder[0]: {Storage}}
+		}
+		hold := forPause(ctx, env)
+		if !env.PauseFixed {
+			hold = func() { w.awaitTakeover(ctx, e.Process, takeoverLeases*env.TTL) }
+		}
+		if err := cutFor(ctx, env, net, p.Name(), g, hold); err != nil {
+			return err
+		}
+		sleep(ctx, env.Interval)
+		quietUntil = history.Now()
+	}
+}
+
+func (partitionHolder) Heal(ctx context.Context, env Env) error { return partition{}.Heal(ctx, env) }
+
+// primarySplit puts the primary and a minority of the lock clients on one side, and the
+// replicas, the monitors and the other clients on the other, for env.Pause: the monitors
+// promote a replica while the old primary goes on granting to the clients on its side
+// (split brain), whose grants the old primary forgets when it rejoins as a replica.
+type primarySplit struct{}
+
+func (primarySplit) Name() string { return "partition-primary" }
+
+func (primarySplit) Needs() Needs { return Needs{Network: true, ClientAddrs: true} }
+
+func (p primarySplit) Available(sys system.System, nodes int) error {
+	if !sys.Replicated || nodes < 2 {
+		return fmt.Errorf("a %s cluster of %d nodes has no primary and replica to split", sys.Name, nodes)
+	}
+	return p.Needs().available(sys)
+}
+
+// Monitors names the monitors beside the nodes (Sentinels), which a split puts on the
+// replicas' side.
+type Monitors interface {
+	MonitorNames() []string
+}
+
+func (p primarySplit) Run(ctx context.Context, env Env) error {
+	if env.Clients == nil {
+		return errSharedAddress
+	}
+	net, err := networkOf(env)
+	if err != nil {
+		return err
+	}
+	var monitors []string
+	if m, ok := env.Nodes.(Monitors); ok {
+		monitors = m.MonitorNames()
+	}
+	return schedule(ctx, env, func(rng *rand.Rand) error {
+		primary := ""
+		for _, node := range env.Nodes.Names() {
+			if roleOf(ctx, env, node) == system.Primary {
+				primary = node
+			}
+		}
+		if primary == "" {
+			return nil // between primaries (a failover): no split to make now
+		}
+		clients := shuffle(clientNames(env), rng)
+		k := minority(len(clients))
+		others := slices.DeleteFunc(slices.Clone(env.Nodes.Names()), func(n string) bool { return n == primary })
+		g := complete(append([]string{primary}, clients[:k]...), slices.Concat(others, monitors, clients[k:]))
+		return cutFor(ctx, env, net, p.Name(), g, func() { sleep(ctx, env.Pause) })
+	})
+}
+
+func (primarySplit) Heal(ctx context.Context, env Env) error { return partition{}.Heal(ctx, env) }

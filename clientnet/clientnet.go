@@ -1,0 +1,188 @@
+// Package clientnet puts each lock client on its own address on the cluster network, so
+// that a partition can cut one client off some nodes while the others still reach them.
+//
+// A worker stays a process of the harness (so SIGSTOP, SIGKILL and CLOCK_MONOTONIC are
+// those of the host) but starts in a network namespace of its own (CLONE_NEWNET). The
+// harness then plugs that namespace into the cluster network's Linux bridge with a veth
+// pair and gives it the address of its slot, counted down from the top of the subnet
+// (Docker hands addresses out from the bottom), so a worker that replaces a dead one has
+// the same address. The namespace, and the veth pair with it, dies with the process: a
+// killed harness leaves nothing behind. Cuts are iptables rules and delays tc netem
+// qdiscs inside a worker's namespace.
+//
+// It needs root and the host tools ip, nsenter and iptables (Supported says which are
+// missing).
+package clientnet
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// callTimeout bounds one command run on the host: heals run on contexts that outlive
+// the run's, and a stuck command must not hang them.
+const callTimeout = 10 * time.Second
+
+// tools are the host commands this package runs.
+var tools = []string{"ip", "nsenter", "iptables"}
+
+var (
+	supportedOnce sync.Once
+	supportedErr  error
+)
+
+// Supported says why lock clients cannot have addresses of their own on this host; nil
+// when they can.
+func Supported() error {
+	supportedOnce.Do(func() {
+		if os.Geteuid() != 0 {
+			supportedErr = errors.New("lock clients get addresses of their own only when lockbreaker runs as root (network namespaces, veth pairs)")
+			return
+		}
+		var missing []string
+		for _, tool := range tools {
+			if _, err := exec.LookPath(tool); err != nil {
+				missing = append(missing, tool)
+			}
+		}
+		if len(missing) > 0 {
+			supportedErr = fmt.Errorf("lock clients get addresses of their own only with %s on the host (missing: %s)",
+				strings.Join(tools, ", "), strings.Join(missing, ", "))
+		}
+	})
+	return supportedErr
+}
+
+var (
+	netemOnce sync.Once
+	netemErr  error
+)
+
+// Netem says why packets cannot be delayed on this host (tc netem in a network namespace);
+// nil when they can. It tries once, in a namespace of its own that dies with the probe.
+func Netem(ctx context.Context) error {
+	if err := Supported(); err != nil {
+		return err
+	}
+	netemOnce.Do(func() {
+		if _, err := exec.LookPath("tc"); err != nil {
+			netemErr = errors.New("delaying packets needs tc (iproute2) on the host")
+			return
+		}
+		_, err := run(ctx, "unshare", "-n", "sh", "-c", "ip link set lo up && tc qdisc add dev lo root netem delay 1ms")
+		if err != nil {
+			netemErr = fmt.Errorf("tc netem is not available in this kernel: %w", err)
+		}
+	})
+	return netemErr
+}
+
+// Network is a cluster network lock clients join.
+type Network struct {
+	bridge  string
+	subnet  netip.Prefix
+	gateway netip.Addr
+}
+
+// New describes the network behind a Linux bridge with an IPv4 subnet and gateway.
+func New(bridge string, subnet netip.Prefix, gateway netip.Addr) (*Network, error) {
+	if err := Supported(); err != nil {
+		return nil, err
+	}
+	if bridge == "" || !subnet.Addr().Is4() || !subnet.Contains(gateway) || subnet.Bits() > 24 {
+		return nil, fmt.Errorf("client network: want a bridge and an IPv4 subnet of at least /24 holding its gateway, got %q %s %s",
+			bridge, subnet, gateway)
+	}
+	return &Network{bridge: bridge, subnet: subnet.Masked(), gateway: gateway}, nil
+}
+
+// Gateway is the host's address on the network: services the harness serves to the
+// clients (the storage) listen there.
+func (n *Network) Gateway() netip.Addr { return n.gateway }
+
+// Isolate makes a command start in a network namespace of its own.
+func (n *Network) Isolate(attr *syscall.SysProcAttr) { attr.Cloneflags |= syscall.CLONE_NEWNET }
+
+// Addr is the address of slot (0, 1, ...): the broadcast address less 1+slot.
+func (n *Network) Addr(slot int) netip.Addr {
+	b := n.subnet.Addr().As4()
+	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	v |= 1<<(32-n.subnet.Bits()) - 1 // broadcast
+	v -= uint32(1 + slot)
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+// Attach plugs the namespace of process pid (started with Isolate) into the bridge as the
+// address of slot, with the gateway as its route out.
+func (n *Network) Attach(ctx context.Context, pid, slot int) error {
+	host := "lbc" + strconv.Itoa(pid) // at most 10 characters: interface names take 15
+	cidr := fmt.Sprintf("%s/%d", n.Addr(slot), n.subnet.Bits())
+	steps := [][]string{
+		{"ip", "link", "add", host, "type", "veth", "peer", "name", "eth0", "netns", strconv.Itoa(pid)},
+		{"ip", "link", "set", host, "master", n.bridge, "up"},
+		{"nsenter", "-t", strconv.Itoa(pid), "-n", "sh", "-c",
+			`ip link set lo up && ip addr add "$1" dev eth0 && ip link set eth0 up && ip route add default via "$2"`,
+			"sh", cidr, n.gateway.String()},
+	}
+	for _, step := range steps {
+		if _, err := run(ctx, step[0], step[1:]...); err != nil {
+			return fmt.Errorf("put client %d on %s as %s: %w", pid, n.bridge, cidr, err)
+		}
+	}
+	return nil
+}
+
+// DropFrom makes process pid drop every packet from the sources (IPv4 addresses).
+func (n *Network) DropFrom(ctx context.Context, pid int, sources ...string) error {
+	script := `for ip; do iptables -w -I INPUT -s "$ip" -j DROP || exit 1; done`
+	return n.inNamespace(ctx, pid, "cut client off "+strings.Join(sources, ","), "sh", append([]string{"-c", script, "sh"}, sources...)...)
+}
+
+// DropTo makes process pid drop every TCP packet it sends to service.
+func (n *Network) DropTo(ctx context.Context, pid int, service netip.AddrPort) error {
+	return n.inNamespace(ctx, pid, "cut client off "+service.String(), "iptables", "-w", "-I", "OUTPUT", "-p", "tcp",
+		"-d", service.Addr().String(), "--dport", strconv.Itoa(int(service.Port())), "-j", "DROP")
+}
+
+// Delay delays every packet process pid sends by d.
+func (n *Network) Delay(ctx context.Context, pid int, d time.Duration) error {
+	return n.inNamespace(ctx, pid, "delay client packets", "tc", "qdisc", "replace", "dev", "eth0", "root", "netem",
+		"delay", fmt.Sprintf("%dus", d.Microseconds()))
+}
+
+// Heal removes every cut and delay from process pid's namespace.
+func (n *Network) Heal(ctx context.Context, pid int) error {
+	script := `iptables -w -F INPUT && iptables -w -F OUTPUT && { tc qdisc del dev eth0 root 2>/dev/null; true; }`
+	return n.inNamespace(ctx, pid, "heal client network", "sh", "-c", script)
+}
+
+func (n *Network) inNamespace(ctx context.Context, pid int, what, name string, args ...string) error {
+	if _, err := run(ctx, "nsenter", append([]string{"-t", strconv.Itoa(pid), "-n", name}, args...)...); err != nil {
+		return fmt.Errorf("%s (process %d): %w", what, pid, err)
+	}
+	return nil
+}
+
+// run runs a host command, bounded by callTimeout, and returns its output; a failure
+// carries the output.
+func run(ctx context.Context, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("%s: %w: %s", name, err, strings.TrimSpace(out.String()))
+	}
+	return out.String(), nil
+}

@@ -1,0 +1,45 @@
+package clientnet
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+)
+
+func TestSlotsCountDownFromTheTopOfTheSubnet(t *testing.T) {
+	n := &Network{bridge: "br-x", subnet: netip.MustParsePrefix("172.18.0.0/16"), gateway: netip.MustParseAddr("172.18.0.1")}
+	for slot, want := range []string{"172.18.255.254", "172.18.255.253", "172.18.255.252"} {
+		if got := n.Addr(slot).String(); got != want {
+			t.Errorf("slot %d: got %s, want %s", slot, got, want)
+		}
+	}
+	n.subnet = netip.MustParsePrefix("10.9.3.0/24")
+	if got := n.Addr(4).String(); got != "10.9.3.250" {
+		t.Errorf("slot 4 of a /24: got %s", got)
+	}
+}
+
+func TestNewRefusesWhatItCannotJoin(t *testing.T) {
+	if Supported() != nil {
+		t.Skip(Supported())
+	}
+	for _, c := range []struct {
+		bridge, subnet, gateway string
+	}{
+		{"", "172.18.0.0/16", "172.18.0.1"},
+		{"br-x", "172.18.0.0/16", "10.0.0.1"},
+		{"br-x", "172.18.0.0/28", "172.18.0.1"},
+	} {
+		if _, err := New(c.bridge, netip.MustParsePrefix(c.subnet), netip.MustParseAddr(c.gateway)); err == nil {
+			t.Errorf("New(%q, %s, %s) accepted", c.bridge, c.subnet, c.gateway)
+		}
+	}
+}
+
+// The probe answers on every host; which answer depends on its kernel, so it is logged.
+func TestNetemProbeAnswers(t *testing.T) {
+	if Supported() != nil {
+		t.Skip(Supported())
+	}
+	t.Logf("netem here: %v", Netem(context.Background()))
+}

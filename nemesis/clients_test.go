@@ -1,0 +1,243 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"math/rand"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/system"
+)
+
+// The unit tests run without root: clients may have addresses of their own, and netem
+// works, unless a test says otherwise.
+func init() {
+	clientAddrs = func() error { return nil }
+	netem = func(context.Context) error { return nil }
+}
+
+// addressed is the recording fake whose clients have addresses of their own.
+type addressed struct{ *fake }
+
+func (a addressed) ClientIP(p int) string { return "ip-" + workerName(p) }
+func (a addressed) ClientDropFrom(_ context.Context, p int, sources ...string) error {
+	return a.act("%s drops %s", workerName(p), strings.Join(sources, ","))
+}
+func (a addressed) DelayClient(_ context.Context, p int, d time.Duration) error {
+	return a.act("%s delayed %s", workerName(p), d)
+}
+func (a addressed) HealClients(context.Context) error { return a.act("heal clients") }
+
+func (f *fake) addressedEnv() Env {
+	env := f.env()
+	env.Clients = addressed{f}
+	return env
+}
+
+func TestClientShapesNameSingleClients(t *testing.T) {
+	nodes := []string{"n1", "n2", "n3", "n4", "n5"}
+	clients := []string{"worker-0", "worker-1", "worker-2"}
+	rng := rand.New(rand.NewSource(1))
+	g := shapes["client"](nodes, clients, rng)
+	var cut []string
+	for _, target := range g.targets() {
+		if isClient(target) {
+			cut = append(cut, target)
+		}
+	}
+	if len(cut) != 1 || !slices.Equal(g[cut[0]], nodes) || len(g) != 6 {
+		t.Errorf("client must cut one client off every node: %s", g)
+	}
+	g = shapes["client-minority"](nodes, clients, rng)
+	// One client and two nodes on one side: that client hears 3 nodes no longer, the other
+	// clients 2, and no client is cut off another.
+	var heard []int
+	for _, c := range clients {
+		heard = append(heard, len(g[c]))
+		if slices.ContainsFunc(g[c], isClient) {
+			t.Errorf("clients cut off each other: %s", g)
+		}
+	}
+	slices.Sort(heard)
+	if !slices.Equal(heard, []int{2, 2, 3}) {
+		t.Errorf("client-minority: clients cut off %v nodes, want [2 2 3]: %s", heard, g)
+	}
+}
+
+// A grudge naming a client is applied inside that client, and to the nodes against its own
+// address; the storage is cut off in the client only.
+func TestGrudgesReachSingleClients(t *testing.T) {
+	f := newFake(3, 3)
+	env := f.addressedEnv()
+	g := complete([]string{"worker-1"}, []string{"n1"})
+	g["worker-2"] = []string{Storage}
+	g["n2"] = []string{Clients}
+	if err := cutGrudge(context.Background(), env, fakeNodes{f}.fake, g); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"n1 drops ip-worker-1", "n2 drops ip-worker-0,ip-worker-1,ip-worker-2", "worker-1 drops ip-n1", "worker-2 drops storage"}
+	if got := f.did(); !slices.Equal(got, want) {
+		t.Errorf("actions %q, want %q", got, want)
+	}
+	// Without addresses of their own, clients are the gateway and none can be named.
+	f = newFake(3, 3)
+	if err := cutGrudge(context.Background(), f.env(), f, grudge{"n2": {Clients}}); err != nil || !slices.Equal(f.did(), []string{"n2 drops gw"}) {
+		t.Errorf("shared address: %v %q", err, f.did())
+	}
+	if err := cutGrudge(context.Background(), f.env(), f, g); !errors.Is(err, errSharedAddress) {
+		t.Errorf("a client named without addresses: %v", err)
+	}
+}
+
+func TestClientFaultsSayWhereTheyApply(t *testing.T) {
+	redlock, _ := system.Lookup("redlock")
+	local, _ := system.Lookup("local")
+	for _, name := range []string{"partition-client", "partition-client-minority", "partition-holder", "partition-holder-storage", "delay"} {
+		n, _ := New([]string{name})
+		if !n.Needs().ClientAddrs {
+			t.Errorf("%s does not say it needs clients with addresses of their own", name)
+		}
+		if err := n.Available(redlock, 5); err != nil {
+			t.Errorf("%s on redlock: %v", name, err)
+		}
+		if err := n.Available(local, 1); err == nil {
+			t.Errorf("%s on local: available, want a refusal", name)
+		}
+	}
+	defer func(old func() error) { clientAddrs = old }(clientAddrs)
+	clientAddrs = func() error { return errors.New("not root") }
+	n, _ := New([]string{"partition-client", "partition-halves"})
+	if err := n.Available(redlock, 5); err == nil || !strings.Contains(err.Error(), "nemesis partition-client: not root") {
+		t.Errorf("without client addresses: %v", err)
+	}
+}
+
+// On a kernel without netem (this machine's), delay is refused with the kernel's words.
+func TestDelayIsRefusedWithoutNetem(t *testing.T) {
+	defer func(old func(context.Context) error) { netem = old }(netem)
+	netem = func(context.Context) error {
+		return errors.New("tc netem is not available in this kernel: Error: Specified qdisc kind is unknown.")
+	}
+	redis, _ := system.Lookup("redis")
+	n, _ := New([]string{"delay"})
+	if err := n.Available(redis, 1); err == nil || !strings.Contains(err.Error(), "Specified qdisc kind is unknown") {
+		t.Errorf("delay without netem: %v", err)
+	}
+}
+
+func TestDelayDelaysOneClientAndHeals(t *testing.T) {
+	f := newFake(2, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := (delayClient{}).Run(ctx, f.addressedEnv()); err != nil {
+		t.Fatal(err)
+	}
+	got := f.did()
+	if len(got) < 2 || !strings.Contains(got[0], "delayed 30ms") || got[1] != "heal clients" {
+		t.Errorf("actions %q", got)
+	}
+	for _, fl := range f.faults() {
+		if !fl.Healed || !strings.HasPrefix(fl.Targets[0], "worker-") {
+			t.Errorf("fault %+v", fl)
+		}
+	}
+}
+
+// partition-holder cuts the client that read under the lock off every node until another
+// client has taken the lock and used the storage.
+func TestPartitionHolderCutsTheHolderOffTheNodesOnly(t *testing.T) {
+	f := newFake(2, 2)
+	env := f.addressedEnv()
+	env.Interval = time.Hour
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan error)
+	go func() { done <- partitionHolder{}.Run(ctx, env) }()
+	now := history.Now
+	f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Acquire, Time: now()}
+	f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Read, Time: now()}
+	waitFor(t, "the cut", func() bool { return slices.Contains(f.did(), "worker-1 drops ip-n1,ip-n2") })
+	f.events <- history.Event{Type: history.OK, Process: 0, Func: history.Acquire, Time: now()}
+	f.events <- history.Event{Type: history.OK, Process: 0, Func: history.Write, Time: now()}
+	waitFor(t, "the heal", func() bool { return slices.Contains(f.did(), "heal clients") })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"n1 drops ip-worker-1", "n2 drops ip-worker-1", "worker-1 drops ip-n1,ip-n2", "heal network", "heal clients"}
+	if got := f.did(); !slices.Equal(got, want) {
+		t.Errorf("actions %q, want %q", got, want)
+	}
+	if fl := f.faults(); len(fl) != 1 || !fl[0].Healed || !strings.HasPrefix(fl[0].Description, "partition-holder ") {
+		t.Errorf("faults %+v", fl)
+	}
+}
+
+// partition-primary puts the primary (n1) and a minority of the clients apart from the
+// replicas and the other clients.
+func TestPartitionPrimaryKeepsSomeClientsWithTheOldPrimary(t *testing.T) {
+	f := newFake(3, 3)
+	env, _ := f.crashEnv()
+	env.Clients = addressed{f}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	done := make(chan error)
+	go func() { done <- primarySplit{}.Run(ctx, env) }()
+	waitFor(t, "the heal", func() bool { return slices.Contains(f.did(), "heal clients") })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	fl := f.faults()[0]
+	var clients []string
+	for _, target := range fl.Targets {
+		if isClient(target) {
+			clients = append(clients, target)
+		}
+	}
+	// Every client is cut off one side; n1's side holds one of the three.
+	if len(clients) != 3 || !strings.Contains(fl.Description, "n1<-n2,n3,") || strings.Count(fl.Description, "<-n1") != 4 {
+		t.Errorf("split %q", fl.Description)
+	}
+}
+
+// Kleppmann's example with every client live: client 1 (seeded) and D, E cannot reach
+// each other from the start; C's clock jumps once client 1 is granted; nothing else heals
+// until client 2 has taken the lock.
+func TestKleppmannClockRunsLiveWithAddressedClients(t *testing.T) {
+	f := newFake(2, 5)
+	env := f.addressedEnv()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan error)
+	go func() { done <- kleppmannClock{}.Run(ctx, env) }()
+	waitFor(t, "the cut", func() bool { return len(f.did()) == 3 })
+	client1 := strings.Fields(f.did()[2])[0] // "worker-N drops ip-n4,ip-n5"
+	p, _ := clientProcess(client1)
+	time.Sleep(5 * time.Millisecond) // past the cut plus the (1ms) TTL
+	f.events <- history.Event{Type: history.OK, Process: 1 - p, Func: history.Acquire, Time: history.Now()}
+	f.events <- history.Event{Type: history.OK, Process: p, Func: history.Acquire, Time: history.Now(),
+		Detail: map[string]string{validityDetail: "1h"}}
+	waitFor(t, "the clock jump", func() bool { return slices.Contains(f.did(), "clock n3 +4.000") })
+	f.events <- history.Event{Type: history.OK, Process: 1 - p, Func: history.Acquire, Time: history.Now()}
+	f.events <- history.Event{Type: history.OK, Process: 1 - p, Func: history.Write, Time: history.Now()}
+	waitFor(t, "client 1 thawed", func() bool { return slices.Contains(f.did(), client1+" CONTINUED") })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"n4 drops ip-" + client1, "n5 drops ip-" + client1, client1 + " drops ip-n4,ip-n5",
+		client1 + " STOPPED (SIGNAL)", "clock n3 +4.000", client1 + " CONTINUED", "heal network", "heal clients", "clock n3 +0.000"}
+	if got := f.did(); !slices.Equal(got, want) {
+		t.Fatalf("actions %q, want %q", got, want)
+	}
+	for _, fl := range f.faults() {
+		if !fl.Healed {
+			t.Errorf("fault %+v not healed", fl)
+		}
+	}
+}
