@@ -1,0 +1,221 @@
+package harness
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/checkers"
+	"github.com/lockbreaker/lockbreaker/clientnet"
+	"github.com/lockbreaker/lockbreaker/history"
+)
+
+// Partitions that reach single lock clients: each client has its own address on the
+// cluster network (package clientnet), which needs root. The run's progress, in the test
+// log, says how long the clients took to start on their addresses.
+
+func needClientAddrs(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs Docker: real containers")
+	}
+	if err := clientnet.Supported(); err != nil {
+		t.Skip(err)
+	}
+}
+
+// ops pairs a history's operations; the history was written by the harness, so it pairs.
+func ops(t *testing.T, events []history.Event) []history.Op {
+	t.Helper()
+	all, err := history.Pair(events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return all
+}
+
+// clientFaults are the faults whose description starts with kind, each with the one
+// client it targets.
+func clientFaults(t *testing.T, events []history.Event, kind string) (faults []history.Fault, clients []int) {
+	t.Helper()
+	for _, f := range history.Faults(events) {
+		if !strings.HasPrefix(f.Description, kind+" ") {
+			continue
+		}
+		var targeted []int
+		for _, target := range f.Targets {
+			if p, ok := strings.CutPrefix(target, "worker-"); ok {
+				n, err := strconv.Atoi(p)
+				if err != nil {
+					t.Fatalf("fault %+v: target %q", f, target)
+				}
+				targeted = append(targeted, n)
+			}
+		}
+		if len(targeted) != 1 || !f.Healed {
+			t.Fatalf("fault %+v: want one client targeted, healed", f)
+		}
+		faults, clients = append(faults, f), append(clients, targeted[0])
+	}
+	if len(faults) == 0 {
+		t.Fatalf("no %s fault in the history", kind)
+	}
+	return faults, clients
+}
+
+// Kleppmann's example as he wrote it, every client live: client 1 cannot reach D and E
+// (n4, n5) while the others can. Client 1 is granted the lock by A, B, C; C's clock
+// jumps; client 2 is granted C, D, E while client 1 still holds it.
+func TestRedlockKleppmannLiveGivesTwoHoldersNamingTheirNodes(t *testing.T) {
+	needClientAddrs(t)
+	s := DefaultSpec()
+	s.System, s.Client, s.Nemesis = "redlock", "redlock", []string{"kleppmann-clock"}
+	s.TimeLimit, s.Seed = Duration(10*time.Second), 3
+	summary, events := runEvents(t, s)
+	expect(t, summary, map[string]checkers.Verdict{"mutual-exclusion": checkers.Invalid})
+	_, cut := clientFaults(t, events, "partition-client-from")
+	found := false
+	all := ops(t, events)
+	for _, one := range all {
+		if one.Func() != history.Acquire || one.Type() != history.OK || !slices.Contains(cut, one.Process()) {
+			continue
+		}
+		// Client 1's grant came from A, B and C alone; a grant to another client from C, D
+		// and E while client 1 held the lock (until it began to release) is the second holder.
+		if one.Complete.Detail["nodes"] != "n1,n2,n3" {
+			continue
+		}
+		held := heldUntil(all, one)
+		for _, two := range all {
+			nodes := strings.Split(two.Complete.Detail["nodes"], ",")
+			if two.Func() == history.Acquire && two.Type() == history.OK && two.Process() != one.Process() &&
+				two.Complete.Time > one.Complete.Time && two.Complete.Time < held &&
+				slices.Contains(nodes, "n4") && slices.Contains(nodes, "n5") && slices.Contains(nodes, "n3") {
+				t.Logf("client 1 (worker-%d) held %s, client 2 (worker-%d) held %s at once",
+					one.Process(), one.Complete.Detail["nodes"], two.Process(), two.Complete.Detail["nodes"])
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no two holders at once with client 1 on n1,n2,n3 and client 2 on n3,n4,n5")
+	}
+}
+
+// heldUntil is when the holder granted by acquire began to release, or the end of time.
+func heldUntil(all []history.Op, acquire history.Op) int64 {
+	for _, op := range all {
+		if op.Process() == acquire.Process() && op.Func() == history.Release && op.Invoke.Time > acquire.Complete.Time {
+			return op.Invoke.Time
+		}
+	}
+	return 1<<63 - 1
+}
+
+// holderCutSpec is ZooKeeper whose holders work three sessions long: safe while each
+// holder's session lives, so a second holder is the partition's doing.
+func holderCutSpec(client string, nemesis string, fencing bool) Spec {
+	s := zkSpec([]string{nemesis}, fencing, 20*time.Second)
+	s.Client, s.Seed = client, 5
+	s.TTL, s.Work, s.Pause = Duration(time.Second), Duration(3*time.Second), 0
+	return s
+}
+
+// A holder partitioned from the ensemble, and from it alone, beyond its session timeout:
+// its session expires, the lock moves to a client that was never cut, and the cut holder
+// goes on to write. Without fencing the storage is corrupted; with it, it stays safe.
+func TestZooKeeperHolderPartitionedFromTheEnsemble(t *testing.T) {
+	needClientAddrs(t)
+	t.Run("unfenced", func(t *testing.T) {
+		s := runScenario(t, holderCutSpec("zookeeper", "partition-holder", false))
+		expect(t, s, map[string]checkers.Verdict{"mutual-exclusion": checkers.Invalid, "data-safety": checkers.Invalid})
+	})
+	t.Run("fenced", func(t *testing.T) {
+		expectLockBrokenDataSafe(t, runScenario(t, holderCutSpec("zookeeper", "partition-holder", true)))
+	})
+}
+
+// A holder cut from the lock service but not from the storage writes to the storage while
+// it is cut: accepted without fencing (corrupting it), rejected as stale with fencing. The
+// reverse, a holder cut from the storage only, cannot write at all and breaks nothing.
+func TestHolderCutFromTheLockServiceStillReachesTheStorage(t *testing.T) {
+	needClientAddrs(t)
+	for _, fencing := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unfenced", true: "fenced"}[fencing], func(t *testing.T) {
+			s := holderCutSpec("zk-recipe-lib", "partition-holder", fencing)
+			s.Pause = Duration(4 * time.Second) // the cut outlasts the holder's work
+			summary, events := runEvents(t, s)
+			want := map[string]checkers.Verdict{"mutual-exclusion": checkers.Invalid, "data-safety": checkers.Invalid}
+			wantWrite := history.OK
+			if fencing {
+				want["data-safety"], want["fencing"] = checkers.Valid, checkers.Valid
+				wantWrite = history.Fail
+			}
+			expect(t, summary, want)
+			faults, cut := clientFaults(t, events, "partition-holder")
+			seen := false
+			for _, op := range ops(t, events) {
+				for i, f := range faults {
+					if op.Process() == cut[i] && op.Func() == history.Write && op.Complete != nil &&
+						op.Invoke.Time > f.Start && op.Complete.Time < f.Stop && op.Type() == wantWrite {
+						seen = true
+					}
+				}
+			}
+			if !seen {
+				t.Errorf("no write of a cut holder reached the storage (%s) while it was cut off the nodes", wantWrite)
+			}
+		})
+	}
+	t.Run("cut from the storage only", func(t *testing.T) {
+		s := holderCutSpec("zookeeper", "partition-holder-storage", true)
+		s.Work, s.Pause = Duration(100*time.Millisecond), Duration(3*time.Second)
+		expect(t, runScenario(t, s), map[string]checkers.Verdict{
+			"mutual-exclusion": checkers.Valid, "data-safety": checkers.Valid, "lost-updates": checkers.Valid})
+	})
+}
+
+// A grudge that cuts one client only, on a live cluster: the acquires that client starts
+// during the cut fail, while other clients are granted the lock meanwhile. The fault's stop
+// is recorded once the heal is done, so the cut client's last acquire of a cut may be
+// granted just after the heal; holders work a second, so no later one fits in that gap
+// (and within their lease, so the lock holds).
+func TestGrudgeCutsOneClientOnly(t *testing.T) {
+	needClientAddrs(t)
+	s := spec("redis", "", []string{"partition-client"}, true, 12*time.Second)
+	s.TTL, s.Work, s.Pause, s.Interval, s.Seed = Duration(3*time.Second), Duration(time.Second), Duration(4*time.Second), Duration(time.Second), 2
+	_, events := runEvents(t, s)
+	faults, cut := clientFaults(t, events, "partition-client")
+	all := ops(t, events)
+	failed, granted := 0, 0
+	for i, f := range faults {
+		var mine []history.Op
+		othersGranted := 0
+		for _, op := range all {
+			if op.Func() != history.Acquire || op.Complete == nil || op.Invoke.Time < f.Start || op.Invoke.Time > f.Stop {
+				continue
+			}
+			switch {
+			case op.Process() == cut[i]:
+				mine = append(mine, op)
+			case op.Type() == history.OK && op.Complete.Time < f.Stop:
+				othersGranted++
+			}
+		}
+		for j, op := range mine {
+			if op.Type() != history.OK {
+				failed++
+			} else if j < len(mine)-1 {
+				t.Errorf("worker-%d, cut off every node, was granted the lock during %s", cut[i], f.Description)
+			}
+		}
+		t.Logf("%s: worker-%d started %d acquires, the others were granted %d times", f.Description, cut[i], len(mine), othersGranted)
+		granted += othersGranted
+	}
+	// The last cut may be cut short by the end of the run: count over all of them.
+	if failed == 0 || granted == 0 {
+		t.Errorf("during the cuts %d acquires of the cut client failed and the others were granted %d times: want both", failed, granted)
+	}
+}
