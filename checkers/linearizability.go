@@ -19,8 +19,10 @@ package checkers
 // context's, whichever is sooner; a key the deadline cuts short is Unknown, never a pass.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -220,12 +222,14 @@ func operations(ops []history.Op, infinity int64) []porcupine.Operation {
 		}
 		caller := identity{op.Process(), lives[op.Process()]}
 		o := outcomeOf(*op)
-		ret := infinity
+		// What the servers saw narrows the operation (Op.Window): the search then tries
+		// far fewer orders. An indeterminate operation may take effect at any time after
+		// its start; settle bounds when that can matter.
+		call, ret := op.Window()
 		if o == indeterminate {
+			ret = infinity
 			delete(clientID, op.Process())
 			lives[op.Process()]++
-		} else {
-			ret = op.Complete.Time
 		}
 		var read int64
 		if o == succeeded {
@@ -234,13 +238,61 @@ func operations(ops []history.Op, infinity int64) []porcupine.Operation {
 		out[i] = porcupine.Operation{
 			ClientId: id,
 			Input:    request{f: op.Func(), caller: caller, value: valueOf(op.Invoke.Value)},
-			Call:     op.Invoke.Time,
+			Call:     call,
 			Output:   response{outcome: o, value: read},
 			Return:   ret,
 			Metadata: op,
 		}
 	}
+	settle(out, ops)
 	return out
+}
+
+// settle gives indeterminate operations a return before infinity where that loses no
+// legal order, which keeps porcupine from trying every place for each of them (the search
+// grows exponentially with operations open at once). It rests on the fresh identity an
+// indeterminate operation leaves behind (see operations): its caller never acts again.
+//   - An acquire or a release: in both models every state it can lead to is no better than
+//     the one it leaves when it has no effect (a lock held by, or released by, an identity
+//     that never acts again lets no other request through that "no effect" would refuse),
+//     and "no effect" is among its outcomes wherever it is placed. So it may be placed
+//     anywhere: it returns when it completed (a never-completed one stays at infinity).
+//   - A write takes effect only while its caller holds the lock. Once another identity's
+//     acquire invoked after the write took effect, nothing makes the dead caller the
+//     holder again, so the write took effect before that acquire returned, or never:
+//     it returns with the earliest such acquire.
+func settle(out []porcupine.Operation, ops []history.Op) {
+	type acquired struct{ call, ret int64 }
+	var acquires []acquired // ok acquires by call, each with the earliest return from it on
+	for _, op := range out {
+		if op.Input.(request).f == history.Acquire && op.Output.(response).outcome == succeeded {
+			acquires = append(acquires, acquired{op.Call, op.Return})
+		}
+	}
+	slices.SortFunc(acquires, func(a, b acquired) int { return cmp.Compare(a.call, b.call) })
+	for i := len(acquires) - 2; i >= 0; i-- {
+		acquires[i].ret = min(acquires[i].ret, acquires[i+1].ret)
+	}
+	for i := range out {
+		op := &out[i]
+		if op.Output.(response).outcome != indeterminate || ops[i].Complete == nil && op.Input.(request).f != history.Write {
+			continue
+		}
+		switch op.Input.(request).f {
+		case history.Acquire, history.Release:
+			op.Return = ops[i].Complete.Time
+		case history.Write:
+			next, _ := slices.BinarySearchFunc(acquires, op.Call, func(a acquired, call int64) int {
+				if a.call <= call {
+					return -1
+				}
+				return 1
+			})
+			if next < len(acquires) {
+				op.Return = max(op.Call, min(op.Return, acquires[next].ret))
+			}
+		}
+	}
 }
 
 // explain says where the search got stuck, from porcupine's longest partial linearization:
@@ -272,13 +324,20 @@ func (l linearizability) explain(s keySearch, tl timeline) []string {
 	}
 	lines = append(lines, "  state then: "+l.model.DescribeState(state))
 
+	// An indeterminate operation can always come next (settle): it is never the one stuck.
+	returns := func(op porcupine.Operation) int64 {
+		if op.Output.(response).outcome == indeterminate {
+			return math.MaxInt64
+		}
+		return op.Return
+	}
 	stuck := -1
 	for id, op := range s.operations {
 		if placed[id] {
 			continue
 		}
-		if stuck < 0 || op.Return < s.operations[stuck].Return ||
-			op.Return == s.operations[stuck].Return && op.Call < s.operations[stuck].Call {
+		if stuck < 0 || returns(op) < returns(s.operations[stuck]) ||
+			returns(op) == returns(s.operations[stuck]) && op.Call < s.operations[stuck].Call {
 			stuck = id
 		}
 	}
