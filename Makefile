@@ -12,10 +12,14 @@ build:
 
 # The node image is built from Debian packages; with no registry the base comes from
 # debootstrap, which a fresh machine may lack. The browser tests open reports in Chromium.
+# Lock clients join the cluster network with ip and nsenter and are cut with iptables.
 deps:
 	@missing=""; \
 	command -v debootstrap >/dev/null 2>&1 || missing="$$missing debootstrap"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
+	command -v nsenter >/dev/null 2>&1 || missing="$$missing util-linux"; \
+	command -v iptables >/dev/null 2>&1 || missing="$$missing iptables"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \

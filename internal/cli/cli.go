@@ -159,7 +159,9 @@ run's report and files below it, and nothing outside the store. Listens on loopb
 		name:     "clean",
 		synopsis: "remove every container and network lockbreaker left behind",
 		about: `Removes every container and network labelled by lockbreaker, e.g. those of a run
-that was killed with SIGKILL. Do not run it beside a run you want to keep.`,
+that was killed with SIGKILL. Do not run it beside a run you want to keep. Lock clients
+leave nothing for it: a client's network namespace and address on the cluster network
+die with its process.`,
 		examples: []string{
 			"lockbreaker clean",
 			"docker ps -a --filter label=org.lockbreaker.project   # what clean removes",
