@@ -1,6 +1,9 @@
 package harness
 
 import (
+	"os"
+	"os/exec"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +26,34 @@ func needClientAddrs(t *testing.T) {
 	}
 	if err := clientnet.Supported(); err != nil {
 		t.Skip(err)
+	}
+	t.Cleanup(func() { expectNoClientLinks(t) })
+}
+
+// expectNoClientLinks fails t when a host-side veth of a client (lbc<pid>) outlives its
+// process. The kernel removes a dead namespace's links in the background, so it waits for
+// them to go; the deadline only matters when something is broken. Links of live processes
+// belong to runs beside this one.
+func expectNoClientLinks(t *testing.T) {
+	t.Helper()
+	var orphans []string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		out, err := exec.Command("ip", "-o", "link", "show").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		orphans = nil
+		for _, m := range regexp.MustCompile(`: lbc([0-9]+)@`).FindAllStringSubmatch(string(out), -1) {
+			if _, err := os.Stat("/proc/" + m[1]); err != nil {
+				orphans = append(orphans, "lbc"+m[1])
+			}
+		}
+		if len(orphans) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(orphans) > 0 {
+		t.Errorf("client links outlived their processes: %v", orphans)
 	}
 }
 

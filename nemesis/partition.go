@@ -392,38 +392,25 @@ func (p partitionHolder) Needs() Needs { return Needs{Network: !p.fromStorage, C
 func (p partitionHolder) Available(sys system.System, _ int) error { return p.Needs().available(sys) }
 
 func (p partitionHolder) Run(ctx context.Context, env Env) error {
-	if env.Clients == nil {
-		return errSharedAddress
-	}
-	net, err := networkOf(env)
+	net, err := clientNetworkOf(env)
 	if err != nil {
 		return err
 	}
-	w := watch(env.Subscribe())
-	var quietUntil int64 // events before this time are stale: they arrived during the cut
-	for {
-		e, ok := w.next(ctx, nil)
-		if !ok {
-			return nil
-		}
-		if e.Func != history.Read || e.Type != history.OK || !w.holds(e.Process) || e.Time < quietUntil {
-			continue
-		}
-		holder := []string{workerName(e.Process)}
-		g := complete(holder, env.Nodes.Names())
+	return afterHolderReads(ctx, env, func(holder int, hold func()) error {
+		g := complete([]string{workerName(holder)}, env.Nodes.Names())
 		if p.fromStorage {
-			g = grudge{holder[0]: {Storage}}
+			g = grudge{workerName(holder): {Storage}}
 		}
-		hold := forPause(ctx, env)
-		if !env.PauseFixed {
-			hold = func() { w.awaitTakeover(ctx, e.Process, takeoverLeases*env.TTL) }
-		}
-		if err := cutFor(ctx, env, net, p.Name(), g, hold); err != nil {
-			return err
-		}
-		sleep(ctx, env.Interval)
-		quietUntil = history.Now()
+		return cutFor(ctx, env, net, p.Name(), g, hold)
+	})
+}
+
+// clientNetworkOf is the network of a cluster whose clients have addresses of their own.
+func clientNetworkOf(env Env) (Network, error) {
+	if env.Clients == nil {
+		return nil, errSharedAddress
 	}
+	return networkOf(env)
 }
 
 func (partitionHolder) Heal(ctx context.Context, env Env) error { return partition{}.Heal(ctx, env) }
@@ -452,10 +439,7 @@ type Monitors interface {
 }
 
 func (p primarySplit) Run(ctx context.Context, env Env) error {
-	if env.Clients == nil {
-		return errSharedAddress
-	}
-	net, err := networkOf(env)
+	net, err := clientNetworkOf(env)
 	if err != nil {
 		return err
 	}

@@ -139,8 +139,17 @@ type pauseHolder struct{ anywhere }
 func (pauseHolder) Name() string { return "pause-holder" }
 
 func (pauseHolder) Run(ctx context.Context, env Env) error {
+	return afterHolderReads(ctx, env, func(p int, hold func()) error {
+		return pauseWorker(ctx, env, "pause-holder", p, hold)
+	})
+}
+
+// afterHolderReads calls fault whenever a client that holds the lock has read the
+// register, with how long to hold the fault: until another client has taken the lock over
+// (at most five leases), or env.Pause when the user chose it.
+func afterHolderReads(ctx context.Context, env Env, fault func(holder int, hold func()) error) error {
 	w := watch(env.Subscribe())
-	var quietUntil int64 // events before this time are stale: they arrived during a pause
+	var quietUntil int64 // events before this time are stale: they arrived during a fault
 	for {
 		e, ok := w.next(ctx, nil)
 		if !ok {
@@ -153,10 +162,10 @@ func (pauseHolder) Run(ctx context.Context, env Env) error {
 		if !env.PauseFixed {
 			hold = func() { w.awaitTakeover(ctx, e.Process, takeoverLeases*env.TTL) }
 		}
-		if err := pauseWorker(ctx, env, "pause-holder", e.Process, hold); err != nil {
+		if err := fault(e.Process, hold); err != nil {
 			return err
 		}
-		// Let the woken client finish and others make progress before the next pause.
+		// Let the released client finish and others make progress before the next fault.
 		sleep(ctx, env.Interval)
 		quietUntil = history.Now()
 	}
