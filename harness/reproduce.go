@@ -27,7 +27,8 @@ func (s Spec) Args() []string {
 		args = append(args, "--nodes", strconv.Itoa(s.Nodes))
 	}
 	args = append(args, "--ttl", s.TTL.Std().String(), "--time-limit", s.TimeLimit.Std().String(),
-		"--seed", strconv.FormatInt(s.Seed, 10), "--work", s.Work.Std().String())
+		"--seed", strconv.FormatInt(s.Seed, 10), "--work", s.Work.Std().String(),
+		"--rate", strconv.FormatFloat(s.Rate, 'g', -1, 64), "--retry", s.Retry.Std().String())
 	for _, optional := range []struct {
 		flag string
 		d    Duration
@@ -57,9 +58,10 @@ func (s Spec) Args() []string {
 }
 
 // ReproduceCommand is the shell command that runs a saved spec (spec.json's bytes) again,
-// or "" when spec is not one.
+// or "" when spec is not one. A setting the spec does not name (rate and retry, in runs
+// from before they were settings) is the default, which is what such a run used.
 func ReproduceCommand(spec json.RawMessage) string {
-	var s Spec
+	s := DefaultSpec()
 	if len(spec) == 0 || json.Unmarshal(spec, &s) != nil {
 		return ""
 	}

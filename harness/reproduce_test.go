@@ -16,23 +16,26 @@ func TestReproduceCommand(t *testing.T) {
 	}{
 		{"every setting, derived ones left out", func(*Spec) {},
 			"lockbreaker run --system local --client local --nemesis pause-holder,kill-client --fencing off --clients 5 " +
-				"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --interval 1s --clock-rate 2 --key lock"},
+				"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --rate 20 --retry 20ms --interval 1s --clock-rate 2 --key lock"},
 		{"set derived ones are kept", func(s *Spec) {
 			s.Nodes, s.Pause, s.ClockOffset, s.Fencing, s.Nemesis = 5, Duration(3*time.Second), Duration(time.Minute), true, nil
 		}, "lockbreaker run --system local --client local --nemesis none --fencing on --clients 5 --nodes 5 " +
-			"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --pause 3s --clock-offset 1m0s --interval 1s --clock-rate 2 --key lock"},
+			"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --rate 20 --retry 20ms --pause 3s --clock-offset 1m0s --interval 1s --clock-rate 2 --key lock"},
 		{"crash settings are kept when set", func(s *Spec) {
 			s.Persistence, s.MinReplicas, s.MinReplicasMaxLag = "aof-always", 1, Duration(2*time.Second)
 			s.RestartAfter, s.RestartDelayTTL = Duration(300*time.Millisecond), true
 		}, "lockbreaker run --system local --client local --nemesis pause-holder,kill-client --fencing off --clients 5 " +
-			"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --interval 1s --clock-rate 2 --key lock " +
+			"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --rate 20 --retry 20ms --interval 1s --clock-rate 2 --key lock " +
 			"--persistence aof-always --min-replicas-to-write 1 --min-replicas-max-lag 2s --restart-after 300ms --restart-delay-ttl"},
 		{"the derived test name is left out", func(s *Spec) { s.Test = s.name() },
 			"lockbreaker run --system local --client local --nemesis pause-holder,kill-client --fencing off --clients 5 " +
-				"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --interval 1s --clock-rate 2 --key lock"},
+				"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --rate 20 --retry 20ms --interval 1s --clock-rate 2 --key lock"},
+		{"load is kept", func(s *Spec) { s.Rate, s.Retry = 0, Duration(time.Millisecond) },
+			"lockbreaker run --system local --client local --nemesis pause-holder,kill-client --fencing off --clients 5 " +
+				"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --rate 0 --retry 1ms --interval 1s --clock-rate 2 --key lock"},
 		{"a test name is quoted for the shell", func(s *Spec) { s.Test, s.ClockRate = `it's $(rm -rf ~)`, 1.5 },
 			"lockbreaker run --system local --client local --nemesis pause-holder,kill-client --fencing off --clients 5 " +
-				"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --interval 1s --clock-rate 1.5 --key lock --test 'it'\\''s $(rm -rf ~)'"},
+				"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --rate 20 --retry 20ms --interval 1s --clock-rate 1.5 --key lock --test 'it'\\''s $(rm -rf ~)'"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -46,6 +49,14 @@ func TestReproduceCommand(t *testing.T) {
 				t.Errorf("command\n%s\nwant\n%s", got, tt.want)
 			}
 		})
+	}
+	// A run from before the load was a setting had the default load.
+	old := `{"system": "local", "client": "local", "nemesis": null, "clients": 2, "ttl": "1s", "time_limit": "5s",` +
+		`"seed": 3, "work": "0s", "interval": "1s", "clock_rate": 2, "key": "lock"}`
+	want := "lockbreaker run --system local --client local --nemesis none --fencing off --clients 2 " +
+		"--ttl 1s --time-limit 5s --seed 3 --work 0s --rate 20 --retry 20ms --interval 1s --clock-rate 2 --key lock"
+	if got := ReproduceCommand(json.RawMessage(old)); got != want {
+		t.Errorf("command of an old spec\n%s\nwant\n%s", got, want)
 	}
 	for _, notASpec := range []string{"", "[]", `{"ttl": 5}`} {
 		if got := ReproduceCommand(json.RawMessage(notASpec)); got != "" {

@@ -321,14 +321,14 @@ func (t *trial) workerConfigs(runID string, nodes, sentinels []string, storageAd
 				TTL:       ttl,
 				Fencing:   t.spec.Fencing,
 				OpTimeout: nodeTimeout,
-				Retry:     20 * time.Millisecond,
+				Retry:     t.spec.Retry.Std(),
 				Owner:     fmt.Sprintf("%s-w%d-%x", runID, p, rng.Uint32()),
 			},
 			Storage:        storageAddr,
 			Work:           t.spec.Work.Std(),
 			AcquireTimeout: 2 * ttl,
 			OpTimeout:      storageTimeout,
-			Pace:           50 * time.Millisecond,
+			Period:         t.spec.CyclePeriod(),
 		}
 	}
 	return configs

@@ -37,6 +37,13 @@ type Spec struct {
 	Seed      int64    `json:"seed"`
 	// Work is how long a holder thinks between reading and writing the register.
 	Work Duration `json:"work"`
+	// Rate is how many lock cycles (acquire, read, write, release) per second each client
+	// aims at: a cycle starts 1/Rate after the one before, or right after it when it took
+	// longer, but never sooner than Retry after it. 0 runs cycles back to back, as fast as
+	// the lock and the storage answer.
+	Rate float64 `json:"rate"`
+	// Retry is the pause between acquire attempts while the lock is busy.
+	Retry Duration `json:"retry"`
 	// Pause is how long a paused process or node stays stopped, and how long a failover
 	// cuts replication before the grant it loses; 0 means twice the TTL.
 	Pause Duration `json:"pause,omitempty"`
@@ -93,11 +100,20 @@ func DefaultSpec() Spec {
 		TimeLimit: Duration(30 * time.Second),
 		Seed:      7,
 		Work:      Duration(100 * time.Millisecond),
+		Rate:      DefaultRate,
+		Retry:     Duration(DefaultRetry),
 		Interval:  Duration(time.Second),
 		ClockRate: 2,
 		Key:       "lock",
 	}
 }
+
+// The default load: a cycle every 50 ms and an acquire attempt every 20 ms while the lock
+// is busy, as every run had before they were settings.
+const (
+	DefaultRate  = 20
+	DefaultRetry = 20 * time.Millisecond
+)
 
 // SpecError is bad input: the CLI reports it as a usage error.
 type SpecError struct{ Reason string }
@@ -165,6 +181,10 @@ const (
 	maxTTL       = time.Hour
 	maxSpan      = 24 * time.Hour // time limit, pause, interval, work, clock offset
 	maxClockRate = 100
+	// Lock cycles per second per client, besides 0: from one cycle in a thousand seconds
+	// to far beyond any lock's round trip.
+	minRate, maxRate = 0.001, 1_000_000
+	maxRetry         = time.Minute
 	// maxTestName is what most file systems allow in one directory name.
 	maxTestName = 255
 )
@@ -186,6 +206,7 @@ func (s *Spec) checkBounds() error {
 		{"pause", s.Pause, 0, maxSpan},
 		{"interval", s.Interval, time.Millisecond, maxSpan},
 		{"clock-offset", s.ClockOffset, 0, maxSpan},
+		{"retry", s.Retry, 0, maxRetry},
 	} {
 		if d := b.d.Std(); d < b.min || d > b.max {
 			return specErrorf("--%s must be between %s and %s, got %s", b.flag, short(b.min), short(b.max), d)
@@ -194,6 +215,9 @@ func (s *Spec) checkBounds() error {
 	// NaN fails every comparison, so test for the valid range, not the invalid one.
 	if !(s.ClockRate > 0 && s.ClockRate <= maxClockRate) {
 		return specErrorf("--clock-rate must be a number above 0 and at most %d, got %g", maxClockRate, s.ClockRate)
+	}
+	if !(s.Rate == 0 || s.Rate >= minRate && s.Rate <= maxRate) {
+		return specErrorf("--rate must be 0 (as fast as possible) or lock cycles per second between %g and %d, got %g", minRate, maxRate, s.Rate)
 	}
 	if s.Key == "" || strings.ContainsAny(s.Key, " /\\") || !printable(s.Key) {
 		return specErrorf("--key must be a non-empty word of printable characters, without / or \\, got %q", s.Key)
@@ -315,6 +339,15 @@ func (s Spec) ReplicaLag() time.Duration {
 		return 0
 	}
 	return s.MinReplicasMaxLag.Std()
+}
+
+// CyclePeriod is from one lock cycle's start to the next's: one over the rate, 0 for as
+// fast as possible.
+func (s Spec) CyclePeriod() time.Duration {
+	if s.Rate == 0 {
+		return 0
+	}
+	return time.Duration(float64(time.Second) / s.Rate)
 }
 
 // ClockSkew is how far clock faults move a clock.

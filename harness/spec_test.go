@@ -37,6 +37,12 @@ func TestNormalizeRejectsBadSpecs(t *testing.T) {
 		{"infinite clock rate", func(s *Spec) { s.ClockRate = math.Inf(1) }, "got +Inf"},
 		{"minus infinite clock rate", func(s *Spec) { s.ClockRate = math.Inf(-1) }, "got -Inf"},
 		{"fast clock rate", func(s *Spec) { s.ClockRate = 101 }, "--clock-rate must be a number above 0 and at most 100"},
+		{"negative rate", func(s *Spec) { s.Rate = -1 }, "--rate must be 0 (as fast as possible) or lock cycles per second between 0.001 and 1000000, got -1"},
+		{"NaN rate", func(s *Spec) { s.Rate = math.NaN() }, "--rate must be 0 (as fast as possible) or lock cycles per second"},
+		{"rate of one cycle a century", func(s *Spec) { s.Rate = 1e-9 }, "got 1e-09"},
+		{"infinite rate", func(s *Spec) { s.Rate = math.Inf(1) }, "got +Inf"},
+		{"negative retry", func(s *Spec) { s.Retry = Duration(-time.Millisecond) }, "--retry must be between 0s and 1m, got -1ms"},
+		{"huge retry", func(s *Spec) { s.Retry = Duration(time.Hour) }, "--retry must be between 0s and 1m"},
 		{"empty key", func(s *Spec) { s.Key = "" }, "--key must be a non-empty word"},
 		{"key with slash", func(s *Spec) { s.Key = "a/b" }, "--key must be a non-empty word"},
 		{"key with escape", func(s *Spec) { s.Key = "lock\x1b[2J" }, `got "lock\x1b[2J"`},
@@ -83,15 +89,37 @@ func TestNormalizeRejectsBadSpecs(t *testing.T) {
 // The largest values allowed pass, and twice the TTL (the default pause) does not overflow.
 func TestNormalizeAcceptsTheCaps(t *testing.T) {
 	s := DefaultSpec()
-	s.Clients, s.ClockRate = 100, 100
+	s.Clients, s.ClockRate, s.Rate, s.Retry = 100, 100, 1_000_000, Duration(time.Minute)
 	s.TTL, s.TimeLimit = Duration(time.Hour), Duration(24*time.Hour)
 	s.Work, s.Interval, s.ClockOffset = Duration(24*time.Hour), Duration(24*time.Hour), Duration(24*time.Hour)
 	s.Test = strings.Repeat("t", 255)
 	if err := s.Normalize(); err != nil {
 		t.Fatal(err)
 	}
-	if s.PauseLength() != 2*time.Hour || s.ClockSkew() != 24*time.Hour {
-		t.Fatalf("pause %s clock skew %s", s.PauseLength(), s.ClockSkew())
+	if s.PauseLength() != 2*time.Hour || s.ClockSkew() != 24*time.Hour || s.CyclePeriod() != time.Microsecond {
+		t.Fatalf("pause %s clock skew %s cycle period %s", s.PauseLength(), s.ClockSkew(), s.CyclePeriod())
+	}
+}
+
+// The default load is the one every run had before it was a setting: a cycle every 50 ms,
+// an attempt every 20 ms while the lock is busy; rate 0 and the slowest rate are periods
+// too.
+func TestCyclePeriod(t *testing.T) {
+	for _, tt := range []struct {
+		rate float64
+		want time.Duration
+	}{{DefaultRate, 50 * time.Millisecond}, {0, 0}, {0.001, 1000 * time.Second}, {3, 333333333}} {
+		s := DefaultSpec()
+		s.Rate = tt.rate
+		if err := s.Normalize(); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.CyclePeriod(); got != tt.want {
+			t.Errorf("rate %g: period %s, want %s", tt.rate, got, tt.want)
+		}
+	}
+	if s := DefaultSpec(); s.Retry.Std() != 20*time.Millisecond {
+		t.Errorf("default retry %s, want 20ms", s.Retry.Std())
 	}
 }
 

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,7 +30,9 @@ type WorkerConfig struct {
 	Work           time.Duration    `json:"work"`
 	AcquireTimeout time.Duration    `json:"acquire_timeout"`
 	OpTimeout      time.Duration    `json:"op_timeout"`
-	Pace           time.Duration    `json:"pace"`
+	// Period is from one lock cycle's start to the next's (one over the rate); 0 runs
+	// cycles back to back. With a period, a cycle is followed by at least Lock.Retry.
+	Period time.Duration `json:"period"`
 }
 
 // StopLine asks a worker to finish its cycle and exit.
@@ -63,7 +66,9 @@ func RunWorker(stdin io.Reader, stdout io.Writer) error {
 		stop()
 	}()
 
-	out := json.NewEncoder(stdout)
+	// Events given together go out in one write: one wake-up of the harness's pump.
+	var batch bytes.Buffer
+	out := json.NewEncoder(&batch)
 	var writeErr error
 	w := workloads.Counter{
 		Process:        cfg.Process,
@@ -73,12 +78,17 @@ func RunWorker(stdin io.Reader, stdout io.Writer) error {
 		Work:           cfg.Work,
 		AcquireTimeout: cfg.AcquireTimeout,
 		OpTimeout:      cfg.OpTimeout,
-		Pace:           cfg.Pace,
+		Period:         cfg.Period,
+		Yield:          cfg.Lock.Retry,
 		Storage: func(ctx context.Context) (*storage.Client, error) {
 			return storage.Dial(ctx, cfg.Storage, cfg.Process)
 		},
-		Emit: func(e history.Event) {
-			if err := out.Encode(e); err != nil && writeErr == nil {
+		Emit: func(events ...history.Event) {
+			batch.Reset()
+			for _, e := range events {
+				out.Encode(e) // an Event always encodes
+			}
+			if _, err := stdout.Write(batch.Bytes()); err != nil && writeErr == nil {
 				writeErr = err
 				stop() // the harness cannot hear us: nothing we do would be recorded
 			}

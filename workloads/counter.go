@@ -26,27 +26,45 @@ type Counter struct {
 	// AcquireTimeout bounds one Acquire; OpTimeout one storage request.
 	AcquireTimeout time.Duration
 	OpTimeout      time.Duration
-	// Pace is the pause between cycles, so a client that just released does not always win.
-	Pace time.Duration
-	// Emit records an event; it must not block for long.
-	Emit func(history.Event)
+	// Period is the time from one cycle's start to the next's that the client aims at:
+	// one over its rate of lock cycles per second. Zero runs cycles back to back, as fast
+	// as they go. With a Period the client pauses at least Yield after every cycle, so a
+	// client that just released does not always win over those waiting for the lock (set
+	// it to their retry interval).
+	Period time.Duration
+	Yield  time.Duration
+	// Emit records events, in order and at once: a worker writes them to the harness in
+	// one write. It must not block for long.
+	Emit func(...history.Event)
 
 	store *storage.Client
+	// done is the last completion, not yet emitted: it goes out with the next invocation
+	// (one write for both), or before the client waits for anything but a request, so
+	// the harness still hears of every outcome as soon as anyone could act on it. An
+	// invocation is never held back: once its request is sent it may take effect, and a
+	// client killed after that must have recorded it.
+	done *history.Event
 }
 
 // Run does cycles until ctx ends, then finishes the cycle under way (a holder still
 // writes and releases) and returns.
 func (w *Counter) Run(ctx context.Context) {
 	defer func() {
+		w.flush()
 		if w.store != nil {
 			w.store.Close()
 		}
 	}()
 	for ctx.Err() == nil {
+		started := time.Now()
 		w.cycle(ctx)
+		if w.Period == 0 {
+			continue
+		}
+		w.flush()
 		select {
 		case <-ctx.Done():
-		case <-time.After(w.Pace):
+		case <-time.After(max(w.Period-time.Since(started), w.Yield)):
 		}
 	}
 }
@@ -61,7 +79,10 @@ func (w *Counter) cycle(ctx context.Context) {
 		token = history.Int64(grant.Token)
 	}
 	if value, ok := w.storageOp(history.Read, token, 0); ok {
-		time.Sleep(w.Work)
+		if w.Work > 0 {
+			w.flush()
+			time.Sleep(w.Work)
+		}
 		w.storageOp(history.Write, token, value+1)
 	}
 	w.release()
@@ -78,6 +99,7 @@ func (w *Counter) acquire(ctx context.Context) (Grant, bool) {
 			done.Token = history.Int64(grant.Token)
 		}
 		done.WatchEvents, done.Detail = grant.WatchEvents, grant.Detail
+		done.EffectFrom = grant.AttemptStarted // complete drops it if the lock got it wrong
 	}
 	w.complete(done)
 	return grant, err == nil
@@ -120,14 +142,16 @@ func (w *Counter) storageOp(f history.Func, token *int64, value int64) (int64, b
 	inv = w.invoke(inv)
 	ctx, cancel := context.WithTimeout(context.Background(), w.OpTimeout)
 	defer cancel()
-	got, err := w.do(ctx, req)
+	resp, err := w.do(ctx, req)
 	done := inv
+	// The storage's own clock says when it applied (or refused) the request.
+	done.EffectFrom, done.EffectTo = resp.Applied, resp.Applied
 	var rejected *storage.RejectedError
 	switch {
 	case err == nil:
 		done.Type = history.OK
 		if f == history.Read {
-			done.Value = history.Int64(got)
+			done.Value = history.Int64(resp.Value)
 		}
 	case errors.As(err, &rejected):
 		done.Type, done.Error, done.Message = history.Fail, rejected.Reason, rejected.Message
@@ -135,35 +159,59 @@ func (w *Counter) storageOp(f history.Func, token *int64, value int64) (int64, b
 		done.Type, done.Message = history.Info, err.Error()
 	}
 	w.complete(done)
-	return got, err == nil
+	return resp.Value, err == nil
 }
 
-func (w *Counter) do(ctx context.Context, req storage.Request) (int64, error) {
+func (w *Counter) do(ctx context.Context, req storage.Request) (storage.Response, error) {
 	if w.store == nil {
 		c, err := w.Storage(ctx)
 		if err != nil {
 			// Nothing was sent: the request certainly did not happen.
-			return 0, &storage.RejectedError{Reason: history.ErrUnreachable, Message: err.Error()}
+			return storage.Response{}, &storage.RejectedError{Reason: history.ErrUnreachable, Message: err.Error()}
 		}
 		w.store = c
 	}
-	v, err := w.store.Do(ctx, req)
+	resp, err := w.store.Send(ctx, req)
 	var rejected *storage.RejectedError
 	if err != nil && !errors.As(err, &rejected) {
-		w.store = nil // Do closed the broken connection; dial again next time
+		w.store = nil // Send closed the broken connection; dial again next time
 	}
-	return v, err
+	return resp, err
 }
 
 func (w *Counter) invoke(e history.Event) history.Event {
 	e.Type, e.Process, e.Key, e.Time = history.Invoke, w.Process, w.Key, history.Now()
-	w.Emit(e)
+	if w.done != nil {
+		w.Emit(*w.done, e)
+		w.done = nil
+	} else {
+		w.Emit(e)
+	}
 	return e
 }
 
-// complete records a completion built from its invocation; the invocation's value and
-// token stay on it unless the completion set its own.
+// flush emits the completion held back, if any.
+func (w *Counter) flush() {
+	if w.done != nil {
+		w.Emit(*w.done)
+		w.done = nil
+	}
+}
+
+// complete records a completion built from its invocation, to be emitted with the next
+// invocation (see done); the invocation's value and token stay on it unless the
+// completion set its own. What the servers saw (EffectFrom, EffectTo) is kept only when
+// it lies within the operation, as the history demands: a lock's AttemptStarted read from
+// another clock, or a storage on another kernel, would otherwise make the whole history
+// unreadable.
 func (w *Counter) complete(e history.Event) {
+	invoked := e.Time
 	e.Time = history.Now()
-	w.Emit(e)
+	if e.EffectFrom < invoked || e.EffectFrom > e.Time {
+		e.EffectFrom = 0
+	}
+	if e.EffectTo < max(invoked, e.EffectFrom) || e.EffectTo > e.Time {
+		e.EffectTo = 0
+	}
+	w.done = &e
 }

@@ -41,6 +41,13 @@ type Grant struct {
 	WatchEvents *int
 	// Detail is kept in the history for readers (e.g. the lock node's name, validity).
 	Detail map[string]string
+	// AttemptStarted, optional, is when the attempt that was granted began (CLOCK_MONOTONIC
+	// nanoseconds, from history.Now()); zero means unknown. A lock that retries while the
+	// lock is busy sets it to the start of its last attempt: the attempts before it found
+	// the lock busy, a definite answer, so the grant cannot have happened earlier. The
+	// history records it, narrowing when the acquire can have taken effect, only when it
+	// lies within the acquire call; a lock that cannot tell leaves it zero.
+	AttemptStarted int64
 }
 
 var (

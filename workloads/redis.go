@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/system"
 )
 
@@ -100,10 +101,15 @@ func (l *redisLock) Acquire(ctx context.Context) (Grant, error) {
 
 // retryWhileBusy calls try until it returns something other than ErrBusy or ctx ends.
 // ctx only stops new attempts: an attempt in flight runs to its own timeout, so giving up
-// on a busy lock is a definite failure rather than an abandoned request.
+// on a busy lock is a definite failure rather than an abandoned request. A grant's
+// AttemptStarted, unless try set it, is when the granted attempt began.
 func retryWhileBusy(ctx context.Context, retry time.Duration, try func(context.Context) (Grant, error)) (Grant, error) {
 	for {
+		started := history.Now()
 		g, err := try(context.WithoutCancel(ctx))
+		if err == nil && g.AttemptStarted == 0 {
+			g.AttemptStarted = started
+		}
 		if !errors.Is(err, ErrBusy) {
 			return g, err
 		}

@@ -81,6 +81,7 @@ time limit, heals and tears everything down, then checks the history. Writes
 		examples: []string{
 			"lockbreaker run",
 			"lockbreaker run --system redis --nemesis pause-holder --fencing on",
+			"lockbreaker run --system redis --nemesis none --clients 1 --work 0 --rate 0",
 			"lockbreaker run --system redlock --nemesis kleppmann-clock --ttl 6s --work 4s --time-limit 25s",
 			"lockbreaker run --system sentinel --nemesis failover --fencing on --ttl 5s --work 4s --pause 5s --time-limit 20s",
 			"lockbreaker run --system redlock --nodes 3 --nemesis kill-node --persistence none --ttl 5s --work 4s --interval 500ms --restart-after 200ms",
@@ -372,6 +373,9 @@ func runFlags(spec *harness.Spec) (*flag.FlagSet, *runOptions) {
 	fs.Var((*durationValue)(&spec.TimeLimit), "time-limit", "how long the clients run")
 	fs.Int64Var(&spec.Seed, "seed", spec.Seed, "seed of the nemesis schedule")
 	fs.Var((*durationValue)(&spec.Work), "work", "time a holder spends between reading and writing the register")
+	fs.Float64Var(&spec.Rate, "rate", spec.Rate, "lock cycles (acquire, read, write, release) per second each client aims at; "+
+		"a cycle waits at least --retry after the last; 0: as fast as the lock and the storage answer")
+	fs.Var((*durationValue)(&spec.Retry), "retry", "pause between acquire attempts while the lock is busy")
 	fs.Var((*durationValue)(&spec.Pause), "pause", "how long a paused process or node stays stopped, and a failover cuts replication; 0: twice the ttl")
 	fs.Var((*durationValue)(&spec.Interval), "interval", "mean time between faults")
 	fs.Var((*durationValue)(&spec.ClockOffset), "clock-offset", "how far clock faults move a clock; 0: twice the ttl")

@@ -1,6 +1,7 @@
 // Package storage is the shared storage that lock holders write to: a network service
 // holding one counter register per lock key, and the ground truth of the run. Every request
-// it serves is logged with the server's CLOCK_MONOTONIC time and whether it was accepted.
+// it serves is logged with the server's CLOCK_MONOTONIC time and whether it was accepted,
+// and that time is in the answer too, so a client can record when its request took effect.
 //
 // With fencing on it applies Kleppmann's rule: it remembers the highest token seen on any
 // request (read or write) for a key and rejects every request carrying a lower one, so a
@@ -44,6 +45,9 @@ type Response struct {
 	// Reason is why a request was rejected, in the history's words: stale-token,
 	// missing-token or bad-request.
 	Reason history.ErrorKind `json:"reason,omitempty"`
+	// Applied is when the server applied or refused the request: CLOCK_MONOTONIC
+	// nanoseconds, read under the lock that orders requests (the log's time).
+	Applied int64 `json:"applied,omitempty"`
 }
 
 // LogEntry is one line of the ground-truth log.
@@ -112,7 +116,8 @@ func (s *Server) apply(req Request) Response {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	resp := s.decide(req)
-	entry := LogEntry{Time: history.Now(), Client: req.Client, Op: req.Op, Key: req.Key, Token: req.Token,
+	resp.Applied = history.Now()
+	entry := LogEntry{Time: resp.Applied, Client: req.Client, Op: req.Op, Key: req.Key, Token: req.Token,
 		Accepted: resp.Accepted, Reason: resp.Reason, Value: s.values[req.Key]}
 	if req.Op == OpWrite {
 		entry.Written = &req.Value
@@ -180,19 +185,26 @@ func (e *RejectedError) Error() string {
 	return "storage rejected the request: " + string(e.Reason)
 }
 
-// Do sends one request and waits for the answer until ctx's deadline. A rejection is a
-// *RejectedError; any other error leaves the outcome unknown (the request may have been
-// applied), and the connection is closed because a late answer would desynchronise it.
+// Do sends one request and returns the register's value after it; see Send.
 func (c *Client) Do(ctx context.Context, req Request) (int64, error) {
+	resp, err := c.Send(ctx, req)
+	return resp.Value, err
+}
+
+// Send sends one request and waits for the answer until ctx's deadline. A rejection is a
+// *RejectedError, returned with the server's answer (its Applied says when it refused);
+// any other error leaves the outcome unknown (the request may have been applied), and the
+// connection is closed because a late answer would desynchronise it.
+func (c *Client) Send(ctx context.Context, req Request) (Response, error) {
 	req.Client = c.id
 	var resp Response
 	if err := c.conn.RoundTrip(ctx, req, &resp); err != nil {
-		return 0, fmt.Errorf("storage %s: %w", req.Op, err)
+		return Response{}, fmt.Errorf("storage %s: %w", req.Op, err)
 	}
 	if !resp.Accepted {
-		return resp.Value, &RejectedError{Reason: resp.Reason}
+		return resp, &RejectedError{Reason: resp.Reason}
 	}
-	return resp.Value, nil
+	return resp, nil
 }
 
 // Close closes the connection.

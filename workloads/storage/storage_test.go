@@ -117,3 +117,43 @@ func TestWithoutFencingEverythingIsAccepted(t *testing.T) {
 		{op: OpRead, accepted: true, result: 2},
 	})
 }
+
+// Every answer says when the server applied or refused the request: the log's time, within
+// the round trip, on the clock the history uses.
+func TestAnswersSayWhenTheRequestWasApplied(t *testing.T) {
+	log := &syncBuffer{}
+	s, err := Listen("127.0.0.1:0", true, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, s.Addr(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var applied []int64
+	for _, req := range []Request{
+		{Op: OpWrite, Key: "k", Value: 1, Token: token(2)},
+		{Op: OpRead, Key: "k", Token: token(1)}, // stale: refused, and said when
+	} {
+		before := history.Now()
+		resp, err := c.Send(ctx, req)
+		after := history.Now()
+		var rej *RejectedError
+		if err != nil && !errors.As(err, &rej) {
+			t.Fatal(err)
+		}
+		if resp.Applied < before || resp.Applied > after {
+			t.Errorf("%s applied at %d, outside its round trip [%d, %d]", req.Op, resp.Applied, before, after)
+		}
+		applied = append(applied, resp.Applied)
+	}
+	for i, e := range log.entries(t) {
+		if e.Time != applied[i] {
+			t.Errorf("log entry %d at %d, answer said %d", i, e.Time, applied[i])
+		}
+	}
+}

@@ -1,0 +1,147 @@
+package workloads
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/workloads/storage"
+)
+
+// The counter workload against the real storage and a lock that needs no server: what it
+// records is a history the parser accepts, with what the servers saw on the completions.
+
+// fakeLock grants every acquire after busy refusals, through the shared retry loop, or
+// with the AttemptStarted it is told to claim.
+type fakeLock struct {
+	busy    int   // refusals before each grant
+	claim   int64 // when not 0, the AttemptStarted every grant claims
+	refused int
+}
+
+func (l *fakeLock) Acquire(ctx context.Context) (Grant, error) {
+	return retryWhileBusy(ctx, time.Microsecond, func(context.Context) (Grant, error) {
+		if l.refused < l.busy {
+			l.refused++
+			return Grant{}, ErrBusy
+		}
+		l.refused = 0
+		return Grant{AttemptStarted: l.claim}, nil
+	})
+}
+
+func (l *fakeLock) Release(context.Context) error { return nil }
+func (l *fakeLock) Close() error                  { return nil }
+
+// runCounter runs cycles of a counter on lock until it has recorded at least n events,
+// and returns them numbered as the recorder numbers them.
+func runCounter(t *testing.T, lock Lock, n int) []history.Event {
+	t.Helper()
+	store, err := storage.Listen("127.0.0.1:0", false, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var events []history.Event
+	w := Counter{Key: "k", Lock: lock, AcquireTimeout: time.Minute, OpTimeout: time.Minute,
+		Storage: func(ctx context.Context) (*storage.Client, error) { return storage.Dial(ctx, store.Addr(), 0) },
+		Emit: func(batch ...history.Event) {
+			for _, e := range batch {
+				e.Index = len(events)
+				events = append(events, e)
+			}
+			if len(events) >= n {
+				cancel()
+			}
+		}}
+	w.Run(ctx)
+	return events
+}
+
+func TestCounterRecordsWhatTheServersSaw(t *testing.T) {
+	events := runCounter(t, &fakeLock{busy: 2}, 40)
+	ops, err := history.Pair(events)
+	if err != nil {
+		t.Fatalf("the parser refuses the counter's history: %v", err)
+	}
+	if last := events[len(events)-1]; last.Type == history.Invoke {
+		t.Errorf("the history ends with an open %s: the last completion was never emitted", last.Func)
+	}
+	for _, op := range ops {
+		c := op.Complete
+		if c != nil && c.Type == history.Fail && c.Error == history.ErrLockBusy {
+			continue // the last acquire, given up when the run ended
+		}
+		if c == nil || c.Type != history.OK {
+			t.Fatalf("%s: %+v, want ok", op.Invoke.Func, c)
+		}
+		switch op.Invoke.Func {
+		case history.Acquire:
+			// The last attempt began after the call did: two refusals came first.
+			if c.EffectFrom <= op.Invoke.Time || c.EffectFrom > c.Time || c.EffectTo != 0 {
+				t.Errorf("acquire [%d, %d]: effect [%d, %d], want from the last attempt on", op.Invoke.Time, c.Time, c.EffectFrom, c.EffectTo)
+			}
+		case history.Read, history.Write:
+			if c.EffectFrom == 0 || c.EffectFrom != c.EffectTo {
+				t.Errorf("%s: effect [%d, %d], want the storage's own time", op.Invoke.Func, c.EffectFrom, c.EffectTo)
+			}
+		case history.Release:
+			if c.EffectFrom != 0 || c.EffectTo != 0 {
+				t.Errorf("release: effect [%d, %d], want none: nothing narrows it", c.EffectFrom, c.EffectTo)
+			}
+		}
+	}
+}
+
+// A lock that claims an attempt outside the acquire (another clock, a bug) leaves the
+// acquire's window as it was: the history stays readable.
+func TestCounterDropsAnAttemptOutsideTheAcquire(t *testing.T) {
+	for _, claim := range []int64{1, history.Now() + int64(time.Hour)} {
+		events := runCounter(t, &fakeLock{claim: claim}, 8)
+		if _, err := history.Pair(events); err != nil {
+			t.Fatalf("claim %d: the parser refuses the counter's history: %v", claim, err)
+		}
+		for _, e := range events {
+			if e.Func == history.Acquire && e.EffectFrom != 0 {
+				t.Errorf("claim %d: acquire recorded effect_from %d", claim, e.EffectFrom)
+			}
+		}
+	}
+}
+
+// retryWhileBusy dates a grant from the attempt that was granted, not from the first.
+func TestRetryWhileBusyDatesTheGrantedAttempt(t *testing.T) {
+	var entered []int64
+	g, err := retryWhileBusy(context.Background(), time.Microsecond, func(context.Context) (Grant, error) {
+		entered = append(entered, history.Now())
+		if len(entered) < 3 {
+			return Grant{}, ErrBusy
+		}
+		return Grant{}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.AttemptStarted < entered[1] || g.AttemptStarted > entered[2] {
+		t.Errorf("AttemptStarted %d, want between the second attempt (%d) and the third, granted one (%d)", g.AttemptStarted, entered[1], entered[2])
+	}
+
+	// A lock that knows better keeps its own; a failure has none.
+	g, _ = retryWhileBusy(context.Background(), time.Microsecond, func(context.Context) (Grant, error) {
+		return Grant{AttemptStarted: 42}, nil
+	})
+	if g.AttemptStarted != 42 {
+		t.Errorf("AttemptStarted %d, want the lock's own 42", g.AttemptStarted)
+	}
+	g, err = retryWhileBusy(context.Background(), time.Microsecond, func(context.Context) (Grant, error) {
+		return Grant{}, errors.New("timeout")
+	})
+	if err == nil || g.AttemptStarted != 0 {
+		t.Errorf("failed attempt: %+v, %v; want no grant", g, err)
+	}
+}
