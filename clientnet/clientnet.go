@@ -123,12 +123,17 @@ func (n *Network) Addr(slot int) netip.Addr {
 }
 
 // Attach plugs the namespace of process pid (started with Isolate) into the bridge as the
-// address of slot, with the gateway as its route out.
+// address of slot, with the gateway as its route out. The slot's hardware address is
+// fixed too, so the nodes' ARP caches stay right when a new process takes the slot.
 func (n *Network) Attach(ctx context.Context, pid, slot int) error {
 	host := "lbc" + strconv.Itoa(pid) // at most 10 characters: interface names take 15
-	cidr := fmt.Sprintf("%s/%d", n.Addr(slot), n.subnet.Bits())
+	addr := n.Addr(slot)
+	cidr := fmt.Sprintf("%s/%d", addr, n.subnet.Bits())
+	ip := addr.As4()
+	// Locally administered, unicast, and the address's own bytes.
+	mac := fmt.Sprintf("0a:6c:%02x:%02x:%02x:%02x", ip[0], ip[1], ip[2], ip[3])
 	steps := [][]string{
-		{"ip", "link", "add", host, "type", "veth", "peer", "name", "eth0", "netns", strconv.Itoa(pid)},
+		{"ip", "link", "add", host, "type", "veth", "peer", "name", "eth0", "address", mac, "netns", strconv.Itoa(pid)},
 		{"ip", "link", "set", host, "master", n.bridge, "up"},
 		{"nsenter", "-t", strconv.Itoa(pid), "-n", "sh", "-c",
 			`ip link set lo up && ip addr add "$1" dev eth0 && ip link set eth0 up && ip route add default via "$2"`,
