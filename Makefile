@@ -65,8 +65,21 @@ vet:
 	$(GO) vet ./...
 	cd examples && $(GO) vet ./...
 
+# Each checker once on generated histories (ns/op, B/op), then the whole `lockbreaker
+# check` of generated run directories: wall time and peak memory (max RSS) per history.
+BENCHDIR ?= $(or $(TMPDIR),/tmp)/lockbreaker-bench
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./checkers/
+	$(GO) test -run '^$$' -bench . -benchtime 1x -benchmem ./checkers/
+	@mkdir -p $(BENCHDIR)
+	$(GO) build -o $(BENCHDIR)/lockbreaker ./cmd/lockbreaker
+	$(GO) build -o $(BENCHDIR)/histgen ./history/histgen/cmd/histgen
+	@for run in 100000:5 100000:20 100000:50 1000000:20; do ops=$${run%:*}; clients=$${run#*:}; \
+	  for fencing in false true; do dir=$(BENCHDIR)/run-$$ops-$$clients-$$fencing; rm -rf $$dir; \
+	    $(BENCHDIR)/histgen -ops $$ops -clients $$clients -fencing=$$fencing $$dir || exit 1; \
+	    /usr/bin/time -f "%e s, max RSS %M KB" -o $$dir/time $(BENCHDIR)/lockbreaker check $$dir >$$dir/check.txt 2>&1; \
+	    printf 'check ops=%-8s clients=%-3s fencing=%-6s %s; %s\n' $$ops $$clients $$fencing "$$(cat $$dir/time | tail -1)" \
+	      "$$(grep -E '^  [a-z-]+ +[A-Z-]+' $$dir/check.txt | awk '{printf "%s=%s ", $$1, $$2}')"; \
+	  done; done
 
 # Each fuzz target runs for FUZZTIME; an input that fails lands in the package's
 # testdata/fuzz/<target>/, to commit with the fix so it stays a test.

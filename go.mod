@@ -65,3 +65,6 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 )
+
+// Porcupine with a cache that keeps a window of the linearized set (third_party/porcupine/README.md).
+replace github.com/anishathalye/porcupine => ./third_party/porcupine

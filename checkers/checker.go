@@ -79,6 +79,24 @@ type Options struct {
 	// FaultsRequested says the run asked a nemesis for faults, so a history without any
 	// fault did not test what it was meant to (see Stats).
 	FaultsRequested bool
+
+	// paired is the history paired once by RunAll for every checker it runs.
+	paired *paired
+}
+
+// paired is what history.Pair made of a history.
+type paired struct {
+	ops []history.Op
+	err error
+}
+
+// pair pairs the history, or hands over what RunAll paired once for all checkers. The
+// operations are shared: checkers read them and never change them.
+func (o Options) pair(events []history.Event) ([]history.Op, error) {
+	if o.paired != nil {
+		return o.paired.ops, o.paired.err
+	}
+	return history.Pair(events)
 }
 
 // Checker decides one property of a history.
@@ -143,8 +161,11 @@ func Judge(ctx context.Context, events []history.Event, opts Options) []Result {
 	return results
 }
 
-// RunAll runs every checker, each guarded so a crash becomes Unknown, never a pass.
+// RunAll runs every checker, each guarded so a crash becomes Unknown, never a pass. The
+// history is paired once for all of them.
 func RunAll(ctx context.Context, cs []Checker, events []history.Event, opts Options) []Result {
+	ops, err := history.Pair(events)
+	opts.paired = &paired{ops: ops, err: err}
 	results := make([]Result, 0, len(cs))
 	for _, c := range cs {
 		results = append(results, safeCheck(ctx, c, events, opts))

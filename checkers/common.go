@@ -44,22 +44,25 @@ func byKey[T any](items []T, keyOf func(T) string) (keys []string, groups map[st
 
 func opKey(op history.Op) string { return op.Invoke.Key }
 
-// sweepCompletedBefore visits completed operations in invocation order, each with the
-// highest-ranked one among those that completed strictly before it was invoked (found is
-// false when none did). Operations that overlap in time are never compared: their order is
-// unknown. Two sorts and one pass make it O(n log n) where comparing every pair would be
-// quadratic. On equal ranks the earlier completion wins.
+// sweepCompletedBefore visits completed operations in the order their windows start (see
+// history.Op.Window: from the invocation, or from what the servers saw), each with the
+// highest-ranked one among those whose window ended strictly before its own began (found is
+// false when none did). Operations whose windows overlap are never compared: their order
+// is unknown. Two sorts and one pass make it O(n log n) where comparing every pair would be
+// quadratic. On equal ranks the earlier end wins.
 func sweepCompletedBefore(ops []history.Op, rank func(history.Op) int64, visit func(op, best history.Op, found bool)) {
-	byInvoke := slices.Clone(ops)
-	slices.SortStableFunc(byInvoke, func(a, b history.Op) int { return compareInt64(a.Invoke.Time, b.Invoke.Time) })
-	byComplete := slices.Clone(ops)
-	slices.SortStableFunc(byComplete, func(a, b history.Op) int { return compareInt64(a.Complete.Time, b.Complete.Time) })
+	start := func(op history.Op) int64 { s, _ := op.Window(); return s }
+	end := func(op history.Op) int64 { _, e := op.Window(); return e }
+	byStart := slices.Clone(ops)
+	slices.SortStableFunc(byStart, func(a, b history.Op) int { return compareInt64(start(a), start(b)) })
+	byEnd := slices.Clone(ops)
+	slices.SortStableFunc(byEnd, func(a, b history.Op) int { return compareInt64(end(a), end(b)) })
 
 	var best history.Op
 	found, next := false, 0
-	for _, op := range byInvoke {
-		for ; next < len(byComplete) && byComplete[next].Complete.Time < op.Invoke.Time; next++ {
-			if c := byComplete[next]; !found || rank(c) > rank(best) {
+	for _, op := range byStart {
+		for ; next < len(byEnd) && end(byEnd[next]) < start(op); next++ {
+			if c := byEnd[next]; !found || rank(c) > rank(best) {
 				best, found = c, true
 			}
 		}

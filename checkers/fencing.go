@@ -32,8 +32,8 @@ func NewFencing() Fencing { return Fencing{} }
 func (Fencing) Name() string       { return "fencing" }
 func (Fencing) Property() Property { return PropertyFencing }
 
-func (Fencing) Check(_ context.Context, events []history.Event, _ Options) Result {
-	ops, err := history.Pair(events)
+func (Fencing) Check(_ context.Context, events []history.Event, opts Options) Result {
+	ops, err := opts.pair(events)
 	if err != nil {
 		return corrupt(err)
 	}

@@ -29,8 +29,8 @@ func NewHerd() Herd { return Herd{} }
 func (Herd) Name() string       { return "herd" }
 func (Herd) Property() Property { return PropertyMetric }
 
-func (Herd) Check(_ context.Context, events []history.Event, _ Options) Result {
-	ops, err := history.Pair(events)
+func (Herd) Check(_ context.Context, events []history.Event, opts Options) Result {
+	ops, err := opts.pair(events)
 	if err != nil {
 		return corrupt(err)
 	}

@@ -121,12 +121,13 @@ type keySearch struct {
 	result     porcupine.CheckResult
 	info       porcupine.LinearizationInfo
 	searched   bool // false when the deadline passed before the search could start
+	verbose    bool // info holds porcupine's record of the search
 }
 
 // check searches every key and merges the per-key answers: any illegal key makes the
 // history invalid, any key left undecided makes it unknown.
 func (l linearizability) check(ctx context.Context, events []history.Event, opts Options) Result {
-	ops, err := history.Pair(events)
+	ops, err := opts.pair(events)
 	if err != nil {
 		return corrupt(err)
 	}
@@ -157,7 +158,7 @@ func (l linearizability) check(ctx context.Context, events []history.Event, opts
 	var proof, doubt evidence
 	files := fileNames{}
 	for _, key := range keys {
-		s := l.search(ctx, deadline, key, groups[key], infinity)
+		s := l.search(ctx, deadline, key, groups[key], infinity, opts.Dir != "")
 		switch {
 		case !s.searched || s.result == porcupine.Unknown:
 			undecided = append(undecided, key)
@@ -168,12 +169,17 @@ func (l linearizability) check(ctx context.Context, events []history.Event, opts
 				proof.addf("%s", line)
 			}
 		}
-		if opts.Dir != "" && s.searched {
+		if opts.Dir != "" && s.verbose {
 			name := files.next(l.name, key)
 			if err := page.write(filepath.Join(opts.Dir, name), l.model, s); err != nil {
 				doubt.addf("key %s: %v", key, err)
 			} else {
 				r.Files = append(r.Files, name)
+			}
+			if len(s.ops) > visualiseLimit {
+				lo, hi := s.shown()
+				doubt.addf("key %s: %s shows operations %d to %d of %d, where the search got stuck (pages are capped at %d operations)",
+					key, name, lo+1, hi, len(s.ops), visualiseLimit)
 			}
 		}
 	}
@@ -196,12 +202,31 @@ func (l linearizability) check(ctx context.Context, events []history.Event, opts
 
 // search runs porcupine on one key with the time left. Porcupine takes no context: a
 // cancellation is seen between keys, a deadline also during a search.
-func (l linearizability) search(ctx context.Context, deadline time.Time, key string, ops []history.Op, infinity int64) keySearch {
+//
+// The first search keeps no record of where it went, which costs porcupine most of its
+// time and memory on a long history; only an illegal answer, which must be explained, is
+// searched again with the record (in the time still left). A key small enough to draw
+// (visualiseLimit) is searched once, with the record, when the pages are wanted.
+func (l linearizability) search(ctx context.Context, deadline time.Time, key string, ops []history.Op, infinity int64, draw bool) keySearch {
 	s := keySearch{key: key, ops: ops, operations: operations(ops, infinity)}
-	if left := time.Until(deadline); left > 0 && ctx.Err() == nil {
-		s.result, s.info = porcupine.CheckOperationsVerbose(l.model, s.operations, left)
-		s.searched = true
+	left := time.Until(deadline)
+	if left <= 0 || ctx.Err() != nil {
+		return s
 	}
+	s.searched = true
+	if !draw || len(ops) > visualiseLimit {
+		if s.result = porcupine.CheckOperationsTimeout(l.model, s.operations, left); s.result != porcupine.Illegal {
+			return s
+		}
+		if left = time.Until(deadline); left <= 0 { // explained without the record
+			return s
+		}
+	}
+	result, info := porcupine.CheckOperationsVerbose(l.model, s.operations, left)
+	if s.result != porcupine.Illegal { // an illegal answer stands even if the second search ran out of time
+		s.result = result
+	}
+	s.info, s.verbose = info, true
 	return s
 }
 
@@ -300,7 +325,26 @@ func settle(out []porcupine.Operation, ops []history.Op) {
 // could not come next (the earliest-returning one left, which had to be placed before
 // anything invoked after it returned).
 func (l linearizability) explain(s keySearch, tl timeline) []string {
-	var longest []int
+	longest, stuck := s.stuck()
+	lines := []string{fmt.Sprintf("key %s: no order of its %d operations is legal; the longest legal prefix has %d",
+		s.key, len(s.ops), len(longest))}
+	state := l.model.Init()
+	for _, id := range longest {
+		_, state = l.model.Step(state, s.operations[id].Input, s.operations[id].Output)
+	}
+	for _, id := range longest[max(0, len(longest)-3):] {
+		lines = append(lines, "  last placed: "+tl.describe(s.ops[id]))
+	}
+	lines = append(lines, "  state then: "+l.model.DescribeState(state))
+	if stuck >= 0 {
+		lines = append(lines, "  cannot come next: "+tl.describe(s.ops[stuck]))
+	}
+	return lines
+}
+
+// stuck is porcupine's longest partial linearization (operation ids) and the operation
+// that could not come next (-1 when none is left).
+func (s keySearch) stuck() (longest []int, stuck int) {
 	if partials := s.info.PartialLinearizations(); len(partials) > 0 {
 		// Porcupine hands the partials over in map order: ties are broken by the ids, so
 		// the same history is explained the same way every time.
@@ -310,20 +354,10 @@ func (l linearizability) explain(s keySearch, tl timeline) []string {
 			}
 		}
 	}
-	lines := []string{fmt.Sprintf("key %s: no order of its %d operations is legal; the longest legal prefix has %d",
-		s.key, len(s.ops), len(longest))}
-
 	placed := make([]bool, len(s.ops))
-	state := l.model.Init()
 	for _, id := range longest {
 		placed[id] = true
-		_, state = l.model.Step(state, s.operations[id].Input, s.operations[id].Output)
 	}
-	for _, id := range longest[max(0, len(longest)-3):] {
-		lines = append(lines, "  last placed: "+tl.describe(s.ops[id]))
-	}
-	lines = append(lines, "  state then: "+l.model.DescribeState(state))
-
 	// An indeterminate operation can always come next (settle): it is never the one stuck.
 	returns := func(op porcupine.Operation) int64 {
 		if op.Output.(response).outcome == indeterminate {
@@ -331,7 +365,7 @@ func (l linearizability) explain(s keySearch, tl timeline) []string {
 		}
 		return op.Return
 	}
-	stuck := -1
+	stuck = -1
 	for id, op := range s.operations {
 		if placed[id] {
 			continue
@@ -341,10 +375,7 @@ func (l linearizability) explain(s keySearch, tl timeline) []string {
 			stuck = id
 		}
 	}
-	if stuck >= 0 {
-		lines = append(lines, "  cannot come next: "+tl.describe(s.ops[stuck]))
-	}
-	return lines
+	return longest, stuck
 }
 
 // fileNames hands out visualisation file names, "<checker>-<key>.html", with the key made

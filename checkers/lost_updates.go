@@ -27,8 +27,8 @@ func NewLostUpdates() LostUpdates { return LostUpdates{} }
 func (LostUpdates) Name() string       { return "lost-updates" }
 func (LostUpdates) Property() Property { return PropertyDataSafety }
 
-func (LostUpdates) Check(_ context.Context, events []history.Event, _ Options) Result {
-	ops, err := history.Pair(events)
+func (LostUpdates) Check(_ context.Context, events []history.Event, opts Options) Result {
+	ops, err := opts.pair(events)
 	if err != nil {
 		return corrupt(err)
 	}

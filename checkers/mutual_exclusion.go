@@ -36,8 +36,8 @@ type hold struct {
 	released bool          // whether until is a release
 }
 
-func (MutualExclusion) Check(_ context.Context, events []history.Event, _ Options) Result {
-	ops, err := history.Pair(events)
+func (MutualExclusion) Check(_ context.Context, events []history.Event, opts Options) Result {
+	ops, err := opts.pair(events)
 	if err != nil {
 		return corrupt(err)
 	}

@@ -23,7 +23,7 @@ func (Stats) Name() string       { return "stats" }
 func (Stats) Property() Property { return PropertyPrecondition }
 
 func (Stats) Check(_ context.Context, events []history.Event, opts Options) Result {
-	ops, err := history.Pair(events)
+	ops, err := opts.pair(events)
 	if err != nil {
 		return corrupt(err)
 	}

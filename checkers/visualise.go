@@ -14,10 +14,14 @@ package checkers
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"html"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/anishathalye/porcupine"
@@ -36,16 +40,26 @@ func newVisualisation(events []history.Event, tl timeline, infinity int64) visua
 	return visualisation{faults: faultAnnotations(history.Faults(events), tl), tl: tl, infinity: infinity}
 }
 
+// visualiseLimit caps the operations a page shows: a key with more is drawn around where
+// its search got stuck (keySearch.shown), so that a page stays small enough to open (under
+// a megabyte) however long the history.
+const visualiseLimit = 1000
+
 // write writes porcupine's HTML for one key's search.
 func (v visualisation) write(path string, model porcupine.Model, s keySearch) error {
 	info := s.info
+	lo, hi := s.shown()
 	info.AddAnnotations(v.faults)
-	info.AddAnnotations(rowNames(s.operations))
+	info.AddAnnotations(rowNames(s.operations[lo:hi]))
 	var page bytes.Buffer
 	if err := porcupine.Visualize(v.forHTML(model), info, &page); err != nil {
 		return fmt.Errorf("visualise %s: %w", filepath.Base(path), err)
 	}
-	out, _ := secondsInTooltips(page.Bytes(), v.tl.start, v.infinity)
+	cut, err := window(page.Bytes(), lo, hi)
+	if err != nil {
+		return fmt.Errorf("visualise %s: %w", filepath.Base(path), err)
+	}
+	out, _ := secondsInTooltips(cut, v.tl.start, v.infinity)
 	if err := os.WriteFile(path, out, 0o644); err != nil {
 		return fmt.Errorf("visualise %s: %w", filepath.Base(path), err)
 	}
@@ -137,4 +151,105 @@ func secondsInTooltips(page []byte, start, infinity int64) (out []byte, ok bool)
   return '<br><br>Call: ' + at(callTime) + '<br><br>Return: ' + at(returnTime)
 }`, infinity, start)
 	return bytes.Replace(page, []byte(porcupineTimes), []byte(seconds), 1), true
+}
+
+// shown is the operations a page of s shows, [lo, hi) by id: all of them, or
+// visualiseLimit around the one the search could not place next.
+func (s keySearch) shown() (lo, hi int) {
+	if len(s.ops) <= visualiseLimit {
+		return 0, len(s.ops)
+	}
+	_, stuck := s.stuck()
+	lo = min(max(stuck-visualiseLimit/2, 0), len(s.ops)-visualiseLimit)
+	return lo, lo + visualiseLimit
+}
+
+// The part of porcupine's page data (v1.3.1) that window cuts: operations by id, the
+// partial linearizations as steps naming them, annotations. Fields it does not name
+// are dropped, so a porcupine release that adds some fails TestPageWindow.
+type (
+	pageData struct {
+		Partitions  []pagePartition
+		Annotations []pageAnnotation
+	}
+	pagePartition struct {
+		History               []pageOperation
+		PartialLinearizations [][]pageStep
+		Largest               map[int]int
+	}
+	pageOperation struct {
+		ClientId              int
+		Start                 int
+		OriginalStart         string
+		End                   int
+		OriginalEnd           string
+		Description, Metadata string
+	}
+	pageStep struct {
+		Index            int
+		StateDescription string
+	}
+	pageAnnotation struct {
+		ClientId                   int
+		Tag                        string
+		Start, End                 int
+		Description, Details       string
+		Annotation                 bool
+		TextColor, BackgroundColor string
+	}
+)
+
+// pageDataStart is where porcupine's page (v1.3.1) puts its data, one line of JSON.
+var pageDataStart = []byte("const data = ")
+
+// window cuts the page porcupine drew of a whole search down to the operations with ids in
+// [lo, hi): their partial linearizations keep the states the search found, so the page
+// shows the same search, only less of it; the annotations kept are those in that stretch
+// of time, and every row's name. The page is unchanged when it shows no more than that.
+func window(page []byte, lo, hi int) ([]byte, error) {
+	at := bytes.Index(page, pageDataStart)
+	if at < 0 {
+		return nil, errors.New("porcupine's page holds no data: its template changed")
+	}
+	at += len(pageDataStart)
+	end := at + bytes.IndexByte(page[at:], '\n')
+	var data pageData
+	if err := json.Unmarshal(page[at:end], &data); err != nil {
+		return nil, fmt.Errorf("porcupine's page data: %w", err)
+	}
+	if len(data.Partitions) != 1 || lo == 0 && hi == len(data.Partitions[0].History) {
+		return page, nil
+	}
+	p := &data.Partitions[0]
+	p.History = p.History[lo:hi]
+	var partials [][]pageStep
+	p.Largest = map[int]int{}
+	for _, partial := range p.PartialLinearizations { // longest first
+		var kept []pageStep
+		for _, step := range partial {
+			if step.Index >= lo && step.Index < hi {
+				step.Index -= lo
+				kept = append(kept, step)
+				if _, ok := p.Largest[step.Index]; !ok {
+					p.Largest[step.Index] = len(partials)
+				}
+			}
+		}
+		if len(kept) > 0 {
+			partials = append(partials, kept)
+		}
+	}
+	p.PartialLinearizations = partials
+	from, to := math.MaxInt, math.MinInt
+	for _, op := range p.History {
+		from, to = min(from, op.Start), max(to, op.End)
+	}
+	data.Annotations = slices.DeleteFunc(data.Annotations, func(a pageAnnotation) bool { // rows' names are kept
+		return a.Tag != "" && (a.End < from || a.Start > to)
+	})
+	out, err := json.Marshal(data)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Concat(page[:at], out, page[end:]), nil
 }

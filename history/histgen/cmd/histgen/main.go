@@ -1,0 +1,31 @@
+// Command histgen writes a run directory holding a generated history (see package
+// histgen), for `lockbreaker check DIR` to judge: `make bench` times that.
+//
+//	histgen -ops 100000 -clients 20 -fencing -effects DIR
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/lockbreaker/lockbreaker/history/histgen"
+)
+
+func main() {
+	var cfg histgen.Config
+	flag.IntVar(&cfg.Ops, "ops", 100_000, "client operations")
+	flag.IntVar(&cfg.Clients, "clients", 5, "clients contending for the one key")
+	flag.BoolVar(&cfg.Fencing, "fencing", false, "send tokens to the storage, which rejects stale ones")
+	flag.BoolVar(&cfg.Effects, "effects", true, "record what the servers saw (effect_from, effect_to), as workers do")
+	flag.Uint64Var(&cfg.Seed, "seed", 1, "random seed")
+	flag.Parse()
+	if flag.NArg() != 1 || cfg.Ops <= 0 || cfg.Clients <= 0 {
+		fmt.Fprintln(os.Stderr, "usage: histgen [-ops N] [-clients N] [-fencing] [-effects=false] [-seed N] DIR")
+		os.Exit(2)
+	}
+	if err := histgen.WriteRun(flag.Arg(0), cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "histgen:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,3 @@
+module github.com/anishathalye/porcupine
+
+go 1.21
