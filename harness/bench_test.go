@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockbreaker/lockbreaker/containers"
 	"github.com/lockbreaker/lockbreaker/containers/containerstest"
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/results"
@@ -29,9 +28,9 @@ import (
 //	go test -p 1 -run '^$' -bench RunVersusBareLoop -benchtime 1x -v ./harness/   # needs Docker
 //	go test -p 1 -run '^$' -bench RecordingPath ./harness/
 
-// BenchmarkRunVersusBareLoop alternates the bare loop and the run benchRounds times,
+// BenchmarkRunVersusBareLoop alternates the run and the bare loop benchRounds times,
 // benchSeconds each: the machine's other load moves both, so a round's run is compared
-// with the loop just before it, and the median of those ratios is reported.
+// with the loop just after it, and the median of those ratios is reported.
 const (
 	benchRounds  = 7
 	benchSeconds = 2
@@ -39,17 +38,14 @@ const (
 
 // BenchmarkRunVersusBareLoop measures, in one run, how many requests per second
 // `lockbreaker run --system redis --nemesis none --clients 1 --work 0 --rate 0` makes,
-// against a bare loop making the same requests to servers of the same kind: the redis
-// lock client's acquire (SET NX PX) and release (the compare-and-delete script) on a node
-// of the same image, and a read and a write on the storage the benchmark serves, one
-// after another. The bare loop runs in a process of its own, as a worker does, talking to
-// the storage in this process (which logs every request to a file, as in a run), but it
-// records nothing: no events, no pump, no history. ratio is the run's median rate over
-// the loop's; the runs share one cluster (a new key each), the loop has its own node.
+// against a bare loop making the same requests to the same servers: the redis lock
+// client's acquire (SET NX PX) and release (the compare-and-delete script) on the run's
+// node, kept between runs, and a read and a write on a storage served by this process,
+// one after another. The bare loop runs in a process of its own, as a worker does, and
+// its storage logs every request to a file, as a run's does, but it records nothing: no
+// events, no pump, no history. Each run and each loop uses a lock key of its own.
 func BenchmarkRunVersusBareLoop(b *testing.B) {
-	if testing.Short() {
-		b.Skip("needs Docker: real containers")
-	}
+	containerstest.Image(b) // skipped under -short or without Docker
 	spec := DefaultSpec()
 	spec.Nemesis, spec.Clients, spec.Work, spec.Rate = nil, 1, 0, 0
 	spec.TimeLimit = Duration(benchSeconds * time.Second)
@@ -60,13 +56,19 @@ func BenchmarkRunVersusBareLoop(b *testing.B) {
 	clusters := NewClusters(spec)
 	defer clusters.Close(context.Background())
 	r := Runner{ResultsRoot: b.TempDir(), Worker: []string{exe}, Clusters: clusters}
-	loop := startBareLoop(b, spec)
 	for b.Loop() {
 		var bare, run, ratio []float64
 		for i := range benchRounds {
-			bare = append(bare, loop())
 			spec.Key = fmt.Sprintf("lock%d", i)
 			run = append(run, runRate(b, r, spec))
+			clusters.mu.Lock()
+			kept := clusters.idle
+			clusters.mu.Unlock()
+			if kept == nil {
+				b.Fatal("the run's cluster was not kept")
+			}
+			spec.Key = fmt.Sprintf("bare%d", i)
+			bare = append(bare, bareLoop(b, kept.Addrs(), spec))
 			ratio = append(ratio, run[i]/bare[i])
 		}
 		b.Logf("bare loop %.0f, run %.0f requests/s, ratios %.2f", bare, run, ratio)
@@ -85,40 +87,37 @@ func median(xs []float64) float64 {
 // WorkerConfig line and prints the requests it made and the seconds it took.
 const bareEnv = "LOCKBREAKER_BENCH_BARE"
 
-// startBareLoop starts a node and a storage, and returns a function that runs the bare
-// loop against them for the spec's time limit and returns its requests per second.
-func startBareLoop(b *testing.B, spec Spec) func() float64 {
-	cluster := containerstest.Start(b, containers.Spec{System: spec.System, TTL: spec.TTL.Std()})
+// bareLoop runs the bare loop against the lock nodes and a storage of its own for the
+// spec's time limit and returns its requests per second.
+func bareLoop(b *testing.B, nodes []string, spec Spec) float64 {
 	log, err := os.Create(filepath.Join(b.TempDir(), results.StorageFile))
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { log.Close() })
+	defer log.Close()
 	store, err := storage.Listen("127.0.0.1:0", spec.Fencing, log)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { store.Close() })
+	defer store.Close()
 	cfg, _ := json.Marshal(WorkerConfig{Client: "redis", Storage: store.Addr(), OpTimeout: time.Second,
-		Lock: workloads.Config{Nodes: cluster.Addrs(), Key: spec.Key, TTL: spec.TTL.Std(), OpTimeout: time.Second, Owner: "bare"}})
+		Lock: workloads.Config{Nodes: nodes, Key: spec.Key, TTL: spec.TTL.Std(), OpTimeout: time.Second, Owner: "bare"}})
 	exe, err := os.Executable()
 	if err != nil {
 		b.Fatal(err)
 	}
-	return func() float64 {
-		cmd := exec.Command(exe)
-		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%g", bareEnv, spec.TimeLimit.Std().Seconds()))
-		cmd.Stdin, cmd.Stderr = bytes.NewReader(append(cfg, '\n')), os.Stderr
-		out, err := cmd.Output()
-		if err != nil {
-			b.Fatalf("bare loop: %v", err)
-		}
-		var requests, seconds float64
-		if _, err := fmt.Sscan(string(out), &requests, &seconds); err != nil {
-			b.Fatalf("bare loop said %q: %v", out, err)
-		}
-		return requests / seconds
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%g", bareEnv, spec.TimeLimit.Std().Seconds()))
+	cmd.Stdin, cmd.Stderr = bytes.NewReader(append(cfg, '\n')), os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		b.Fatalf("bare loop: %v", err)
 	}
+	var requests, seconds float64
+	if _, err := fmt.Sscan(string(out), &requests, &seconds); err != nil {
+		b.Fatalf("bare loop said %q: %v", out, err)
+	}
+	return requests / seconds
 }
 
 // runBare is the bare loop's process.
