@@ -443,14 +443,22 @@ func (p primarySplit) Run(ctx context.Context, env Env) error {
 	if err != nil {
 		return err
 	}
+	roles, err := rolesOf(env)
+	if err != nil {
+		return err
+	}
 	var monitors []string
 	if m, ok := env.Nodes.(Monitors); ok {
 		monitors = m.MonitorNames()
 	}
 	return schedule(ctx, env, func(rng *rand.Rand) error {
+		now, err := roles.Roles(ctx)
+		if err != nil {
+			return nil // no answer now (the run ending, a node restarting): no split
+		}
 		primary := ""
-		for _, node := range env.Nodes.Names() {
-			if roleOf(ctx, env, node) == system.Primary {
+		for node, role := range now {
+			if role == system.Primary {
 				primary = node
 			}
 		}
@@ -461,6 +469,11 @@ func (p primarySplit) Run(ctx context.Context, env Env) error {
 		k := minority(len(clients))
 		others := slices.DeleteFunc(slices.Clone(env.Nodes.Names()), func(n string) bool { return n == primary })
 		g := complete(append([]string{primary}, clients[:k]...), slices.Concat(others, monitors, clients[k:]))
+		// The monitors are cut off on the primary's side only: the node heals reach the
+		// lock nodes, and a connection dropped at one end is cut.
+		for _, m := range monitors {
+			delete(g, m)
+		}
 		return cutFor(ctx, env, net, p.Name(), g, func() { sleep(ctx, env.Pause) })
 	})
 }
