@@ -1,7 +1,9 @@
 package workloads
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"testing"
@@ -37,7 +39,8 @@ func (l *fakeLock) Release(context.Context) error { return nil }
 func (l *fakeLock) Close() error                  { return nil }
 
 // runCounter runs cycles of a counter on lock until it has recorded at least n events,
-// and returns them numbered as the recorder numbers them.
+// and returns them as the history parser reads them back: numbered as the recorder
+// numbers them, written as JSON lines.
 func runCounter(t *testing.T, lock Lock, n int) []history.Event {
 	t.Helper()
 	store, err := storage.Listen("127.0.0.1:0", false, io.Discard)
@@ -60,14 +63,25 @@ func runCounter(t *testing.T, lock Lock, n int) []history.Event {
 			}
 		}}
 	w.Run(ctx)
-	return events
+	var lines bytes.Buffer
+	enc := json.NewEncoder(&lines)
+	for _, e := range events {
+		if err := enc.Encode(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file, err := history.Parse(&lines)
+	if err != nil {
+		t.Fatalf("the parser refuses the counter's history: %v", err)
+	}
+	return file.Events
 }
 
 func TestCounterRecordsWhatTheServersSaw(t *testing.T) {
 	events := runCounter(t, &fakeLock{busy: 2}, 40)
 	ops, err := history.Pair(events)
 	if err != nil {
-		t.Fatalf("the parser refuses the counter's history: %v", err)
+		t.Fatal(err)
 	}
 	if last := events[len(events)-1]; last.Type == history.Invoke {
 		t.Errorf("the history ends with an open %s: the last completion was never emitted", last.Func)
@@ -102,11 +116,7 @@ func TestCounterRecordsWhatTheServersSaw(t *testing.T) {
 // acquire's window as it was: the history stays readable.
 func TestCounterDropsAnAttemptOutsideTheAcquire(t *testing.T) {
 	for _, claim := range []int64{1, history.Now() + int64(time.Hour)} {
-		events := runCounter(t, &fakeLock{claim: claim}, 8)
-		if _, err := history.Pair(events); err != nil {
-			t.Fatalf("claim %d: the parser refuses the counter's history: %v", claim, err)
-		}
-		for _, e := range events {
+		for _, e := range runCounter(t, &fakeLock{claim: claim}, 8) {
 			if e.Func == history.Acquire && e.EffectFrom != 0 {
 				t.Errorf("claim %d: acquire recorded effect_from %d", claim, e.EffectFrom)
 			}
