@@ -185,10 +185,18 @@ func sameNodes(a, b clusterSetup) bool {
 }
 
 // serving waits until every node answers again, as after a start: a ZooKeeper ensemble
-// healed from a partition may still be electing its leader.
+// healed from a partition may still be electing its leader. A replicated cluster must
+// also have one primary again: an old primary started after a failover serves as a
+// second one until the monitors turn it into a replica, and a run begun then would see
+// the last run's failover still settling (and the monitors refusing another one).
 func (k *kept) serving(ctx context.Context, sys system.System) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	if sys.Replicated {
+		if err := k.onePrimary(ctx); err != nil {
+			return err
+		}
+	}
 	var errs []error
 	for _, addr := range k.Addrs() {
 		for {
@@ -207,6 +215,21 @@ func (k *kept) serving(ctx context.Context, sys system.System) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// onePrimary waits until exactly one node is primary and every other a replica.
+func (k *kept) onePrimary(ctx context.Context) error {
+	for {
+		roles, err := k.Roles(ctx)
+		if err == nil && system.OnePrimary(roles) != "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no single primary again after the last run (roles %v, %v)", roles, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // Close stops the kept cluster, if any.

@@ -364,17 +364,8 @@ func (w *watcher) grantBegunAfter(ctx context.Context, t int64, within time.Dura
 func (w *watcher) settled(ctx context.Context, r Roles) (string, bool) {
 	for {
 		roles, err := r.Roles(ctx)
-		var primaries, replicas []string
-		for node, role := range roles {
-			switch role {
-			case system.Primary:
-				primaries = append(primaries, node)
-			case system.Replica:
-				replicas = append(replicas, node)
-			}
-		}
-		if err == nil && len(primaries) == 1 && len(primaries)+len(replicas) == len(roles) {
-			return primaries[0], true
+		if primary := system.OnePrimary(roles); err == nil && primary != "" {
+			return primary, true
 		}
 		if !w.wait(ctx, rolePoll) {
 			return "", false

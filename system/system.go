@@ -164,6 +164,22 @@ const (
 	Unknown Role = "unknown"
 )
 
+// OnePrimary is the primary of a replicated cluster whose roles have settled: exactly one
+// node primary and every other a replica; "" otherwise (a failover under way, an old
+// primary back as a second one, a node down).
+func OnePrimary(roles map[string]Role) string {
+	primary := ""
+	for node, role := range roles {
+		switch {
+		case role == Primary && primary == "":
+			primary = node
+		case role != Replica:
+			return ""
+		}
+	}
+	return primary
+}
+
 // InProcess is a lock service the harness serves itself, so a whole trial runs without
 // Docker.
 type InProcess struct {

@@ -168,3 +168,22 @@ func TestMajority(t *testing.T) {
 		}
 	}
 }
+
+func TestOnePrimaryOnlyWhenRolesHaveSettled(t *testing.T) {
+	cases := []struct {
+		roles map[string]Role
+		want  string
+	}{
+		{map[string]Role{"n1": Primary, "n2": Replica, "n3": Replica}, "n1"},
+		{map[string]Role{"n1": Primary, "n2": Replica, "n3": Primary}, ""}, // an old primary back
+		{map[string]Role{"n1": Down, "n2": Replica, "n3": Primary}, ""},
+		{map[string]Role{"n1": Unknown, "n2": Primary}, ""},
+		{map[string]Role{"n1": Replica, "n2": Replica}, ""},
+		{nil, ""},
+	}
+	for _, c := range cases {
+		if got := OnePrimary(c.roles); got != c.want {
+			t.Errorf("OnePrimary(%v) = %q, want %q", c.roles, got, c.want)
+		}
+	}
+}
