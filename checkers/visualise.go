@@ -14,6 +14,7 @@ package checkers
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,7 +23,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 
@@ -45,21 +48,26 @@ func newVisualisation(events []history.Event, tl timeline, infinity int64) visua
 // a megabyte) however long the history.
 const visualiseLimit = 1000
 
-// write writes porcupine's HTML for one key's search.
+// write writes porcupine's HTML for one key's search. A key longer than a page shows is
+// drawn for the operations shown alone (drawWindow), never whole and then cut.
 func (v visualisation) write(path string, model porcupine.Model, s keySearch) error {
-	info := s.info
-	lo, hi := s.shown()
-	info.AddAnnotations(v.faults)
-	info.AddAnnotations(rowNames(s.operations[lo:hi]))
-	var page bytes.Buffer
-	if err := porcupine.Visualize(v.forHTML(model), info, &page); err != nil {
-		return fmt.Errorf("visualise %s: %w", filepath.Base(path), err)
+	model = v.forHTML(model)
+	var page []byte
+	var err error
+	if lo, hi := s.shown(); lo == 0 && hi == len(s.operations) {
+		info := s.info
+		info.AddAnnotations(v.faults)
+		info.AddAnnotations(rowNames(s.operations))
+		var buf bytes.Buffer
+		err = porcupine.Visualize(model, info, &buf)
+		page = buf.Bytes()
+	} else {
+		page, err = v.drawWindow(model, s, lo, hi)
 	}
-	cut, err := window(page.Bytes(), lo, hi)
 	if err != nil {
 		return fmt.Errorf("visualise %s: %w", filepath.Base(path), err)
 	}
-	out, _ := secondsInTooltips(cut, v.tl.start, v.infinity)
+	out, _ := secondsInTooltips(page, v.tl.start, v.infinity)
 	if err := os.WriteFile(path, out, 0o644); err != nil {
 		return fmt.Errorf("visualise %s: %w", filepath.Base(path), err)
 	}
@@ -164,9 +172,8 @@ func (s keySearch) shown() (lo, hi int) {
 	return lo, lo + visualiseLimit
 }
 
-// The part of porcupine's page data (v1.3.1) that window cuts: operations by id, the
-// partial linearizations as steps naming them, annotations. Fields it does not name
-// are dropped, so a porcupine release that adds some fails TestPageWindow.
+// The page data porcupine (v1.3.1) draws from, as drawWindow makes it: operations by
+// id, the partial linearizations as steps naming them, annotations.
 type (
 	pageData struct {
 		Partitions  []pagePartition
@@ -202,54 +209,97 @@ type (
 // pageDataStart is where porcupine's page (v1.3.1) puts its data, one line of JSON.
 var pageDataStart = []byte("const data = ")
 
-// window cuts the page porcupine drew of a whole search down to the operations with ids in
-// [lo, hi): their partial linearizations keep the states the search found, so the page
-// shows the same search, only less of it; the annotations kept are those in that stretch
-// of time, and every row's name. The page is unchanged when it shows no more than that.
-func window(page []byte, lo, hi int) ([]byte, error) {
+// drawWindow draws the operations with ids in [lo, hi) of s's search as porcupine would
+// draw them on a page of the whole search: their partial linearizations keep the states
+// the search found (the model steps through every partial, only the steps shown are
+// described), the annotations kept are those in that stretch of time, and every row's
+// name. Only what is shown is described and encoded, so a long key's page costs what a
+// short one's does. Times are mapped as porcupine maps them (distinct times 100 apart),
+// over what is shown.
+func (v visualisation) drawWindow(model porcupine.Model, s keySearch, lo, hi int) ([]byte, error) {
+	ops := s.operations[lo:hi]
+	from, to := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, op := range ops {
+		from, to = min(from, op.Call), max(to, op.Return)
+	}
+	var annotations []porcupine.Annotation
+	for _, a := range v.faults {
+		if max(a.End, a.Start) >= from && a.Start <= to {
+			annotations = append(annotations, a)
+		}
+	}
+	annotations = append(annotations, rowNames(ops)...)
+
+	times := make([]int64, 0, 2*len(ops)+2*len(annotations))
+	for _, op := range ops {
+		times = append(times, op.Call, op.Return)
+	}
+	for _, a := range annotations {
+		times = append(times, a.Start, max(a.End, a.Start))
+	}
+	slices.Sort(times)
+	times = slices.Compact(times)
+	at := func(t int64) int {
+		i, _ := slices.BinarySearch(times, t)
+		return i * 100
+	}
+
+	data := pageData{Partitions: []pagePartition{{Largest: map[int]int{}}}}
+	p := &data.Partitions[0]
+	for _, op := range ops {
+		p.History = append(p.History, pageOperation{ClientId: op.ClientId,
+			Start: at(op.Call), OriginalStart: strconv.FormatInt(op.Call, 10),
+			End: at(op.Return), OriginalEnd: strconv.FormatInt(op.Return, 10),
+			Description: model.DescribeOperation(op.Input, op.Output), Metadata: model.DescribeOperationMetadata(op.Metadata)})
+	}
+	var partials [][]int
+	if all := s.info.PartialLinearizations(); len(all) > 0 {
+		partials = slices.Clone(all[0])
+	}
+	slices.SortStableFunc(partials, func(a, b []int) int { return cmp.Compare(len(b), len(a)) }) // longest first
+	for _, partial := range partials {
+		var kept []pageStep
+		state := model.Init()
+		for _, id := range partial {
+			_, state = model.Step(state, s.operations[id].Input, s.operations[id].Output)
+			if id < lo || id >= hi {
+				continue
+			}
+			kept = append(kept, pageStep{Index: id - lo, StateDescription: model.DescribeState(state)})
+			if _, ok := p.Largest[id-lo]; !ok {
+				p.Largest[id-lo] = len(p.PartialLinearizations)
+			}
+		}
+		if len(kept) > 0 {
+			p.PartialLinearizations = append(p.PartialLinearizations, kept)
+		}
+	}
+	for _, a := range annotations {
+		data.Annotations = append(data.Annotations, pageAnnotation{ClientId: a.ClientId, Tag: a.Tag,
+			Start: at(a.Start), End: at(max(a.End, a.Start)), Description: a.Description, Details: a.Details,
+			Annotation: true, TextColor: a.TextColor, BackgroundColor: a.BackgroundColor})
+	}
+	encoded, err := json.Marshal(data)
+	if err != nil {
+		return nil, err
+	}
+	return porcupinePage(model, encoded)
+}
+
+// porcupinePage is porcupine's page with data in place of its own: the page it draws of
+// no operations, so that its template, style and script stay porcupine's.
+func porcupinePage(model porcupine.Model, data []byte) ([]byte, error) {
+	_, info := porcupine.CheckOperationsVerbose(model, nil, time.Second)
+	var buf bytes.Buffer
+	if err := porcupine.Visualize(model, info, &buf); err != nil {
+		return nil, err
+	}
+	page := buf.Bytes()
 	at := bytes.Index(page, pageDataStart)
 	if at < 0 {
 		return nil, errors.New("porcupine's page holds no data: its template changed")
 	}
 	at += len(pageDataStart)
 	end := at + bytes.IndexByte(page[at:], '\n')
-	var data pageData
-	if err := json.Unmarshal(page[at:end], &data); err != nil {
-		return nil, fmt.Errorf("porcupine's page data: %w", err)
-	}
-	if len(data.Partitions) != 1 || lo == 0 && hi == len(data.Partitions[0].History) {
-		return page, nil
-	}
-	p := &data.Partitions[0]
-	p.History = p.History[lo:hi]
-	var partials [][]pageStep
-	p.Largest = map[int]int{}
-	for _, partial := range p.PartialLinearizations { // longest first
-		var kept []pageStep
-		for _, step := range partial {
-			if step.Index >= lo && step.Index < hi {
-				step.Index -= lo
-				kept = append(kept, step)
-				if _, ok := p.Largest[step.Index]; !ok {
-					p.Largest[step.Index] = len(partials)
-				}
-			}
-		}
-		if len(kept) > 0 {
-			partials = append(partials, kept)
-		}
-	}
-	p.PartialLinearizations = partials
-	from, to := math.MaxInt, math.MinInt
-	for _, op := range p.History {
-		from, to = min(from, op.Start), max(to, op.End)
-	}
-	data.Annotations = slices.DeleteFunc(data.Annotations, func(a pageAnnotation) bool { // rows' names are kept
-		return a.Tag != "" && (a.End < from || a.Start > to)
-	})
-	out, err := json.Marshal(data)
-	if err != nil {
-		return nil, err
-	}
-	return slices.Concat(page[:at], out, page[end:]), nil
+	return slices.Concat(page[:at], data, page[end:]), nil
 }
