@@ -23,15 +23,21 @@ type overlapGroup struct {
 	More        int // occurrences not linked one by one
 }
 
+// occurrence is one overlap's time, linked to its anchor in the timeline (ID) unless the
+// timeline does not draw it (ID empty).
 type occurrence struct{ ID, Text string }
 
 // groupOverlaps puts the overlaps into one group per key and pair of clients, the earliest
-// group first. The timeline numbers its overlaps' anchors in order, from base.
-func groupOverlaps(overlaps []checkers.Overlap, events []history.Event, base int) []overlapGroup {
+// group first. The timeline numbers its overlaps' anchors in order, from base; anchored
+// says which of them it drew (by that number).
+func groupOverlaps(overlaps []checkers.Overlap, events []history.Event, base int, anchored []bool) []overlapGroup {
 	c := newClock(events)
-	byIndex := map[int]history.Event{}
-	for _, e := range events {
-		byIndex[e.Index] = e
+	event := byIndex(events)
+	anchor := func(i int) string {
+		if base+i < len(anchored) && anchored[base+i] {
+			return overlapID(base + i)
+		}
+		return ""
 	}
 	type pair struct {
 		key  string
@@ -48,7 +54,7 @@ func groupOverlaps(overlaps []checkers.Overlap, events []history.Event, base int
 		if _, ok := groups[p]; !ok {
 			order = append(order, p)
 		}
-		groups[p] = append(groups[p], member{at: byIndex[o.Later.Granted].Time, i: i})
+		groups[p] = append(groups[p], member{at: event(o.Later.Granted).Time, i: i})
 	}
 	for _, p := range order {
 		slices.SortStableFunc(groups[p], func(x, y member) int { return cmp.Compare(x.at, y.at) })
@@ -63,16 +69,16 @@ func groupOverlaps(overlaps []checkers.Overlap, events []history.Event, base int
 			longest = max(longest, overlaps[m.i].Length)
 		}
 		first := overlaps[members[0].i]
-		g := overlapGroup{First: overlapID(base + members[0].i),
+		g := overlapGroup{First: anchor(members[0].i),
 			Text: fmt.Sprintf("p%d and p%d both held %s %s, the longest for %v; first: p%d acquired it at %s while p%d held it since %s",
 				p.a, p.b, p.key, times(len(members)), longest,
-				first.Later.Process, c.event(byIndex[first.Later.Granted]), first.Earlier.Process, c.event(byIndex[first.Earlier.Granted]))}
+				first.Later.Process, c.event(event(first.Later.Granted)), first.Earlier.Process, c.event(event(first.Earlier.Granted)))}
 		for n, m := range members {
 			if n == maxOccurrenceLinks {
 				g.More = len(members) - n
 				break
 			}
-			g.Occurrences = append(g.Occurrences, occurrence{ID: overlapID(base + m.i), Text: seconds(c.offset(m.at))})
+			g.Occurrences = append(g.Occurrences, occurrence{ID: anchor(m.i), Text: seconds(c.offset(m.at))})
 		}
 		out = append(out, g)
 	}

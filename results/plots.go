@@ -151,6 +151,7 @@ func latencyPlot(f frame, ops []history.Op) plotView {
 		}
 		p.Dots = append(p.Dots, d)
 	}
+	p.Dots = distinct(p.Dots)
 	p.Legend = []legendItem{{Color: outcomeColors[history.OK], Text: "ok"}, {Color: outcomeColors[history.Fail], Text: "fail"},
 		{Color: outcomeColors[history.Info], Text: "info (unknown)"}, {Color: "#57606a", Text: "release", Square: true}}
 	return p
@@ -236,6 +237,7 @@ func tokensPlot(f frame, ops []history.Op) *plotView {
 			processes = append(processes, g.process)
 		}
 	}
+	p.Dots = distinct(p.Dots)
 	slices.Sort(processes)
 	for _, proc := range processes {
 		p.Legend = append(p.Legend, legendItem{Color: paletteColor(proc), Text: lane{process: proc}.String()})
@@ -307,3 +309,17 @@ func clockPlot(f frame, events []history.Event) *plotView {
 }
 
 func round1(v float64) float64 { return math.Round(v*10) / 10 }
+
+// distinct drops the dots drawn exactly where an earlier one of the same kind is: they
+// add nothing to the picture, and a long run has many (coordinates are rounded to a tenth
+// of a unit).
+func distinct(dots []dot) []dot {
+	seen := make(map[dot]bool, len(dots))
+	return slices.DeleteFunc(dots, func(d dot) bool {
+		if seen[d] {
+			return true
+		}
+		seen[d] = true
+		return false
+	})
+}

@@ -23,7 +23,8 @@ import (
 
 // WriteReport writes report.html in dir: a self-contained page (inline CSS, its one inline
 // script, no external assets) with what ran and the command that runs it again, one
-// verdict row per checker with its first violation linked, a timeline of the run, plots of
+// verdict row per checker with its first violation linked, a timeline of the run (of
+// timelineLimit operations around the first violation when it has more, as it says), plots of
 // latency, throughput, tokens and clock offsets, each checker's evidence (overlapping holds
 // grouped by pair of clients, each linked to its place in the timeline), links to the
 // run's files, the notes, the faults, the op counts and the spec. The verdicts and counts
@@ -118,14 +119,48 @@ func newReport(dir string, s Summary, events []history.Event) report {
 	r.Headline, r.Lesson = headline(s.Results)
 	ops, pairErr := history.Pair(events)
 	var overlaps []checkers.Overlap
+	focus := firstTime(events) // the earliest violation any checker found, or the start
+	var earliest *time.Duration
+	for _, res := range s.Results {
+		overlaps = append(overlaps, res.Overlaps...)
+		if v := res.FirstViolation; v != nil && (earliest == nil || *v < *earliest) {
+			earliest = v
+		}
+	}
+	if earliest != nil {
+		focus += int64(*earliest)
+	}
+	switch {
+	case pairErr != nil:
+		r.NoTimeline = "The history's operations do not pair, so there is nothing to draw: " + pairErr.Error()
+	case len(events) == 0:
+		r.NoTimeline = "The history is empty."
+	default:
+		tl := newTimeline(events, ops, overlaps, focus)
+		r.Timeline = &tl
+		f := newFrame(events)
+		r.Plots = []plotView{latencyPlot(f, ops), throughputPlot(f, ops)}
+		for _, p := range []*plotView{tokensPlot(f, ops), clockPlot(f, events)} {
+			if p != nil {
+				r.Plots = append(r.Plots, *p)
+			}
+		}
+	}
+	base := 0 // the first of a checker's overlaps among all of them
 	for _, res := range s.Results {
 		c := checkerView{Name: res.Checker, Property: string(res.Property), Verdict: viewVerdict(res.Verdict), Summary: res.Summary,
 			Counts: formatCounts(res.Counts), Evidence: res.Evidence}
 		if len(res.Overlaps) > 0 && pairErr == nil {
-			c.Overlaps = groupOverlaps(res.Overlaps, events, len(overlaps))
-			overlaps = append(overlaps, res.Overlaps...)
+			var anchored []bool
+			if r.Timeline != nil {
+				anchored = r.Timeline.anchored
+			}
+			c.Overlaps = groupOverlaps(res.Overlaps, events, base, anchored)
 			c.Evidence = nil
-			c.First = &firstLink{Href: "#" + c.Overlaps[0].First, Text: c.Overlaps[0].Occurrences[0].Text, Timeline: true}
+			c.First = &firstLink{Href: "#checker-" + res.Checker, Text: c.Overlaps[0].Occurrences[0].Text}
+			if id := c.Overlaps[0].First; id != "" {
+				c.First.Href, c.First.Timeline = "#"+id, true
+			}
 		} else if res.Verdict == checkers.Invalid {
 			c.First = &firstLink{Href: "#checker-" + res.Checker, Text: "evidence"}
 			if res.FirstViolation != nil && pairErr == nil {
@@ -139,23 +174,8 @@ func newReport(dir string, s Summary, events []history.Event) report {
 		for _, f := range res.Files {
 			c.Files = append(c.Files, newLink(f))
 		}
+		base += len(res.Overlaps)
 		r.Checkers = append(r.Checkers, c)
-	}
-	switch {
-	case pairErr != nil:
-		r.NoTimeline = "The history's operations do not pair, so there is nothing to draw: " + pairErr.Error()
-	case len(events) == 0:
-		r.NoTimeline = "The history is empty."
-	default:
-		tl := newTimeline(events, ops, overlaps)
-		r.Timeline = &tl
-		f := newFrame(events)
-		r.Plots = []plotView{latencyPlot(f, ops), throughputPlot(f, ops)}
-		for _, p := range []*plotView{tokensPlot(f, ops), clockPlot(f, events)} {
-			if p != nil {
-				r.Plots = append(r.Plots, *p)
-			}
-		}
 	}
 	r.Artifacts = artifacts(dir)
 	r.Spec = prettySpec(s.Spec)
@@ -356,7 +376,7 @@ const reportStyle = `.banner { border-left: .3rem solid var(--unknown); backgrou
 ul.evidence { margin: .25rem 0; padding-left: 1.25rem; }
 ul.evidence li { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: .85rem; }
 ul.evidence .occurrences { font-size: .8rem; }
-ul.evidence .occurrences a { margin-right: .4rem; }
+ul.evidence .occurrences a, ul.evidence .occurrences span { margin-right: .4rem; }
 .more { color: var(--muted); font-style: italic; }
 .files a { margin-right: 1rem; }
 .timeline { border: 1px solid var(--line); border-radius: .4rem; padding: .25rem .5rem; }
@@ -432,7 +452,7 @@ const reportBody = `<h1>{{.Test}} <span class="verdict {{.Overall.Class}}">{{.Ov
 
 <h2 id="timeline-heading">Timeline</h2>
 {{- with .Timeline}}
-<div id="timeline" class="timeline" data-span="{{.SpanMS}}" data-x0="{{.X0}}" data-w="{{.Width}}" data-axis="{{.LanesTop}}" data-bottom="{{.Height}}" data-max-labels="{{$.MaxLabels}}">
+<div id="timeline" class="timeline" data-span="{{.SpanMS}}" data-x0="{{.X0}}" data-w="{{.Width}}" data-axis="{{.LanesTop}}" data-bottom="{{.Height}}" data-max-labels="{{$.MaxLabels}}"{{if .Capped}} data-from="{{.From}}" data-to="{{.To}}"{{end}}>
 <div class="controls"><button type="button" data-zoom="in">zoom in</button><button type="button" data-zoom="out">zoom out</button><button type="button" data-zoom="all">whole run</button>
 <span id="tl-range" class="muted">the whole run: {{.Operations}} operations, {{.Holders}} holds</span></div>
 <svg class="tl" viewBox="0 0 1000 {{.Height}}" role="img" aria-label="timeline of the run">
@@ -467,6 +487,9 @@ const reportBody = `<h1>{{.Test}} <span class="verdict {{.Overall.Class}}">{{.Ov
 <span><i style="background:var(--ok);height:.15rem"></i>acquire or release ok</span><span><i style="background:var(--fail);height:.15rem"></i>failed</span><span><i style="background:var(--info);height:.15rem"></i>unknown</span>
 <span><i class="tick" style="background:var(--ok)"></i>write (tall) or read accepted</span><span><i class="tick" style="background:var(--invalid)"></i>rejected</span><span><i class="tick" style="background:var(--info)"></i>unknown, with its token</span></p>
 <p class="muted">Times are seconds since the history's first event, as in the evidence. Hover for an operation's events; drag to pan, double-click to zoom in (shift: out), ctrl+wheel to zoom.</p>
+{{- if .Capped}}
+<p class="muted capped">{{.Capped}}</p>
+{{- end}}
 {{- else}}
 <p class="muted">{{.NoTimeline}}</p>
 {{- end}}
@@ -499,7 +522,7 @@ const reportBody = `<h1>{{.Test}} <span class="verdict {{.Overall.Class}}">{{.Ov
 <p>{{.Summary}}</p>
 {{- if .Overlaps}}
 <ul class="evidence overlaps">
-{{- range .Overlaps}}<li><a class="to-timeline" href="#{{.First}}">{{.Text}}</a>{{if gt (len .Occurrences) 1}}<br><span class="occurrences">in the timeline: {{range .Occurrences}}<a class="to-timeline" href="#{{.ID}}">{{.Text}}</a>{{end}}{{if .More}}<span class="more">and {{.More}} more</span>{{end}}</span>{{end}}</li>{{end}}
+{{- range .Overlaps}}<li>{{if .First}}<a class="to-timeline" href="#{{.First}}">{{.Text}}</a>{{else}}{{.Text}}{{end}}{{if gt (len .Occurrences) 1}}<br><span class="occurrences">in the timeline: {{range .Occurrences}}{{if .ID}}<a class="to-timeline" href="#{{.ID}}">{{.Text}}</a>{{else}}<span>{{.Text}}</span>{{end}}{{end}}{{if .More}}<span class="more">and {{.More}} more</span>{{end}}</span>{{end}}</li>{{end}}
 </ul>
 <p class="muted">One line per pair of clients that held the key at once; results.json lists every occurrence (overlaps).</p>
 {{- else if .Evidence}}

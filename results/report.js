@@ -12,7 +12,8 @@
   const span = Number(tl.dataset.span), x0 = Number(tl.dataset.x0), width = Number(tl.dataset.w);
   const height = lanes.viewBox.baseVal.height, axisTop = Number(tl.dataset.axis), bottom = Number(tl.dataset.bottom);
   const maxLabels = Number(tl.dataset.maxLabels);
-  let from = 0, to = span;
+  // A capped timeline (data-from, data-to) opens on the stretch it draws.
+  let from = Number(tl.dataset.from || 0), to = Number(tl.dataset.to || span);
 
   const niceStep = (raw) => {
     const power = Math.pow(10, Math.floor(Math.log10(raw)));

@@ -35,6 +35,10 @@ const (
 	laneHeight    = 26.0
 	// maxLabels is how many token labels the page shows at once; more would be a smear.
 	maxLabels = 150
+	// timelineLimit caps the operations the timeline draws: a longer run is drawn for that
+	// many around its first violation (or from its start), and the page says so. Every
+	// operation takes some 300 bytes of the page.
+	timelineLimit = 10_000
 )
 
 type timelineView struct {
@@ -52,6 +56,11 @@ type timelineView struct {
 	Ticks               []tick
 	LabelsHidden        bool
 	Operations, Holders int
+	// From and To are the drawn stretch (ms) when the run has more operations than the
+	// timeline draws, and Capped says so; else all three are empty.
+	From, To, Capped string
+	// anchored says which overlaps are drawn, with an anchor to link.
+	anchored []bool
 }
 
 type laneView struct {
@@ -149,9 +158,35 @@ type hold struct {
 	released bool
 }
 
-func newTimeline(events []history.Event, ops []history.Op, overlaps []checkers.Overlap) timelineView {
+// newTimeline draws ops (in invocation order) and the overlaps; a run of more than
+// timelineLimit operations is drawn for that many around focus (a time).
+func newTimeline(events []history.Event, ops []history.Op, overlaps []checkers.Overlap, focus int64) timelineView {
 	c := newClock(events)
 	tl := timelineView{SpanMS: c.ms(c.start + c.span), X0: laneLabels, Width: plotWidth, Operations: len(ops)}
+	ends := func(op history.Op) int64 { // a never completed operation lasts to the end
+		if op.Complete == nil {
+			return c.start + c.span
+		}
+		return op.Complete.Time
+	}
+	drawn := ops
+	from, to := int64(math.MinInt64), int64(math.MaxInt64) // what is drawn
+	if len(ops) > timelineLimit {
+		at, _ := slices.BinarySearchFunc(ops, focus, func(op history.Op, t int64) int { return cmp.Compare(op.Invoke.Time, t) })
+		lo := min(max(at-timelineLimit/2, 0), len(ops)-timelineLimit)
+		drawn = ops[lo : lo+timelineLimit]
+		from = drawn[0].Invoke.Time
+		to = from + int64(time.Millisecond)
+		for _, op := range drawn {
+			to = max(to, ends(op))
+		}
+		tl.From, tl.To = c.ms(from), c.ms(to)
+		tl.Capped = fmt.Sprintf("The run has %d operations; the timeline draws %d of them, from %s to %s, around the first violation "+
+			"or from the start (it is capped at %d operations), with the holds and overlaps of that stretch. "+
+			"The plots show the whole run; results.json and the history hold everything.",
+			len(ops), len(drawn), seconds(c.offset(from)), seconds(c.offset(to)), timelineLimit)
+	}
+	inView := func(a, b int64) bool { return b >= from && a <= to }
 
 	lanes, lives := assignLanes(ops)
 	nemesis := lane{process: history.NemesisProcess}
@@ -177,6 +212,9 @@ func newTimeline(events []history.Event, ops []history.Op, overlaps []checkers.O
 	holds := findHolds(ops)
 	holdLane := map[int]lane{} // grant event index -> lane
 	for _, h := range holds {
+		if !inView(h.granted.Time, h.until) {
+			continue
+		}
 		holdLane[h.granted.Index] = h.lane
 		end := "its last event"
 		if h.released {
@@ -188,33 +226,31 @@ func newTimeline(events []history.Event, ops []history.Op, overlaps []checkers.O
 	}
 	tl.Holders = len(holds)
 
-	at := map[int]int64{}
-	for _, e := range events {
-		at[e.Index] = e.Time
-	}
+	event := byIndex(events)
+	tl.anchored = make([]bool, len(overlaps))
 	for i, o := range overlaps {
-		from, to := at[o.Later.Granted], min(at[o.Earlier.Until], at[o.Later.Until])
-		title := fmt.Sprintf("p%d and p%d both held %s for %v from %s", o.Earlier.Process, o.Later.Process, o.Key, o.Length, seconds(c.offset(from)))
+		start, end := event(o.Later.Granted).Time, min(event(o.Earlier.Until).Time, event(o.Later.Until).Time)
+		if !inView(start, end) {
+			continue
+		}
+		title := fmt.Sprintf("p%d and p%d both held %s for %v from %s", o.Earlier.Process, o.Later.Process, o.Key, o.Length, seconds(c.offset(start)))
 		for j, h := range []checkers.Holding{o.Later, o.Earlier} {
 			l, ok := holdLane[h.Granted]
 			if !ok {
 				continue
 			}
-			b := band{Class: "overlap", Title: title, X: c.ms(from), Width: c.width(from, to), Y: y[l] + 4, Height: laneHeight - 8}
+			b := band{Class: "overlap", Title: title, X: c.ms(start), Width: c.width(start, end), Y: y[l] + 4, Height: laneHeight - 8}
 			if j == 0 {
-				b.ID = overlapID(i)
+				b.ID, tl.anchored[i] = overlapID(i), true
 			}
 			tl.Overlaps = append(tl.Overlaps, b)
 		}
 	}
 
-	for _, op := range ops {
+	for _, op := range drawn {
 		l := lane{process: op.Process()}
-		end := c.start + c.span
+		end := ends(op)
 		class := outcomeClass(op.Type())
-		if op.Complete != nil {
-			end = op.Complete.Time
-		}
 		switch op.Func() {
 		case history.Acquire, history.Release:
 			tl.Attempts = append(tl.Attempts, stroke{Class: "attempt " + class, Title: checkers.Describe(op, c.start),
@@ -233,12 +269,40 @@ func newTimeline(events []history.Event, ops []history.Op, overlaps []checkers.O
 		}
 	}
 	for _, l := range lives {
+		if !inView(l.at, l.at) {
+			continue
+		}
 		tl.Tokens = append(tl.Tokens, label{Class: "life", Text: l.life.String(), T: c.ms(l.at), X: c.x(l.at),
 			Y: tl.LanesTop + y[l.lane] + 9})
 	}
 	tl.LabelsHidden = len(tl.Tokens) > maxLabels
 	tl.Ticks = ticks(0, float64(c.span)/1e6, func(ms float64) float64 { return laneLabels + ms*1e6/float64(c.span)*plotWidth })
 	return tl
+}
+
+// byIndex finds events by their index: by their place when the history is numbered as a
+// recorder numbers it, else through a map; an index no event has finds the zero event.
+func byIndex(events []history.Event) func(index int) history.Event {
+	numbered := true
+	for i, e := range events {
+		if e.Index != i {
+			numbered = false
+			break
+		}
+	}
+	if numbered {
+		return func(index int) history.Event {
+			if index < 0 || index >= len(events) {
+				return history.Event{}
+			}
+			return events[index]
+		}
+	}
+	m := make(map[int]history.Event, len(events))
+	for _, e := range events {
+		m[e.Index] = e
+	}
+	return func(index int) history.Event { return m[index] }
 }
 
 // overlapID is the anchor of the i-th overlap in the timeline.

@@ -153,18 +153,19 @@ func TestReportDrawsTheRun(t *testing.T) {
 	}
 }
 
-// A run of 10,000 operations, a fifth of its rounds with a paused holder, still makes a
-// page of a few MB with every operation drawn and every overlap anchored.
+// A run of nearly 10,000 operations (timelineLimit), a fifth of its rounds with a paused
+// holder, still makes a page of a few MB with every operation drawn and every overlap
+// anchored.
 func TestReportOfTenThousandOperationsStaysSmall(t *testing.T) {
 	const limit = 4 << 20
-	events := kleppmann(2400, 5, true)
+	events := kleppmann(2100, 5, true)
 	for i := range events { // times as untidy as a real run's, which take more room
 		events[i].Time += int64(i*7919%1000) * int64(time.Microsecond)
 	}
 	s := judged(events)
 	overlaps := len(s.Results[0].Overlaps)
-	if ops := s.Ops.Total().Total(); ops < 10_000 || overlaps < 400 {
-		t.Fatalf("the history has %d operations and %d overlaps; want 10,000 and hundreds", ops, overlaps)
+	if ops := s.Ops.Total().Total(); ops < 9_000 || ops > timelineLimit || overlaps < 400 {
+		t.Fatalf("the history has %d operations and %d overlaps; want nearly %d and hundreds", ops, overlaps, timelineLimit)
 	}
 	dir := t.TempDir()
 	if err := WriteReport(dir, s, events); err != nil {
@@ -178,10 +179,37 @@ func TestReportOfTenThousandOperationsStaysSmall(t *testing.T) {
 	if lanes := strings.Count(page, `<text class="lane"`); lanes != 7 {
 		t.Errorf("%d lanes, want the nemesis's, the harness's and one per client, whose lives share it", lanes)
 	}
-	for _, want := range []string{fmt.Sprintf(`id="overlap-%d"`, overlaps-1), `<g class="labels tokens hidden">`, "and 450 more"} {
+	for _, want := range []string{fmt.Sprintf(`id="overlap-%d"`, overlaps-1), `<g class="labels tokens hidden">`, "and 390 more"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("report lacks %s", want)
 		}
+	}
+}
+
+// A run of more operations than the timeline draws is drawn around its first violation,
+// with that stretch's overlaps anchored, the others listed unlinked, and a sentence saying
+// what was capped; results.json is not the page's business and keeps every overlap.
+func TestReportOfALongRunIsCapped(t *testing.T) {
+	events := kleppmann(4000, 5, true)
+	s := judged(events)
+	dir := t.TempDir()
+	if err := WriteReport(dir, s, events); err != nil {
+		t.Fatal(err)
+	}
+	page := readFile(t, filepath.Join(dir, ReportFile))
+	drawn := strings.Count(page, `<path class="`)
+	if drawn == 0 || drawn > timelineLimit {
+		t.Errorf("%d operations drawn, want at most %d", drawn, timelineLimit)
+	}
+	ops := s.Ops.Total().Total()
+	for _, want := range []string{fmt.Sprintf("The run has %d operations; the timeline draws %d of them", ops, timelineLimit),
+		`data-from="`, `id="overlap-0"`, `<span>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("report lacks %s", want)
+		}
+	}
+	if overlaps := len(s.Results[0].Overlaps); strings.Contains(page, fmt.Sprintf(`id="overlap-%d"`, overlaps-1)) {
+		t.Errorf("the last of %d overlaps is anchored, far from the first", overlaps)
 	}
 }
 
