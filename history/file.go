@@ -2,12 +2,14 @@ package history
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"sync"
+	"unicode/utf8"
 )
 
 // FileName is the history's name inside a run's results directory.
@@ -127,7 +129,38 @@ func ReadFile(path string) (File, error) {
 		return File{}, fmt.Errorf("read history: %w", err)
 	}
 	defer f.Close()
-	return parse(f, path)
+	// Counting the lines first lets the events be held in one allocation of the right size,
+	// not in a slice that doubles (and is copied) as it grows.
+	lines, err := countLines(f)
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		return File{}, fmt.Errorf("read history: %w", err)
+	}
+	return parse(f, path, lines)
+}
+
+// countLines counts the newlines in r and a last line without one.
+func countLines(r io.Reader) (int, error) {
+	buf := make([]byte, 1<<20)
+	n, last := 0, byte('\n')
+	for {
+		read, err := r.Read(buf)
+		if read > 0 {
+			n += bytes.Count(buf[:read], []byte{'\n'})
+			last = buf[read-1]
+		}
+		if err == io.EOF {
+			if last != '\n' {
+				n++
+			}
+			return n, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
 }
 
 // Parse reads JSON lines and refuses, as a *CorruptError naming the file line (blank lines
@@ -137,11 +170,15 @@ func ReadFile(path string) (File, error) {
 // (no newline and not JSON) is dropped, with File.Note saying so; the operation it would
 // have completed stays open, which checkers count as indeterminate.
 func Parse(r io.Reader) (File, error) {
-	return parse(r, "")
+	return parse(r, "", 0)
 }
 
-func parse(r io.Reader, path string) (File, error) {
+// parse reads the history; lines, when known, is how many lines it has.
+func parse(r io.Reader, path string, lines int) (File, error) {
 	var file File
+	if lines > 0 {
+		file.Events = make([]Event, 0, lines)
+	}
 	unterminated := false // the last line read had no newline
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), maxLine)
@@ -150,7 +187,8 @@ func parse(r io.Reader, path string) (File, error) {
 		unterminated = advance > 0 && data[advance-1] != '\n'
 		return advance, token, err
 	})
-	indexLines := map[int]int{} // index -> line that used it
+	var indexes usedIndexes
+	var d decoder
 	p := pairing{name: func(line int) string { return fmt.Sprintf("line %d", line) }}
 	line := 0
 	for sc.Scan() {
@@ -160,13 +198,16 @@ func parse(r io.Reader, path string) (File, error) {
 			continue
 		}
 		var e Event
-		if err := json.Unmarshal(b, &e); err != nil {
-			if unterminated {
-				file.Note = (&CorruptError{Path: path, Line: line,
-					Reason: "last line cut short by a crash was dropped; the operation it would have completed counts as indeterminate"}).Error()
-				break
+		if !d.event(b, &e) { // what the fast path does not take, encoding/json judges
+			e = Event{}
+			if err := json.Unmarshal(b, &e); err != nil {
+				if unterminated {
+					file.Note = (&CorruptError{Path: path, Line: line,
+						Reason: "last line cut short by a crash was dropped; the operation it would have completed counts as indeterminate"}).Error()
+					break
+				}
+				return File{}, &CorruptError{Path: path, Line: line, Reason: "not a JSON event: " + err.Error()}
 			}
-			return File{}, &CorruptError{Path: path, Line: line, Reason: "not a JSON event: " + err.Error()}
 		}
 		// Empty lists read as absent, so an event reads back as it was written.
 		if len(e.Targets) == 0 {
@@ -178,10 +219,9 @@ func parse(r io.Reader, path string) (File, error) {
 		if err := e.validate(); err != nil {
 			return File{}, &CorruptError{Path: path, Line: line, Reason: err.Error()}
 		}
-		if first, dup := indexLines[e.Index]; dup {
+		if first := indexes.use(e.Index, line); first != 0 {
 			return File{}, &CorruptError{Path: path, Line: line, Reason: fmt.Sprintf("index %d already used on line %d", e.Index, first)}
 		}
-		indexLines[e.Index] = line
 		if _, err := p.next(e, line); err != nil {
 			return File{}, &CorruptError{Path: path, Line: line, Reason: err.Error()}
 		}
@@ -194,4 +234,301 @@ func parse(r io.Reader, path string) (File, error) {
 		return File{}, fmt.Errorf("read history: %w", err)
 	}
 	return file, nil
+}
+
+// usedIndexes remembers the line that used each index. A recorder numbers events 0, 1,
+// 2...: those are kept in a slice by index, any other in a map.
+type usedIndexes struct {
+	dense  []int // index -> its line, 0 when unused
+	sparse map[int]int
+}
+
+// use records that line uses index and returns the line that used it before, or 0.
+func (u *usedIndexes) use(index, line int) (first int) {
+	if index >= 0 && index < line+1024 { // as many as there can be lines, and some
+		if index >= len(u.dense) {
+			u.dense = append(u.dense, make([]int, index+1-len(u.dense))...)
+		}
+		if first = u.dense[index]; first == 0 {
+			u.dense[index] = line
+		}
+		return first
+	}
+	if first = u.sparse[index]; first == 0 {
+		if u.sparse == nil {
+			u.sparse = map[int]int{}
+		}
+		u.sparse[index] = line
+	}
+	return first
+}
+
+// decoder reads the lines a recorder writes (json.Marshal of an Event) several times
+// faster than encoding/json, with the strings a history repeats (its types, functions,
+// keys, faults) shared rather than allocated per event. It takes only what it reads
+// exactly as json.Unmarshal would, and gives up on anything else (escapes, null, a key
+// written in another case or twice, a number that is not a plain integer, invalid UTF-8),
+// which json.Unmarshal then reads or refuses with its own words.
+type decoder struct {
+	b       []byte
+	i       int
+	strings map[string]string // strings seen as keys, faults and targets
+}
+
+// maxShared bounds the strings a decoder shares, so a hostile history cannot grow it.
+const maxShared = 4096
+
+// event decodes one line into e, which must be the zero Event; false: use encoding/json.
+func (d *decoder) event(b []byte, e *Event) bool {
+	d.b, d.i = b, 0
+	if !d.byte('{') {
+		return false
+	}
+	var seen uint32
+	if d.peek('}') {
+		d.i++
+		return d.end()
+	}
+	for {
+		name, ok := d.rawString()
+		if !ok || !d.byte(':') {
+			return false
+		}
+		field := eventField(name)
+		if field < 0 || seen&(1<<field) != 0 {
+			return false
+		}
+		seen |= 1 << field
+		if !d.field(field, e) {
+			return false
+		}
+		if d.byte(',') {
+			continue
+		}
+		return d.byte('}') && d.end()
+	}
+}
+
+// eventFields are Event's JSON names, in the order field numbers them.
+var eventFields = []string{"index", "type", "process", "f", "key", "value", "token", "time", "effect_from", "effect_to",
+	"error", "message", "watch_events", "fault", "targets", "detail"}
+
+func eventField(name []byte) int {
+	for i, f := range eventFields {
+		if string(name) == f {
+			return i
+		}
+	}
+	return -1
+}
+
+func (d *decoder) field(field int, e *Event) bool {
+	var ok bool
+	switch field {
+	case 0:
+		e.Index, ok = d.int()
+	case 1:
+		var s []byte
+		s, ok = d.rawString()
+		e.Type = Type(d.known(s, string(Invoke), string(OK), string(Fail), string(Info)))
+	case 2:
+		e.Process, ok = d.int()
+	case 3:
+		var s []byte
+		s, ok = d.rawString()
+		e.Func = Func(d.known(s, string(Acquire), string(Release), string(Read), string(Write), string(FinalRead),
+			string(Start), string(Stop), string(Roles)))
+	case 4:
+		e.Key, ok = d.shared()
+	case 5:
+		var v int64
+		v, ok = d.int64()
+		e.Value = Int64(v)
+	case 6:
+		var v int64
+		v, ok = d.int64()
+		e.Token = Int64(v)
+	case 7:
+		e.Time, ok = d.int64()
+	case 8:
+		e.EffectFrom, ok = d.int64()
+	case 9:
+		e.EffectTo, ok = d.int64()
+	case 10:
+		var s []byte
+		s, ok = d.rawString()
+		e.Error = ErrorKind(d.known(s, "", string(ErrStaleToken), string(ErrMissingToken), string(ErrBadRequest),
+			string(ErrUnreachable), string(ErrNotHeld), string(ErrLockBusy)))
+	case 11:
+		var s []byte
+		s, ok = d.rawString()
+		e.Message = string(s)
+	case 12:
+		var v int
+		v, ok = d.int()
+		e.WatchEvents = Int(v)
+	case 13:
+		e.Fault, ok = d.shared()
+	case 14:
+		e.Targets, ok = d.targets()
+	case 15:
+		e.Detail, ok = d.detail()
+	}
+	return ok
+}
+
+func (d *decoder) targets() ([]string, bool) {
+	if !d.byte('[') {
+		return nil, false
+	}
+	targets := []string{}
+	if d.byte(']') {
+		return targets, true
+	}
+	for {
+		t, ok := d.shared()
+		if !ok {
+			return nil, false
+		}
+		targets = append(targets, t)
+		if d.byte(',') {
+			continue
+		}
+		return targets, d.byte(']')
+	}
+}
+
+func (d *decoder) detail() (map[string]string, bool) {
+	if !d.byte('{') {
+		return nil, false
+	}
+	detail := map[string]string{}
+	if d.byte('}') {
+		return detail, true
+	}
+	for {
+		k, ok := d.rawString()
+		if !ok || !d.byte(':') {
+			return nil, false
+		}
+		v, ok := d.rawString()
+		if !ok {
+			return nil, false
+		}
+		detail[string(k)] = string(v)
+		if d.byte(',') {
+			continue
+		}
+		return detail, d.byte('}')
+	}
+}
+
+// known is s as one of the strings given when it is one, so that it takes no memory of
+// its own.
+func (d *decoder) known(s []byte, strs ...string) string {
+	for _, k := range strs {
+		if string(s) == k {
+			return k
+		}
+	}
+	return string(s)
+}
+
+// shared reads a string, shared with the same string read before.
+func (d *decoder) shared() (string, bool) {
+	s, ok := d.rawString()
+	if !ok {
+		return "", false
+	}
+	if v, ok := d.strings[string(s)]; ok {
+		return v, true
+	}
+	v := string(s)
+	if len(d.strings) < maxShared {
+		if d.strings == nil {
+			d.strings = map[string]string{}
+		}
+		d.strings[v] = v
+	}
+	return v, true
+}
+
+func (d *decoder) space() {
+	for d.i < len(d.b) && (d.b[d.i] == ' ' || d.b[d.i] == '\t' || d.b[d.i] == '\r' || d.b[d.i] == '\n') {
+		d.i++
+	}
+}
+
+func (d *decoder) peek(c byte) bool {
+	d.space()
+	return d.i < len(d.b) && d.b[d.i] == c
+}
+
+// byte takes c, after any white space, if it comes next.
+func (d *decoder) byte(c byte) bool {
+	if d.peek(c) {
+		d.i++
+		return true
+	}
+	return false
+}
+
+// end is whether nothing but white space is left.
+func (d *decoder) end() bool {
+	d.space()
+	return d.i == len(d.b)
+}
+
+// rawString reads a string with no escapes, no control characters and valid UTF-8: its
+// bytes are its value.
+func (d *decoder) rawString() ([]byte, bool) {
+	if !d.byte('"') {
+		return nil, false
+	}
+	start := d.i
+	ascii := true
+	for ; d.i < len(d.b); d.i++ {
+		switch c := d.b[d.i]; {
+		case c == '"':
+			s := d.b[start:d.i]
+			d.i++
+			return s, ascii || utf8.Valid(s)
+		case c == '\\' || c < 0x20:
+			return nil, false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	return nil, false
+}
+
+// int reads an integer that fits an int.
+func (d *decoder) int() (int, bool) {
+	v, ok := d.int64()
+	return int(v), ok && int64(int(v)) == v
+}
+
+// int64 reads an integer as JSON writes it (no fraction, no exponent, no leading zero) of
+// at most 18 digits, which no int64 overflows.
+func (d *decoder) int64() (int64, bool) {
+	d.space()
+	neg := d.i < len(d.b) && d.b[d.i] == '-'
+	if neg {
+		d.i++
+	}
+	start, v := d.i, int64(0)
+	for ; d.i < len(d.b) && d.b[d.i] >= '0' && d.b[d.i] <= '9'; d.i++ {
+		v = v*10 + int64(d.b[d.i]-'0')
+	}
+	digits := d.i - start
+	if digits == 0 || digits > 18 || digits > 1 && d.b[start] == '0' {
+		return 0, false
+	}
+	if d.i < len(d.b) && (d.b[d.i] == '.' || d.b[d.i] == 'e' || d.b[d.i] == 'E') {
+		return 0, false
+	}
+	if neg {
+		v = -v
+	}
+	return v, true
 }
