@@ -151,7 +151,7 @@ func latencyPlot(f frame, ops []history.Op) plotView {
 		}
 		p.Dots = append(p.Dots, d)
 	}
-	p.Dots = distinct(p.Dots)
+	p.Dots = distinct(&p, p.Dots)
 	p.Legend = []legendItem{{Color: outcomeColors[history.OK], Text: "ok"}, {Color: outcomeColors[history.Fail], Text: "fail"},
 		{Color: outcomeColors[history.Info], Text: "info (unknown)"}, {Color: "#57606a", Text: "release", Square: true}}
 	return p
@@ -237,7 +237,7 @@ func tokensPlot(f frame, ops []history.Op) *plotView {
 			processes = append(processes, g.process)
 		}
 	}
-	p.Dots = distinct(p.Dots)
+	p.Dots = distinct(&p, p.Dots)
 	slices.Sort(processes)
 	for _, proc := range processes {
 		p.Legend = append(p.Legend, legendItem{Color: paletteColor(proc), Text: lane{process: proc}.String()})
@@ -310,16 +310,34 @@ func clockPlot(f frame, events []history.Event) *plotView {
 
 func round1(v float64) float64 { return math.Round(v*10) / 10 }
 
+// maxDots is how many dots a plot draws at their own places; a plot of more draws them on
+// a grid of whole units (a dot is over four wide), and its caption says so.
+const maxDots = 10_000
+
 // distinct drops the dots drawn exactly where an earlier one of the same kind is: they
 // add nothing to the picture, and a long run has many (coordinates are rounded to a tenth
-// of a unit).
-func distinct(dots []dot) []dot {
-	seen := make(map[dot]bool, len(dots))
-	return slices.DeleteFunc(dots, func(d dot) bool {
-		if seen[d] {
-			return true
-		}
-		seen[d] = true
-		return false
-	})
+// of a unit). When more than maxDots are left, dots are moved to the nearest whole unit
+// and those that then coincide drawn once, which p's caption says.
+func distinct(p *plotView, dots []dot) []dot {
+	drop := func(dots []dot) []dot {
+		seen := make(map[dot]bool, len(dots))
+		return slices.DeleteFunc(dots, func(d dot) bool {
+			if seen[d] {
+				return true
+			}
+			seen[d] = true
+			return false
+		})
+	}
+	dots = drop(dots)
+	if len(dots) <= maxDots {
+		return dots
+	}
+	all := len(dots)
+	for i := range dots {
+		dots[i].X, dots[i].Y = math.Round(dots[i].X), math.Round(dots[i].Y)
+	}
+	dots = drop(dots)
+	p.Caption += fmt.Sprintf(" Of its %d dots, those within half a unit of each other are drawn once, on whole units: %d are drawn.", all, len(dots))
+	return dots
 }

@@ -182,7 +182,7 @@ func newTimeline(events []history.Event, ops []history.Op, overlaps []checkers.O
 		}
 		tl.From, tl.To = c.ms(from), c.ms(to)
 		tl.Capped = fmt.Sprintf("The run has %d operations; the timeline draws %d of them, from %s to %s, around the first violation "+
-			"or from the start (it is capped at %d operations), with the holds and overlaps of that stretch. "+
+			"or from the start (it is capped at %d operations), with the holds, overlaps and faults of that stretch. "+
 			"The plots show the whole run; results.json and the history hold everything.",
 			len(ops), len(drawn), seconds(c.offset(from)), seconds(c.offset(to)), timelineLimit)
 	}
@@ -200,6 +200,9 @@ func newTimeline(events []history.Event, ops []history.Op, overlaps []checkers.O
 	tl.Height = tl.LanesTop + tl.LanesHeight + 4
 
 	for _, f := range history.Faults(events) {
+		if !inView(f.Start, f.Stop) {
+			continue
+		}
 		title := fmt.Sprintf("%s %s, %s .. %s", f.Description, strings.Join(f.Targets, ","), seconds(c.offset(f.Start)), seconds(c.offset(f.Stop)))
 		if !f.Healed {
 			title += ", never healed"

@@ -240,3 +240,24 @@ func TestTimelineEscapesHostileHistories(t *testing.T) {
 		}
 	}
 }
+
+// A plot of more dots than maxDots draws them on whole units, each place once, and says so.
+func TestPlotOfManyDotsIsGridded(t *testing.T) {
+	var dots []dot
+	for i := range 3 * maxDots {
+		dots = append(dots, dot{X: 64 + float64(i%9000)/10, Y: 8 + float64(i%1600)/10, Class: "ok"})
+	}
+	p := plotView{Caption: "Latency."}
+	drawn := distinct(&p, dots)
+	if len(drawn) > maxDots || len(drawn) == 0 {
+		t.Errorf("%d dots drawn, want at most %d", len(drawn), maxDots)
+	}
+	for _, d := range drawn {
+		if d.X != float64(int(d.X)) || d.Y != float64(int(d.Y)) {
+			t.Fatalf("dot %+v is not on a whole unit", d)
+		}
+	}
+	if want := fmt.Sprintf("Of its %d dots", 3*maxDots); !strings.Contains(p.Caption, want) {
+		t.Errorf("caption %q does not say %q", p.Caption, want)
+	}
+}
