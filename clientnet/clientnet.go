@@ -135,14 +135,30 @@ func (n *Network) Attach(ctx context.Context, pid, slot int) error {
 	steps := [][]string{
 		{"ip", "link", "add", host, "type", "veth", "peer", "name", "eth0", "address", mac, "netns", strconv.Itoa(pid)},
 		{"ip", "link", "set", host, "master", n.bridge, "up"},
+		// Connections the process leaves open to a peer that is cut off or dead keep its
+		// namespace alive while the kernel retries them: one retry, not eight.
 		{"nsenter", "-t", strconv.Itoa(pid), "-n", "sh", "-c",
-			`ip link set lo up && ip addr add "$1" dev eth0 && ip link set eth0 up && ip route add default via "$2"`,
+			`ip link set lo up && ip addr add "$1" dev eth0 && ip link set eth0 up && ip route add default via "$2" && ` +
+				`echo 1 > /proc/sys/net/ipv4/tcp_orphan_retries`,
 			"sh", cidr, n.gateway.String()},
 	}
 	for _, step := range steps {
 		if _, err := run(ctx, step[0], step[1:]...); err != nil {
 			return fmt.Errorf("put client %d on %s as %s: %w", pid, n.bridge, cidr, err)
 		}
+	}
+	return nil
+}
+
+// Detach takes the namespace of process pid, which has exited, off the bridge. The
+// namespace may outlive the process while the kernel gives up the connections it left;
+// it must not hold the slot's address on the bridge meanwhile, where the process that
+// takes the slot next needs it.
+func (n *Network) Detach(ctx context.Context, pid int) error {
+	host := "lbc" + strconv.Itoa(pid)
+	out, err := run(ctx, "ip", "link", "del", host)
+	if err != nil && !strings.Contains(out, "Cannot find device") {
+		return fmt.Errorf("take client %d off %s: %w", pid, n.bridge, err)
 	}
 	return nil
 }

@@ -58,6 +58,7 @@ type worker struct {
 type clientNet interface {
 	Isolate(attr *syscall.SysProcAttr)
 	Attach(ctx context.Context, pid, slot int) error
+	Detach(ctx context.Context, pid int) error
 	Addr(slot int) netip.Addr
 	DropFrom(ctx context.Context, pid int, sources ...string) error
 	DropTo(ctx context.Context, pid int, service netip.AddrPort) error
@@ -158,6 +159,11 @@ func (p *pool) pump(w *worker, stdout io.Reader) {
 		p.rec.Record(e)
 	}
 	err := w.cmd.Wait()
+	if p.addrs != nil {
+		if derr := p.addrs.net.Detach(context.Background(), w.cmd.Process.Pid); derr != nil {
+			fmt.Fprintf(w.cmd.Stderr, "%v\n", derr)
+		}
+	}
 	w.mu.Lock()
 	w.exited = true
 	if w.pending != nil {
