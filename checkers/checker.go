@@ -79,22 +79,19 @@ type Options struct {
 	// FaultsRequested says the run asked a nemesis for faults, so a history without any
 	// fault did not test what it was meant to (see Stats).
 	FaultsRequested bool
+	// Ops are the history's operations as history.Pair made them, given by a caller that
+	// paired it already; nil: RunAll pairs it, once for every checker it runs.
+	Ops []history.Op
 
-	// paired is the history paired once by RunAll for every checker it runs.
-	paired *paired
+	// pairErr is why the history did not pair, when RunAll paired it.
+	pairErr error
 }
 
-// paired is what history.Pair made of a history.
-type paired struct {
-	ops []history.Op
-	err error
-}
-
-// pair pairs the history, or hands over what RunAll paired once for all checkers. The
+// pair pairs the history, or hands over what was paired once for all checkers. The
 // operations are shared: checkers read them and never change them.
 func (o Options) pair(events []history.Event) ([]history.Op, error) {
-	if o.paired != nil {
-		return o.paired.ops, o.paired.err
+	if o.Ops != nil || o.pairErr != nil {
+		return o.Ops, o.pairErr
 	}
 	return history.Pair(events)
 }
@@ -162,10 +159,11 @@ func Judge(ctx context.Context, events []history.Event, opts Options) []Result {
 }
 
 // RunAll runs every checker, each guarded so a crash becomes Unknown, never a pass. The
-// history is paired once for all of them.
+// history is paired once for all of them (unless opts.Ops has it paired).
 func RunAll(ctx context.Context, cs []Checker, events []history.Event, opts Options) []Result {
-	ops, err := history.Pair(events)
-	opts.paired = &paired{ops: ops, err: err}
+	if opts.Ops == nil {
+		opts.Ops, opts.pairErr = history.Pair(events)
+	}
 	results := make([]Result, 0, len(cs))
 	for _, c := range cs {
 		results = append(results, safeCheck(ctx, c, events, opts))

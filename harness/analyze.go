@@ -22,14 +22,19 @@ const DefaultCheckTimeout = time.Minute
 // changes no byte of results.json. The error is about writing the files; the summary is
 // complete either way.
 func Analyze(ctx context.Context, dir string, events []history.Event, s results.Summary, timeout time.Duration) (results.Summary, error) {
-	opts := checkers.Options{Dir: dir, Timeout: timeout, FaultsRequested: faultsRequested(s.Spec)}
+	// Paired once for the checkers, the counts and the report.
+	ops, pairErr := history.Pair(events)
+	opts := checkers.Options{Dir: dir, Timeout: timeout, FaultsRequested: faultsRequested(s.Spec), Ops: ops}
 	s.Results = checkers.Judge(ctx, events, opts)
 	s.Verdict = overall(s.Results, s.Error)
 	// A history that does not pair has no counts; every checker's verdict names why.
-	s.Ops, _ = results.Tally(events)
+	s.Ops = nil
+	if pairErr == nil {
+		s.Ops = results.Count(ops)
+	}
 	s.Faults = len(history.Faults(events))
 	s.Command = ReproduceCommand(s.Spec)
-	return s, results.WriteAll(dir, s, events)
+	return s, results.WriteAll(dir, s, events, ops)
 }
 
 // overall is a run's verdict: the worst of the checkers' (unknown when none decided) and

@@ -55,6 +55,28 @@ func TestAnalyzeCompletesTheSummary(t *testing.T) {
 	}
 }
 
+// A history that does not pair is not counted at all: a partial count would read as a
+// whole one. Every checker's verdict says why.
+func TestAnalyzeDoesNotCountAHistoryThatDoesNotPair(t *testing.T) {
+	file, err := history.Parse(strings.NewReader(staleWrite))
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := results.Summary{Ops: results.OpCounts{history.Acquire: {OK: 99}}}
+	got, err := Analyze(context.Background(), t.TempDir(), file.Events[1:], saved, DefaultCheckTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Ops != nil || got.Verdict != checkers.Unknown {
+		t.Errorf("ops %v, verdict %s; want no counts and unknown", got.Ops, got.Verdict)
+	}
+	for _, r := range got.Results {
+		if !strings.Contains(r.Summary, "completion without an invocation") {
+			t.Errorf("%s: %q does not say why", r.Checker, r.Summary)
+		}
+	}
+}
+
 func TestOverallVerdict(t *testing.T) {
 	valid := checkers.Result{Checker: "a", Verdict: checkers.Valid}
 	invalid := checkers.Result{Checker: "b", Verdict: checkers.Invalid}

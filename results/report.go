@@ -31,8 +31,13 @@ import (
 // are s's, as given; events are drawn, never judged. Every value comes through
 // html/template, and the page's policy lets no script run but its own.
 func WriteReport(dir string, s Summary, events []history.Event) error {
+	return writeReport(dir, s, events, nil)
+}
+
+// writeReport is WriteReport of events paired as ops (history.Pair), or paired here when nil.
+func writeReport(dir string, s Summary, events []history.Event, ops []history.Op) error {
 	var buf bytes.Buffer
-	if err := reportTemplate.Execute(&buf, newReport(dir, s, events)); err != nil {
+	if err := reportTemplate.Execute(&buf, newReport(dir, s, events, ops)); err != nil {
 		return fmt.Errorf("render %s: %w", ReportFile, err)
 	}
 	return WriteAtomic(filepath.Join(dir, ReportFile), buf.Bytes())
@@ -106,7 +111,7 @@ type opRow struct {
 	Outcomes
 }
 
-func newReport(dir string, s Summary, events []history.Event) report {
+func newReport(dir string, s Summary, events []history.Event, ops []history.Op) report {
 	r := report{Policy: reportPolicy, Script: template.JS(reportScript), Test: s.Test, RunID: s.RunID, Overall: viewVerdict(s.Verdict), Error: s.Error, Notes: s.Notes,
 		Command: s.Command, MaxLabels: maxLabels}
 	if !s.Started.IsZero() {
@@ -117,7 +122,10 @@ func newReport(dir string, s Summary, events []history.Event) report {
 	}
 	r.Setup = ReadSetup(s.Spec).facts()
 	r.Headline, r.Lesson = headline(s.Results)
-	ops, pairErr := history.Pair(events)
+	var pairErr error
+	if ops == nil {
+		ops, pairErr = history.Pair(events)
+	}
 	var overlaps []checkers.Overlap
 	focus := firstTime(events) // the earliest violation any checker found, or the start
 	var earliest *time.Duration

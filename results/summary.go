@@ -84,16 +84,12 @@ func ReadSummary(dir string) (Summary, error) {
 	return s, nil
 }
 
-// Tally counts the client operations history.Pair finds (nemesis events excluded) by
+// Count counts client operations (as history.Pair makes them, nemesis events excluded) by
 // function and outcome. An operation the history ends before it completed counts as info,
-// as the checkers treat it. A history that does not pair is not counted at all, and
-// Pair's error comes back: a partial count would read as a whole one, and the checkers
-// decide nothing from such a history either.
-func Tally(events []history.Event) (OpCounts, error) {
-	ops, err := history.Pair(events)
-	if err != nil {
-		return nil, fmt.Errorf("count operations: %w", err)
-	}
+// as the checkers treat it. A history that does not pair is not to be counted at all: a
+// partial count would read as a whole one, and the checkers decide nothing from such a
+// history either.
+func Count(ops []history.Op) OpCounts {
 	counts := OpCounts{}
 	for _, op := range ops {
 		o := counts[op.Func()]
@@ -107,15 +103,16 @@ func Tally(events []history.Event) (OpCounts, error) {
 		}
 		counts[op.Func()] = o
 	}
-	return counts, nil
+	return counts
 }
 
 // WriteAll writes results.json, junit.xml and report.html (in that order, so the report
-// links the other two) from s as given, and returns every error, not just the first.
-func WriteAll(dir string, s Summary, events []history.Event) error {
+// links the other two) from s as given, and returns every error, not just the first. ops
+// are the events paired (history.Pair), or nil to pair them here.
+func WriteAll(dir string, s Summary, events []history.Event, ops []history.Op) error {
 	return errors.Join(
 		WriteSummary(dir, s),
 		WriteJUnit(dir, s),
-		WriteReport(dir, s, events),
+		writeReport(dir, s, events, ops),
 	)
 }

@@ -83,8 +83,8 @@ func kleppmann(rounds, pauseEvery int, fenced bool) []history.Event {
 func judged(events []history.Event) Summary {
 	me := checkers.NewMutualExclusion().Check(nil, events, checkers.Options{})
 	me.Checker, me.Property = "mutual-exclusion", checkers.PropertyLockSafety
-	ops, _ := Tally(events)
-	return Summary{Test: "local-pause", RunID: "20261130T081530Z", Verdict: me.Verdict, Results: []checkers.Result{me}, Ops: ops,
+	ops, _ := history.Pair(events)
+	return Summary{Test: "local-pause", RunID: "20261130T081530Z", Verdict: me.Verdict, Results: []checkers.Result{me}, Ops: Count(ops),
 		Spec:    []byte(`{"system":"local","client":"local","nemesis":["pause-holder"],"fencing":false,"clients":5,"seed":7,"ttl":"500ms","time_limit":"5s"}`),
 		Command: "lockbreaker run --system local --nemesis pause-holder"}
 }
