@@ -27,25 +27,36 @@ func needClientAddrs(t *testing.T) {
 	if err := clientnet.Supported(); err != nil {
 		t.Skip(err)
 	}
-	t.Cleanup(func() { expectNoClientLinks(t) })
+	before := clientLinks(t)
+	t.Cleanup(func() { expectNoClientLinks(t, before) })
 }
 
-// expectNoClientLinks fails t when a host-side veth of a client (lbc<pid>) outlives its
-// process. The kernel removes a dead namespace's links in the background, so it waits for
-// them to go; the deadline only matters when something is broken. Links of live processes
-// belong to runs beside this one.
-func expectNoClientLinks(t *testing.T) {
+// clientLinks are the host-side veths of clients (lbc<pid>) now, by pid.
+func clientLinks(t *testing.T) map[string]bool {
+	t.Helper()
+	out, err := exec.Command("ip", "-o", "link", "show").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	links := map[string]bool{}
+	for _, m := range regexp.MustCompile(`: lbc([0-9]+)@`).FindAllStringSubmatch(string(out), -1) {
+		links[m[1]] = true
+	}
+	return links
+}
+
+// expectNoClientLinks fails t when a client's veth made since before outlives its process.
+// The kernel removes links in the background, so it waits for them to go; the deadline
+// only matters when something is broken. Links of live processes belong to runs beside
+// this one.
+func expectNoClientLinks(t *testing.T, before map[string]bool) {
 	t.Helper()
 	var orphans []string
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		out, err := exec.Command("ip", "-o", "link", "show").Output()
-		if err != nil {
-			t.Fatal(err)
-		}
 		orphans = nil
-		for _, m := range regexp.MustCompile(`: lbc([0-9]+)@`).FindAllStringSubmatch(string(out), -1) {
-			if _, err := os.Stat("/proc/" + m[1]); err != nil {
-				orphans = append(orphans, "lbc"+m[1])
+		for pid := range clientLinks(t) {
+			if _, err := os.Stat("/proc/" + pid); err != nil && !before[pid] {
+				orphans = append(orphans, "lbc"+pid)
 			}
 		}
 		if len(orphans) == 0 || time.Now().After(deadline) {
