@@ -13,6 +13,8 @@ package checkers
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
@@ -158,18 +160,40 @@ func Judge(ctx context.Context, events []history.Event, opts Options) []Result {
 	return results
 }
 
-// RunAll runs every checker, each guarded so a crash becomes Unknown, never a pass. The
-// history is paired once for all of them (unless opts.Ops has it paired).
+// RunAll runs every checker, each guarded so a crash becomes Unknown, never a pass, and
+// returns their results in cs's order. The history is paired once for all of them (unless
+// opts.Ops has it paired). With more than one CPU the porcupine searches (searcher) run
+// one after another beside the other checkers: checkers only read the history and the
+// operations, and two searches at once would need twice the memory of one.
 func RunAll(ctx context.Context, cs []Checker, events []history.Event, opts Options) []Result {
 	if opts.Ops == nil {
 		opts.Ops, opts.pairErr = history.Pair(events)
 	}
-	results := make([]Result, 0, len(cs))
-	for _, c := range cs {
-		results = append(results, safeCheck(ctx, c, events, opts))
+	results := make([]Result, len(cs))
+	run := func(search bool) {
+		for i, c := range cs {
+			if _, ok := c.(searcher); ok == search {
+				results[i] = safeCheck(ctx, c, events, opts)
+			}
+		}
 	}
+	if runtime.GOMAXPROCS(0) == 1 {
+		run(true)
+		run(false)
+		return results
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { run(true) })
+	run(false)
+	wg.Wait()
 	return results
 }
+
+// searcher is a checker whose porcupine search takes most of the memory a check needs.
+type searcher interface{ searches() }
+
+func (LockLinearizable) searches() {}
+func (DataSafety) searches()       {}
 
 func safeCheck(ctx context.Context, c Checker, events []history.Event, opts Options) (r Result) {
 	defer func() {

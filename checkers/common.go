@@ -23,11 +23,16 @@ func corrupt(err error) Result {
 }
 
 // byKey splits items by lock key, keeping their order, and returns the keys sorted so
-// that reports list them the same way every time.
+// that reports list them the same way every time. A group may be items itself: callers
+// sort or change a group only when items is their own.
 func byKey[T any](items []T, keyOf func(T) string) (keys []string, groups map[string][]T) {
 	sizes := map[string]int{}
 	for _, item := range items {
 		sizes[keyOf(item)]++
+	}
+	if len(sizes) == 1 { // one key, the usual case: its group is items, not a copy
+		k := keyOf(items[0])
+		return []string{k}, map[string][]T{k: slices.Clip(items)}
 	}
 	groups = make(map[string][]T, len(sizes))
 	for k, n := range sizes {

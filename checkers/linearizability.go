@@ -131,7 +131,13 @@ func (l linearizability) check(ctx context.Context, events []history.Event, opts
 	if err != nil {
 		return corrupt(err)
 	}
-	var modelled []history.Op
+	n := 0
+	for _, op := range ops {
+		if l.models(op, outcomeOf(op)) {
+			n++
+		}
+	}
+	modelled := make([]history.Op, 0, n)
 	for _, op := range ops {
 		if l.models(op, outcomeOf(op)) {
 			modelled = append(modelled, op)
