@@ -538,6 +538,12 @@ func (d *durationValue) Set(s string) error {
 // is a typo, not a plan.
 const maxCheckTimeout = 24 * time.Hour
 
+// checkMemoryLimit is the soft limit (debug.SetMemoryLimit) check sets on its heap unless
+// GOMEMLIMIT sets one: a long history's searches would otherwise let the heap grow to
+// twice what they hold (3 GB at a million operations). Near it the collector works harder;
+// past it nothing fails.
+const checkMemoryLimit = 2400 << 20
+
 // checkFlags makes check's flag set; timeout holds --timeout.
 func checkFlags() (fs *flag.FlagSet, timeout *harness.Duration) {
 	timeout = new(harness.Duration)
@@ -554,6 +560,9 @@ func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error)
 	}
 	if t := timeout.Std(); t < time.Millisecond || t > maxCheckTimeout {
 		return 0, badInput{fmt.Errorf("check: --timeout must be between 1ms and 24h, got %s", t)}
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(checkMemoryLimit)
 	}
 	run, err := openRun(fs)
 	if err != nil {
