@@ -116,7 +116,7 @@ type linearizability struct {
 // keySearch is one key's search and what is needed to explain it.
 type keySearch struct {
 	key        string
-	ops        []history.Op
+	ops        []*history.Op
 	operations []porcupine.Operation
 	result     porcupine.CheckResult
 	info       porcupine.LinearizationInfo
@@ -131,19 +131,13 @@ func (l linearizability) check(ctx context.Context, events []history.Event, opts
 	if err != nil {
 		return corrupt(err)
 	}
-	n := 0
-	for _, op := range ops {
-		if l.models(op, outcomeOf(op)) {
-			n++
+	var modelled []*history.Op // the shared operations, never copied
+	for i := range ops {
+		if l.models(ops[i], outcomeOf(ops[i])) {
+			modelled = append(modelled, &ops[i])
 		}
 	}
-	modelled := make([]history.Op, 0, n)
-	for _, op := range ops {
-		if l.models(op, outcomeOf(op)) {
-			modelled = append(modelled, op)
-		}
-	}
-	keys, groups := byKey(modelled, opKey)
+	keys, groups := byKey(modelled, func(op *history.Op) string { return op.Invoke.Key })
 	timeout := opts.Timeout
 	if timeout <= 0 {
 		timeout = defaultTimeout
@@ -213,7 +207,7 @@ func (l linearizability) check(ctx context.Context, events []history.Event, opts
 // time and memory on a long history; only an illegal answer, which must be explained, is
 // searched again with the record (in the time still left). A key small enough to draw
 // (visualiseLimit) is searched once, with the record, when the pages are wanted.
-func (l linearizability) search(ctx context.Context, deadline time.Time, key string, ops []history.Op, infinity int64, draw bool) keySearch {
+func (l linearizability) search(ctx context.Context, deadline time.Time, key string, ops []*history.Op, infinity int64, draw bool) keySearch {
 	s := keySearch{key: key, ops: ops, operations: operations(ops, infinity)}
 	left := time.Until(deadline)
 	if left <= 0 || ctx.Err() != nil {
@@ -239,13 +233,12 @@ func (l linearizability) search(ctx context.Context, deadline time.Time, key str
 // operations converts one key's operations (in invocation order) to porcupine's, applying
 // the infinity and fresh-client-id rules described at the top of this file. Operation i is
 // ops[i], which porcupine's partial linearizations refer to by index.
-func operations(ops []history.Op, infinity int64) []porcupine.Operation {
+func operations(ops []*history.Op, infinity int64) []porcupine.Operation {
 	clientID := map[int]int{} // process -> its current porcupine client id
 	lives := map[int]int{}    // process -> its current incarnation
 	fresh := 0
 	out := make([]porcupine.Operation, len(ops))
-	for i := range ops {
-		op := &ops[i]
+	for i, op := range ops {
 		id, ok := clientID[op.Process()]
 		if !ok {
 			id, fresh = fresh, fresh+1
@@ -292,7 +285,7 @@ func operations(ops []history.Op, infinity int64) []porcupine.Operation {
 //     acquire invoked after the write took effect, nothing makes the dead caller the
 //     holder again, so the write took effect before that acquire returned, or never:
 //     it returns with the earliest such acquire.
-func settle(out []porcupine.Operation, ops []history.Op) {
+func settle(out []porcupine.Operation, ops []*history.Op) {
 	type acquired struct{ call, ret int64 }
 	var acquires []acquired // ok acquires by call, each with the earliest return from it on
 	for _, op := range out {
@@ -339,11 +332,11 @@ func (l linearizability) explain(s keySearch, tl timeline) []string {
 		_, state = l.model.Step(state, s.operations[id].Input, s.operations[id].Output)
 	}
 	for _, id := range longest[max(0, len(longest)-3):] {
-		lines = append(lines, "  last placed: "+tl.describe(s.ops[id]))
+		lines = append(lines, "  last placed: "+tl.describe(*s.ops[id]))
 	}
 	lines = append(lines, "  state then: "+l.model.DescribeState(state))
 	if stuck >= 0 {
-		lines = append(lines, "  cannot come next: "+tl.describe(s.ops[stuck]))
+		lines = append(lines, "  cannot come next: "+tl.describe(*s.ops[stuck]))
 	}
 	return lines
 }
