@@ -261,3 +261,29 @@ func TestGrudgeCutsOneClientOnly(t *testing.T) {
 		t.Errorf("during the cuts %d acquires of the cut client failed and the others were granted %d times: want both", failed, granted)
 	}
 }
+
+// Split brain under Sentinel: the primary and a minority of the clients apart from the
+// replicas, the Sentinels and the other clients. The Sentinels promote a replica while the
+// old primary goes on granting the lock to the clients on its side: two primaries at once,
+// two holders at once.
+func TestSentinelPartitionedPrimaryKeepsGrantingToItsSide(t *testing.T) {
+	needClientAddrs(t)
+	s := sentinelSpec([]string{"partition-primary"}, 16*time.Second)
+	s.Fencing, s.Seed = true, 4
+	s.TTL, s.Work, s.Pause, s.Interval = Duration(5*time.Second), Duration(time.Second), Duration(6*time.Second), Duration(2*time.Second)
+	summary, events := runEvents(t, s)
+	expect(t, summary, map[string]checkers.Verdict{"mutual-exclusion": checkers.Invalid})
+	twoPrimaries := false
+	for _, c := range history.RoleChanges(events) {
+		primaries := 0
+		for _, role := range c.Roles {
+			if role == "primary" {
+				primaries++
+			}
+		}
+		twoPrimaries = twoPrimaries || primaries > 1
+	}
+	if !twoPrimaries {
+		t.Errorf("the roles never showed two primaries at once")
+	}
+}
