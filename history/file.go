@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"unicode/utf8"
 )
@@ -294,14 +295,11 @@ func (d *decoder) event(b []byte, e *Event) bool {
 		if !ok || !d.byte(':') {
 			return false
 		}
-		field := eventField(name)
-		if field < 0 || seen&(1<<field) != 0 {
+		field := slices.IndexFunc(eventFields, func(f eventField) bool { return f.name == string(name) })
+		if field < 0 || seen&(1<<field) != 0 || !eventFields[field].read(d, e) {
 			return false
 		}
 		seen |= 1 << field
-		if !d.field(field, e) {
-			return false
-		}
 		if d.byte(',') {
 			continue
 		}
@@ -309,72 +307,37 @@ func (d *decoder) event(b []byte, e *Event) bool {
 	}
 }
 
-// eventFields are Event's JSON names, in the order field numbers them.
-var eventFields = []string{"index", "type", "process", "f", "key", "value", "token", "time", "effect_from", "effect_to",
-	"error", "message", "watch_events", "fault", "targets", "detail"}
-
-func eventField(name []byte) int {
-	for i, f := range eventFields {
-		if string(name) == f {
-			return i
-		}
-	}
-	return -1
+// eventField is one of Event's JSON names and how the decoder reads it.
+type eventField struct {
+	name string
+	read func(d *decoder, e *Event) bool
 }
 
-func (d *decoder) field(field int, e *Event) bool {
-	var ok bool
-	switch field {
-	case 0:
-		e.Index, ok = d.int()
-	case 1:
-		var s []byte
-		s, ok = d.rawString()
-		e.Type = Type(d.known(s, string(Invoke), string(OK), string(Fail), string(Info)))
-	case 2:
-		e.Process, ok = d.int()
-	case 3:
-		var s []byte
-		s, ok = d.rawString()
-		e.Func = Func(d.known(s, string(Acquire), string(Release), string(Read), string(Write), string(FinalRead),
-			string(Start), string(Stop), string(Roles)))
-	case 4:
-		e.Key, ok = d.shared()
-	case 5:
-		var v int64
-		v, ok = d.int64()
-		e.Value = Int64(v)
-	case 6:
-		var v int64
-		v, ok = d.int64()
-		e.Token = Int64(v)
-	case 7:
-		e.Time, ok = d.int64()
-	case 8:
-		e.EffectFrom, ok = d.int64()
-	case 9:
-		e.EffectTo, ok = d.int64()
-	case 10:
-		var s []byte
-		s, ok = d.rawString()
-		e.Error = ErrorKind(d.known(s, "", string(ErrStaleToken), string(ErrMissingToken), string(ErrBadRequest),
-			string(ErrUnreachable), string(ErrNotHeld), string(ErrLockBusy)))
-	case 11:
-		var s []byte
-		s, ok = d.rawString()
-		e.Message = string(s)
-	case 12:
-		var v int
-		v, ok = d.int()
+// eventFields are Event's fields, in its order.
+var eventFields = []eventField{
+	{"index", func(d *decoder, e *Event) (ok bool) { e.Index, ok = d.int(); return }},
+	{"type", func(d *decoder, e *Event) (ok bool) { e.Type, ok = oneOf(d, Invoke, OK, Fail, Info); return }},
+	{"process", func(d *decoder, e *Event) (ok bool) { e.Process, ok = d.int(); return }},
+	{"f", func(d *decoder, e *Event) (ok bool) {
+		e.Func, ok = oneOf(d, Acquire, Release, Read, Write, FinalRead, Start, Stop, Roles)
+		return
+	}},
+	{"key", func(d *decoder, e *Event) (ok bool) { e.Key, ok = d.shared(); return }},
+	{"value", func(d *decoder, e *Event) (ok bool) { e.Value, ok = d.int64Pointer(); return }},
+	{"token", func(d *decoder, e *Event) (ok bool) { e.Token, ok = d.int64Pointer(); return }},
+	{"time", func(d *decoder, e *Event) (ok bool) { e.Time, ok = d.int64(); return }},
+	{"effect_from", func(d *decoder, e *Event) (ok bool) { e.EffectFrom, ok = d.int64(); return }},
+	{"effect_to", func(d *decoder, e *Event) (ok bool) { e.EffectTo, ok = d.int64(); return }},
+	{"error", func(d *decoder, e *Event) (ok bool) { e.Error, ok = oneOf(d, errorKinds...); return }},
+	{"message", func(d *decoder, e *Event) (ok bool) { e.Message, ok = oneOf[string](d); return }},
+	{"watch_events", func(d *decoder, e *Event) bool {
+		v, ok := d.int()
 		e.WatchEvents = Int(v)
-	case 13:
-		e.Fault, ok = d.shared()
-	case 14:
-		e.Targets, ok = d.targets()
-	case 15:
-		e.Detail, ok = d.detail()
-	}
-	return ok
+		return ok
+	}},
+	{"fault", func(d *decoder, e *Event) (ok bool) { e.Fault, ok = d.shared(); return }},
+	{"targets", func(d *decoder, e *Event) (ok bool) { e.Targets, ok = d.targets(); return }},
+	{"detail", func(d *decoder, e *Event) (ok bool) { e.Detail, ok = d.detail(); return }},
 }
 
 func (d *decoder) targets() ([]string, bool) {
@@ -423,15 +386,22 @@ func (d *decoder) detail() (map[string]string, bool) {
 	}
 }
 
-// known is s as one of the strings given when it is one, so that it takes no memory of
-// its own.
-func (d *decoder) known(s []byte, strs ...string) string {
-	for _, k := range strs {
-		if string(s) == k {
-			return k
+// oneOf reads a string, as one of those given when it is one, so that it takes no memory
+// of its own.
+func oneOf[T ~string](d *decoder, known ...T) (T, bool) {
+	s, ok := d.rawString()
+	for _, k := range known {
+		if string(s) == string(k) {
+			return k, ok
 		}
 	}
-	return string(s)
+	return T(s), ok
+}
+
+// int64Pointer reads an integer into a pointer of its own, as encoding/json does.
+func (d *decoder) int64Pointer() (*int64, bool) {
+	v, ok := d.int64()
+	return &v, ok
 }
 
 // shared reads a string, shared with the same string read before.
