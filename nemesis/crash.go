@@ -228,31 +228,6 @@ func (failover) Heal(ctx context.Context, env Env) error {
 	return errors.Join(partition{}.Heal(ctx, env), killNode{}.Heal(ctx, env))
 }
 
-// partitionPrimary would put the primary and some of the clients on one side, and the
-// monitors, the replicas and the other clients on the other: the monitors promote a replica
-// while the old primary goes on granting to its side (split brain). The lock clients here
-// share one network address, so no client can be on one side only; until clients have
-// addresses of their own it is refused, never run as something else.
-type partitionPrimary struct{}
-
-func (partitionPrimary) Name() string { return "partition-primary" }
-
-func (partitionPrimary) Needs() Needs { return Needs{Network: true} }
-
-func (partitionPrimary) Available(sys system.System, _ int) error {
-	if !sys.Replicated {
-		return fmt.Errorf("a %s cluster has no primary", sys.Name)
-	}
-	return errPrimarySides
-}
-
-var errPrimarySides = errors.New("needs lock clients with network addresses of their own, so that some stay with the old primary " +
-	"while the rest follow the Sentinels; the clients here all reach the nodes from one address")
-
-func (partitionPrimary) Run(context.Context, Env) error { return errPrimarySides }
-
-func (partitionPrimary) Heal(context.Context, Env) error { return nil }
-
 // WatchRoles records the nodes' roles in the history (f roles) when it starts and whenever
 // one changes, asking every `every` until ctx ends, so that the history shows which node
 // led or was primary when. It records nothing for a cluster without roles.
