@@ -44,8 +44,9 @@ type Spec struct {
 	Rate float64 `json:"rate"`
 	// Retry is the pause between acquire attempts while the lock is busy.
 	Retry Duration `json:"retry"`
-	// Pause is how long a paused process or node stays stopped, and how long a failover
-	// cuts replication before the grant it loses; 0 means twice the TTL.
+	// Pause is how long a fault lasts: a paused process or node stays stopped, a cut, a
+	// clock fault or a delay holds (a failover waits for a grant to lose at least this
+	// long); 0 means twice the TTL.
 	Pause Duration `json:"pause,omitempty"`
 	// Interval is the mean time between scheduled faults.
 	Interval Duration `json:"interval"`

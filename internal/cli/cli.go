@@ -83,7 +83,7 @@ time limit, heals and tears everything down, then checks the history. Writes
 			"lockbreaker run --system redis --nemesis pause-holder --fencing on",
 			"lockbreaker run --system redis --nemesis none --clients 1 --work 0 --rate 0",
 			"lockbreaker run --system redlock --nemesis kleppmann-clock --ttl 6s --work 4s --time-limit 25s",
-			"lockbreaker run --system sentinel --nemesis failover --fencing on --ttl 5s --work 4s --pause 5s --time-limit 20s",
+			"lockbreaker run --system sentinel --nemesis failover --fencing on --ttl 5s --work 4s --time-limit 12s",
 			"lockbreaker run --system redlock --nodes 3 --nemesis kill-node --persistence none --ttl 5s --work 4s --interval 500ms --restart-after 200ms",
 		},
 		run: cmdRun,
@@ -376,7 +376,7 @@ func runFlags(spec *harness.Spec) (*flag.FlagSet, *runOptions) {
 	fs.Float64Var(&spec.Rate, "rate", spec.Rate, "lock cycles (acquire, read, write, release) per second each client aims at; "+
 		"a cycle waits at least --retry after the last; 0: as fast as the lock and the storage answer")
 	fs.Var((*durationValue)(&spec.Retry), "retry", "pause between acquire attempts while the lock is busy")
-	fs.Var((*durationValue)(&spec.Pause), "pause", "how long a paused process or node stays stopped, and a failover cuts replication; 0: twice the ttl")
+	fs.Var((*durationValue)(&spec.Pause), "pause", "how long a fault lasts: a pause, a cut, a clock fault, a delay; 0: twice the ttl")
 	fs.Var((*durationValue)(&spec.Interval), "interval", "mean time between faults")
 	fs.Var((*durationValue)(&spec.ClockOffset), "clock-offset", "how far clock faults move a clock; 0: twice the ttl")
 	fs.Float64Var(&spec.ClockRate, "clock-rate", spec.ClockRate, "how many times as fast the clock-rate fault runs a clock")
