@@ -68,7 +68,18 @@ func (o Op) Window() (start, end int64) {
 // come from anywhere (a parsed file, a test, a fuzzer), so Pair refuses, naming the event,
 // what Parse refuses except duplicate indexes: the checkers then decide nothing from them.
 func Pair(events []Event) ([]Op, error) {
-	var ops []Op
+	invocations, completions := 0, 0
+	for _, e := range events {
+		switch {
+		case e.Process == NemesisProcess:
+		case e.Type == Invoke:
+			invocations++
+		default:
+			completions++
+		}
+	}
+	ops := make([]Op, 0, invocations)
+	done := make([]Event, 0, completions) // the completions, in one allocation
 	p := pairing{name: func(i int) string { return fmt.Sprintf("event #%d", ops[i].Invoke.Index) }}
 	for _, e := range events {
 		err := e.validate()
@@ -84,8 +95,8 @@ func Pair(events []Event) ([]Op, error) {
 		case e.Type == Invoke:
 			ops = append(ops, Op{Invoke: e})
 		default:
-			c := e
-			ops[i].Complete = &c
+			done = append(done, e)
+			ops[i].Complete = &done[len(done)-1]
 		}
 	}
 	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Invoke.Time < ops[j].Invoke.Time })
@@ -137,9 +148,11 @@ type pairing struct {
 	name func(at int) string
 }
 
+// pending is what pairing keeps of an open invocation.
 type pending struct {
-	Event
-	at int
+	f    Func
+	time int64
+	at   int
 }
 
 // next takes the event after those already seen; at is its place, which next returns for
@@ -151,25 +164,25 @@ func (p *pairing) next(e Event, at int) (invokedAt int, err error) {
 	inv, open := p.open[e.Process]
 	if e.Type == Invoke {
 		if open {
-			return 0, fmt.Errorf("process %d invoked %s before completing its %s (%s)", e.Process, e.Func, inv.Func, p.name(inv.at))
+			return 0, fmt.Errorf("process %d invoked %s before completing its %s (%s)", e.Process, e.Func, inv.f, p.name(inv.at))
 		}
 		if p.open == nil {
 			p.open = map[int]pending{}
 		}
-		p.open[e.Process] = pending{Event: e, at: at}
+		p.open[e.Process] = pending{f: e.Func, time: e.Time, at: at}
 		return 0, nil
 	}
 	switch {
 	case !open:
 		return 0, fmt.Errorf("completion without an invocation (process %d has no open operation)", e.Process)
-	case e.Func != inv.Func:
-		return 0, fmt.Errorf("f %q differs from its invocation's %q (%s)", e.Func, inv.Func, p.name(inv.at))
-	case e.Time < inv.Time:
-		return 0, fmt.Errorf("completed at %d, before its invocation at %d (%s)", e.Time, inv.Time, p.name(inv.at))
-	case e.EffectFrom != 0 && (e.EffectFrom < inv.Time || e.EffectFrom > e.Time):
-		return 0, fmt.Errorf("effect_from %d outside the operation [%d, %d] (%s)", e.EffectFrom, inv.Time, e.Time, p.name(inv.at))
-	case e.EffectTo != 0 && (e.EffectTo < max(inv.Time, e.EffectFrom) || e.EffectTo > e.Time):
-		return 0, fmt.Errorf("effect_to %d outside the operation [%d, %d] or before effect_from (%s)", e.EffectTo, max(inv.Time, e.EffectFrom), e.Time, p.name(inv.at))
+	case e.Func != inv.f:
+		return 0, fmt.Errorf("f %q differs from its invocation's %q (%s)", e.Func, inv.f, p.name(inv.at))
+	case e.Time < inv.time:
+		return 0, fmt.Errorf("completed at %d, before its invocation at %d (%s)", e.Time, inv.time, p.name(inv.at))
+	case e.EffectFrom != 0 && (e.EffectFrom < inv.time || e.EffectFrom > e.Time):
+		return 0, fmt.Errorf("effect_from %d outside the operation [%d, %d] (%s)", e.EffectFrom, inv.time, e.Time, p.name(inv.at))
+	case e.EffectTo != 0 && (e.EffectTo < max(inv.time, e.EffectFrom) || e.EffectTo > e.Time):
+		return 0, fmt.Errorf("effect_to %d outside the operation [%d, %d] or before effect_from (%s)", e.EffectTo, max(inv.time, e.EffectFrom), e.Time, p.name(inv.at))
 	}
 	delete(p.open, e.Process)
 	return inv.at, nil
