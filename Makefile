@@ -66,9 +66,11 @@ vet:
 	cd examples && $(GO) vet ./...
 
 # Each checker once on generated histories (ns/op, B/op), then the whole `lockbreaker
-# check` of generated run directories: wall time and peak memory (max RSS) per history.
+# check` of generated run directories: wall time and peak memory (max RSS) per history;
+# then the harness's own cost: the recording path (worker -> history.jsonl) at full rate,
+# and a run at --rate 0 against a bare loop making the same requests (real Redis node).
 BENCHDIR ?= $(or $(TMPDIR),/tmp)/lockbreaker-bench
-bench:
+bench: deps image
 	$(GO) test -run '^$$' -bench . -benchtime 1x -benchmem ./checkers/
 	@mkdir -p $(BENCHDIR)
 	$(GO) build -o $(BENCHDIR)/lockbreaker ./cmd/lockbreaker
@@ -80,6 +82,8 @@ bench:
 	    printf 'check ops=%-8s clients=%-3s fencing=%-6s %s; %s\n' $$ops $$clients $$fencing "$$(cat $$dir/time | tail -1)" \
 	      "$$(grep -E '^  [a-z-]+ +[A-Z-]+' $$dir/check.txt | awk '{printf "%s=%s ", $$1, $$2}')"; \
 	  done; done
+	$(GO) test -p 1 -run '^$$' -bench 'RecordingPath' -benchtime 200000x ./harness/
+	$(GO) test -p 1 -run '^$$' -bench 'RunVersusBareLoop' -benchtime 1x ./harness/
 
 # Each fuzz target runs for FUZZTIME; an input that fails lands in the package's
 # testdata/fuzz/<target>/, to commit with the fix so it stays a test.
