@@ -45,7 +45,13 @@ func newRedsync(cfg Config) (Lock, error) {
 
 func (l *redsyncLock) Acquire(ctx context.Context) (Grant, error) {
 	// One try per call: our loop retries, so giving up is a definite failure.
-	l.mutex = l.rs.NewMutex(l.cfg.Key, redsync.WithExpiry(l.cfg.TTL), redsync.WithTries(1))
+	options := []redsync.Option{redsync.WithExpiry(l.cfg.TTL), redsync.WithTries(1)}
+	if l.cfg.OpTimeout > 0 && l.cfg.TTL > 0 {
+		// A node's answer may take OpTimeout, as with every client; redsync's own default
+		// (5 % of the TTL, 15 ms for a 300 ms lease) calls a busy machine's node silent.
+		options = append(options, redsync.WithTimeoutFactor(float64(l.cfg.OpTimeout)/float64(l.cfg.TTL)))
+	}
+	l.mutex = l.rs.NewMutex(l.cfg.Key, options...)
 	return retryWhileBusy(ctx, l.cfg.Retry, func(ctx context.Context) (Grant, error) {
 		err := l.mutex.LockContext(ctx)
 		if err == nil {
