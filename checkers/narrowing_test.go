@@ -62,15 +62,7 @@ func TestNarrowingFindsAStaleWrite(t *testing.T) {
 			ev(history.OK, 1, history.Write, 120, value(1), maybe(110, 110)),
 		)
 	}
-	for _, tt := range []struct {
-		narrow bool
-		want   Verdict
-	}{{false, Valid}, {true, Invalid}} {
-		r := NewDataSafety().Check(t.Context(), build(tt.narrow), Options{})
-		if r.Verdict != tt.want {
-			t.Errorf("narrowed %v: data-safety %s (%s), want %s", tt.narrow, r.Verdict, r.Summary, tt.want)
-		}
-	}
+	onlyNarrowedIsInvalid(t, NewDataSafety(), build)
 }
 
 // The storage accepted token 3 at t=50 and then token 2 at t=60, in requests whose
@@ -90,13 +82,20 @@ func TestNarrowingFindsAStaleTokenAccepted(t *testing.T) {
 			ev(history.OK, 0, history.Write, 75, value(2), token(2), maybe(60)),
 		)
 	}
+	onlyNarrowedIsInvalid(t, NewFencing(), build)
+}
+
+// onlyNarrowedIsInvalid checks that c passes the history built without the servers'
+// times and fails it with them.
+func onlyNarrowedIsInvalid(t *testing.T, c Checker, build func(narrow bool) []history.Event) {
+	t.Helper()
 	for _, tt := range []struct {
 		narrow bool
 		want   Verdict
 	}{{false, Valid}, {true, Invalid}} {
-		r := NewFencing().Check(t.Context(), build(tt.narrow), Options{})
+		r := c.Check(t.Context(), build(tt.narrow), Options{})
 		if r.Verdict != tt.want {
-			t.Errorf("narrowed %v: fencing %s (%s), want %s", tt.narrow, r.Verdict, r.Summary, tt.want)
+			t.Errorf("narrowed %v: %s %s (%s), want %s", tt.narrow, c.Name(), r.Verdict, r.Summary, tt.want)
 		}
 	}
 }
