@@ -117,8 +117,12 @@ func TestGeneratedRunsVerdicts(t *testing.T) {
 		}
 		want := map[string]Verdict{"lock-linearizable": Invalid, "mutual-exclusion": Invalid, "data-safety": data,
 			"lost-updates": data, "fencing": Valid, "herd": NotApplicable, "stats": Valid}
-		for _, r := range RunAll(t.Context(), All(), histgen.Generate(c), Options{Timeout: time.Minute}) {
-			if r.Verdict != want[r.Checker] {
+		results := RunAll(t.Context(), All(), histgen.Generate(c), Options{Timeout: time.Minute})
+		if len(results) != len(want) {
+			t.Fatalf("%+v: %d results, want one from each of %d checkers", c, len(results), len(want))
+		}
+		for _, r := range results {
+			if v, ok := want[r.Checker]; !ok || r.Verdict != v {
 				t.Errorf("%+v: %s %s (%s), want %s", c, r.Checker, r.Verdict, r.Summary, want[r.Checker])
 			}
 		}

@@ -30,7 +30,7 @@ type Summary struct {
 	Results []checkers.Result `json:"results"`
 	// Notes are facts a reader needs to judge the run, e.g. "Redlock has no fencing token".
 	Notes []string `json:"notes,omitempty"`
-	// Ops counts client operations by function and outcome: see Tally.
+	// Ops counts client operations by function and outcome: see Count.
 	Ops OpCounts `json:"ops,omitempty"`
 	// Faults is the number of faults the nemesis injected.
 	Faults int `json:"faults"`

@@ -3,7 +3,7 @@ package histgen
 import (
 	"bytes"
 	"encoding/json"
-	"slices"
+	"reflect"
 	"testing"
 
 	"github.com/lockbreaker/lockbreaker/history"
@@ -27,7 +27,7 @@ func TestGeneratedHistoriesParse(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%+v: %v", cfg, err)
 		}
-		if !slices.EqualFunc(file.Events, events, func(a, b history.Event) bool { return a.Index == b.Index && a.Time == b.Time }) {
+		if !reflect.DeepEqual(file.Events, events) {
 			t.Fatalf("%+v: history reads back differently", cfg)
 		}
 		ops, err := history.Pair(events)
