@@ -203,11 +203,13 @@ func (failover) once(ctx context.Context, env Env, net Network, r Restarter, rol
 	if err != nil {
 		return err
 	}
-	cutAt := history.Now()
 	if env.ReplicaLag > 0 && !w.wait(ctx, env.ReplicaLag+replicaAckEvery) {
 		return nil
 	}
-	if grant, ok := w.grantBegunAfter(ctx, cutAt, max(env.Pause, env.TTL)); ok {
+	// After the cut and, with min-replicas, after the guard is on: a grant begun before
+	// then may have been replicated, or accepted while the lag still allowed it.
+	since := history.Now()
+	if grant, ok := w.grantBegunAfter(ctx, since, max(env.Pause, env.TTL)); ok {
 		detail["grant"] = workerName(grant.Process)
 	}
 	if ctx.Err() != nil {
