@@ -183,15 +183,31 @@ func (n *Network) Delay(ctx context.Context, pid int, d time.Duration) error {
 
 // Heal removes every cut and delay from process pid's namespace.
 func (n *Network) Heal(ctx context.Context, pid int) error {
-	script := `iptables -w -F INPUT && iptables -w -F OUTPUT && { tc qdisc del dev eth0 root 2>/dev/null; true; }`
+	// Every step runs even when one before it failed: a cut left is a fault outliving its run.
+	script := `iptables -w -F INPUT; a=$?; iptables -w -F OUTPUT; b=$?; tc qdisc del dev eth0 root 2>/dev/null; exit $((a|b))`
 	return n.inNamespace(ctx, pid, "heal client network", "sh", "-c", script)
 }
 
 func (n *Network) inNamespace(ctx context.Context, pid int, what, name string, args ...string) error {
+	// A worker that has exited leaves its pid free: a process reusing it may live in the
+	// host's own namespace, whose rules no heal here would touch.
+	if own, err := sameNamespace(pid); err != nil || own {
+		return fmt.Errorf("%s (process %d): not a client namespace (%v)", what, pid, err)
+	}
 	if _, err := run(ctx, "nsenter", append([]string{"-t", strconv.Itoa(pid), "-n", name}, args...)...); err != nil {
 		return fmt.Errorf("%s (process %d): %w", what, pid, err)
 	}
 	return nil
+}
+
+// sameNamespace reports whether process pid shares this process's network namespace.
+func sameNamespace(pid int) (bool, error) {
+	theirs, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid))
+	if err != nil {
+		return false, err
+	}
+	ours, err := os.Readlink("/proc/self/ns/net")
+	return theirs == ours, err
 }
 
 // run runs a host command, bounded by callTimeout, and returns its output; a failure

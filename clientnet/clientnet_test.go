@@ -3,6 +3,8 @@ package clientnet
 import (
 	"context"
 	"net/netip"
+	"os"
+	"strings"
 	"testing"
 )
 
@@ -42,4 +44,18 @@ func TestNetemProbeAnswers(t *testing.T) {
 		t.Skip(Supported())
 	}
 	t.Logf("netem here: %v", Netem(context.Background()))
+}
+
+// A pid that lives in the host's own namespace (a worker's pid, reused after it exited)
+// gets no rule and no heal: nothing here may touch the host's tables.
+func TestHostNamespaceIsNeverTouched(t *testing.T) {
+	n := &Network{}
+	for _, err := range []error{
+		n.Heal(t.Context(), os.Getpid()),
+		n.DropFrom(t.Context(), os.Getpid(), "10.0.0.1"),
+	} {
+		if err == nil || !strings.Contains(err.Error(), "not a client namespace") {
+			t.Errorf("got %v, want a refusal: not a client namespace", err)
+		}
+	}
 }
