@@ -118,6 +118,31 @@ func TestCheckersOnHandMadeHistories(t *testing.T) {
 				evidence: []string{"storage accepted p0 write k 1 token=33 -> ok, #14 (t=31ms) .. #15 (t=32ms) after accepting token 34 from p1 at #8 (t=24ms)"}},
 		},
 	}, {
+		// The lock passes on when the new token reaches the storage: the old holder's write
+		// that lands in between is one the new holder reads, not a corruption.
+		file: "fenced-handover-at-storage.jsonl",
+		want: map[string]expect{
+			"lock-linearizable": {verdict: Invalid},
+			"mutual-exclusion":  {verdict: Invalid},
+			"data-safety":       {verdict: Valid, counts: map[string]int{"writes-accepted": 2}},
+			"lost-updates":      {verdict: Valid, counts: map[string]int{"acknowledged": 2, "final": 2, "lost": 0}},
+			"fencing":           {verdict: Valid},
+		},
+	}, {
+		file: "fenced-token-shared.jsonl", // a failover granted one token twice, the storage let both through
+		want: map[string]expect{
+			"data-safety": {verdict: Invalid, evidence: []string{"fenced at token 34 of p0", "cannot come next: p1 read k token=34"}},
+			"fencing":     {verdict: Invalid, summary: "1 duplicate token"},
+		},
+	}, {
+		// A write that timed out landed after the next grant, before its token reached the
+		// storage: the search must still place it there.
+		file: "fenced-late-info-write.jsonl",
+		want: map[string]expect{"data-safety": {verdict: Valid}},
+	}, {
+		file: "fenced-info-write-after-newer-token.jsonl", // it would have to land after the newer token
+		want: map[string]expect{"data-safety": {verdict: Invalid}},
+	}, {
 		file: "no-final-read.jsonl",
 		want: map[string]expect{
 			"lost-updates": {verdict: Unknown, summary: "no final read of key k"},

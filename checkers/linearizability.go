@@ -97,6 +97,9 @@ type request struct {
 	f      history.Func
 	caller identity
 	value  int64 // what a write wrote
+	// token is the fencing token a storage request carried, when tokened.
+	token   int64
+	tokened bool
 }
 
 // response is a porcupine operation's output: how the request ended, what a read returned.
@@ -259,9 +262,13 @@ func operations(ops []*history.Op, infinity int64) []porcupine.Operation {
 		if o == succeeded {
 			read = valueOf(op.Complete.Value)
 		}
+		req := request{f: op.Func(), caller: caller, value: valueOf(op.Invoke.Value)}
+		if t := op.Invoke.Token; t != nil && (req.f == history.Read || req.f == history.Write) {
+			req.token, req.tokened = *t, true
+		}
 		out[i] = porcupine.Operation{
 			ClientId: id,
-			Input:    request{f: op.Func(), caller: caller, value: valueOf(op.Invoke.Value)},
+			Input:    req,
 			Call:     call,
 			Output:   response{outcome: o, value: read},
 			Return:   ret,
@@ -281,31 +288,57 @@ func operations(ops []*history.Op, infinity int64) []porcupine.Operation {
 //     that never acts again lets no other request through that "no effect" would refuse),
 //     and "no effect" is among its outcomes wherever it is placed. So it may be placed
 //     anywhere: it returns when it completed (a never-completed one stays at infinity).
-//   - A write takes effect only while its caller holds the lock. Once another identity's
-//     acquire invoked after the write took effect, nothing makes the dead caller the
-//     holder again, so the write took effect before that acquire returned, or never:
-//     it returns with the earliest such acquire.
+//   - A write without a token takes effect only while its caller holds the lock. Once
+//     another identity's acquire invoked after the write took effect, nothing makes the
+//     dead caller the holder again, so the write took effect before that acquire
+//     returned, or never: it returns with the earliest such acquire.
+//   - A write with token t takes effect only while no higher token has been accepted, and
+//     the storage's highest token never falls. An accepted request with a higher token
+//     took effect by its return, so the write took effect before the earliest such
+//     return, or never: it returns then.
 func settle(out []porcupine.Operation, ops []*history.Op) {
 	type acquired struct{ call, ret int64 }
 	var acquires []acquired // ok acquires by call, each with the earliest return from it on
+	type fenced struct{ token, ret int64 }
+	var accepted []fenced // accepted tokened requests by token, each with the earliest return from it on
 	for _, op := range out {
-		if op.Input.(request).f == history.Acquire && op.Output.(response).outcome == succeeded {
+		req, resp := op.Input.(request), op.Output.(response)
+		switch {
+		case resp.outcome != succeeded:
+		case req.f == history.Acquire:
 			acquires = append(acquires, acquired{op.Call, op.Return})
+		case req.tokened:
+			accepted = append(accepted, fenced{req.token, op.Return})
 		}
 	}
 	slices.SortFunc(acquires, func(a, b acquired) int { return cmp.Compare(a.call, b.call) })
 	for i := len(acquires) - 2; i >= 0; i-- {
 		acquires[i].ret = min(acquires[i].ret, acquires[i+1].ret)
 	}
+	slices.SortFunc(accepted, func(a, b fenced) int { return cmp.Compare(a.token, b.token) })
+	for i := len(accepted) - 2; i >= 0; i-- {
+		accepted[i].ret = min(accepted[i].ret, accepted[i+1].ret)
+	}
 	for i := range out {
 		op := &out[i]
-		if op.Output.(response).outcome != indeterminate || ops[i].Complete == nil && op.Input.(request).f != history.Write {
+		req := op.Input.(request)
+		if op.Output.(response).outcome != indeterminate || ops[i].Complete == nil && req.f != history.Write {
 			continue
 		}
-		switch op.Input.(request).f {
-		case history.Acquire, history.Release:
+		switch {
+		case req.f == history.Acquire, req.f == history.Release:
 			op.Return = ops[i].Complete.Time
-		case history.Write:
+		case req.f == history.Write && req.tokened:
+			higher, _ := slices.BinarySearchFunc(accepted, req.token, func(a fenced, t int64) int {
+				if a.token <= t {
+					return -1
+				}
+				return 1
+			})
+			if higher < len(accepted) {
+				op.Return = max(op.Call, min(op.Return, accepted[higher].ret))
+			}
+		case req.f == history.Write:
 			next, _ := slices.BinarySearchFunc(acquires, op.Call, func(a acquired, call int64) int {
 				if a.call <= call {
 					return -1
@@ -402,6 +435,9 @@ func describeRequest(in, out any) string {
 	s := req.caller.String() + " " + string(req.f)
 	if req.f == history.Write {
 		s += fmt.Sprintf(" %d", req.value)
+	}
+	if req.tokened {
+		s += fmt.Sprintf(" (token %d)", req.token)
 	}
 	if resp.outcome == succeeded && (req.f == history.Read || req.f == history.FinalRead) {
 		return s + fmt.Sprintf(" -> %d", resp.value)
