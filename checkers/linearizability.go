@@ -25,6 +25,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -297,59 +298,63 @@ func operations(ops []*history.Op, infinity int64) []porcupine.Operation {
 //     took effect by its return, so the write took effect before the earliest such
 //     return, or never: it returns then.
 func settle(out []porcupine.Operation, ops []*history.Op) {
-	type acquired struct{ call, ret int64 }
-	var acquires []acquired // ok acquires by call, each with the earliest return from it on
-	type fenced struct{ token, ret int64 }
-	var accepted []fenced // accepted tokened requests by token, each with the earliest return from it on
+	var acquires, accepted returnsAbove // ok acquires by call; accepted tokened requests by token
 	for _, op := range out {
 		req, resp := op.Input.(request), op.Output.(response)
 		switch {
 		case resp.outcome != succeeded:
 		case req.f == history.Acquire:
-			acquires = append(acquires, acquired{op.Call, op.Return})
+			acquires = append(acquires, keyedReturn{op.Call, op.Return})
 		case req.tokened:
-			accepted = append(accepted, fenced{req.token, op.Return})
+			accepted = append(accepted, keyedReturn{req.token, op.Return})
 		}
 	}
-	slices.SortFunc(acquires, func(a, b acquired) int { return cmp.Compare(a.call, b.call) })
-	for i := len(acquires) - 2; i >= 0; i-- {
-		acquires[i].ret = min(acquires[i].ret, acquires[i+1].ret)
-	}
-	slices.SortFunc(accepted, func(a, b fenced) int { return cmp.Compare(a.token, b.token) })
-	for i := len(accepted) - 2; i >= 0; i-- {
-		accepted[i].ret = min(accepted[i].ret, accepted[i+1].ret)
-	}
+	acquires.sort()
+	accepted.sort()
 	for i := range out {
 		op := &out[i]
 		req := op.Input.(request)
 		if op.Output.(response).outcome != indeterminate || ops[i].Complete == nil && req.f != history.Write {
 			continue
 		}
+		bound, ok := int64(0), false
 		switch {
 		case req.f == history.Acquire, req.f == history.Release:
 			op.Return = ops[i].Complete.Time
 		case req.f == history.Write && req.tokened:
-			higher, _ := slices.BinarySearchFunc(accepted, req.token, func(a fenced, t int64) int {
-				if a.token <= t {
-					return -1
-				}
-				return 1
-			})
-			if higher < len(accepted) {
-				op.Return = max(op.Call, min(op.Return, accepted[higher].ret))
-			}
+			bound, ok = accepted.earliestAbove(req.token)
 		case req.f == history.Write:
-			next, _ := slices.BinarySearchFunc(acquires, op.Call, func(a acquired, call int64) int {
-				if a.call <= call {
-					return -1
-				}
-				return 1
-			})
-			if next < len(acquires) {
-				op.Return = max(op.Call, min(op.Return, acquires[next].ret))
-			}
+			bound, ok = acquires.earliestAbove(op.Call)
+		}
+		if ok {
+			op.Return = max(op.Call, min(op.Return, bound))
 		}
 	}
+}
+
+// keyedReturn is an operation's return, found by a key: its call, or its token.
+type keyedReturn struct{ key, ret int64 }
+
+// returnsAbove answers settle's question: of the operations whose key is above k, which
+// returned first?
+type returnsAbove []keyedReturn
+
+// sort orders by key and gives each entry the earliest return from it on.
+func (r returnsAbove) sort() {
+	slices.SortFunc(r, func(a, b keyedReturn) int { return cmp.Compare(a.key, b.key) })
+	for i := len(r) - 2; i >= 0; i-- {
+		r[i].ret = min(r[i].ret, r[i+1].ret)
+	}
+}
+
+// earliestAbove is the earliest return of the operations whose key is above k; false when
+// there is none.
+func (r returnsAbove) earliestAbove(k int64) (int64, bool) {
+	i := sort.Search(len(r), func(i int) bool { return r[i].key > k })
+	if i == len(r) {
+		return 0, false
+	}
+	return r[i].ret, true
 }
 
 // explain says where the search got stuck, from porcupine's longest partial linearization:
