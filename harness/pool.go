@@ -231,12 +231,12 @@ func (p *pool) Signal(process int, sig syscall.Signal) error {
 
 // ClientIP, ClientDropFrom, DelayClient and HealClients make the pool a
 // nemesis.ClientNetwork when its workers have addresses of their own.
-func (p *pool) ClientIP(process int) string {
+func (p *pool) ClientIP(process int) (string, error) {
 	w, err := p.worker(process)
 	if err != nil {
-		return ""
+		return "", err
 	}
-	return p.addrs.net.Addr(w.slot).String()
+	return p.addrs.net.Addr(w.slot).String(), nil
 }
 
 func (p *pool) ClientDropFrom(ctx context.Context, process int, sources ...string) error {

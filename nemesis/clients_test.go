@@ -23,7 +23,7 @@ func init() {
 // addressed is the recording fake whose clients have addresses of their own.
 type addressed struct{ *fake }
 
-func (a addressed) ClientIP(p int) string { return "ip-" + workerName(p) }
+func (a addressed) ClientIP(p int) (string, error) { return "ip-" + workerName(p), nil }
 func (a addressed) ClientDropFrom(_ context.Context, p int, sources ...string) error {
 	return a.act("%s drops %s", workerName(p), strings.Join(sources, ","))
 }

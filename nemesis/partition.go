@@ -36,8 +36,9 @@ type Network interface {
 // ClientNetwork reaches single lock clients on the cluster network, by process number. A
 // client that replaces a dead one has its address.
 type ClientNetwork interface {
-	// ClientIP is process p's address on the cluster network.
-	ClientIP(p int) string
+	// ClientIP is process p's address on the cluster network; an error for a process the
+	// run never had.
+	ClientIP(p int) (string, error)
 	// ClientDropFrom makes process p drop every packet from the sources (addresses, or
 	// Storage: its path to the storage).
 	ClientDropFrom(ctx context.Context, p int, sources ...string) error
@@ -256,12 +257,20 @@ func addrsOf(env Env, net Network, names []string) ([]string, error) {
 			addrs = append(addrs, net.Gateway())
 		case name == Clients:
 			for _, p := range env.Workers.Processes() {
-				addrs = append(addrs, env.Clients.ClientIP(p))
+				ip, err := env.Clients.ClientIP(p)
+				if err != nil {
+					return nil, err
+				}
+				addrs = append(addrs, ip)
 			}
 		case client && env.Clients == nil:
 			return nil, errSharedAddress
 		case client:
-			addrs = append(addrs, env.Clients.ClientIP(p))
+			ip, err := env.Clients.ClientIP(p)
+			if err != nil {
+				return nil, err
+			}
+			addrs = append(addrs, ip)
 		default:
 			addrs = append(addrs, net.IP(name))
 		}
