@@ -216,23 +216,8 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 	if err != nil {
 		return err
 	}
-	configs := t.workerConfigs(runID, cluster.Addrs(), monitorAddrs(cluster), store.Addr())
-	started := time.Now()
-	workers, err := startPoolOn(addrs, command, configs, rec, t.logs)
-	if err != nil {
-		return err
-	}
-	if addrs != nil {
-		t.say("%d clients on addresses of their own, started in %s", len(configs), time.Since(started).Round(time.Millisecond))
-	} else {
-		t.say("%d clients share one address: %v", len(configs), shared)
-	}
-	t.say("%d clients running for %s, nemesis %s", len(configs), t.spec.TimeLimit.Std(), nem.Name())
-
 	env := nemesis.Env{
-		Workers: workers,
-		Nodes:   cluster,
-		Clients: clientsOf(workers),
+		Nodes: cluster,
 		Subscribe: func() <-chan history.Event {
 			ch := make(chan history.Event, 4096)
 			rec.Subscribe(ch)
@@ -250,6 +235,26 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 		ReplicaLag:   t.spec.ReplicaLag(),
 		Halt:         ctx.Done(),
 	}
+	// A fault armed before the clients start meets their first requests.
+	if a, ok := nem.(nemesis.Armer); ok {
+		if err := a.Arm(ctx, env); err != nil {
+			return errors.Join(err, nem.Heal(context.WithoutCancel(ctx), env))
+		}
+	}
+	configs := t.workerConfigs(runID, cluster.Addrs(), monitorAddrs(cluster), store.Addr())
+	started := time.Now()
+	workers, err := startPoolOn(addrs, command, configs, rec, t.logs)
+	if err != nil {
+		return err
+	}
+	if addrs != nil {
+		t.say("%d clients on addresses of their own, started in %s", len(configs), time.Since(started).Round(time.Millisecond))
+	} else {
+		t.say("%d clients share one address: %v", len(configs), shared)
+	}
+	t.say("%d clients running for %s, nemesis %s", len(configs), t.spec.TimeLimit.Std(), nem.Name())
+	env.Workers, env.Clients = workers, clientsOf(workers)
+
 	limit, cancel := context.WithTimeout(ctx, t.spec.TimeLimit.Std())
 	defer cancel()
 	stopProgress := t.reportProgress(limit, rec)

@@ -128,11 +128,25 @@ func (killNode) Heal(ctx context.Context, env Env) error {
 // are older than env.ReplicaLag: the nemesis gives that guard its chance first and only
 // then looks for a grant to lose. It waits until the monitors have promoted a replica,
 // heals the cut, and starts the old primary again env.RestartAfter after the crash; before
-// the next round, which comes on the schedule (the first at once), it waits until the
-// cluster has one primary again.
-type failover struct{}
+// the next round, which comes on the schedule, it waits until the cluster has one primary
+// again. The first round's cut is made before the clients start (Arm), so that the run's
+// first grant is the one lost instead of one a whole holding later.
+type failover struct {
+	// armed is the first round, cut before the clients started, and w the watcher that
+	// has followed the history since; both nil when not armed.
+	armed *replicationCut
+	w     *watcher
+}
 
-// promotionTimeout bounds the wait for the monitors to promote a replica (about 2 s here).
+// replicationCut is one round of the failover from the moment its primary was cut off.
+type replicationCut struct {
+	primary string
+	at      int64 // when the cut was in place
+	err     error // the cut's failure, reported by the round
+}
+
+// promotionTimeout bounds a wait for the monitors: to promote a replica (about 2 s here),
+// or to agree on a single primary before the first round.
 const promotionTimeout = 30 * time.Second
 
 // replicaAckEvery is how often a Redis replica acknowledges what it has, which the
@@ -142,18 +156,42 @@ const replicaAckEvery = time.Second
 // rolePoll is how often a nemesis waiting for a role change asks the nodes.
 const rolePoll = 100 * time.Millisecond
 
-func (failover) Name() string { return "failover" }
+func (*failover) Name() string { return "failover" }
 
-func (failover) Needs() Needs { return Needs{Network: true, Restarts: true} }
+func (*failover) Needs() Needs { return Needs{Network: true, Restarts: true} }
 
-func (f failover) Available(sys system.System, _ int) error {
+func (f *failover) Available(sys system.System, _ int) error {
 	if !sys.Replicated {
 		return fmt.Errorf("crashes a primary before it replicates, and a %s cluster has no primary and replicas (try --system sentinel)", sys.Name)
 	}
 	return f.Needs().available(sys)
 }
 
-func (f failover) Run(ctx context.Context, env Env) error {
+// Arm cuts the primary off its replicas before any client asks for the lock; Run's first
+// round goes on from there.
+func (f *failover) Arm(ctx context.Context, env Env) error {
+	net, err := networkOf(env)
+	if err != nil {
+		return err
+	}
+	roles, err := rolesOf(env)
+	if err != nil {
+		return err
+	}
+	f.w = watch(env.Subscribe())
+	limit, cancel := context.WithTimeout(ctx, promotionTimeout)
+	defer cancel()
+	primary, ok := f.w.settled(limit, roles)
+	switch {
+	case ok:
+		f.armed = cutOff(ctx, env, net, primary)
+	case ctx.Err() == nil:
+		return fmt.Errorf("the cluster had no single primary within %s", promotionTimeout)
+	}
+	return nil
+}
+
+func (f *failover) Run(ctx context.Context, env Env) error {
 	net, err := networkOf(env)
 	if err != nil {
 		return err
@@ -166,67 +204,83 @@ func (f failover) Run(ctx context.Context, env Env) error {
 	if err != nil {
 		return err
 	}
-	w := watch(env.Subscribe())
+	w := f.w
+	if w == nil {
+		w = watch(env.Subscribe())
+	}
 	rng := rand.New(rand.NewSource(env.Seed))
+	round := f.armed
 	for first := true; first || w.wait(ctx, scheduleWait(env, rng)); first = false {
-		primary, ok := w.settled(ctx, roles)
-		if !ok {
-			return nil
+		if round == nil {
+			primary, ok := w.settled(ctx, roles)
+			if !ok {
+				return nil
+			}
+			round = cutOff(ctx, env, net, primary)
 		}
-		if err := f.once(ctx, env, net, r, roles, w, primary); err != nil {
+		if err := round.failOver(ctx, env, net, r, roles, w); err != nil {
 			return err
 		}
+		round = nil
 	}
 	return nil
 }
 
-// once is one failover of primary.
-func (failover) once(ctx context.Context, env Env, net Network, r Restarter, roles Roles, w *watcher, primary string) (err error) {
-	bg := context.WithoutCancel(ctx)
+// cutOff cuts primary off its replicas, both ways, and records the failover's start.
+func cutOff(ctx context.Context, env Env, net Network, primary string) *replicationCut {
 	replicas := slices.DeleteFunc(slices.Clone(env.Nodes.Names()), func(n string) bool { return n == primary })
-	cutOff := grudge{primary: replicas}
+	g := grudge{primary: replicas}
 	for _, replica := range replicas {
-		cutOff[replica] = []string{primary}
+		g[replica] = []string{primary}
 	}
-	err = cut(bg, net, cutOff)
+	err := cut(context.WithoutCancel(ctx), net, g)
 	recordDetail(env, history.Start, "failover", map[string]string{"primary": primary}, primary)
-	detail := map[string]string{"primary": primary, "grant": "none"}
+	return &replicationCut{primary: primary, at: history.Now(), err: err}
+}
+
+// failOver loses a grant with the cut-off primary and heals: the rest of the round.
+func (c *replicationCut) failOver(ctx context.Context, env Env, net Network, r Restarter, roles Roles, w *watcher) (err error) {
+	bg := context.WithoutCancel(ctx)
+	detail := map[string]string{"primary": c.primary, "grant": "none"}
 	var killed time.Time
 	defer func() {
 		err = errors.Join(err, net.HealNetwork(bg))
 		if !killed.IsZero() {
 			stayDown(env, env.RestartAfter-time.Since(killed))
-			err = errors.Join(err, r.Restart(bg, primary))
+			err = errors.Join(err, r.Restart(bg, c.primary))
 		}
-		recordDetail(env, history.Stop, "failover", detail, primary)
+		recordDetail(env, history.Stop, "failover", detail, c.primary)
 	}()
-	if err != nil {
-		return err
+	if c.err != nil {
+		return c.err
 	}
-	if env.ReplicaLag > 0 && !w.wait(ctx, env.ReplicaLag+replicaAckEvery) {
-		return nil
+	// A grant begun before the cut may have been replicated; with min-replicas, one begun
+	// before the guard was on may have been accepted while the lag still allowed it.
+	since := c.at
+	if env.ReplicaLag > 0 {
+		if !w.wait(ctx, env.ReplicaLag+replicaAckEvery) {
+			return nil
+		}
+		since = history.Now()
 	}
-	// After the cut and, with min-replicas, after the guard is on: a grant begun before
-	// then may have been replicated, or accepted while the lag still allowed it.
-	since := history.Now()
 	if grant, ok := w.grantBegunAfter(ctx, since, max(env.Pause, env.TTL)); ok {
 		detail["grant"] = workerName(grant.Process)
 	}
 	if ctx.Err() != nil {
 		return nil
 	}
-	if err := r.Kill(bg, primary); err != nil {
-		return fmt.Errorf("kill primary %s: %w", primary, err)
+	if err := r.Kill(bg, c.primary); err != nil {
+		return fmt.Errorf("kill primary %s: %w", c.primary, err)
 	}
 	killed = time.Now()
-	promoted, err := w.promotion(ctx, roles, primary)
+	promoted, err := w.promotion(ctx, roles, c.primary)
 	if promoted != "" {
 		detail["primary"] = promoted
 	}
 	return err
 }
 
-func (failover) Heal(ctx context.Context, env Env) error {
+func (*failover) Heal(ctx context.Context, env Env) error {
 	return errors.Join(partition{}.Heal(ctx, env), killNode{}.Heal(ctx, env))
 }
 

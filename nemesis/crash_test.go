@@ -219,7 +219,7 @@ func TestFailoverCutsKillsPromotesAndHeals(t *testing.T) {
 	env.TTL = time.Minute // the grant below arrives whenever the test gets to send it
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
-	go func() { done <- failover{}.Run(ctx, env) }()
+	go func() { done <- (&failover{}).Run(ctx, env) }()
 	waitFor(t, "the cut", func() bool { return len(f.faults()) > 0 })
 	// Process 2's acquire began before the cut: its key may have reached the replicas, and
 	// losing it is not what this fault stages. Process 1's began after it.
@@ -243,6 +243,43 @@ func TestFailoverCutsKillsPromotesAndHeals(t *testing.T) {
 	}
 }
 
+// Armed, the failover cuts replication before the clients start, and the first grant the
+// clients then get is the one lost: also when it came before Run, between the two.
+func TestArmedFailoverLosesTheFirstGrant(t *testing.T) {
+	f := newFake(2, 3)
+	env, _ := f.crashEnv()
+	env.TTL = time.Minute // the grant below arrives whenever the test gets to send it
+	nem, err := New([]string{"failover"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nem.(Armer).Arm(context.Background(), env); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := f.did(), []string{"n1 drops ip-n2,ip-n3", "n2 drops ip-n1", "n3 drops ip-n1"}; !slices.Equal(got, want) {
+		t.Fatalf("armed: actions %q, want only the cut %q", got, want)
+	}
+	f.events <- history.Event{Type: history.Invoke, Process: 1, Func: history.Acquire, Time: history.Now()}
+	f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Acquire, Time: history.Now()}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- nem.Run(ctx, env) }()
+	waitFor(t, "the failover to end", func() bool { return f.faults()[0].Healed })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := f.did(); len(got) < 5 || !slices.Equal(got[3:5], []string{"kill n1", "heal network"}) {
+		t.Fatalf("actions %q: want the cut once, then n1 killed", got)
+	}
+	f.mu.Lock()
+	stop := f.recorded[1]
+	f.mu.Unlock()
+	if stop.Detail["grant"] != "worker-1" {
+		t.Errorf("stop %v: want worker-1's grant, the first, lost", stop.Detail)
+	}
+}
+
 // Without a grant (a primary that refuses writes its replicas have not acknowledged), the
 // primary is killed all the same, and the stop says no grant was lost.
 func TestFailoverWithoutAGrantStillFailsOver(t *testing.T) {
@@ -250,7 +287,7 @@ func TestFailoverWithoutAGrantStillFailsOver(t *testing.T) {
 	env, _ := f.crashEnv()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
-	go func() { done <- failover{}.Run(ctx, env) }()
+	go func() { done <- (&failover{}).Run(ctx, env) }()
 	waitFor(t, "the failover to end", func() bool { fl := f.faults(); return len(fl) > 0 && fl[0].Healed })
 	cancel()
 	if err := <-done; err != nil {

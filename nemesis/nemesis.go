@@ -52,9 +52,11 @@ type Nodes interface {
 
 // Env is everything a nemesis may act on.
 type Env struct {
+	// Workers are the lock clients; nil while arming (Armer), before they start.
 	Workers Workers
 	Nodes   Nodes
-	// Clients cuts and delays single lock clients; nil when they all share one address.
+	// Clients cuts and delays single lock clients; nil when they all share one address,
+	// and while arming.
 	Clients ClientNetwork
 	// Subscribe returns a channel of every history event recorded from now on, for
 	// nemeses that target whoever holds the lock.
@@ -95,6 +97,15 @@ type Nemesis interface {
 	Run(ctx context.Context, env Env) error
 	// Heal undoes whatever this nemesis may have left behind. It is idempotent.
 	Heal(ctx context.Context, env Env) error
+}
+
+// Armer is a nemesis whose first fault belongs in place before the clients' first
+// request, so that the run's first operations already meet it: a failover then loses the
+// run's first grant instead of waiting out a whole holding for the next. Arm runs before
+// the clients start, so env has no Workers or Clients yet; Run finds the fault in place,
+// and Heal undoes it like any other.
+type Armer interface {
+	Arm(ctx context.Context, env Env) error
 }
 
 // Needs are the levers a nemesis pulls on the nodes.
@@ -147,7 +158,7 @@ var kinds = map[string]func() Nemesis{
 	"partition":         func() Nemesis { return partition{} },
 	"kleppmann-clock":   func() Nemesis { return kleppmannClock{} },
 	"kill-node":         func() Nemesis { return killNode{} },
-	"failover":          func() Nemesis { return failover{} },
+	"failover":          func() Nemesis { return &failover{} },
 	"partition-primary": func() Nemesis { return primarySplit{} },
 	"partition-holder":  func() Nemesis { return partitionHolder{} },
 	"partition-holder-storage": func() Nemesis {
@@ -234,9 +245,7 @@ func (c composed) Run(ctx context.Context, env Env) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			own := env
-			own.Seed = env.Seed + int64(i)*7919
-			if err := n.Run(ctx, own); err != nil {
+			if err := n.Run(ctx, c.own(env, i)); err != nil {
 				errs[i] = fmt.Errorf("nemesis %s: %w", n.Name(), err)
 				stop()
 			}
@@ -244,6 +253,25 @@ func (c composed) Run(ctx context.Context, env Env) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// own is part i's env: its schedule has a seed of its own.
+func (c composed) own(env Env, i int) Env {
+	env.Seed += int64(i) * 7919
+	return env
+}
+
+// Arm arms every part that is an Armer, one after another, and stops at the first that
+// fails (Heal undoes what the others did).
+func (c composed) Arm(ctx context.Context, env Env) error {
+	for i, n := range c {
+		if a, ok := n.(Armer); ok {
+			if err := a.Arm(ctx, c.own(env, i)); err != nil {
+				return fmt.Errorf("nemesis %s: %w", n.Name(), err)
+			}
+		}
+	}
+	return nil
 }
 
 func (c composed) Heal(ctx context.Context, env Env) error {
