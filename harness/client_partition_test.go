@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
@@ -216,8 +217,26 @@ func TestHolderCutFromTheLockServiceStillReachesTheStorage(t *testing.T) {
 	t.Run("cut from the storage only", func(t *testing.T) {
 		s := holderCutSpec("zookeeper", "partition-holder-storage", true)
 		s.Work, s.Pause = Duration(100*time.Millisecond), Duration(3*time.Second)
-		expect(t, runScenario(t, s), map[string]checkers.Verdict{
+		summary, events := runEvents(t, s)
+		expect(t, summary, map[string]checkers.Verdict{
 			"mutual-exclusion": checkers.Valid, "data-safety": checkers.Valid, "lost-updates": checkers.Valid})
+		faults, cut := clientFaults(t, events, "partition-holder-storage")
+		tried := 0
+		for _, op := range ops(t, events) {
+			for i, f := range faults {
+				storage := op.Func() == history.Read || op.Func() == history.Write
+				if !storage || op.Process() != cut[i] || op.Invoke.Time < f.Start || op.Invoke.Time > f.Stop {
+					continue
+				}
+				tried++
+				if op.Type() == history.OK && op.Complete.Time < f.Stop {
+					t.Errorf("worker-%d, cut off the storage, had %s answered during %s", cut[i], op.Func(), f.Description)
+				}
+			}
+		}
+		if tried == 0 {
+			t.Errorf("no cut holder asked the storage anything while it was cut off")
+		}
 	})
 }
 
@@ -233,7 +252,6 @@ func TestGrudgeCutsOneClientOnly(t *testing.T) {
 	_, events := runEvents(t, s)
 	faults, cut := clientFaults(t, events, "partition-client")
 	all := ops(t, events)
-	failed, granted := 0, 0
 	for i, f := range faults {
 		var mine []history.Op
 		othersGranted := 0
@@ -248,6 +266,7 @@ func TestGrudgeCutsOneClientOnly(t *testing.T) {
 				othersGranted++
 			}
 		}
+		failed := 0
 		for j, op := range mine {
 			if op.Type() != history.OK {
 				failed++
@@ -255,12 +274,11 @@ func TestGrudgeCutsOneClientOnly(t *testing.T) {
 				t.Errorf("worker-%d, cut off every node, was granted the lock during %s", cut[i], f.Description)
 			}
 		}
-		t.Logf("%s: worker-%d started %d acquires, the others were granted %d times", f.Description, cut[i], len(mine), othersGranted)
-		granted += othersGranted
-	}
-	// The last cut may be cut short by the end of the run: count over all of them.
-	if failed == 0 || granted == 0 {
-		t.Errorf("during the cuts %d acquires of the cut client failed and the others were granted %d times: want both", failed, granted)
+		t.Logf("%s: worker-%d started %d acquires, %d failed; the others were granted %d times", f.Description, cut[i], len(mine), failed, othersGranted)
+		// The run's end may cut the last cut short; every whole cut shows both.
+		if whole := f.Stop-f.Start >= int64(s.Pause); whole && (failed == 0 || othersGranted == 0) {
+			t.Errorf("during %s %d acquires of worker-%d failed and the others were granted %d times: want both", f.Description, failed, cut[i], othersGranted)
+		}
 	}
 }
 
@@ -275,7 +293,7 @@ func TestSentinelPartitionedPrimaryKeepsGrantingToItsSide(t *testing.T) {
 	s.TTL, s.Work, s.Pause, s.Interval = Duration(5*time.Second), Duration(time.Second), Duration(6*time.Second), Duration(2*time.Second)
 	summary, events := runEvents(t, s)
 	expect(t, summary, map[string]checkers.Verdict{"mutual-exclusion": checkers.Invalid})
-	twoPrimaries := false
+	var twoPrimariesAt []int64
 	for _, c := range history.RoleChanges(events) {
 		primaries := 0
 		for _, role := range c.Roles {
@@ -283,9 +301,45 @@ func TestSentinelPartitionedPrimaryKeepsGrantingToItsSide(t *testing.T) {
 				primaries++
 			}
 		}
-		twoPrimaries = twoPrimaries || primaries > 1
+		if primaries > 1 {
+			twoPrimariesAt = append(twoPrimariesAt, c.Time)
+		}
 	}
-	if !twoPrimaries {
-		t.Errorf("the roles never showed two primaries at once")
+	if len(twoPrimariesAt) == 0 {
+		t.Fatalf("the roles never showed two primaries at once")
 	}
+	// A client on the old primary's side is cut from every replica; one on the other side
+	// from the old primary alone.
+	faults := history.Faults(events)
+	grantedOldSide := false
+	for _, op := range ops(t, events) {
+		if op.Func() != history.Acquire || op.Type() != history.OK {
+			continue
+		}
+		for _, f := range faults {
+			promoted := slices.ContainsFunc(twoPrimariesAt, func(at int64) bool { return at > f.Start && at < op.Complete.Time })
+			if promoted && op.Complete.Time < f.Stop && oldPrimarySide(f.Description, op.Process()) {
+				t.Logf("worker-%d, on the old primary's side, was granted the lock after a replica was promoted, during %s", op.Process(), f.Description)
+				grantedOldSide = true
+			}
+		}
+	}
+	if !grantedOldSide {
+		t.Errorf("no client on the old primary's side was granted the lock while a promoted replica was primary too")
+	}
+}
+
+// oldPrimarySide says whether a partition-primary fault put worker p on the old primary's
+// side: cut off more than one node (every replica), not the old primary alone.
+func oldPrimarySide(fault string, p int) bool {
+	rest, ok := strings.CutPrefix(fault, "partition-primary ")
+	if !ok {
+		return false
+	}
+	for _, part := range strings.Fields(rest) {
+		if from, ok := strings.CutPrefix(part, fmt.Sprintf("worker-%d<-", p)); ok {
+			return len(strings.Split(from, ",")) > 1
+		}
+	}
+	return false
 }

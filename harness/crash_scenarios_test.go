@@ -159,18 +159,15 @@ func TestRedlockKilledNodeRestartedAfterATTLKeepsMutualExclusion(t *testing.T) {
 // under a grant that node had given: the crash this scenario is about.
 func expectHoldersNodeKilled(t *testing.T, events []history.Event) {
 	t.Helper()
-	ops, err := history.Pair(events)
-	if err != nil {
-		t.Fatal(err)
-	}
+	all := ops(t, events)
 	for _, kill := range nemesisEvents(events, history.Start, "kill-node") {
-		for i, op := range ops {
+		for i, op := range all {
 			if op.Func() != history.Acquire || op.Type() != history.OK || op.Complete.Time > kill.Time ||
 				!slices.Contains(strings.Split(op.Complete.Detail["nodes"], ","), kill.Targets[0]) {
 				continue
 			}
 			// Held until the holder's next operation that is a release.
-			released := slices.IndexFunc(ops[i+1:], func(o history.Op) bool {
+			released := slices.IndexFunc(all[i+1:], func(o history.Op) bool {
 				return o.Process() == op.Process() && o.Func() == history.Release && o.Invoke.Time < kill.Time
 			})
 			if released < 0 {
