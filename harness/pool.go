@@ -87,19 +87,21 @@ func startPool(command []string, configs []WorkerConfig, rec *history.Recorder, 
 func startPoolOn(addrs *clientAddrs, command []string, configs []WorkerConfig, rec *history.Recorder, logs io.Writer) (*pool, error) {
 	p := &pool{rec: rec, command: command, logs: logs, addrs: addrs, slots: make([]*worker, len(configs)), all: map[int]*worker{}}
 	for slot, cfg := range configs {
-		p.mu.Lock()
-		err := p.start(slot, cfg)
-		p.mu.Unlock()
+		w, stdout, err := p.launch(slot, cfg)
 		if err != nil {
 			p.stop(time.Second)
 			return nil, fmt.Errorf("start worker %d: %w", cfg.Process, err)
 		}
+		p.mu.Lock()
+		p.add(w, stdout)
+		p.mu.Unlock()
 	}
 	return p, nil
 }
 
-// start runs a worker in slot; the caller holds p.mu.
-func (p *pool) start(slot int, cfg WorkerConfig) error {
+// launch starts a worker for slot, on its address, and hands it its configuration. It
+// takes no lock: a nemesis may signal the other workers meanwhile.
+func (p *pool) launch(slot int, cfg WorkerConfig) (*worker, io.Reader, error) {
 	cmd := exec.Command(p.command[0], p.command[1:]...)
 	cmd.Env = append(os.Environ(), WorkerEnv+"=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -109,17 +111,16 @@ func (p *pool) start(slot int, cfg WorkerConfig) error {
 	cmd.Stderr = prefixWriter{w: p.logs, prefix: fmt.Sprintf("worker-%d: ", cfg.Process)}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return err
+		return nil, nil, err
 	}
 	line, _ := json.Marshal(cfg)
-	w := &worker{slot: slot, cfg: cfg, cmd: cmd, stdin: stdin}
 	if p.addrs != nil {
 		err = p.addrs.net.Attach(context.Background(), cmd.Process.Pid, slot)
 	}
@@ -129,12 +130,16 @@ func (p *pool) start(slot int, cfg WorkerConfig) error {
 	if err != nil {
 		cmd.Process.Kill()
 		cmd.Wait()
-		return err
+		return nil, nil, err
 	}
-	p.slots[slot], p.all[cfg.Process] = w, w
+	return &worker{slot: slot, cfg: cfg, cmd: cmd, stdin: stdin}, stdout, nil
+}
+
+// add puts a launched worker in its slot and records its events; the caller holds p.mu.
+func (p *pool) add(w *worker, stdout io.Reader) {
+	p.slots[w.slot], p.all[w.cfg.Process] = w, w
 	p.wg.Add(1)
 	go p.pump(w, stdout)
-	return nil
 }
 
 // pump records a worker's events until its stdout closes, then reaps it. An operation
@@ -177,11 +182,13 @@ func (p *pool) pump(w *worker, stdout io.Reader) {
 	p.replace(w)
 }
 
-// replace starts a new worker in w's slot unless the pool is stopping.
+// replace starts a new worker in w's slot unless the pool is stopping. The caller's pump
+// is still counted in p.wg, so stop waits for this to end.
 func (p *pool) replace(w *worker) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.stopping {
+	stopping := p.stopping
+	p.mu.Unlock()
+	if stopping {
 		return
 	}
 	next := w.cfg
@@ -189,8 +196,16 @@ func (p *pool) replace(w *worker) {
 	// A new client of the lock service too: under a name of its own, nothing the dead one
 	// left behind (a key, a queued znode) is taken for its own and released by it.
 	next.Lock.Owner = fmt.Sprintf("%s-w%d", w.cfg.Lock.Owner, next.Process)
-	if err := p.start(w.slot, next); err != nil {
+	started, stdout, err := p.launch(w.slot, next)
+	if err != nil {
 		fmt.Fprintf(p.logs, "worker-%d exited and no worker could take its place: %v\n", w.cfg.Process, err)
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.add(started, stdout)
+	if p.stopping { // stop began while it started and did not ask it to finish
+		started.finish()
 	}
 }
 
@@ -312,9 +327,7 @@ func (p *pool) stop(grace time.Duration) {
 	running := slices.DeleteFunc(slices.Clone(p.slots), func(w *worker) bool { return w == nil })
 	p.mu.Unlock()
 	for _, w := range running {
-		w.cmd.Process.Signal(syscall.SIGCONT)
-		io.WriteString(w.stdin, StopLine+"\n")
-		w.stdin.Close()
+		w.finish()
 	}
 	done := make(chan struct{})
 	go func() { p.wg.Wait(); close(done) }()
@@ -323,10 +336,21 @@ func (p *pool) stop(grace time.Duration) {
 		return
 	case <-time.After(grace):
 	}
+	// A worker that replaced a dead one meanwhile is in its slot now, not in running.
+	p.mu.Lock()
+	running = slices.DeleteFunc(slices.Clone(p.slots), func(w *worker) bool { return w == nil })
+	p.mu.Unlock()
 	for _, w := range running {
 		w.cmd.Process.Kill()
 	}
 	<-done
+}
+
+// finish thaws the worker and asks it to finish its operation and exit.
+func (w *worker) finish() {
+	w.cmd.Process.Signal(syscall.SIGCONT)
+	io.WriteString(w.stdin, StopLine+"\n")
+	w.stdin.Close()
 }
 
 // prefixWriter prefixes every line written to it (a worker's log) with the worker's name.

@@ -1,0 +1,55 @@
+package harness
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/workloads"
+)
+
+// Workers that die as soon as they have read their configuration are replaced again and
+// again, until a marker tells the replacements to wait for their stop line instead: stop
+// must end every one of them, also one that was starting while stop began, and return
+// without waiting out its grace.
+func TestStopEndsWorkersThatReplacedDeadOnes(t *testing.T) {
+	rec, err := history.Create(filepath.Join(t.TempDir(), history.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	configs := make([]WorkerConfig, 3)
+	for p := range configs {
+		configs[p] = WorkerConfig{Process: p, Lock: workloads.Config{Key: "lock"}}
+	}
+	marker := filepath.Join(t.TempDir(), "wait")
+	workers, err := startPool([]string{"sh", "-c", `read config; if [ -e "$0" ]; then read stop; fi`, marker}, configs, rec, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait until each slot has been taken over a few times.
+	for {
+		workers.mu.Lock()
+		started := len(workers.all)
+		workers.mu.Unlock()
+		if started >= 30 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	workers.stop(time.Hour)
+	workers.mu.Lock()
+	defer workers.mu.Unlock()
+	for p, w := range workers.all {
+		if w.cmd.ProcessState == nil {
+			t.Errorf("worker %d was never reaped", p)
+		}
+	}
+	t.Logf("%d workers started in all", len(workers.all))
+}
