@@ -164,9 +164,13 @@ func (p *pool) pump(w *worker, stdout io.Reader) {
 		p.rec.Record(e)
 	}
 	err := w.cmd.Wait()
+	// A slot whose address is still on the bridge takes no new worker: two interfaces
+	// with one address would share its packets.
+	freed := true
 	if p.addrs != nil {
 		if derr := p.addrs.net.Detach(context.Background(), w.cmd.Process.Pid); derr != nil {
-			fmt.Fprintf(w.cmd.Stderr, "%v\n", derr)
+			fmt.Fprintf(w.cmd.Stderr, "%v; no worker takes its place\n", derr)
+			freed = false
 		}
 	}
 	w.mu.Lock()
@@ -179,7 +183,9 @@ func (p *pool) pump(w *worker, stdout io.Reader) {
 		w.pending = nil
 	}
 	w.mu.Unlock()
-	p.replace(w)
+	if freed {
+		p.replace(w)
+	}
 }
 
 // replace starts a new worker in w's slot unless the pool is stopping. The caller's pump

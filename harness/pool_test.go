@@ -1,9 +1,14 @@
 package harness
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -52,4 +57,42 @@ func TestStopEndsWorkersThatReplacedDeadOnes(t *testing.T) {
 		}
 	}
 	t.Logf("%d workers started in all", len(workers.all))
+}
+
+// stuckNet is a client network whose addresses never leave the bridge.
+type stuckNet struct{ clientNet }
+
+func (stuckNet) Isolate(*syscall.SysProcAttr)           {}
+func (stuckNet) Attach(context.Context, int, int) error { return nil }
+func (stuckNet) Detach(context.Context, int) error {
+	return errors.New("link still there")
+}
+
+// A worker whose address could not be taken off the bridge is not replaced: its
+// successor would share the address with what is left of it.
+func TestSlotWhoseAddressStaysTakesNoNewWorker(t *testing.T) {
+	rec, err := history.Create(filepath.Join(t.TempDir(), history.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	var buf bytes.Buffer
+	logs := &lockedWriter{w: &buf}
+	logged := func() string {
+		logs.mu.Lock()
+		defer logs.mu.Unlock()
+		return buf.String()
+	}
+	configs := []WorkerConfig{{Process: 0, Lock: workloads.Config{Key: "lock"}}}
+	workers, err := startPoolOn(&clientAddrs{net: stuckNet{}}, []string{"sh", "-c", "read config"}, configs, rec, logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for !strings.Contains(logged(), "no worker takes its place") {
+		time.Sleep(10 * time.Millisecond)
+	}
+	workers.stop(time.Hour)
+	if n := len(workers.all); n != 1 {
+		t.Errorf("%d workers started, want only the first", n)
+	}
 }
