@@ -170,11 +170,7 @@ func (f *failover) Available(sys system.System, _ int) error {
 // Arm cuts the primary off its replicas before any client asks for the lock; Run's first
 // round goes on from there.
 func (f *failover) Arm(ctx context.Context, env Env) error {
-	net, err := networkOf(env)
-	if err != nil {
-		return err
-	}
-	roles, err := rolesOf(env)
+	net, _, roles, err := failoverLevers(env)
 	if err != nil {
 		return err
 	}
@@ -192,15 +188,7 @@ func (f *failover) Arm(ctx context.Context, env Env) error {
 }
 
 func (f *failover) Run(ctx context.Context, env Env) error {
-	net, err := networkOf(env)
-	if err != nil {
-		return err
-	}
-	r, err := restarterOf(env)
-	if err != nil {
-		return err
-	}
-	roles, err := rolesOf(env)
+	net, r, roles, err := failoverLevers(env)
 	if err != nil {
 		return err
 	}
@@ -224,6 +212,21 @@ func (f *failover) Run(ctx context.Context, env Env) error {
 		round = nil
 	}
 	return nil
+}
+
+// failoverLevers are the levers a failover pulls: the network, the servers' restarts and
+// the roles.
+func failoverLevers(env Env) (Network, Restarter, Roles, error) {
+	net, err := networkOf(env)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	r, err := restarterOf(env)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	roles, err := rolesOf(env)
+	return net, r, roles, err
 }
 
 // cutOff cuts primary off its replicas, both ways, and records the failover's start.
