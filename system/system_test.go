@@ -151,13 +151,27 @@ func TestZooKeeperSessionsTakeTheTTL(t *testing.T) {
 	s, _ := Lookup("zookeeper")
 	cfg := s.Container.Node(Cluster{Nodes: 3, TTL: 500_000_000}, 2)
 	zoo, myid := cfg.Files[0].Content, cfg.Files[1].Content
-	for _, want := range []string{"minSessionTimeout=500\n", "maxSessionTimeout=60000\n", "server.3=n3:2888:3888\n"} {
+	for _, want := range []string{"minSessionTimeout=500\n", "maxSessionTimeout=60000\n", "server.3=n3:2888:3888\n", "syncLimit=1\n"} {
 		if !strings.Contains(zoo, want) {
 			t.Errorf("zoo.cfg lacks %q:\n%s", want, zoo)
 		}
 	}
 	if myid != "2\n" {
 		t.Errorf("myid %q", myid)
+	}
+}
+
+// A follower cut off its leader stops serving within half the TTL, before the quorum
+// expires its clients' sessions: syncLimit ticks of 500 ms.
+func TestZooKeeperFollowersGiveUpWithinHalfTheTTL(t *testing.T) {
+	s, _ := Lookup("zookeeper")
+	for ttl, want := range map[time.Duration]string{
+		0: "syncLimit=10\n", 2 * time.Second: "syncLimit=2\n", 3 * time.Second: "syncLimit=3\n", time.Minute: "syncLimit=10\n",
+	} {
+		zoo := s.Container.Node(Cluster{Nodes: 3, TTL: ttl}, 1).Files[0].Content
+		if !strings.Contains(zoo, "tickTime=500\n") || !strings.Contains(zoo, want) {
+			t.Errorf("TTL %s: zoo.cfg lacks tickTime=500 and %q:\n%s", ttl, want, zoo)
+		}
 	}
 }
 

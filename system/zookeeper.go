@@ -38,21 +38,38 @@ var zookeeperCmd = []string{
 	"org.apache.zookeeper.server.quorum.QuorumPeerMain", "/lockbreaker/zk/zoo.cfg",
 }
 
+// zookeeperTick is ZooKeeper's unit of time; zookeeperSyncLimit, in ticks, the longest a
+// follower waits for its leader (less for a short TTL: see zookeeperNode).
+const (
+	zookeeperTick      = 500 * time.Millisecond
+	zookeeperSyncLimit = 10
+)
+
 // zookeeperNode writes zoo.cfg and myid for server id of the ensemble.
 //
 // Servers find each other by their names on the cluster network (n1..nN). A tick is
 // 500 ms so short session timeouts expire close to on time (the server checks expiry once
 // per tick); the accepted session timeouts widen to take the lock's TTL, which the
 // clients ask for. 4lw srvr tells when a quorum serves.
+//
+// A follower cut off its leader goes on answering its clients from its stale copy until
+// syncLimit ticks pass without a word from the leader, while the quorum expires those
+// clients' sessions after the session timeout (the TTL) and hands their lock nodes' turn
+// on. A client there can then be told it holds a lock whose node the quorum had already
+// deleted: seen here with syncLimit 10 (5 s) against a 2 s TTL, in a partition of one
+// follower. So a follower gives up within half the TTL, and its clients reconnect to the
+// quorum while their sessions still live.
 func zookeeperNode(cluster Cluster, id int) NodeSetup {
 	minSession, maxSession := time.Second, time.Minute
+	syncTicks := zookeeperSyncLimit
 	if t := cluster.TTL; t > 0 {
 		minSession, maxSession = min(minSession, t), max(maxSession, t)
+		syncTicks = max(1, min(syncTicks, int(t/2/zookeeperTick)))
 	}
 	var cfg strings.Builder
-	fmt.Fprintf(&cfg, `tickTime=500
+	fmt.Fprintf(&cfg, `tickTime=%d
 initLimit=20
-syncLimit=10
+syncLimit=%d
 minSessionTimeout=%d
 maxSessionTimeout=%d
 dataDir=/lockbreaker/zk/data
@@ -62,7 +79,7 @@ reconfigEnabled=false
 quorumListenOnAllIPs=true
 admin.enableServer=false
 4lw.commands.whitelist=srvr,stat,ruok,mntr,conf,cons
-`, minSession.Milliseconds(), maxSession.Milliseconds(), zookeeperPort)
+`, zookeeperTick.Milliseconds(), syncTicks, minSession.Milliseconds(), maxSession.Milliseconds(), zookeeperPort)
 	for i := 1; i <= cluster.Nodes; i++ {
 		fmt.Fprintf(&cfg, "server.%d=n%d:2888:3888\n", i, i)
 	}
