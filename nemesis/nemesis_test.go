@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand"
 	"slices"
@@ -497,6 +498,56 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// electing is a cluster between leaders: no node leads until the election ends.
+type electing struct {
+	fakeNodes
+	mu       sync.Mutex
+	asked    int
+	electIn  int // how many askings the election lasts; -1: forever
+	isLeader string
+}
+
+func (e *electing) Leader(context.Context) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.asked++
+	if e.electIn < 0 || e.asked <= e.electIn {
+		return "", errors.New("no node says it leads")
+	}
+	return e.isLeader, nil
+}
+
+// partition-leader waits out an election for the node it isolates, and injects nothing,
+// without failing the run, while no leader answers.
+func TestPartitionLeaderWaitsOutAnElection(t *testing.T) {
+	for _, electIn := range []int{3, -1} {
+		f := newFake(1, 3)
+		env := f.env()
+		env.Pause = time.Second // the election is over in 3 askings, well within a pause
+		env.Nodes = &electing{fakeNodes: fakeNodes{f}, electIn: electIn, isLeader: "n2"}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- partition{shape: leaderShape}.Run(ctx, env) }()
+		if electIn > 0 {
+			waitFor(t, "the leader cut off", func() bool { return slices.Contains(f.did(), "n2 drops ip-n1,ip-n3") })
+		} else {
+			waitFor(t, "a few askings", func() bool {
+				e := env.Nodes.(*electing)
+				e.mu.Lock()
+				defer e.mu.Unlock()
+				return e.asked > 5
+			})
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("election lasting %d askings: %v, want no error", electIn, err)
+		}
+		if electIn < 0 && len(f.did()) > 0 {
+			t.Errorf("with no leader: actions %q, want none", f.did())
 		}
 	}
 }

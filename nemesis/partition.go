@@ -334,13 +334,27 @@ func (p partition) Run(ctx context.Context, env Env) error {
 		if shape != leaderShape {
 			return partitionFor(ctx, env, net, "partition-"+shape, shapes[shape](nodes, clientNames(env), rng))
 		}
-		leader, err := leaders.Leader(ctx)
-		if err != nil {
-			return fmt.Errorf("find the leader to isolate: %w", err)
+		leader, ok := awaitLeader(ctx, leaders, env.Pause)
+		if !ok {
+			return nil // an election for a whole pause (a heal can set one off): no fault this time
 		}
 		i := slices.Index(nodes, leader)
 		return partitionFor(ctx, env, net, "partition-leader", complete([]string{leader}, without(nodes, i)))
 	})
+}
+
+// awaitLeader asks for the leader until one answers, for up to d; false when none did.
+func awaitLeader(ctx context.Context, leaders Leaders, d time.Duration) (string, bool) {
+	deadline := time.Now().Add(d)
+	for {
+		if leader, err := leaders.Leader(ctx); err == nil {
+			return leader, true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return "", false
+		}
+		sleep(ctx, rolePoll)
+	}
 }
 
 // partitionFor holds grudge g for env.Pause (or until ctx ends) and heals it.
