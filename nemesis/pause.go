@@ -120,6 +120,9 @@ func (anywhere) Available(system.System, int) error { return nil }
 func workerName(p int) string { return fmt.Sprintf("worker-%d", p) }
 
 func resumeAllWorkers(env Env) error {
+	if env.Workers == nil { // healed after a failed Arm, before any worker started
+		return nil
+	}
 	var errs []error
 	for _, p := range env.Workers.Processes() {
 		errs = append(errs, env.Workers.Signal(p, syscall.SIGCONT))
