@@ -132,8 +132,8 @@ func (killNode) Heal(ctx context.Context, env Env) error {
 // again. The first round's cut is made before the clients start (Arm), so that the run's
 // first grant is the one lost instead of one a whole holding later.
 type failover struct {
-	// armed is the first round, cut before the clients started, and w the watcher that
-	// has followed the history since; both nil when not armed.
+	// armed is the first round, cut before the clients started (nil when Arm cut nothing),
+	// and w the watcher that has followed the history since Arm (nil without Arm).
 	armed *replicationCut
 	w     *watcher
 }
