@@ -81,6 +81,10 @@ type Options struct {
 	// FaultsRequested says the run asked a nemesis for faults, so a history without any
 	// fault did not test what it was meant to (see Stats).
 	FaultsRequested bool
+	// Hazards are the hazards the run's nemeses exist to create (history.Hazard), by the
+	// nemesis that asked for each: a pass needs every one of them to have occurred at least
+	// once (see Stats). A history checked without its spec is not held to them.
+	Hazards map[string]history.Hazard
 	// Ops are the history's operations as history.Pair made them, given by a caller that
 	// paired it already; nil: RunAll pairs it, once for every checker it runs.
 	Ops []history.Op

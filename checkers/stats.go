@@ -2,12 +2,16 @@ package checkers
 
 // stats: did enough happen for the other verdicts to mean anything? Jepsen has the same
 // checker for the same reason. A run in which no acquire succeeded, no storage write was
-// accepted, or a requested nemesis never injected a fault tested nothing, however clean
-// its history looks; Judge turns every pass into unknown when this says so.
+// accepted, a requested nemesis never injected a fault, or a nemesis that exists to create
+// a hazard (a takeover while the holder is paused, a lost grant...) never saw it occur
+// tested nothing, however clean its history looks; Judge turns every pass into unknown
+// when this says so.
 
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/lockbreaker/lockbreaker/history"
@@ -39,7 +43,11 @@ func (Stats) Check(_ context.Context, events []history.Event, opts Options) Resu
 		}
 	}
 	faults := len(history.Faults(events))
+	hazards := history.CountHazards(events)
 	r := Result{Counts: map[string]int{"acquires-granted": acquired, "writes-accepted": written, "faults": faults}}
+	for h, n := range hazards {
+		r.Counts[HazardCount(h)] = n
+	}
 	var missing []string
 	if acquired == 0 {
 		missing = append(missing, "no acquire succeeded")
@@ -49,6 +57,12 @@ func (Stats) Check(_ context.Context, events []history.Event, opts Options) Resu
 	}
 	if opts.FaultsRequested && faults == 0 {
 		missing = append(missing, "the nemesis injected no fault")
+	} else {
+		for _, nemesis := range slices.Sorted(maps.Keys(opts.Hazards)) {
+			if h := opts.Hazards[nemesis]; hazards[h] == 0 {
+				missing = append(missing, fmt.Sprintf("%s injected %s and %s", nemesis, plural(faults, "fault"), h.Absent()))
+			}
+		}
 	}
 	if len(missing) > 0 {
 		r.Verdict, r.Summary = Unknown, strings.Join(missing, ", ")
@@ -56,5 +70,11 @@ func (Stats) Check(_ context.Context, events []history.Event, opts Options) Resu
 	}
 	r.Verdict = Valid
 	r.Summary = fmt.Sprintf("%s granted, %s accepted, %s", plural(acquired, "acquire"), plural(written, "write"), plural(faults, "fault"))
+	for _, h := range slices.Sorted(maps.Keys(hazards)) {
+		r.Summary += ", " + h.Count(hazards[h])
+	}
 	return r
 }
+
+// HazardCount is the name under which Stats counts a hazard's occurrences.
+func HazardCount(h history.Hazard) string { return "hazard " + string(h) }

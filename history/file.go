@@ -319,7 +319,7 @@ var eventFields = []eventField{
 	{"type", func(d *decoder, e *Event) (ok bool) { e.Type, ok = oneOf(d, Invoke, OK, Fail, Info); return }},
 	{"process", func(d *decoder, e *Event) (ok bool) { e.Process, ok = d.int(); return }},
 	{"f", func(d *decoder, e *Event) (ok bool) {
-		e.Func, ok = oneOf(d, Acquire, Release, Read, Write, FinalRead, Start, Stop, Roles)
+		e.Func, ok = oneOf(d, Acquire, Release, Read, Write, FinalRead, Start, Stop, Roles, HazardFunc)
 		return
 	}},
 	{"key", func(d *decoder, e *Event) (ok bool) { e.Key, ok = d.shared(); return }},
@@ -337,6 +337,11 @@ var eventFields = []eventField{
 	}},
 	{"fault", func(d *decoder, e *Event) (ok bool) { e.Fault, ok = d.shared(); return }},
 	{"targets", func(d *decoder, e *Event) (ok bool) { e.Targets, ok = d.targets(); return }},
+	{"hazard", func(d *decoder, e *Event) bool {
+		h, ok := d.shared()
+		e.Hazard = Hazard(h)
+		return ok
+	}},
 	{"detail", func(d *decoder, e *Event) (ok bool) { e.Detail, ok = d.detail(); return }},
 }
 

@@ -42,6 +42,8 @@ const (
 	// Roles records the nodes' roles (leader, primary, replica, down...) as they are seen
 	// to change; not a fault.
 	Roles Func = "roles"
+	// HazardFunc records that a fault's hazard occurred (see Hazard); not a fault.
+	HazardFunc Func = "hazard"
 )
 
 // Process numbers that are not lock clients.
@@ -107,6 +109,8 @@ type Event struct {
 	Fault string `json:"fault,omitempty"`
 	// Targets are what a fault hit: lock clients (worker-3) or nodes (n2).
 	Targets []string `json:"targets,omitempty"`
+	// Hazard names the hazard a hazard event records.
+	Hazard Hazard `json:"hazard,omitempty"`
 	// Detail holds anything else worth keeping for a reader (lock node name, validity,
 	// czxid, a clock's offset); nothing decides by it.
 	Detail map[string]string `json:"detail,omitempty"`
@@ -140,4 +144,7 @@ func Duration(from, to int64) time.Duration { return time.Duration(to - from) }
 //     promoted one, grant: the client granted just before the crash, or none}.
 //   - roles: process NemesisProcess, type info, f roles, detail{node: role} for every
 //     node, targets the nodes whose role changed; one when the run starts, one per change.
+//   - hazard: process NemesisProcess, type info, f hazard, hazard set, fault the nemesis
+//     that saw it, targets the clients and nodes involved, detail what made it so; one per
+//     occurrence (see Hazard).
 //   - a grant's detail{nodes: n1,n2,n3} names the nodes that granted it (Redlock).

@@ -71,6 +71,10 @@ func TestParseNamesTheCorruptLine(t *testing.T) {
 		{"duplicate index", lines(acquire, "", ev(0, Info, NemesisProcess, Start, 20)), 3, "index 0 already used on line 1"},
 		{"completion before invocation", lines(acquire, ev(1, Invoke, 1, Acquire, 12), "", ev(2, Fail, 0, Acquire, 9)), 4,
 			"completed at 9, before its invocation at 10 (line 1)"},
+		{"hazard event without its hazard", lines(ev(0, Info, NemesisProcess, HazardFunc, 10)), 1, "hazard event names no hazard"},
+		{"hazard on a fault's start", lines(`{"index":0,"type":"info","process":-1,"f":"start","hazard":"grant-lost","time":10}`), 1,
+			`hazard "grant-lost" on a start event`},
+		{"hazard for a client", lines(`{"index":0,"type":"info","process":2,"f":"hazard","hazard":"grant-lost","time":10}`), 1, `unknown operation "hazard"`},
 		{"harness completion without invocation", lines(ev(0, OK, HarnessProcess, FinalRead, 9)), 1, "completion without an invocation"},
 	}
 	for _, c := range cases {
@@ -95,6 +99,7 @@ func TestParseAccepts(t *testing.T) {
 		{"operations left open by a crash", lines(ev(0, Invoke, 0, Acquire, 10), ev(1, Invoke, 1, Acquire, 11)), 2},
 		{"nemesis events are not paired", lines(ev(0, Info, NemesisProcess, Start, 10), ev(1, Info, NemesisProcess, Stop, 11), ev(2, Info, NemesisProcess, Stop, 12)), 3},
 		{"roles are recorded by the nemesis", lines(`{"index":0,"type":"info","process":-1,"f":"roles","time":10,"targets":["n1"],"detail":{"n1":"down","n2":"primary"}}`), 1},
+		{"hazards are recorded by the nemesis", lines(`{"index":0,"type":"info","process":-1,"f":"hazard","fault":"failover","hazard":"grant-lost","time":10,"targets":["worker-2","n1"],"detail":{"grant":"#4"}}`), 1},
 		{"completion at its invocation's time", lines(ev(0, Invoke, 0, Read, 10), ev(1, OK, 0, Read, 10)), 2},
 		{"complete last line without a newline", lines(ev(0, Invoke, 0, Read, 10)) + ev(1, OK, 0, Read, 11), 2},
 		{"CRLF line ends", ev(0, Invoke, 0, Read, 10) + "\r\n", 1},
@@ -255,5 +260,50 @@ func TestNowIsMonotonic(t *testing.T) {
 	a, b := Now(), Now()
 	if a <= 0 || b < a {
 		t.Fatalf("Now went %d then %d", a, b)
+	}
+}
+
+func TestHazardsAreListedAndCounted(t *testing.T) {
+	text := lines(
+		ev(0, Info, NemesisProcess, Start, 10),
+		`{"index":1,"type":"info","process":-1,"f":"hazard","fault":"pause-holder","hazard":"granted-in-pause","time":20,"targets":["worker-1","worker-2"]}`,
+		ev(2, Info, NemesisProcess, Stop, 30),
+		`{"index":3,"type":"info","process":-1,"f":"hazard","fault":"pause-holder","hazard":"granted-in-pause","time":40}`,
+		`{"index":4,"type":"info","process":-1,"f":"hazard","fault":"kill-node","hazard":"crash-under-grant","time":50,"detail":{"node":"n1"}}`)
+	file, err := Parse(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := Hazards(file.Events)
+	if len(found) != 3 || found[0].Hazard != GrantedInPause || found[0].Index != 1 || found[0].Fault != "pause-holder" ||
+		len(found[0].Targets) != 2 || found[2].Detail["node"] != "n1" {
+		t.Fatalf("Hazards = %+v", found)
+	}
+	counts := CountHazards(file.Events)
+	if counts[GrantedInPause] != 2 || counts[CrashUnderGrant] != 1 || len(counts) != 2 {
+		t.Errorf("CountHazards = %v", counts)
+	}
+	if faults := Faults(file.Events); len(faults) != 1 {
+		t.Errorf("hazards were taken for faults: %+v", faults)
+	}
+}
+
+func TestHazardWords(t *testing.T) {
+	cases := []struct{ got, want string }{
+		{GrantLost.Count(1), "1 lost grant"},
+		{GrantLost.Count(9), "9 lost grants"},
+		{Hazard("odd").Count(2), "2 × odd"},
+		{GrantedInCut.Absent(), "no other client was granted the lock while a cut-off holder was in its critical section"},
+		{Hazard("odd").Absent(), "hazard odd never occurred"},
+	}
+	for _, c := range cases {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+	for h := range hazards {
+		if !h.Known() || h.Absent() == "" || h.Count(2) == "" {
+			t.Errorf("hazard %s lacks words", h)
+		}
 	}
 }

@@ -117,8 +117,12 @@ func (e Event) validate() error {
 	switch {
 	case e.Func == "":
 		return errors.New("event has no f")
-	case e.Process == NemesisProcess && e.Func != Start && e.Func != Stop && e.Func != Roles:
-		return fmt.Errorf("unknown nemesis operation %q (want start, stop or roles)", e.Func)
+	case e.Process == NemesisProcess && e.Func != Start && e.Func != Stop && e.Func != Roles && e.Func != HazardFunc:
+		return fmt.Errorf("unknown nemesis operation %q (want start, stop, roles or hazard)", e.Func)
+	case e.Func == HazardFunc && e.Hazard == "":
+		return errors.New("hazard event names no hazard")
+	case e.Func != HazardFunc && e.Hazard != "":
+		return fmt.Errorf("hazard %q on a %s event (hazards belong on f hazard)", e.Hazard, e.Func)
 	case e.Process != NemesisProcess && !slices.Contains(clientFuncs, e.Func):
 		return fmt.Errorf("unknown operation %q (want acquire, release, read, write or final-read)", e.Func)
 	}

@@ -1,0 +1,132 @@
+package history
+
+import "fmt"
+
+// Hazard names a situation a fault exists to create: the moment at which a lock can fail.
+// A fault that fired but never created its situation tested nothing (a holder cut off the
+// lock service after it had finished its work, a node killed while nobody held the lock),
+// so a nemesis records a hazard event (f hazard) each time its situation really occurred,
+// with what made it so in Detail and the clients or nodes involved in Targets. A pass is
+// then a claim about the hazards it survived, and a run whose nemesis asked for a hazard
+// that never occurred is no pass at all (checkers.Stats).
+type Hazard string
+
+// The hazards the nemeses record. Each is observed by the harness from the history and its
+// own faults: where the fact itself is out of sight (a server's lease table), the nearest
+// thing the harness can see stands for it, as each constant says.
+const (
+	// LeaseExpiredInPause: a paused client, which had not begun to release, stayed stopped
+	// past the end of its lease (its grant's stated validity, else the TTL from the grant).
+	LeaseExpiredInPause Hazard = "lease-expired-in-pause"
+	// GrantedInPause: another client was granted the lock while a paused client, which had
+	// been granted it and had not begun to release, was still stopped.
+	GrantedInPause Hazard = "granted-in-pause"
+	// GrantedInCut: another client was granted the lock while a holder cut off the lock
+	// service (or the storage) had not finished its critical section.
+	GrantedInCut Hazard = "granted-in-cut"
+	// CrashUnderGrant: a node's server was killed while a lock it had granted (a grant
+	// naming it, or any grant when grants do not name their nodes) was still held: what
+	// the node kept only in memory is gone.
+	CrashUnderGrant Hazard = "crash-under-grant"
+	// RestartInLease: a node killed under a grant serves again while that grant's lease
+	// still runs, ready to grant the lock a second time if it forgot it.
+	RestartInLease Hazard = "restart-in-lease"
+	// GrantLost: a replica was promoted in place of a primary whose grant, made after the
+	// primary was cut off its replicas, was still held: the new primary never saw it.
+	GrantLost Hazard = "grant-lost"
+	// TwoPrimaries: a client on the old primary's side of a split and a client on the new
+	// primary's side held grants at once.
+	TwoPrimaries Hazard = "two-primaries"
+	// ClockPastLease: a node's clock was moved forward past the end of a lease that was
+	// still held.
+	ClockPastLease Hazard = "clock-past-lease"
+	// TwoMajorities: a second client was granted the lock while the first, granted by a
+	// majority, was still within its lease (Kleppmann's example against Redlock).
+	TwoMajorities Hazard = "two-majorities"
+)
+
+// hazardWords are a hazard in words: one occurrence, several, and what a run without any
+// lacked.
+type hazardWords struct{ one, many, absent string }
+
+var hazards = map[Hazard]hazardWords{
+	LeaseExpiredInPause: {"lease expired in a pause", "leases expired in a pause",
+		"no paused client stayed stopped past the end of its lease"},
+	GrantedInPause: {"grant while its holder was paused", "grants while their holder was paused",
+		"no other client was granted the lock while a paused client still held it"},
+	GrantedInCut: {"grant while a cut-off holder worked", "grants while a cut-off holder worked",
+		"no other client was granted the lock while a cut-off holder was in its critical section"},
+	CrashUnderGrant: {"crash under a held grant", "crashes under a held grant",
+		"no node was killed while a lock it had granted was held"},
+	RestartInLease: {"restart within a held lease", "restarts within a held lease",
+		"no killed node served again while a lease it had granted still ran"},
+	GrantLost: {"lost grant", "lost grants",
+		"no replica was promoted while a grant its primary made after the cut was held"},
+	TwoPrimaries: {"grant under two primaries", "grants under two primaries",
+		"no clients on both sides of a split held grants at once"},
+	ClockPastLease: {"clock jump past a held lease", "clock jumps past a held lease",
+		"no clock was moved past the end of a lease that was still held"},
+	TwoMajorities: {"second majority within a lease", "second majorities within a lease",
+		"no second client was granted the lock while the first was within its lease"},
+}
+
+// Count says n occurrences of h in words: "1 lost grant", "9 lost grants".
+func (h Hazard) Count(n int) string {
+	w, ok := hazards[h]
+	switch {
+	case !ok:
+		return fmt.Sprintf("%d × %s", n, h)
+	case n == 1:
+		return "1 " + w.one
+	}
+	return fmt.Sprintf("%d %s", n, w.many)
+}
+
+// Absent says what a run in which h never occurred lacked.
+func (h Hazard) Absent() string {
+	if w, ok := hazards[h]; ok {
+		return w.absent
+	}
+	return fmt.Sprintf("hazard %s never occurred", h)
+}
+
+// Known reports whether h is one of the hazards above.
+func (h Hazard) Known() bool {
+	_, ok := hazards[h]
+	return ok
+}
+
+// Occurrence is one hazard event: what occurred, when, recorded by which fault, involving
+// whom, and what made it so.
+type Occurrence struct {
+	Hazard  Hazard
+	Time    int64
+	Fault   string
+	Targets []string
+	Detail  map[string]string
+	// Index is the event's index in the history, for evidence.
+	Index int
+}
+
+// Hazards lists the history's hazard events in order.
+func Hazards(events []Event) []Occurrence {
+	var found []Occurrence
+	for _, e := range events {
+		if e.Process == NemesisProcess && e.Func == HazardFunc {
+			found = append(found, Occurrence{Hazard: e.Hazard, Time: e.Time, Fault: e.Fault, Targets: e.Targets,
+				Detail: e.Detail, Index: e.Index})
+		}
+	}
+	return found
+}
+
+// CountHazards counts the history's hazard events by hazard.
+func CountHazards(events []Event) map[Hazard]int {
+	counts := map[Hazard]int{}
+	for _, e := range events {
+		if e.Process == NemesisProcess && e.Func == HazardFunc {
+			counts[e.Hazard]++
+		}
+	}
+	return counts
+}
