@@ -7,6 +7,7 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/nemesis"
 	"github.com/lockbreaker/lockbreaker/results"
 )
 
@@ -24,7 +25,8 @@ const DefaultCheckTimeout = time.Minute
 func Analyze(ctx context.Context, dir string, events []history.Event, s results.Summary, timeout time.Duration) (results.Summary, error) {
 	// Paired once for the checkers, the counts and the report.
 	ops, pairErr := history.Pair(events)
-	opts := checkers.Options{Dir: dir, Timeout: timeout, FaultsRequested: faultsRequested(s.Spec), Ops: ops}
+	faults, hazards := requested(s.Spec)
+	opts := checkers.Options{Dir: dir, Timeout: timeout, FaultsRequested: faults, Hazards: hazards, Ops: ops}
 	s.Results = checkers.Judge(ctx, events, opts)
 	s.Verdict = overall(s.Results, s.Error)
 	// A history that does not pair has no counts; every checker's verdict names why.
@@ -33,6 +35,7 @@ func Analyze(ctx context.Context, dir string, events []history.Event, s results.
 		s.Ops = results.Count(ops)
 	}
 	s.Faults = len(history.Faults(events))
+	s.Hazards = results.CountHazards(events, hazards)
 	s.Command = ReproduceCommand(s.Spec)
 	return s, results.WriteAll(dir, s, events, ops)
 }
@@ -47,17 +50,17 @@ func overall(rs []checkers.Result, harnessError string) checkers.Verdict {
 	return v
 }
 
-// faultsRequested says whether the spec asked for any fault. A history checked without
-// its spec is not held to that.
-func faultsRequested(spec json.RawMessage) bool {
+// requested says whether the spec asked for any fault, and which hazards its nemeses exist
+// to create (nemesis.Hazards). A history checked without its spec is held to neither.
+func requested(spec json.RawMessage) (faults bool, hazards map[string]history.Hazard) {
 	var s Spec
 	if json.Unmarshal(spec, &s) != nil {
-		return false
+		return false, nil
 	}
 	for _, name := range s.Nemesis {
 		if name != "" && name != "none" {
-			return true
+			faults = true
 		}
 	}
-	return false
+	return faults, nemesis.Hazards(s.Nemesis)
 }

@@ -146,3 +146,5 @@ func clocksOf(env Env) (Clocks, error) {
 	}
 	return clocks, nil
 }
+
+func (clockFault) Hazard() history.Hazard { return history.ClockPastLease }

@@ -178,3 +178,5 @@ func (w *watcher) awaitRelease(ctx context.Context, p int) {
 func (kleppmannClock) Heal(ctx context.Context, env Env) error {
 	return errors.Join(partition{}.Heal(ctx, env), clockFault{}.Heal(ctx, env), resumeAllWorkers(env))
 }
+
+func (kleppmannClock) Hazard() history.Hazard { return history.TwoMajorities }

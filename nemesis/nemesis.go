@@ -323,3 +323,31 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-time.After(d):
 	}
 }
+
+// Targeted is a nemesis that exists to create a hazard (history.Hazard) and records each
+// time it occurred. A run that asked for it and in which the hazard never occurred is no
+// pass (checkers.Stats): the fault fired, but the situation it is named after never came.
+type Targeted interface {
+	Hazard() history.Hazard
+}
+
+// Hazards maps each of the named nemeses that targets a hazard to its hazard; names it
+// does not know are left out (New refuses them).
+func Hazards(names []string) map[string]history.Hazard {
+	wanted := map[string]history.Hazard{}
+	for _, name := range names {
+		if make, ok := kinds[name]; ok {
+			if t, ok := make().(Targeted); ok {
+				wanted[name] = t.Hazard()
+			}
+		}
+	}
+	return wanted
+}
+
+// recordHazard writes a hazard event: h occurred at time t (seen by fault), involving
+// targets, made so by what detail says.
+func recordHazard(env Env, fault string, h history.Hazard, t int64, detail map[string]string, targets ...string) {
+	env.Record(history.Event{Type: history.Info, Process: history.NemesisProcess, Func: history.HazardFunc,
+		Time: t, Fault: fault, Hazard: h, Targets: targets, Detail: detail})
+}

@@ -502,3 +502,6 @@ func (p primarySplit) Run(ctx context.Context, env Env) error {
 }
 
 func (primarySplit) Heal(ctx context.Context, env Env) error { return partition{}.Heal(ctx, env) }
+
+func (partitionHolder) Hazard() history.Hazard { return history.GrantedInCut }
+func (primarySplit) Hazard() history.Hazard    { return history.TwoPrimaries }

@@ -219,3 +219,6 @@ func (pauseNode) Heal(ctx context.Context, env Env) error {
 	}
 	return errors.Join(errs...)
 }
+
+func (pauseHolder) Hazard() history.Hazard { return history.GrantedInPause }
+func (pauseClient) Hazard() history.Hazard { return history.GrantedInPause }

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/checkers"
@@ -34,8 +36,36 @@ type Summary struct {
 	Ops OpCounts `json:"ops,omitempty"`
 	// Faults is the number of faults the nemesis injected.
 	Faults int `json:"faults"`
+	// Hazards count the hazards that occurred (history.Hazard): first each one a nemesis of
+	// the run exists to create, even when it never occurred, then any other seen.
+	Hazards []HazardCount `json:"hazards,omitempty"`
 	// Error is the harness error that broke the run, if one did.
 	Error string `json:"error,omitempty"`
+}
+
+// HazardCount is how often one hazard occurred in a run.
+type HazardCount struct {
+	Hazard history.Hazard `json:"hazard"`
+	Count  int            `json:"count"`
+	// Nemesis is the nemesis of the run that exists to create it, whose passes rest on it;
+	// "" for a hazard seen on the way (a lease that expired in a pause-holder's pause).
+	Nemesis string `json:"nemesis,omitempty"`
+}
+
+// CountHazards lists the hazards of a history: each of wanted (nemesis -> hazard), in the
+// nemeses' order, then every other hazard that occurred, by name.
+func CountHazards(events []history.Event, wanted map[string]history.Hazard) []HazardCount {
+	counts := history.CountHazards(events)
+	var list []HazardCount
+	for _, nemesis := range slices.Sorted(maps.Keys(wanted)) {
+		h := wanted[nemesis]
+		list = append(list, HazardCount{Hazard: h, Count: counts[h], Nemesis: nemesis})
+		delete(counts, h)
+	}
+	for _, h := range slices.Sorted(maps.Keys(counts)) {
+		list = append(list, HazardCount{Hazard: h, Count: counts[h]})
+	}
+	return list
 }
 
 // Outcomes counts operations by how they ended.

@@ -152,3 +152,19 @@ func pauseFencingResults() []checkers.Result {
 			Counts: map[string]int{checkers.CountStaleRejected: 3}},
 	}
 }
+
+func TestCountHazardsListsTheWantedFirstEvenWhenAbsent(t *testing.T) {
+	hazard := func(h history.Hazard) history.Event {
+		return history.Event{Type: history.Info, Process: history.NemesisProcess, Func: history.HazardFunc, Hazard: h, Time: 1}
+	}
+	events := []history.Event{hazard(history.LeaseExpiredInPause), hazard(history.GrantedInPause), hazard(history.LeaseExpiredInPause)}
+	got := CountHazards(events, map[string]history.Hazard{"pause-holder": history.GrantedInPause, "failover": history.GrantLost})
+	want := []HazardCount{
+		{Hazard: history.GrantLost, Count: 0, Nemesis: "failover"},
+		{Hazard: history.GrantedInPause, Count: 1, Nemesis: "pause-holder"},
+		{Hazard: history.LeaseExpiredInPause, Count: 2},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("CountHazards = %+v, want %+v", got, want)
+	}
+}
