@@ -53,6 +53,24 @@ func (c *Cluster) Leader(ctx context.Context) (string, error) {
 	return "", fmt.Errorf("no %s node says it leads", c.spec.System)
 }
 
+// Promote makes the monitors promote a replica now (SENTINEL FAILOVER), asking each in
+// turn until one agrees.
+func (c *Cluster) Promote(ctx context.Context) error {
+	m := c.recipe.Monitors
+	if m == nil || m.Promote == nil {
+		return fmt.Errorf("a %s cluster has no monitors to promote a replica", c.spec.System)
+	}
+	var errs []error
+	for _, n := range c.monitors {
+		err := m.Promote(ctx, n.Addr())
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, fmt.Errorf("monitor %s: %w", n.Name, err))
+	}
+	return errors.Join(errs...)
+}
+
 // Exec runs cmd in node name and returns its combined output. A non-zero exit
 // status is an error carrying the output.
 func (c *Cluster) Exec(ctx context.Context, name string, cmd ...string) (output string, err error) {

@@ -3,6 +3,7 @@ package nemesis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand"
 	"slices"
 	"strings"
@@ -148,32 +149,77 @@ func TestDelayDelaysOneClientAndHeals(t *testing.T) {
 }
 
 // partition-holder cuts the client that read under the lock off every node until another
-// client has taken the lock and used the storage.
+// client has taken the lock and used the storage. Directed, it also keeps the cut holder in
+// its critical section until then, and heals once the thawed holder begins to release;
+// the other client's grant meanwhile is its hazard. Undirected, the cut alone holds, and a
+// grant after the holder began to release is no hazard.
 func TestPartitionHolderCutsTheHolderOffTheNodesOnly(t *testing.T) {
-	f := newFake(2, 2)
-	env := f.addressedEnv()
-	env.Interval = time.Hour
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	done := make(chan error)
-	go func() { done <- partitionHolder{}.Run(ctx, env) }()
-	now := history.Now
-	f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Acquire, Time: now()}
-	f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Read, Time: now()}
-	waitFor(t, "the cut", func() bool { return slices.Contains(f.did(), "worker-1 drops ip-n1,ip-n2") })
-	f.events <- history.Event{Type: history.OK, Process: 0, Func: history.Acquire, Time: now()}
-	f.events <- history.Event{Type: history.OK, Process: 0, Func: history.Write, Time: now()}
-	waitFor(t, "the heal", func() bool { return slices.Contains(f.did(), "heal clients") })
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	cut := []string{"n1 drops ip-worker-1", "n2 drops ip-worker-1", "worker-1 drops ip-n1,ip-n2"}
+	healed := []string{"heal network", "heal clients"}
+	tests := []struct {
+		name       string
+		undirected bool
+		// releaseFirst: the holder begins to release before the other client's grant.
+		releaseFirst bool
+		want         []string
+		hazards      int
+	}{
+		{"directed", false, false, slices.Concat(cut, []string{"worker-1 STOPPED (SIGNAL)", "worker-1 CONTINUED"}, healed), 1},
+		{"undirected, granted while the holder worked", true, false, slices.Concat(cut, healed), 1},
+		{"undirected, granted after the holder's section", true, true, slices.Concat(cut, healed), 0},
 	}
-	want := []string{"n1 drops ip-worker-1", "n2 drops ip-worker-1", "worker-1 drops ip-n1,ip-n2", "heal network", "heal clients"}
-	if got := f.did(); !slices.Equal(got, want) {
-		t.Errorf("actions %q, want %q", got, want)
-	}
-	if fl := f.faults(); len(fl) != 1 || !fl[0].Healed || !strings.HasPrefix(fl[0].Description, "partition-holder ") {
-		t.Errorf("faults %+v", fl)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake(2, 2)
+			env := f.addressedEnv()
+			env.Interval, env.TTL, env.Undirected = time.Hour, time.Hour, tt.undirected
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			done := make(chan error)
+			go func() { done <- partitionHolder{}.Run(ctx, env) }()
+			now := history.Now
+			f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Acquire, Time: now()}
+			f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Read, Time: now()}
+			waitFor(t, "the cut", func() bool { return slices.Contains(f.did(), "worker-1 drops ip-n1,ip-n2") })
+			if tt.releaseFirst {
+				f.events <- history.Event{Type: history.Invoke, Process: 1, Func: history.Release, Time: now()}
+			}
+			f.events <- history.Event{Type: history.OK, Process: 0, Func: history.Acquire, Time: now()}
+			f.events <- history.Event{Type: history.OK, Process: 0, Func: history.Write, Time: now()}
+			if !tt.undirected {
+				waitFor(t, "the thaw", func() bool { return slices.Contains(f.did(), "worker-1 CONTINUED") })
+				if slices.Contains(f.did(), "heal clients") {
+					t.Fatal("healed before the thawed holder began to release")
+				}
+				f.events <- history.Event{Type: history.Invoke, Process: 1, Func: history.Release, Time: now()}
+			}
+			waitFor(t, "the heal", func() bool { return slices.Contains(f.did(), "heal clients") })
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if got := f.did(); !slices.Equal(got, tt.want) {
+				t.Errorf("actions %q, want %q", got, tt.want)
+			}
+			var cuts []history.Fault
+			for _, fl := range f.faults() {
+				if strings.HasPrefix(fl.Description, "partition-holder ") && fl.Healed {
+					cuts = append(cuts, fl)
+				}
+			}
+			if len(cuts) != 1 {
+				t.Errorf("faults %+v, want one healed partition-holder cut", f.faults())
+			}
+			f.mu.Lock()
+			hazards := history.Hazards(f.recorded)
+			f.mu.Unlock()
+			if len(hazards) != tt.hazards {
+				t.Fatalf("hazards %+v, want %d", hazards, tt.hazards)
+			}
+			if tt.hazards > 0 && (hazards[0].Hazard != history.GrantedInCut || !slices.Equal(hazards[0].Targets, []string{"worker-1", "worker-0"})) {
+				t.Errorf("hazard %+v: want worker-0 granted while worker-1 was cut", hazards[0])
+			}
+		})
 	}
 }
 
@@ -182,7 +228,7 @@ func TestPartitionHolderCutsTheHolderOffTheNodesOnly(t *testing.T) {
 func TestPartitionPrimaryKeepsSomeClientsWithTheOldPrimary(t *testing.T) {
 	f := newFake(3, 3)
 	env, _ := f.crashEnv()
-	env.Clients = addressed{f}
+	env.Clients, env.Undirected = addressed{f}, true
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	done := make(chan error)
@@ -202,6 +248,53 @@ func TestPartitionPrimaryKeepsSomeClientsWithTheOldPrimary(t *testing.T) {
 	// Every client is cut off one side; n1's side holds one of the three.
 	if len(clients) != 3 || !strings.Contains(fl.Description, "n1<-n2,n3,") || strings.Count(fl.Description, "<-n1") != 4 {
 		t.Errorf("split %q", fl.Description)
+	}
+}
+
+// Directed, partition-primary splits when a client holds the lock and has read, with that
+// client on the old primary's side, keeps it in its critical section while the monitors
+// promote a replica at once, and lets it go once a client on the other side has the lock:
+// the two grants held at once are its hazard.
+func TestDirectedPartitionPrimaryHoldsTheHolderUntilTheOtherSideIsGranted(t *testing.T) {
+	f := newFake(3, 3)
+	env, c := f.crashEnv()
+	env.Nodes, env.Clients, env.TTL, env.Interval = promoting{c}, addressed{f}, time.Hour, time.Hour
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan error)
+	go func() { done <- primarySplit{}.Run(ctx, env) }()
+	now := history.Now
+	f.events <- history.Event{Type: history.Invoke, Process: 2, Func: history.Acquire, Time: now()}
+	f.events <- history.Event{Index: 1, Type: history.OK, Process: 2, Func: history.Acquire, Time: now()}
+	f.events <- history.Event{Type: history.OK, Process: 2, Func: history.Read, Time: now()}
+	waitFor(t, "the promotion", func() bool { return slices.Contains(f.did(), "promote") })
+	fl := f.faults()[0]
+	if !strings.Contains(fl.Description, "n1<-n2,n3,") || !strings.Contains(fl.Description, "worker-2<-n2,n3") {
+		t.Fatalf("split %q: want worker-2 on n1's side", fl.Description)
+	}
+	other := 0
+	if strings.Contains(fl.Description, "worker-0<-n2,n3") {
+		other = 1
+	}
+	f.events <- history.Event{Index: 5, Type: history.OK, Process: other, Func: history.Acquire, Time: now()}
+	f.events <- history.Event{Type: history.OK, Process: other, Func: history.Write, Time: now()}
+	waitFor(t, "the thaw", func() bool { return slices.Contains(f.did(), "worker-2 CONTINUED") })
+	f.events <- history.Event{Type: history.Invoke, Process: 2, Func: history.Release, Time: now()}
+	waitFor(t, "the heal", func() bool { return slices.Contains(f.did(), "heal clients") })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	got := f.did()
+	stopped, promoted := slices.Index(got, "worker-2 STOPPED (SIGNAL)"), slices.Index(got, "promote")
+	if stopped < 0 || promoted < stopped {
+		t.Errorf("actions %q: want worker-2 stopped, then the promotion", got)
+	}
+	f.mu.Lock()
+	hazards := history.Hazards(f.recorded)
+	f.mu.Unlock()
+	if len(hazards) != 1 || hazards[0].Hazard != history.TwoPrimaries || hazards[0].Detail["granted"] != fmt.Sprintf("worker-%d #5", other) {
+		t.Errorf("hazards %+v: want worker-%d's grant #5 while worker-2 held the lock", hazards, other)
 	}
 }
 

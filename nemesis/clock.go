@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
@@ -47,7 +49,8 @@ func (c clockFault) Run(ctx context.Context, env Env) error {
 		return err
 	}
 	nodes := env.Nodes.Names()
-	return schedule(ctx, env, func(rng *rand.Rand) error {
+	w := watch(env.Subscribe())
+	return w.schedule(ctx, env, func(rng *rand.Rand) error {
 		mode := c.mode
 		if mode == "" {
 			mode = clockModes[rng.Intn(len(clockModes))]
@@ -57,28 +60,35 @@ func (c clockFault) Run(ctx context.Context, env Env) error {
 		if mode == "bump" && rng.Intn(2) == 0 {
 			offset = -offset
 		}
-		return skewClock(ctx, env, clocks, mode, node, offset)
+		return skewClock(ctx, env, w, clocks, mode, node, offset)
 	})
 }
 
-// skewClock applies one clock fault to node for env.Pause and puts the clock back.
+// skewClock applies one clock fault to node for env.Pause and puts the clock back,
+// following the history meanwhile for the hazard: a held lease that node granted, past
+// whose end the fault moved node's clock.
 //   - bump: jump by offset seconds and stay there;
 //   - strobe: flip between +offset and real time every strobeStep;
 //   - rate: run env.ClockRate times as fast, emulated by advancing the offset every
 //     strobeStep (libfaketime's own rate counts from process start, so it cannot be
 //     switched on mid-run without a jump).
-func skewClock(ctx context.Context, env Env, clocks Clocks, mode, node string, offset time.Duration) error {
+func skewClock(ctx context.Context, env Env, w *watcher, clocks Clocks, mode, node string, offset time.Duration) error {
 	fault := fmt.Sprintf("clock-%s %+.3gs", mode, offset.Seconds())
 	if mode == "rate" {
 		fault = fmt.Sprintf("clock-rate x%g", env.ClockRate)
 	}
 	// The history keeps the offset at the start, the furthest it went, and the reset.
 	var furthest time.Duration
+	moves := clockMoves{node: node}
 	set := func(d time.Duration) error {
 		if d.Abs() > furthest.Abs() {
 			furthest = d
 		}
-		return clocks.SetClock(context.WithoutCancel(ctx), node, d)
+		err := clocks.SetClock(context.WithoutCancel(ctx), node, d)
+		if err == nil {
+			moves.set(env, w, fault, d)
+		}
+		return err
 	}
 	start := initialOffset(mode, offset)
 	if err := set(start); err != nil {
@@ -87,19 +97,71 @@ func skewClock(ctx context.Context, env Env, clocks Clocks, mode, node string, o
 	recordDetail(env, history.Start, fault, map[string]string{"offset": offsetText(start)}, node)
 	var err error
 	if mode != "bump" {
-		err = vary(ctx, env.Pause, func(i int) error {
+		for i := 1; err == nil && w.wait(ctx, strobeStep) && time.Duration(i)*strobeStep < env.Pause; i++ {
 			if mode == "strobe" {
-				return set(offset * time.Duration((i+1)%2))
+				err = set(offset * time.Duration((i+1)%2))
+			} else {
+				err = set(time.Duration(float64(time.Duration(i)*strobeStep) * (env.ClockRate - 1)))
 			}
-			return set(time.Duration(float64(time.Duration(i)*strobeStep) * (env.ClockRate - 1)))
-		})
+		}
 	} else {
-		sleep(ctx, env.Pause)
+		w.wait(ctx, env.Pause)
 	}
 	furthestText := offsetText(furthest)
 	err = errors.Join(err, set(0))
 	recordDetail(env, history.Stop, fault, map[string]string{"offset": offsetText(0), "furthest": furthestText}, node)
 	return err
+}
+
+// clockMoves follows one node's clock offset through a fault, for its hazard.
+type clockMoves struct {
+	node string
+	// changes are the offsets the node had, from when on.
+	changes []offsetChange
+	// seen are the grants (by index) already recorded as outrun.
+	seen map[int]bool
+}
+
+type offsetChange struct {
+	at     int64
+	offset time.Duration
+}
+
+// at is the node's offset at time t: 0 before the fault began.
+func (m *clockMoves) at(t int64) time.Duration {
+	var offset time.Duration
+	for _, c := range m.changes {
+		if c.at <= t {
+			offset = c.offset
+		}
+	}
+	return offset
+}
+
+// set notes the node's new offset d and records clock-past-lease for every grant the node
+// made (a grant naming its nodes names it; any grant when they do not) still held, whose
+// lease the clock has been moved past since the grant: a lease that ends in less than the
+// clock moved forward since it was granted has already ended on the node's clock.
+func (m *clockMoves) set(env Env, w *watcher, fault string, d time.Duration) {
+	now := history.Now()
+	m.changes = append(m.changes, offsetChange{now, d})
+	for p, grant := range w.holding {
+		named := grant.Detail[grantNodes]
+		if m.seen[grant.Index] || named != "" && !slices.Contains(strings.Split(named, ","), m.node) {
+			continue
+		}
+		moved := d - m.at(grant.Time)
+		if left := time.Duration(w.leaseEnd(p, env.TTL) - now); moved <= 0 || moved < left {
+			continue
+		}
+		if m.seen == nil {
+			m.seen = map[int]bool{}
+		}
+		m.seen[grant.Index] = true
+		recordHazard(env, fault, history.ClockPastLease, now, map[string]string{"grant": grantText(grant),
+			"moved": offsetText(moved), "lease left": time.Duration(w.leaseEnd(p, env.TTL) - now).Round(time.Millisecond).String()},
+			m.node, workerName(p))
+	}
 }
 
 // offsetText is how the history shows a clock offset: seconds, signed, "+2.000".
@@ -110,25 +172,6 @@ func initialOffset(mode string, offset time.Duration) time.Duration {
 		return 0
 	}
 	return offset
-}
-
-// vary calls step(1), step(2)... every strobeStep for d or until ctx ends.
-func vary(ctx context.Context, d time.Duration, step func(int) error) error {
-	tick := time.NewTicker(strobeStep)
-	defer tick.Stop()
-	end := time.After(d)
-	for i := 1; ; i++ {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-end:
-			return nil
-		case <-tick.C:
-			if err := step(i); err != nil {
-				return err
-			}
-		}
-	}
 }
 
 func (clockFault) Heal(ctx context.Context, env Env) error {

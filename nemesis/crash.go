@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
@@ -31,18 +32,34 @@ type Restarter interface {
 	RestartKilled(ctx context.Context) error
 }
 
+// Promoter makes the monitors of a replicated cluster promote a replica now, without
+// waiting until they agree that the primary is down (SENTINEL FAILOVER).
+type Promoter interface {
+	Promote(ctx context.Context) error
+}
+
 // Roles tells each node's part in its cluster now: leader or follower, primary or
 // replica, down when killed, unknown when it does not say.
 type Roles interface {
 	Roles(ctx context.Context) (map[string]system.Role, error)
 }
 
-// killNode crashes a node on a seeded schedule and starts it again env.RestartAfter later.
-// While a client holds the lock under a grant that names the nodes that granted it (a
-// Redlock majority), the node is one of those not yet killed since the grant: each node of
-// the holder's majority that comes back without the key brings a second client closer to
-// a majority of its own, which one such node gives when the holder had a bare majority.
-// Otherwise it is any node.
+// killNode crashes the nodes that granted the lock while their grant is held, as a power
+// cut would, and starts them again env.RestartAfter later (at once by default) on what
+// their disks kept. Directed (the default), it waits until a client holds the lock and has
+// read the register, keeps that client inside its critical section (SIGSTOP, recorded as
+// pause-in-lease) until another client has taken the lock over or the holder's lease ends,
+// whichever comes first, and meanwhile kills as many nodes of the holder's grant as another
+// client needs to win a majority without it: the one node of a single Redis; of a Redlock
+// grant that names its nodes, a majority less the nodes the grant left free; one node
+// otherwise. A lock that forgets its grants in a crash then grants the lock a second time
+// within the first holder's lease, which no correct lock does; with --restart-delay-ttl the
+// nodes come back only after the lease, and the holder finishes unharmed. Undirected, it
+// kills on a seeded schedule, preferring a node of the latest held grant not yet killed
+// since that grant, and hopes a holder is still at work.
+//
+// Its hazard is the crash under a held grant (crash-under-grant); a node that serves again
+// while that grant's lease still runs is recorded too (restart-in-lease).
 type killNode struct{}
 
 func (killNode) Name() string { return "kill-node" }
@@ -51,35 +68,87 @@ func (killNode) Needs() Needs { return Needs{Restarts: true} }
 
 func (k killNode) Available(sys system.System, _ int) error { return k.Needs().available(sys) }
 
-func (killNode) Run(ctx context.Context, env Env) error {
+func (k killNode) Run(ctx context.Context, env Env) error {
 	r, err := restarterOf(env)
 	if err != nil {
 		return err
 	}
 	nodes := env.Nodes.Names()
-	w := watch(env.Subscribe())
 	rng := rand.New(rand.NewSource(env.Seed))
+	if env.Undirected {
+		return k.undirected(ctx, env, r, nodes, rng)
+	}
+	return afterHolderReads(ctx, env, func(w *watcher, holder int, _ func()) error {
+		grant, end := w.holding[holder], w.leaseEnd(holder, env.TTL)
+		var mu sync.Mutex
+		var crashErr error
+		var crashes sync.WaitGroup
+		pauseErr := pauseWorker(ctx, env, leasePause, holder, func() {
+			for _, node := range victims(grant, nodes, rng) {
+				crashes.Go(func() {
+					err := crash(ctx, env, r, node, &grant, end)
+					mu.Lock()
+					crashErr = errors.Join(crashErr, err)
+					mu.Unlock()
+				})
+			}
+			w.awaitTakeover(ctx, holder, untilTime(end))
+		})
+		crashes.Wait()
+		return errors.Join(pauseErr, crashErr)
+	})
+}
+
+// undirected kills a node on a seeded schedule, as kill-node did before it was directed.
+func (killNode) undirected(ctx context.Context, env Env, r Restarter, nodes []string, rng *rand.Rand) error {
+	w := watch(env.Subscribe())
 	killed := map[string]int64{} // node -> when it was last killed
 	for w.wait(ctx, scheduleWait(env, rng)) {
-		candidates := w.holderNodes(killed)
+		grant, candidates := w.holderNodes(killed)
 		if len(candidates) == 0 {
 			candidates = nodes
 		}
 		victim := candidates[rng.Intn(len(candidates))]
 		killed[victim] = history.Now()
-		if err := crash(ctx, env, r, victim); err != nil {
+		var held *history.Event
+		var end int64
+		if grant.Time != 0 && (grant.Detail[grantNodes] == "" || slices.Contains(candidates, victim)) {
+			held, end = &grant, w.leaseEnd(grant.Process, env.TTL)
+		}
+		if err := crash(ctx, env, r, victim, held, end); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// victims are the nodes of grant to kill so that another client can win the lock without
+// them: of a grant that names its nodes, a majority less the nodes it left free; one node,
+// drawn by rng, otherwise.
+func victims(grant history.Event, nodes []string, rng *rand.Rand) []string {
+	granted := slices.DeleteFunc(strings.Split(grant.Detail[grantNodes], ","), func(n string) bool { return n == "" })
+	if len(granted) == 0 {
+		return []string{nodes[rng.Intn(len(nodes))]}
+	}
+	rng.Shuffle(len(granted), func(i, j int) { granted[i], granted[j] = granted[j], granted[i] })
+	free := len(nodes) - len(granted)
+	return granted[:min(len(granted), max(1, system.Majority(len(nodes))-free))]
+}
+
+// leasePause names the SIGSTOP that keeps a directed fault's victim inside its critical
+// section, and never past its lease, while the fault does its work, as a GC pause would.
+// A pause within the lease breaks no correct lock, so a second holder meanwhile is the
+// fault's doing.
+const leasePause = "pause-in-lease"
+
 // grantNodes is the grant detail naming the nodes that granted it ("n1,n2,n3").
 const grantNodes = "nodes"
 
 // crash kills node's server, records the crash with the role the node had, and starts it
-// again env.RestartAfter later.
-func crash(ctx context.Context, env Env, r Restarter, node string) (err error) {
+// again env.RestartAfter later. held is the grant the node is killed under (nil: none),
+// whose lease ends at leaseEnd: the crash is then the hazard crash-under-grant, and the
+// node serving again before leaseEnd the hazard restart-in-lease.
+func crash(ctx context.Context, env Env, r Restarter, node string, held *history.Event, leaseEnd int64) (err error) {
 	bg := context.WithoutCancel(ctx)
 	detail := map[string]string{"restart-after": env.RestartAfter.String()}
 	if role := roleOf(bg, env, node); role != "" {
@@ -89,9 +158,19 @@ func crash(ctx context.Context, env Env, r Restarter, node string) (err error) {
 		return fmt.Errorf("kill node %s: %w", node, err)
 	}
 	recordDetail(env, history.Start, "kill-node", detail, node)
+	if held != nil {
+		recordHazard(env, "kill-node", history.CrashUnderGrant, history.Now(), map[string]string{"grant": grantText(*held)},
+			node, workerName(held.Process))
+	}
 	defer func() {
-		err = errors.Join(err, r.Restart(bg, node))
+		restartErr := r.Restart(bg, node)
+		err = errors.Join(err, restartErr)
 		record(env, history.Stop, "kill-node", node)
+		if now := history.Now(); held != nil && restartErr == nil && now < leaseEnd {
+			recordHazard(env, "kill-node", history.RestartInLease, now,
+				map[string]string{"grant": grantText(*held), "lease left": history.Duration(now, leaseEnd).Round(time.Millisecond).String()},
+				node, workerName(held.Process))
+		}
 	}()
 	stayDown(env, env.RestartAfter)
 	return nil
@@ -131,6 +210,15 @@ func (killNode) Heal(ctx context.Context, env Env) error {
 // the next round, which comes on the schedule, it waits until the cluster has one primary
 // again. The first round's cut is made before the clients start (Arm), so that the run's
 // first grant is the one lost instead of one a whole holding later.
+//
+// Its hazard is the lost grant: a replica promoted while the grant made after the cut is
+// still held (grant-lost). A holder's work (100 ms by default) is over long before the
+// monitors notice a crash (a second and more with Sentinel), so, directed (the default),
+// the holder is kept inside its critical section and within its lease (pause-in-lease)
+// from the crash until another client has taken the lock over, and the monitors are told
+// to promote a replica at once (Promoter: SENTINEL FAILOVER) instead of waiting out their
+// down-after time. Undirected, the monitors find the crash themselves, and the holder
+// goes on as it will.
 type failover struct {
 	// armed is the first round, cut before the clients started (nil when Arm cut nothing),
 	// and w the watcher that has followed the history since Arm (nil without Arm).
@@ -266,21 +354,46 @@ func (c *replicationCut) failOver(ctx context.Context, env Env, net Network, r R
 		}
 		since = history.Now()
 	}
-	if grant, ok := w.grantBegunAfter(ctx, since, max(env.Pause, env.TTL)); ok {
+	grant, granted := w.grantBegunAfter(ctx, since, max(env.Pause, env.TTL))
+	if granted {
 		detail["grant"] = workerName(grant.Process)
 	}
 	if ctx.Err() != nil {
 		return nil
 	}
-	if err := r.Kill(bg, c.primary); err != nil {
-		return fmt.Errorf("kill primary %s: %w", c.primary, err)
+	// The primary's crash and the promotion, and whether the grant was lost in them.
+	failOver := func() error {
+		if err := r.Kill(bg, c.primary); err != nil {
+			return fmt.Errorf("kill primary %s: %w", c.primary, err)
+		}
+		killed = time.Now()
+		if p, ok := env.Nodes.(Promoter); ok && !env.Undirected {
+			if err := p.Promote(bg); err != nil {
+				return fmt.Errorf("promote a replica of %s: %w", c.primary, err)
+			}
+		}
+		promoted, err := w.promotion(ctx, roles, c.primary)
+		if promoted != "" {
+			detail["primary"] = promoted
+			if granted && w.holds(grant.Process) {
+				recordHazard(env, "failover", history.GrantLost, history.Now(),
+					map[string]string{"grant": grantText(grant), "old primary": c.primary, "new primary": promoted},
+					c.primary, promoted, workerName(grant.Process))
+			}
+		}
+		return err
 	}
-	killed = time.Now()
-	promoted, err := w.promotion(ctx, roles, c.primary)
-	if promoted != "" {
-		detail["primary"] = promoted
+	if !granted || env.Undirected || !w.holds(grant.Process) {
+		return failOver()
 	}
-	return err
+	end := w.leaseEnd(grant.Process, env.TTL)
+	var failErr error
+	pauseErr := pauseWorker(ctx, env, leasePause, grant.Process, func() {
+		if failErr = failOver(); failErr == nil {
+			w.awaitTakeover(ctx, grant.Process, untilTime(end))
+		}
+	})
+	return errors.Join(failErr, pauseErr)
 }
 
 func (*failover) Heal(ctx context.Context, env Env) error {
@@ -347,9 +460,9 @@ func rolesOf(env Env) (Roles, error) {
 	return r, nil
 }
 
-// holderNodes are the nodes that granted the lock to its latest holder that has not begun
-// to release, when the grant names them, less those killed since the grant.
-func (w *watcher) holderNodes(killed map[string]int64) []string {
+// holderNodes are the latest grant whose holder has not begun to release (zero: none) and
+// the nodes that granted it, when the grant names them, less those killed since the grant.
+func (w *watcher) holderNodes(killed map[string]int64) (history.Event, []string) {
 	var latest history.Event
 	for _, e := range w.holding {
 		if e.Time > latest.Time || e.Time == latest.Time && e.Process < latest.Process {
@@ -362,34 +475,7 @@ func (w *watcher) holderNodes(killed map[string]int64) []string {
 			nodes = append(nodes, n)
 		}
 	}
-	return nodes
-}
-
-// wait follows the history for d; false when ctx ended first.
-func (w *watcher) wait(ctx context.Context, d time.Duration) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	for {
-		if _, ok := w.next(ctx, timer.C); !ok {
-			return ctx.Err() == nil
-		}
-	}
-}
-
-// grantBegunAfter waits up to within for a grant whose acquire began at or after t, unless
-// the last grant already seen was one.
-func (w *watcher) grantBegunAfter(ctx context.Context, t int64, within time.Duration) (history.Event, bool) {
-	if w.last.Time != 0 && w.lastBegan >= t {
-		return w.last, true
-	}
-	timer := time.NewTimer(within)
-	defer timer.Stop()
-	for {
-		e, ok := w.next(ctx, timer.C)
-		if !ok || e.Func == history.Acquire && e.Type == history.OK && w.lastBegan >= t {
-			return e, ok
-		}
-	}
+	return latest, nodes
 }
 
 // settled waits until exactly one node is primary and every other a replica, and returns

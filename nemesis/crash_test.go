@@ -3,6 +3,7 @@ package nemesis
 import (
 	"context"
 	"maps"
+	"math/rand"
 	"slices"
 	"strings"
 	"sync"
@@ -119,7 +120,7 @@ func TestCrashFaultsSayWhereTheyApply(t *testing.T) {
 func TestCrashKillsRecordsAndRestarts(t *testing.T) {
 	f := newFake(1, 3)
 	env, c := f.crashEnv()
-	if err := crash(context.Background(), env, c, "n1"); err != nil {
+	if err := crash(context.Background(), env, c, "n1", nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := f.did(), []string{"kill n1", "restart n1"}; !slices.Equal(got, want) {
@@ -147,7 +148,7 @@ func TestCrashStaysDownPastTheRunButNotPastAnInterrupt(t *testing.T) {
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
 	done := make(chan error)
-	go func() { done <- crash(ended, env, c, "n2") }()
+	go func() { done <- crash(ended, env, c, "n2", nil, 0) }()
 	waitFor(t, "the kill", func() bool { return len(f.faults()) == 1 })
 	if got := f.did(); !slices.Equal(got, []string{"kill n2"}) {
 		t.Fatalf("actions %q: want n2 still down when the run has ended", got)
@@ -173,22 +174,23 @@ func TestKillNodeAimsAtTheHoldersNodes(t *testing.T) {
 	killed := map[string]int64{"n4": 3, "n1": 5}
 	next(history.Event{Type: history.OK, Process: 0, Func: history.Acquire, Time: 2, Detail: map[string]string{"nodes": "n1,n2,n3"}})
 	next(history.Event{Type: history.OK, Process: 1, Func: history.Acquire, Time: 4, Detail: map[string]string{"nodes": "n3,n4,n5"}})
-	if got := w.holderNodes(killed); !slices.Equal(got, []string{"n3", "n4", "n5"}) {
+	if grant, got := w.holderNodes(killed); !slices.Equal(got, []string{"n3", "n4", "n5"}) || grant.Process != 1 {
 		t.Errorf("holder's nodes %q, want the latest grant's (n4 was killed before it)", got)
 	}
 	next(history.Event{Type: history.Invoke, Process: 1, Func: history.Release, Time: 5})
-	if got := w.holderNodes(killed); !slices.Equal(got, []string{"n2", "n3"}) {
+	if _, got := w.holderNodes(killed); !slices.Equal(got, []string{"n2", "n3"}) {
 		t.Errorf("holder's nodes %q after process 1 released, want process 0's but n1, killed since", got)
 	}
 	next(history.Event{Type: history.Invoke, Process: 0, Func: history.Release, Time: 6})
-	if got := w.holderNodes(killed); got != nil {
+	if grant, got := w.holderNodes(killed); got != nil || grant.Time != 0 {
 		t.Errorf("holder's nodes %q with nobody holding, want none", got)
 	}
 }
 
-func TestKillNodeKillsOnAScheduleAndHealRestarts(t *testing.T) {
+func TestUndirectedKillNodeKillsOnAScheduleAndHealRestarts(t *testing.T) {
 	f := newFake(1, 3)
 	env, c := f.crashEnv()
+	env.Undirected = true
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- killNode{}.Run(ctx, env) }()
@@ -210,36 +212,163 @@ func TestKillNodeKillsOnAScheduleAndHealRestarts(t *testing.T) {
 	}
 }
 
-// The failover cuts replication both ways, kills the primary right after a grant whose
-// acquire began after the cut, heals the cut once a replica is promoted, and starts the old
-// primary again; its stop names the new primary and the client whose grant was lost.
-func TestFailoverCutsKillsPromotesAndHeals(t *testing.T) {
-	f := newFake(2, 3)
+// Directed, kill-node waits for a holder that has read, keeps it in its critical section
+// within its lease, and meanwhile kills and restarts as many of its grant's nodes as another
+// client needs for a majority; the crashes under the held grant are its hazard, and so is
+// each node back while the lease still runs. The pause ends when another client has taken
+// the lock over.
+func TestDirectedKillNodeCrashesTheHoldersMajorityInItsLease(t *testing.T) {
+	f := newFake(2, 5)
 	env, _ := f.crashEnv()
-	env.TTL = time.Minute // the grant below arrives whenever the test gets to send it
+	env.TTL = time.Hour // only the takeover ends the pause
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
-	go func() { done <- (&failover{}).Run(ctx, env) }()
-	waitFor(t, "the cut", func() bool { return len(f.faults()) > 0 })
-	// Process 2's acquire began before the cut: its key may have reached the replicas, and
-	// losing it is not what this fault stages. Process 1's began after it.
-	f.events <- history.Event{Type: history.OK, Process: 2, Func: history.Acquire, Time: history.Now()}
-	f.events <- history.Event{Type: history.Invoke, Process: 1, Func: history.Acquire, Time: history.Now()}
+	go func() { done <- killNode{}.Run(ctx, env) }()
+	now := history.Now()
+	f.events <- history.Event{Type: history.Invoke, Process: 0, Func: history.Acquire, Time: now}
+	f.events <- history.Event{Index: 7, Type: history.OK, Process: 0, Func: history.Acquire, Time: now,
+		Detail: map[string]string{"nodes": "n1,n2,n3,n4"}}
+	f.events <- history.Event{Type: history.OK, Process: 0, Func: history.Read, Time: now}
+	waitFor(t, "two nodes back", func() bool { return len(f.did()) >= 5 })
 	f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Acquire, Time: history.Now()}
-	waitFor(t, "the failover to end", func() bool { return f.faults()[0].Healed })
+	f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Write, Time: history.Now()}
+	waitFor(t, "the holder thawed", func() bool { return slices.Contains(f.did(), "worker-0 CONTINUED") })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"n1 drops ip-n2,ip-n3", "n2 drops ip-n1", "n3 drops ip-n1", "kill n1", "heal network", "restart n1"}
-	if got := f.did(); len(got) < len(want) || !slices.Equal(got[:len(want)], want) {
-		t.Fatalf("actions %q, want first %q", got, want)
+	got := f.did()
+	if got[0] != "worker-0 STOPPED (SIGNAL)" || got[len(got)-1] != "worker-0 CONTINUED" {
+		t.Fatalf("actions %q: want the holder stopped first and thawed last", got)
+	}
+	var killed []string
+	for _, a := range got {
+		if node, ok := strings.CutPrefix(a, "kill "); ok {
+			killed = append(killed, node)
+			if !slices.Contains(got, "restart "+node) || !slices.Contains([]string{"n1", "n2", "n3", "n4"}, node) {
+				t.Errorf("killed %s: want a node of the grant, restarted", node)
+			}
+		}
+	}
+	// A majority of 5 is 3; the grant left n5 free, so two of its nodes must go.
+	if len(killed) != 2 {
+		t.Errorf("killed %q, want 2 of the grant's nodes", killed)
 	}
 	f.mu.Lock()
-	start, stop := f.recorded[0], f.recorded[1]
+	counts := history.CountHazards(f.recorded)
+	var crashed history.Event
+	for _, e := range f.recorded {
+		if e.Hazard == history.CrashUnderGrant {
+			crashed = e
+		}
+	}
 	f.mu.Unlock()
-	if start.Detail["primary"] != "n1" || stop.Detail["primary"] != "n2" || stop.Detail["grant"] != "worker-1" {
-		t.Errorf("start %v, stop %v: want primary n1 then n2, the grant lost worker-1's", start.Detail, stop.Detail)
+	if counts[history.CrashUnderGrant] != 2 || counts[history.RestartInLease] != 2 {
+		t.Errorf("hazards %v, want 2 crashes under the grant and 2 restarts within its lease", counts)
+	}
+	if crashed.Detail["grant"] != "worker-0 #7" || crashed.Targets[1] != "worker-0" {
+		t.Errorf("crash hazard %+v: want it to name worker-0's grant #7", crashed)
+	}
+}
+
+func TestVictimsAreAsManyAsAnotherMajorityNeeds(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	nodes := []string{"n1", "n2", "n3", "n4", "n5"}
+	tests := []struct {
+		granted string
+		want    int
+	}{
+		{"n1,n2,n3,n4,n5", 3},
+		{"n1,n2,n3", 1},
+		{"n2,n3,n4,n5", 2},
+		{"", 1}, // a grant that does not name its nodes: one node
+	}
+	for _, tt := range tests {
+		grant := history.Event{Detail: map[string]string{"nodes": tt.granted}}
+		got := victims(grant, nodes, rng)
+		if len(got) != tt.want {
+			t.Errorf("grant by %q: victims %q, want %d", tt.granted, got, tt.want)
+		}
+		for _, v := range got {
+			if tt.granted != "" && !strings.Contains(tt.granted, v) {
+				t.Errorf("grant by %q: victim %s did not grant it", tt.granted, v)
+			}
+		}
+	}
+}
+
+// promoting is a crashable cluster whose monitors can be told to promote a replica.
+type promoting struct{ *crashable }
+
+func (p promoting) Promote(context.Context) error { return p.act("promote") }
+
+// recordedOf is the first recorded event of f (start, stop, hazard) by fault, or the zero
+// event.
+func (f *fake) recordedOf(fn history.Func, fault string) history.Event {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range f.recorded {
+		if e.Func == fn && e.Fault == fault {
+			return e
+		}
+	}
+	return history.Event{}
+}
+
+// The failover cuts replication both ways, kills the primary right after a grant whose
+// acquire began after the cut, heals the cut once a replica is promoted, and starts the old
+// primary again; its stop names the new primary and the client whose grant was lost, and
+// the grant still held at the promotion is its hazard. Directed, the holder is kept in its
+// critical section from the crash until another client has taken the lock over, and the
+// monitors are told to promote at once.
+func TestFailoverCutsKillsPromotesAndHeals(t *testing.T) {
+	cut := []string{"n1 drops ip-n2,ip-n3", "n2 drops ip-n1", "n3 drops ip-n1"}
+	tests := []struct {
+		name       string
+		undirected bool
+		want       []string
+	}{
+		{"undirected", true, slices.Concat(cut, []string{"kill n1", "heal network", "restart n1"})},
+		{"directed", false, slices.Concat(cut, []string{"worker-1 STOPPED (SIGNAL)", "kill n1", "promote", "worker-1 CONTINUED",
+			"heal network", "restart n1"})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake(2, 3)
+			env, c := f.crashEnv()
+			env.Nodes, env.Undirected = promoting{c}, tt.undirected
+			env.TTL = time.Minute // the grant below arrives whenever the test gets to send it
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error)
+			go func() { done <- (&failover{}).Run(ctx, env) }()
+			waitFor(t, "the cut", func() bool { return len(f.faults()) > 0 })
+			// Process 2's acquire began before the cut: its key may have reached the replicas,
+			// and losing it is not what this fault stages. Process 1's began after it.
+			f.events <- history.Event{Type: history.OK, Process: 2, Func: history.Acquire, Time: history.Now()}
+			f.events <- history.Event{Type: history.Invoke, Process: 2, Func: history.Release, Time: history.Now()}
+			f.events <- history.Event{Type: history.Invoke, Process: 1, Func: history.Acquire, Time: history.Now()}
+			f.events <- history.Event{Index: 4, Type: history.OK, Process: 1, Func: history.Acquire, Time: history.Now()}
+			if !tt.undirected {
+				waitFor(t, "the promotion", func() bool { return slices.Contains(f.did(), "promote") })
+				f.events <- history.Event{Type: history.OK, Process: 0, Func: history.Acquire, Time: history.Now()}
+				f.events <- history.Event{Type: history.OK, Process: 0, Func: history.Read, Time: history.Now()}
+			}
+			waitFor(t, "the failover to end", func() bool { return f.recordedOf(history.Stop, "failover").Time != 0 })
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if got := f.did(); len(got) < len(tt.want) || !slices.Equal(got[:len(tt.want)], tt.want) {
+				t.Fatalf("actions %q, want first %q", got, tt.want)
+			}
+			start, stop, hazard := f.recordedOf(history.Start, "failover"), f.recordedOf(history.Stop, "failover"), f.recordedOf(history.HazardFunc, "failover")
+			if start.Detail["primary"] != "n1" || stop.Detail["primary"] != "n2" || stop.Detail["grant"] != "worker-1" {
+				t.Errorf("start %v, stop %v: want primary n1 then n2, the grant lost worker-1's", start.Detail, stop.Detail)
+			}
+			if hazard.Hazard != history.GrantLost || hazard.Detail["grant"] != "worker-1 #4" || hazard.Detail["new primary"] != "n2" {
+				t.Errorf("hazard %+v: want worker-1's grant #4 lost to n2", hazard)
+			}
+		})
 	}
 }
 
@@ -248,7 +377,7 @@ func TestFailoverCutsKillsPromotesAndHeals(t *testing.T) {
 func TestArmedFailoverLosesTheFirstGrant(t *testing.T) {
 	f := newFake(2, 3)
 	env, _ := f.crashEnv()
-	env.TTL = time.Minute // the grant below arrives whenever the test gets to send it
+	env.TTL, env.Undirected = time.Minute, true // the grant below arrives whenever the test gets to send it
 	nem, err := New([]string{"failover"})
 	if err != nil {
 		t.Fatal(err)
@@ -272,10 +401,7 @@ func TestArmedFailoverLosesTheFirstGrant(t *testing.T) {
 	if got := f.did(); len(got) < 5 || !slices.Equal(got[3:5], []string{"kill n1", "heal network"}) {
 		t.Fatalf("actions %q: want the cut once, then n1 killed", got)
 	}
-	f.mu.Lock()
-	stop := f.recorded[1]
-	f.mu.Unlock()
-	if stop.Detail["grant"] != "worker-1" {
+	if stop := f.recordedOf(history.Stop, "failover"); stop.Detail["grant"] != "worker-1" {
 		t.Errorf("stop %v: want worker-1's grant, the first, lost", stop.Detail)
 	}
 }
@@ -293,9 +419,7 @@ func TestFailoverWithoutAGrantStillFailsOver(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	f.mu.Lock()
-	stop := f.recorded[1]
-	f.mu.Unlock()
+	stop := f.recordedOf(history.Stop, "failover")
 	if stop.Detail["grant"] != "none" || stop.Detail["primary"] != "n2" {
 		t.Errorf("stop %v: want no grant lost and n2 promoted", stop.Detail)
 	}

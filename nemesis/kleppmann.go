@@ -36,10 +36,10 @@ import (
 // longer than a holder's usual work. So rather than asking for hand-tuned --ttl and --work,
 // the nemesis keeps client 1 in its critical section (SIGSTOP, recorded as the fault
 // pause-in-lease) until client 2 has taken the lock and used the storage, and never past
-// client 1's lease: the validity its grant states (Redlock clients state it), or else half
-// a TTL, which the harness's per-node timeout of a tenth of the TTL leaves of any lease a
-// majority granted while two nodes did not answer. A pause within the lease breaks no
-// correct lock: the second holder is the clock's doing.
+// client 1's lease: the validity its grant states (Redlock clients state it), or else a TTL
+// from when its granted attempt began (watcher.leaseEnd). A pause within the lease breaks
+// no correct lock: the second holder is the clock's doing, and the hazard recorded
+// (two-majorities) is client 2's grant within client 1's lease.
 type kleppmannClock struct{}
 
 func (kleppmannClock) Name() string { return "kleppmann-clock" }
@@ -57,7 +57,7 @@ func (k kleppmannClock) Available(sys system.System, nodes int) error {
 // lease is valid from the grant on (a Go duration).
 const validityDetail = "validity"
 
-func (kleppmannClock) Run(ctx context.Context, env Env) (err error) {
+func (k kleppmannClock) Run(ctx context.Context, env Env) (err error) {
 	net, err := networkOf(env)
 	if err != nil {
 		return err
@@ -131,47 +131,19 @@ func (kleppmannClock) Run(ctx context.Context, env Env) (err error) {
 			heal()
 			return err
 		}
-		end := leaseEnd(grant, env.TTL)
+		end := w.leaseEnd(grant.Process, env.TTL)
+		stop := w.seeTakeovers(env, k.Name(), history.TwoMajorities, grant.Process)
 		pauseErr := pauseWorker(ctx, env, "pause-in-lease", grant.Process, func() {
 			if stage(); err == nil {
-				w.awaitTakeover(ctx, grant.Process, time.Until(end))
+				w.awaitTakeover(ctx, grant.Process, untilTime(end))
 			}
 		})
+		stop()
 		heal()
 		if err = errors.Join(err, pauseErr); err != nil {
 			return err
 		}
-		w.awaitRelease(ctx, grant.Process)
-	}
-}
-
-// leaseEnd is when client 1's lease ends at the earliest, on this host's clock.
-func leaseEnd(grant history.Event, ttl time.Duration) time.Time {
-	validity, err := time.ParseDuration(grant.Detail[validityDetail])
-	if err != nil {
-		validity = ttl / 2
-	}
-	return time.Now().Add(validity - history.Duration(grant.Time, history.Now()))
-}
-
-// awaitGrant waits for an acquire by process p (any when p < 0) that succeeded at or after
-// notBefore.
-func (w *watcher) awaitGrant(ctx context.Context, p int, notBefore int64) (history.Event, bool) {
-	for {
-		e, ok := w.next(ctx, nil)
-		if !ok || e.Func == history.Acquire && e.Type == history.OK && e.Time >= notBefore && (p < 0 || e.Process == p) {
-			return e, ok
-		}
-	}
-}
-
-// awaitRelease waits until process p starts releasing the lock.
-func (w *watcher) awaitRelease(ctx context.Context, p int) {
-	for {
-		e, ok := w.next(ctx, nil)
-		if !ok || e.Process == p && e.Func == history.Release {
-			return
-		}
+		w.awaitRelease(ctx, grant.Process, takeoverLeases*env.TTL)
 	}
 }
 

@@ -81,6 +81,10 @@ type Env struct {
 	// ReplicaLag: a replicated primary refuses writes once its replicas' acknowledgements
 	// are older than this (min-replicas-max-lag); 0 when it never refuses.
 	ReplicaLag time.Duration
+	// Undirected makes the targeted faults fire on their schedule and hope, as they did
+	// before they were directed: no victim is kept inside its critical section, a failover
+	// waits for the monitors to notice the crash instead of promoting at once.
+	Undirected bool
 	// Halt closes when the run is interrupted (nil: never). A killed node stays down for
 	// RestartAfter even past the run's time limit, but not past an interrupt.
 	Halt <-chan struct{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand"
 	"slices"
 	"strings"
@@ -187,14 +188,16 @@ func TestPauseHolderFreezesTheClientThatJustReadAndThawsIt(t *testing.T) {
 		fixed bool
 		// takeover are the events that end a pause that waits for one.
 		takeover []history.Event
+		// hazards: the lease ran out in a fixed pause (1 ms TTL); a takeover is a grant.
+		hazards map[history.Hazard]int
 	}{
-		{"fixed length", true, nil},
+		{"fixed length", true, nil, map[history.Hazard]int{history.LeaseExpiredInPause: 1}},
 		{"until taken over", false, []history.Event{
 			{Type: history.OK, Process: 1, Func: history.Write},   // the paused client's own
 			{Type: history.OK, Process: 0, Func: history.Read},    // not granted since the pause
 			{Type: history.OK, Process: 2, Func: history.Acquire}, // the new holder...
 			{Type: history.OK, Process: 2, Func: history.Read},    // ...has used the storage
-		}},
+		}, map[history.Hazard]int{history.GrantedInPause: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -226,6 +229,12 @@ func TestPauseHolderFreezesTheClientThatJustReadAndThawsIt(t *testing.T) {
 			fl := f.faults()[0]
 			if fl.Targets[0] != "worker-1" || tt.fixed && fl.Stop-fl.Start < int64(env.Pause) {
 				t.Fatalf("fault %+v: want worker-1 paused for at least %s", fl, env.Pause)
+			}
+			f.mu.Lock()
+			hazards := history.CountHazards(f.recorded)
+			f.mu.Unlock()
+			if !maps.Equal(hazards, tt.hazards) {
+				t.Errorf("hazards %v, want %v", hazards, tt.hazards)
 			}
 		})
 	}
@@ -348,13 +357,59 @@ func TestPartitionCutsAndHeals(t *testing.T) {
 	}
 }
 
+// A clock moved forward past the end of a held lease that the node granted is the clock
+// faults' hazard; a lease the move leaves time to, a move back, or a grant by other nodes
+// is not.
+func TestClockFaultRecordsAJumpPastAHeldLease(t *testing.T) {
+	tests := []struct {
+		name   string
+		ttl    time.Duration
+		offset time.Duration
+		nodes  string // the grant's nodes
+		want   int
+	}{
+		{"a jump past the lease", 2 * time.Second, 4 * time.Second, "", 1},
+		{"a jump past the lease of a grant naming the node", 2 * time.Second, 4 * time.Second, "n1,n2,n3", 1},
+		{"a jump within the lease", time.Hour, 4 * time.Second, "", 0},
+		{"a jump back", 2 * time.Second, -4 * time.Second, "", 0},
+		{"a grant by other nodes", 2 * time.Second, 4 * time.Second, "n1,n3,n4", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake(1, 5)
+			env := f.env()
+			env.TTL, env.Pause = tt.ttl, time.Millisecond
+			w := watch(f.events)
+			now := history.Now()
+			f.events <- history.Event{Type: history.Invoke, Process: 0, Func: history.Acquire, Time: now}
+			f.events <- history.Event{Index: 3, Type: history.OK, Process: 0, Func: history.Acquire, Time: now,
+				Detail: map[string]string{"nodes": tt.nodes}}
+			w.next(context.Background(), nil)
+			w.next(context.Background(), nil)
+			if err := skewClock(context.Background(), env, w, f, "bump", "n2", tt.offset); err != nil {
+				t.Fatal(err)
+			}
+			f.mu.Lock()
+			hazards := history.Hazards(f.recorded)
+			f.mu.Unlock()
+			if len(hazards) != tt.want {
+				t.Fatalf("hazards %+v, want %d", hazards, tt.want)
+			}
+			if tt.want > 0 && (hazards[0].Hazard != history.ClockPastLease || hazards[0].Detail["grant"] != "worker-0 #3" ||
+				hazards[0].Detail["moved"] != "+4.000" || !slices.Equal(hazards[0].Targets, []string{"n2", "worker-0"})) {
+				t.Errorf("hazard %+v: want n2 moved 4s past worker-0's grant #3", hazards[0])
+			}
+		})
+	}
+}
+
 func TestClockFaultsMoveOneClockAndPutItBack(t *testing.T) {
 	for _, mode := range clockModes {
 		t.Run(mode, func(t *testing.T) {
 			f := newFake(1, 3)
 			env := f.env()
 			env.Pause = 350 * time.Millisecond
-			if err := skewClock(context.Background(), env, f, mode, "n2", 4*time.Second); err != nil {
+			if err := skewClock(context.Background(), env, watch(f.events), f, mode, "n2", 4*time.Second); err != nil {
 				t.Fatal(err)
 			}
 			f.mu.Lock()
@@ -396,7 +451,7 @@ func TestKleppmannClockStagesTheScenario(t *testing.T) {
 	}{
 		{"thawed when client 2 has the lock", "1h", true},
 		{"thawed when client 1's lease ends", "1ms", false},
-		{"a grant that states no lease holds half a TTL", "", false},
+		{"a grant that states no lease holds a TTL from its attempt", "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -401,6 +401,14 @@ func networkOf(env Env) (Network, error) {
 // most five leases; --pause makes it a fixed length). A holder cut off the lock service
 // whose lease or session runs out meanwhile goes on working and writes what it read: the
 // case fencing tokens exist for. A holder cut off the storage cannot write at all.
+//
+// Its hazard is another client's grant while the cut holder is still in its critical
+// section. A holder's section (100 ms of work by default) is over long before a lease
+// runs out, so, directed (the default), the cut holder is also kept inside it with a
+// SIGSTOP (recorded as pause-in-section), as a GC pause would, until the lock has passed
+// on; thawed, it finishes its section still cut off, and the cut is healed once it has
+// begun to release. Undirected, the cut alone holds, and the hazard occurs only when the
+// holder happens to be slower than its lease.
 type partitionHolder struct{ fromStorage bool }
 
 func (p partitionHolder) Name() string {
@@ -414,17 +422,32 @@ func (p partitionHolder) Needs() Needs { return Needs{Network: !p.fromStorage, C
 
 func (p partitionHolder) Available(sys system.System, _ int) error { return p.Needs().available(sys) }
 
+// sectionPause names the SIGSTOP that keeps a cut-off holder inside its critical section
+// until the lock has passed on.
+const sectionPause = "pause-in-section"
+
 func (p partitionHolder) Run(ctx context.Context, env Env) error {
 	net, err := clientNetworkOf(env)
 	if err != nil {
 		return err
 	}
-	return afterHolderReads(ctx, env, func(holder int, hold func()) error {
+	return afterHolderReads(ctx, env, func(w *watcher, holder int, hold func()) error {
 		g := complete([]string{workerName(holder)}, env.Nodes.Names())
 		if p.fromStorage {
 			g = grudge{workerName(holder): {Storage}}
 		}
-		return cutFor(ctx, env, net, p.Name(), g, hold)
+		var pauseErr error
+		err := cutFor(ctx, env, net, p.Name(), g, func() {
+			stop := w.seeTakeovers(env, p.Name(), history.GrantedInCut, holder)
+			defer stop()
+			if env.Undirected {
+				hold()
+				return
+			}
+			pauseErr = pauseWorker(ctx, env, sectionPause, holder, hold)
+			w.awaitRelease(ctx, holder, takeoverLeases*env.TTL)
+		})
+		return errors.Join(err, pauseErr)
 	})
 }
 
@@ -439,9 +462,18 @@ func clientNetworkOf(env Env) (Network, error) {
 func (partitionHolder) Heal(ctx context.Context, env Env) error { return partition{}.Heal(ctx, env) }
 
 // primarySplit puts the primary and a minority of the lock clients on one side, and the
-// replicas, the monitors and the other clients on the other, for env.Pause: the monitors
-// promote a replica while the old primary goes on granting to the clients on its side
-// (split brain), whose grants the old primary forgets when it rejoins as a replica.
+// replicas, the monitors and the other clients on the other: the monitors promote a
+// replica while the old primary goes on granting to the clients on its side (split
+// brain), whose grants the old primary forgets when it rejoins as a replica.
+//
+// Its hazard is two primaries' grants held at once: a client on one side granted the lock
+// while a client on the other side held it (two-primaries). Directed (the default), the
+// split comes when a client holds the lock and has read the register, with that client on
+// the old primary's side; the holder is kept inside its critical section and within its
+// lease (pause-in-lease) while the monitors are told to promote a replica at once
+// (Promoter), until a client on the other side has taken the lock over; thawed, the holder
+// finishes its section on its side, and the split is healed once it has begun to release.
+// Undirected, the split comes on the schedule and lasts env.Pause.
 type primarySplit struct{}
 
 func (primarySplit) Name() string { return "partition-primary" }
@@ -470,35 +502,89 @@ func (p primarySplit) Run(ctx context.Context, env Env) error {
 	if err != nil {
 		return err
 	}
+	rng := rand.New(rand.NewSource(env.Seed))
+	// split cuts the primary and holder (none: -1) with a minority of the clients off
+	// the rest for as long as hold takes.
+	split := func(w *watcher, holder int, hold func()) error {
+		now, err := roles.Roles(ctx)
+		primary := system.OnePrimary(now)
+		if err != nil || primary == "" {
+			return nil // no answer now, or between primaries (a failover): no split to make now
+		}
+		g, side := p.grudge(env, primary, holder, rng)
+		return cutFor(ctx, env, net, p.Name(), g, func() {
+			stop := w.seeSplitGrants(env, p.Name(), side)
+			defer stop()
+			hold()
+		})
+	}
+	if env.Undirected {
+		w := watch(env.Subscribe())
+		return w.schedule(ctx, env, func(*rand.Rand) error {
+			return split(w, -1, func() { w.wait(ctx, env.Pause) })
+		})
+	}
+	return afterHolderReads(ctx, env, func(w *watcher, holder int, _ func()) error {
+		var pauseErr error
+		err := split(w, holder, func() {
+			end := w.leaseEnd(holder, env.TTL)
+			pauseErr = pauseWorker(ctx, env, leasePause, holder, func() {
+				if pr, ok := env.Nodes.(Promoter); ok {
+					if pauseErr = pr.Promote(context.WithoutCancel(ctx)); pauseErr != nil {
+						return
+					}
+				}
+				w.awaitTakeover(ctx, holder, untilTime(end))
+			})
+			w.awaitRelease(ctx, holder, takeoverLeases*env.TTL)
+		})
+		return errors.Join(err, pauseErr)
+	})
+}
+
+// grudge splits primary and a minority of the clients, holder (unless -1) among them,
+// from the other nodes, the monitors and the other clients. side are the processes on the
+// primary's side. The monitors are cut off on the primary's side only: the node heals
+// reach the lock nodes, and a connection dropped at one end is cut.
+func (primarySplit) grudge(env Env, primary string, holder int, rng *rand.Rand) (grudge, map[int]bool) {
 	var monitors []string
 	if m, ok := env.Nodes.(Monitors); ok {
 		monitors = m.MonitorNames()
 	}
-	return schedule(ctx, env, func(rng *rand.Rand) error {
-		now, err := roles.Roles(ctx)
-		if err != nil {
-			return nil // no answer now (the run ending, a node restarting): no split
+	clients := shuffle(clientNames(env), rng)
+	if i := slices.Index(clients, workerName(holder)); i > 0 {
+		clients[0], clients[i] = clients[i], clients[0]
+	}
+	k := minority(len(clients))
+	others := slices.DeleteFunc(slices.Clone(env.Nodes.Names()), func(n string) bool { return n == primary })
+	g := complete(append([]string{primary}, clients[:k]...), slices.Concat(others, monitors, clients[k:]))
+	for _, m := range monitors {
+		delete(g, m)
+	}
+	side := map[int]bool{}
+	for _, c := range clients[:k] {
+		if p, ok := clientProcess(c); ok {
+			side[p] = true
 		}
-		primary := ""
-		for node, role := range now {
-			if role == system.Primary {
-				primary = node
+	}
+	return g, side
+}
+
+// seeSplitGrants records two-primaries, seen by fault, each time a client on one side of a
+// split (side: the processes on the old primary's side) is granted the lock while a client
+// on the other side holds it, until stop is called.
+func (w *watcher) seeSplitGrants(env Env, fault string, side map[int]bool) (stop func()) {
+	w.granted = func(grant history.Event) {
+		for p, held := range w.holding {
+			if p != grant.Process && side[p] != side[grant.Process] {
+				recordHazard(env, fault, history.TwoPrimaries, grant.Time,
+					map[string]string{"holder": grantText(held), "granted": grantText(grant)},
+					workerName(p), workerName(grant.Process))
+				return
 			}
 		}
-		if primary == "" {
-			return nil // between primaries (a failover): no split to make now
-		}
-		clients := shuffle(clientNames(env), rng)
-		k := minority(len(clients))
-		others := slices.DeleteFunc(slices.Clone(env.Nodes.Names()), func(n string) bool { return n == primary })
-		g := complete(append([]string{primary}, clients[:k]...), slices.Concat(others, monitors, clients[k:]))
-		// The monitors are cut off on the primary's side only: the node heals reach the
-		// lock nodes, and a connection dropped at one end is cut.
-		for _, m := range monitors {
-			delete(g, m)
-		}
-		return cutFor(ctx, env, net, p.Name(), g, func() { sleep(ctx, env.Pause) })
-	})
+	}
+	return func() { w.granted = nil }
 }
 
 func (primarySplit) Heal(ctx context.Context, env Env) error { return partition{}.Heal(ctx, env) }

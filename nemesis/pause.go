@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand"
 	"syscall"
-	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/system"
@@ -30,84 +29,26 @@ func pauseWorker(ctx context.Context, env Env, fault string, p int, hold func())
 	return err
 }
 
-// forPause holds a pause for env.Pause.
-func forPause(ctx context.Context, env Env) func() { return func() { sleep(ctx, env.Pause) } }
+// pauseHolding pauses p, as pauseWorker does, and records the hazards of a paused holder
+// when p held the lock: each grant to another client while it was stopped, and its lease
+// running out before it was thawed.
+func pauseHolding(ctx context.Context, env Env, w *watcher, fault string, p int, hold func()) error {
+	end := w.leaseEnd(p, env.TTL)
+	stop := w.seeTakeovers(env, fault, history.GrantedInPause, p)
+	defer stop()
+	paused := history.Now()
+	err := pauseWorker(ctx, env, fault, p, hold)
+	if thawed := history.Now(); w.holds(p) && paused < end && end < thawed {
+		recordHazard(env, fault, history.LeaseExpiredInPause, end,
+			map[string]string{"holder": grantText(w.holding[p]), "thawed": history.Duration(end, thawed).String() + " later"},
+			workerName(p))
+	}
+	return err
+}
 
 // takeoverLeases bounds a pause that waits for another client to take the lock, in
 // leases: a lock that has let nobody in after five of them is not going to.
 const takeoverLeases = 5
-
-// watcher follows the history as it is recorded, so targeted faults act on what the
-// clients do instead of on guessed lengths of time.
-type watcher struct {
-	events <-chan history.Event
-	// holding are the grants of the processes that have not started to release the lock.
-	holding map[int]history.Event
-	// last is the last grant seen, and lastBegan when its acquire began.
-	last      history.Event
-	lastBegan int64
-	// acquiring are the open acquires' invocation times, by process.
-	acquiring map[int]int64
-}
-
-func watch(events <-chan history.Event) *watcher {
-	return &watcher{events: events, holding: map[int]history.Event{}, acquiring: map[int]int64{}}
-}
-
-// holds reports whether process p holds the lock by its own account.
-func (w *watcher) holds(p int) bool {
-	_, ok := w.holding[p]
-	return ok
-}
-
-// next returns the next event; false once ctx ends or deadline fires (nil: never).
-func (w *watcher) next(ctx context.Context, deadline <-chan time.Time) (history.Event, bool) {
-	select {
-	case <-ctx.Done():
-		return history.Event{}, false
-	case <-deadline:
-		return history.Event{}, false
-	case e := <-w.events:
-		switch {
-		case e.Func == history.Acquire && e.Type == history.Invoke:
-			w.acquiring[e.Process] = e.Time
-		case e.Func == history.Acquire && e.Type == history.OK:
-			w.holding[e.Process], w.last = e, e
-			// The last attempt's start, when the client knows it: earlier attempts wrote nothing.
-			w.lastBegan = max(w.acquiring[e.Process], e.EffectFrom)
-		case e.Func == history.Release && e.Type == history.Invoke:
-			delete(w.holding, e.Process)
-		}
-		return e, true
-	}
-}
-
-// awaitTakeover waits until a process other than p has been granted the lock and has then
-// completed a storage request, so the storage has seen the new holder (and its token, which
-// is what makes fencing reject p's stale write); or until limit has passed. It says whether
-// the takeover happened.
-func (w *watcher) awaitTakeover(ctx context.Context, p int, limit time.Duration) bool {
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
-	granted := map[int]bool{}
-	for {
-		e, ok := w.next(ctx, timer.C)
-		if !ok {
-			return false
-		}
-		if e.Process == p || e.Type != history.OK {
-			continue
-		}
-		switch e.Func {
-		case history.Acquire:
-			granted[e.Process] = true
-		case history.Read, history.Write:
-			if granted[e.Process] {
-				return true
-			}
-		}
-	}
-}
 
 // anywhere is embedded by the nemeses that pull no lever of the nodes but signals, which
 // every cluster takes: they apply to every system.
@@ -136,55 +77,60 @@ func resumeAllWorkers(env Env) error {
 // How long that takes is the lock's business (a lease, a session timeout and its expiry
 // check, a waiter's wake-up and reconnect), so the pause waits for the takeover in the
 // history rather than guessing a length: at most five leases. A --pause given by the user
-// is a fixed length instead.
+// is a fixed length instead. Its hazard is the takeover: another client granted the lock
+// while the paused one still held it.
 type pauseHolder struct{ anywhere }
 
 func (pauseHolder) Name() string { return "pause-holder" }
 
 func (pauseHolder) Run(ctx context.Context, env Env) error {
-	return afterHolderReads(ctx, env, func(p int, hold func()) error {
-		return pauseWorker(ctx, env, "pause-holder", p, hold)
+	return afterHolderReads(ctx, env, func(w *watcher, p int, hold func()) error {
+		return pauseHolding(ctx, env, w, "pause-holder", p, hold)
 	})
 }
 
 // afterHolderReads calls fault whenever a client that holds the lock has read the
-// register, with how long to hold the fault: until another client has taken the lock over
-// (at most five leases), or env.Pause when the user chose it.
-func afterHolderReads(ctx context.Context, env Env, fault func(holder int, hold func()) error) error {
+// register, with the watcher that saw it and how long to hold the fault: until another
+// client has taken the lock over (at most five leases), or env.Pause when the user chose
+// it. Between faults it lets the released client finish and others make progress for
+// env.Interval.
+func afterHolderReads(ctx context.Context, env Env, fault func(w *watcher, holder int, hold func()) error) error {
 	w := watch(env.Subscribe())
-	var quietUntil int64 // events before this time are stale: they arrived during a fault
 	for {
 		e, ok := w.next(ctx, nil)
 		if !ok {
 			return nil
 		}
-		if e.Func != history.Read || e.Type != history.OK || !w.holds(e.Process) || e.Time < quietUntil {
+		if e.Func != history.Read || e.Type != history.OK || !w.holds(e.Process) {
 			continue
 		}
-		hold := forPause(ctx, env)
+		hold := func() { w.wait(ctx, env.Pause) }
 		if !env.PauseFixed {
 			hold = func() { w.awaitTakeover(ctx, e.Process, takeoverLeases*env.TTL) }
 		}
-		if err := fault(e.Process, hold); err != nil {
+		if err := fault(w, e.Process, hold); err != nil {
 			return err
 		}
-		// Let the released client finish and others make progress before the next fault.
-		sleep(ctx, env.Interval)
-		quietUntil = history.Now()
+		if !w.wait(ctx, env.Interval) {
+			return nil
+		}
 	}
 }
 
 func (pauseHolder) Heal(_ context.Context, env Env) error { return resumeAllWorkers(env) }
 
-// pauseClient freezes a random lock client on a seeded schedule, holder or not.
+// pauseClient freezes a random lock client on a seeded schedule, holder or not, for
+// env.Pause: the undirected pause. Its hazard, as pause-holder's, occurs only when the
+// client it froze held the lock and another was granted it meanwhile.
 type pauseClient struct{ anywhere }
 
 func (pauseClient) Name() string { return "pause-client" }
 
 func (pauseClient) Run(ctx context.Context, env Env) error {
-	return schedule(ctx, env, func(rng *rand.Rand) error {
+	w := watch(env.Subscribe())
+	return w.schedule(ctx, env, func(rng *rand.Rand) error {
 		running := env.Workers.Processes()
-		return pauseWorker(ctx, env, "pause-client", running[rng.Intn(len(running))], forPause(ctx, env))
+		return pauseHolding(ctx, env, w, "pause-client", running[rng.Intn(len(running))], func() { w.wait(ctx, env.Pause) })
 	})
 }
 

@@ -37,11 +37,12 @@ func init() {
 			Ready: redisReplicating,
 			Role:  redisRole,
 			Monitors: &Monitors{
-				Prefix: "s",
-				Count:  sentinelCount,
-				Port:   sentinelPort,
-				Node:   sentinelMonitor,
-				Ready:  sentinelWatching,
+				Prefix:  "s",
+				Count:   sentinelCount,
+				Port:    sentinelPort,
+				Node:    sentinelMonitor,
+				Ready:   sentinelWatching,
+				Promote: sentinelFailover,
 			},
 		},
 	})
@@ -106,6 +107,20 @@ func redisReplicating(ctx context.Context, addr string) error {
 	}
 	if info["role"] == "slave" && info["master_link_status"] != "up" {
 		return fmt.Errorf("replica of %s:%s: link %s", info["master_host"], info["master_port"], info["master_link_status"])
+	}
+	return nil
+}
+
+// sentinelFailover asks the Sentinel at addr to fail the primary over now (SENTINEL
+// FAILOVER): it promotes a replica as if the primary were unreachable, without waiting
+// out down-after-milliseconds or asking the other Sentinels.
+func sentinelFailover(ctx context.Context, addr string) error {
+	reply, err := ask(ctx, addr, "SENTINEL FAILOVER "+SentinelMaster+"\r\n", readLine)
+	if err != nil {
+		return fmt.Errorf("SENTINEL FAILOVER: %w", err)
+	}
+	if reply = strings.TrimSpace(reply); reply != "+OK" {
+		return fmt.Errorf("SENTINEL FAILOVER answered %q", reply)
 	}
 	return nil
 }

@@ -103,6 +103,9 @@ type Monitors struct {
 	// Ready succeeds once the monitor at addr watches every node of cluster and knows every
 	// other monitor: only then can the monitors agree on a failover.
 	Ready func(ctx context.Context, cluster Cluster, addr string) error
+	// Promote makes the monitor at addr promote a replica now, without waiting until the
+	// monitors agree that the primary is down; nil when monitors cannot be asked to.
+	Promote func(ctx context.Context, addr string) error
 }
 
 // Cluster is what a node's setup depends on.
