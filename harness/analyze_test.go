@@ -2,12 +2,15 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/nemesis"
 	"github.com/lockbreaker/lockbreaker/results"
 )
 
@@ -100,6 +103,63 @@ func TestOverallVerdict(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := overall(tt.results, tt.harnessError); got != tt.want {
 				t.Errorf("overall = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// cleanRun: one client takes the lock, reads, writes and releases while a fault runs: a
+// history in which nothing went wrong.
+const cleanRun = `{"index":0,"type":"info","process":-1,"f":"start","fault":"some-fault","time":900}
+{"index":1,"type":"invoke","process":0,"f":"acquire","key":"lock","time":1000}
+{"index":2,"type":"ok","process":0,"f":"acquire","key":"lock","time":1100}
+{"index":3,"type":"invoke","process":0,"f":"read","key":"lock","time":1200}
+{"index":4,"type":"ok","process":0,"f":"read","key":"lock","value":0,"time":1300}
+{"index":5,"type":"invoke","process":0,"f":"write","key":"lock","value":1,"time":1400}
+{"index":6,"type":"ok","process":0,"f":"write","key":"lock","time":1500}
+{"index":7,"type":"invoke","process":0,"f":"release","key":"lock","time":1600}
+{"index":8,"type":"ok","process":0,"f":"release","key":"lock","time":1700}
+{"index":9,"type":"info","process":-1,"f":"stop","fault":"some-fault","time":1800}
+{"index":10,"type":"invoke","process":-2,"f":"final-read","key":"lock","time":1900}
+{"index":11,"type":"ok","process":-2,"f":"final-read","key":"lock","value":1,"time":2000}
+`
+
+// A run that asked for a nemesis with a hazard, in which the hazard never occurred, is
+// never valid, for every such nemesis; the same history with the hazard recorded is.
+func TestARunWhoseHazardNeverOccurredIsNeverValid(t *testing.T) {
+	targeted := nemesis.Hazards(nemesis.Names())
+	if len(targeted) < 10 {
+		t.Fatalf("only %d nemeses target a hazard: %v", len(targeted), targeted)
+	}
+	for name, hazard := range targeted {
+		t.Run(name, func(t *testing.T) {
+			spec, err := json.Marshal(Spec{Nemesis: []string{name}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			occurred := fmt.Sprintf(`{"index":12,"type":"info","process":-1,"f":"hazard","fault":%q,"hazard":%q,"time":1150}`+"\n", name, hazard)
+			for _, tt := range []struct {
+				history string
+				want    checkers.Verdict
+			}{{cleanRun, checkers.Unknown}, {cleanRun + occurred, checkers.Valid}} {
+				file, err := history.Parse(strings.NewReader(tt.history))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := Analyze(context.Background(), t.TempDir(), file.Events, results.Summary{Spec: spec}, DefaultCheckTimeout)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.Verdict != tt.want {
+					t.Errorf("verdict %s, want %s: %+v", got.Verdict, tt.want, got.Results)
+				}
+				stats := got.Results[len(got.Results)-1]
+				if tt.want == checkers.Unknown && !strings.Contains(stats.Summary, hazard.Absent()) {
+					t.Errorf("stats says %q, want it to say %q", stats.Summary, hazard.Absent())
+				}
+				if len(got.Hazards) == 0 || got.Hazards[0].Hazard != hazard || got.Hazards[0].Nemesis != name {
+					t.Errorf("hazards %+v, want %s's %s first", got.Hazards, name, hazard)
+				}
 			}
 		})
 	}

@@ -51,6 +51,9 @@ func (s Spec) Args() []string {
 	if s.RestartDelayTTL {
 		args = append(args, "--restart-delay-ttl")
 	}
+	if s.Undirected {
+		args = append(args, "--undirected")
+	}
 	if s.Test != "" && s.Test != s.name() {
 		args = append(args, "--test", s.Test)
 	}

@@ -154,7 +154,10 @@ func (t *trial) serverNotes() []string {
 		case system.PersistAOFEverySec, system.PersistAOFAlways:
 			notes = append(notes, fmt.Sprintf("persistence %s: a killed node comes back with the locks its log kept", p))
 		}
-		restart := fmt.Sprintf("a killed node stays down for %s", t.spec.RestartDelay())
+		restart := "a killed node is started again at once"
+		if d := t.spec.RestartDelay(); d > 0 {
+			restart = fmt.Sprintf("a killed node stays down for %s", d)
+		}
 		if t.spec.RestartDelayTTL {
 			restart += ", at least one TTL (antirez's delayed restart: every lease it granted has run out when it is back)"
 		}
@@ -232,6 +235,7 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 		ClockRate:    t.spec.ClockRate,
 		TTL:          t.spec.TTL.Std(),
 		RestartAfter: t.spec.RestartDelay(),
+		Undirected:   t.spec.Undirected,
 		ReplicaLag:   t.spec.ReplicaLag(),
 		Halt:         ctx.Done(),
 	}

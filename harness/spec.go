@@ -10,6 +10,7 @@ package harness
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -65,11 +66,15 @@ type Spec struct {
 	MinReplicas       int      `json:"min_replicas_to_write,omitempty"`
 	MinReplicasMaxLag Duration `json:"min_replicas_max_lag,omitempty"`
 	// RestartAfter is how long a node killed by kill-node or failover stays down; 0 means
-	// half the TTL.
+	// it is started again at once, as a supervisor would, while the lock it granted is
+	// still held.
 	RestartAfter Duration `json:"restart_after,omitempty"`
 	// RestartDelayTTL keeps a killed node down for at least one TTL, antirez's mitigation:
 	// every lease it granted has run out when it serves again.
 	RestartDelayTTL bool `json:"restart_delay_ttl,omitempty"`
+	// Undirected makes the targeted faults fire on their schedule and hope, as before they
+	// were directed (nemesis.Env.Undirected): no victim is kept inside its critical section.
+	Undirected bool `json:"undirected,omitempty"`
 }
 
 // Duration is a time.Duration written as "2s" in spec files.
@@ -160,6 +165,10 @@ func (s *Spec) Normalize() error {
 	}
 	if err := s.checkCrashSettings(sys, nodes, nem.Needs()); err != nil {
 		return err
+	}
+	if s.Undirected && len(nemesis.Hazards(s.Nemesis)) == 0 {
+		return specErrorf("--undirected applies to the nemeses that target a hazard (%s), not to %s",
+			strings.Join(targetedNemeses(), ", "), nem.Name())
 	}
 	if s.Test == "" {
 		s.Test = s.name()
@@ -263,6 +272,11 @@ func (s *Spec) checkCrashSettings(sys system.System, nodes int, needs nemesis.Ne
 	return nil
 }
 
+// targetedNemeses names the nemeses that target a hazard.
+func targetedNemeses() []string {
+	return slices.Sorted(maps.Keys(nemesis.Hazards(nemesis.Names())))
+}
+
 // systemsWith names the systems for which has holds.
 func systemsWith(has func(system.System) bool) []string {
 	var names []string
@@ -320,13 +334,10 @@ func (s Spec) PauseLength() time.Duration {
 	return s.Pause.Std()
 }
 
-// RestartDelay is how long a killed node stays down: RestartAfter (half the TTL when 0),
-// and at least the TTL with RestartDelayTTL.
+// RestartDelay is how long a killed node stays down: RestartAfter (none when 0), and at
+// least the TTL with RestartDelayTTL.
 func (s Spec) RestartDelay() time.Duration {
 	d := s.RestartAfter.Std()
-	if d == 0 {
-		d = s.TTL.Std() / 2
-	}
 	if s.RestartDelayTTL {
 		d = max(d, s.TTL.Std())
 	}

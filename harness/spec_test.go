@@ -66,6 +66,8 @@ func TestNormalizeRejectsBadSpecs(t *testing.T) {
 		{"delayed restart without kills", func(s *Spec) { s.RestartDelayTTL = true }, "apply to nemeses that kill nodes"},
 		{"negative restart", func(s *Spec) { s.Nemesis, s.RestartAfter = []string{"kill-node"}, Duration(-time.Second) }, "--restart-after must be between 0s and 24h"},
 		{"kill the harness", func(s *Spec) { s.System, s.Nemesis = "local", []string{"kill-node"} }, "served by the harness itself"},
+		{"undirected without a target", func(s *Spec) { s.Nemesis, s.Undirected = []string{"pause-node"}, true },
+			"--undirected applies to the nemeses that target a hazard (clock, clock-bump"},
 		{"failover of redis", func(s *Spec) { s.Nemesis = []string{"failover"} }, "(try --system sentinel)"},
 		{"a single client cut in the harness", func(s *Spec) { s.System, s.Nemesis = "local", []string{"delay"} }, "share the harness's"},
 		{"bad test name", func(s *Spec) { s.Test = "../x" }, "--test \"../x\" cannot be a directory name"},
@@ -144,9 +146,10 @@ func TestNormalizeFillsCrashSettings(t *testing.T) {
 		persistence          string
 		maxLag, restartAfter time.Duration
 	}{
-		{"redis keeps nothing", func(*Spec) {}, "none", 0, time.Second},
-		{"zookeeper is not asked", func(s *Spec) { s.System = "zookeeper" }, "", 0, time.Second},
-		{"min replicas take Redis's lag", func(s *Spec) { s.System, s.MinReplicas = "sentinel", 1 }, "none", 10 * time.Second, time.Second},
+		{"redis keeps nothing, a killed node is back at once", func(*Spec) {}, "none", 0, 0},
+		{"zookeeper is not asked", func(s *Spec) { s.System = "zookeeper" }, "", 0, 0},
+		{"min replicas take Redis's lag", func(s *Spec) { s.System, s.MinReplicas = "sentinel", 1 }, "none", 10 * time.Second, 0},
+		{"a restart delayed to a ttl by default", func(s *Spec) { s.Nemesis, s.RestartDelayTTL = []string{"kill-node"}, true }, "none", 0, 2 * time.Second},
 		{"a chosen restart", func(s *Spec) { s.Nemesis, s.RestartAfter = []string{"kill-node"}, Duration(300*time.Millisecond) }, "none", 0, 300 * time.Millisecond},
 		{"a restart delayed to a ttl", func(s *Spec) {
 			s.Nemesis, s.RestartAfter, s.RestartDelayTTL = []string{"kill-node"}, Duration(300*time.Millisecond), true

@@ -385,8 +385,10 @@ func runFlags(spec *harness.Spec) (*flag.FlagSet, *runOptions) {
 		"none, aof-everysec or aof-always; empty: none")
 	fs.IntVar(&spec.MinReplicas, "min-replicas-to-write", spec.MinReplicas, "(sentinel) the primary refuses a write unless that many replicas acknowledged within --min-replicas-max-lag")
 	fs.Var((*durationValue)(&spec.MinReplicasMaxLag), "min-replicas-max-lag", "(sentinel) whole seconds; 0: Redis's default, 10s")
-	fs.Var((*durationValue)(&spec.RestartAfter), "restart-after", "how long a node killed by kill-node or failover stays down; 0: half the ttl")
+	fs.Var((*durationValue)(&spec.RestartAfter), "restart-after", "how long a node killed by kill-node or failover stays down; 0: it is started again at once")
 	fs.BoolVar(&spec.RestartDelayTTL, "restart-delay-ttl", spec.RestartDelayTTL, "keep a killed node down for at least one ttl (antirez's delayed restart)")
+	fs.BoolVar(&spec.Undirected, "undirected", spec.Undirected, "targeted faults fire on their schedule and hope: no victim is kept inside its critical section "+
+		"until the fault's hazard occurs, a failover waits for the Sentinels to notice the crash")
 	fs.StringVar(&spec.Test, "test", spec.Test, "test name, the run directory's parent; empty: derived from the flags")
 	fs.StringVar(&opts.results, "results", defaultResults, "directory the run directories are made in")
 	return fs, opts
