@@ -7,7 +7,9 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/checkers"
@@ -112,6 +114,42 @@ func ReadSummary(dir string) (Summary, error) {
 		return s, fmt.Errorf("read run summary %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// ReadSummaryLenient reads results.json as ReadSummary does, but a file this version did not
+// write (an older version's, another tool's) is no error: a field whose value does not
+// decode as this version's is left zero, and a file that is not a JSON object gives the
+// zero Summary. setAside says what was left out: the JSON names of such fields ("ops"), or
+// "all of it (not a JSON object)". Only a file that cannot be read is an error.
+func ReadSummaryLenient(dir string) (s Summary, setAside []string, err error) {
+	b, err := os.ReadFile(filepath.Join(dir, SummaryFile))
+	if err != nil {
+		return s, nil, fmt.Errorf("read run summary: %w", err)
+	}
+	if json.Unmarshal(b, &s) == nil {
+		return s, nil, nil
+	}
+	s = Summary{} // a failed Unmarshal leaves what it had decoded, right or not
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(b, &fields) != nil {
+		return s, []string{"all of it (not a JSON object)"}, nil
+	}
+	// One field at a time, by its JSON name, so one that does not decode costs no other.
+	v := reflect.ValueOf(&s).Elem()
+	for i := range v.NumField() {
+		name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+		raw, ok := fields[name]
+		if !ok {
+			continue
+		}
+		field := reflect.New(v.Field(i).Type())
+		if json.Unmarshal(raw, field.Interface()) != nil {
+			setAside = append(setAside, name)
+			continue
+		}
+		v.Field(i).Set(field.Elem())
+	}
+	return s, setAside, nil
 }
 
 // Count counts client operations (as history.Pair makes them, nemesis events excluded) by

@@ -2,8 +2,13 @@ package results
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"maps"
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -166,5 +171,42 @@ func TestCountHazardsListsTheWantedFirstEvenWhenAbsent(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("CountHazards = %+v, want %+v", got, want)
+	}
+}
+
+// A results.json of another version or tool loses only the fields this version cannot
+// decode; the rest is read as written.
+func TestReadSummaryLenientSetsAsideOnlyWhatItCannotRead(t *testing.T) {
+	started := time.Date(2026, 11, 30, 8, 15, 30, 0, time.UTC)
+	tests := []struct {
+		name, saved string
+		want        Summary
+		setAside    []string
+	}{
+		{"this version's", `{"test": "t", "started": "2026-11-30T08:15:30Z", "faults": 2}`,
+			Summary{Test: "t", Started: started, Faults: 2}, nil},
+		{"fields of other types", `{"test": "t", "started": "2026-11-30T08:15:30Z", "ops": "x", "faults": "2", "notes": ["n"]}`,
+			Summary{Test: "t", Started: started, Notes: []string{"n"}}, []string{"ops", "faults"}},
+		{"a time that is not one", `{"test": "t", "started": "yesterday"}`, Summary{Test: "t"}, []string{"started"}},
+		{"not JSON", `test: t`, Summary{}, []string{"all of it (not a JSON object)"}},
+		{"not an object", `["t"]`, Summary{}, []string{"all of it (not a JSON object)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, SummaryFile), []byte(tt.saved), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got, setAside, err := ReadSummaryLenient(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) || !slices.Equal(setAside, tt.setAside) {
+				t.Errorf("read\n%+v, set aside %q\nwant\n%+v, set aside %q", got, setAside, tt.want, tt.setAside)
+			}
+		})
+	}
+	if _, _, err := ReadSummaryLenient(t.TempDir()); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a run without results.json: %v, want it does not exist", err)
 	}
 }

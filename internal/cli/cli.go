@@ -120,7 +120,8 @@ some did not, 2 when some could not say.`,
 		args:     "[flags] RUN",
 		about: `Re-runs every checker on a saved run's history and rewrites its results.json,
 report.html and junit.xml. RUN is a run directory, a latest link, a test directory or a
-results root (then its latest run). Needs no Docker.`,
+results root (then its latest run). Only the history is judged: of a results.json another
+version wrote, what this one cannot read is set aside (said on stderr). Needs no Docker.`,
 		flags: func() *flag.FlagSet {
 			fs, _ := checkFlags()
 			return fs
@@ -571,6 +572,12 @@ func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error)
 		return 0, err
 	}
 	dir, file, summary := run.dir, run.history, run.summary
+	// The history is what is judged: a results.json of another version only loses what it
+	// said (check writes it anew), on stderr so that stdout stays the verdicts.
+	if len(run.setAside) > 0 {
+		fmt.Fprintf(os.Stderr, "lockbreaker: check: %s is not this version's; set aside: %s\n",
+			escape(filepath.Join(dir, results.SummaryFile)), escape(strings.Join(run.setAside, ", ")))
+	}
 	// A check run again finds the note of the last one in the summary.
 	if file.Note != "" && !slices.Contains(summary.Notes, file.Note) {
 		summary.Notes = append(summary.Notes, file.Note)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/lockbreaker/lockbreaker/harness"
 	"github.com/lockbreaker/lockbreaker/history"
@@ -28,6 +29,10 @@ func cmdReport(_ context.Context, args []string, stdout io.Writer) (int, error) 
 	if !run.judged {
 		return 0, badInput{fmt.Errorf("report: %s has no %s (lockbreaker check %s judges the run first)", run.dir, results.SummaryFile, run.dir)}
 	}
+	if len(run.setAside) > 0 { // a report of half a summary would show a run that did not happen
+		return 0, badInput{fmt.Errorf("report: %s is not this version's, which cannot read %s of it (lockbreaker check %s judges the run again)",
+			filepath.Join(run.dir, results.SummaryFile), strings.Join(run.setAside, ", "), run.dir)}
+	}
 	summary := run.summary
 	if summary.Command == "" { // a run saved before results.json kept its command
 		summary.Command = harness.ReproduceCommand(summary.Spec)
@@ -45,10 +50,13 @@ type savedRun struct {
 	history history.File
 	summary results.Summary
 	judged  bool // whether it has a results.json
+	// setAside is what of results.json this version cannot read (see
+	// results.ReadSummaryLenient), left zero in summary.
+	setAside []string
 }
 
 // openRun reads the one run directory a command's flag set was given; a run without a
-// results.json has the zero summary.
+// results.json has the zero summary, and one this version did not write what it can read.
 func openRun(fs *flag.FlagSet) (savedRun, error) {
 	var run savedRun
 	if fs.NArg() != 1 {
@@ -62,7 +70,7 @@ func openRun(fs *flag.FlagSet) (savedRun, error) {
 	if run.history, err = history.ReadFile(filepath.Join(dir, results.HistoryFile)); err != nil {
 		return run, err
 	}
-	run.summary, err = results.ReadSummary(dir)
+	run.summary, run.setAside, err = results.ReadSummaryLenient(dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return run, badInput{err}
 	}
