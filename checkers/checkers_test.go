@@ -373,31 +373,87 @@ func TestAllNamesTheCheckersInReportOrder(t *testing.T) {
 	}
 }
 
+// The herd metric divides notifications by handoffs, the times the lock passed from one
+// holder to the next, however the last holder's hold ended: a paused holder whose session
+// expired (its release then fails not-held) hands over as surely as one that released.
 func TestHerd(t *testing.T) {
-	grant := func(watches int) []history.Event {
-		return []history.Event{
-			{Type: history.Invoke, Func: history.Acquire, Key: "k", Time: 1},
-			{Type: history.OK, Func: history.Acquire, Key: "k", Time: 2, WatchEvents: history.Int(watches)},
+	var events []history.Event
+	at := func(p int, typ history.Type, f history.Func, key string) *history.Event {
+		events = append(events, history.Event{Index: len(events), Type: typ, Process: p, Func: f, Key: key, Time: int64(len(events) + 1)})
+		return &events[len(events)-1]
+	}
+	// Each helper is one whole operation on key k unless a key is given.
+	grant := func(p, watches int, key ...string) {
+		k := append(key, "k")[0]
+		at(p, history.Invoke, history.Acquire, k)
+		at(p, history.OK, history.Acquire, k).WatchEvents = history.Int(watches)
+	}
+	release := func(p int, outcome history.Type, key ...string) {
+		k := append(key, "k")[0]
+		at(p, history.Invoke, history.Release, k)
+		if done := at(p, outcome, history.Release, k); outcome == history.Fail {
+			done.Error = history.ErrNotHeld
 		}
 	}
-	release := []history.Event{
-		{Type: history.Invoke, Func: history.Release, Key: "k", Time: 3},
-		{Type: history.OK, Func: history.Release, Key: "k", Time: 4},
+	// inTurn: client p is granted the lock after watches[p] notifications and releases it.
+	inTurn := func(watches ...int) func() {
+		return func() {
+			for p, w := range watches {
+				grant(p, w)
+				release(p, history.OK)
+			}
+		}
 	}
-	cases := []struct {
-		name   string
-		events [][]history.Event
-		want   Verdict
+	tests := []struct {
+		name    string
+		history func()
+		want    expect
 	}{
-		{"not a queue lock", [][]history.Event{release}, NotApplicable},
-		{"one per release", [][]history.Event{grant(0), release, grant(1), release, grant(1), release}, Valid},
-		{"herd", [][]history.Event{grant(0), release, grant(6), release}, Invalid},
-		{"no release", [][]history.Event{grant(1)}, Unknown},
+		{"not a queue lock", func() { release(0, history.OK) }, expect{verdict: NotApplicable,
+			summary: "no watch notifications recorded: not a queue-based lock"}},
+		{"one per release", inTurn(0, 1, 1), expect{verdict: Valid, summary: "1.00 watch notifications per handoff (2 / 2)",
+			counts: map[string]int{"notifications": 2, "handoffs": 2}}},
+		{"a herd", inTurn(0, 6), expect{verdict: Invalid, summary: "6.00 watch notifications per handoff (6 / 1): a thundering herd (more than 2)",
+			counts: map[string]int{"notifications": 6, "handoffs": 1}}},
+		{"handoffs by session expiry", func() {
+			grant(0, 0)
+			for p := 1; p <= 3; p++ { // each holder paused past its session: the next one is woken, once
+				grant(p, 1)
+				release(p-1, history.Fail)
+			}
+			release(3, history.OK)
+		}, expect{verdict: Valid, summary: "1.00 watch notifications per handoff (3 / 3)",
+			counts: map[string]int{"notifications": 3, "handoffs": 3}}},
+		{"handoffs from killed holders", func() {
+			grant(0, 0)
+			for p := 1; p <= 2; p++ { // the holder's release never answered: its session expired
+				at(p-1, history.Invoke, history.Release, "k")
+				grant(p, 1)
+			}
+		}, expect{verdict: Valid, summary: "1.00 watch notifications per handoff (2 / 2)",
+			counts: map[string]int{"notifications": 2, "handoffs": 2}}},
+		{"keys of their own", func() {
+			grant(0, 0, "a")
+			grant(1, 0, "b")
+			release(0, history.OK, "a")
+			grant(2, 1, "a")
+		}, expect{verdict: Valid, summary: "1.00 watch notifications per handoff (1 / 1)",
+			counts: map[string]int{"notifications": 1, "handoffs": 1}}},
+		{"no handoff", func() { grant(0, 1) }, expect{verdict: Unknown,
+			summary: "1 notifications but no handoff to divide them by", counts: map[string]int{"notifications": 1, "handoffs": 0}}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if got := NewHerd().Check(context.Background(), slices.Concat(c.events...), Options{}); got.Verdict != c.want {
-				t.Fatalf("got %s (%s), want %s", got.Verdict, got.Summary, c.want)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			events = nil
+			tt.history()
+			got := NewHerd().Check(context.Background(), events, Options{})
+			if got.Verdict != tt.want.verdict || got.Summary != tt.want.summary {
+				t.Errorf("got %s (%s), want %s (%s)", got.Verdict, got.Summary, tt.want.verdict, tt.want.summary)
+			}
+			for name, n := range tt.want.counts {
+				if got.Counts[name] != n {
+					t.Errorf("count %s = %d, want %d (counts %v)", name, got.Counts[name], n, got.Counts)
+				}
 			}
 		})
 	}

@@ -1,10 +1,14 @@
 package checkers
 
-// herd: does a queue-based lock wake one waiter per release, or all of them? The seed's
-// ZooKeeper recipe has each waiter watch only its immediate predecessor, so a release
-// should deliver about one watch notification; a recipe that watches the whole directory
-// delivers one per waiter (the thundering herd). Lock clients that wait on watches record
-// how many notifications each acquisition received in the grant's WatchEvents.
+// herd: does a queue-based lock wake one waiter per handoff, or all of them? The seed's
+// ZooKeeper recipe has each waiter watch only its immediate predecessor, so the lock
+// passing on should deliver about one watch notification; a recipe that watches the whole
+// directory delivers one per waiter (the thundering herd). Lock clients that wait on
+// watches record how many notifications each acquisition received in the grant's
+// WatchEvents.
+// Notifications are divided by handoffs, not by releases that returned ok: a holder whose
+// session expired (paused, killed) hands the lock on with no ok release, its release
+// failing not-held or never answering, and wakes its successor all the same.
 // It is a metric: a herd wastes work but breaks no promise, so it never changes the
 // overall verdict.
 
@@ -15,12 +19,12 @@ import (
 	"github.com/lockbreaker/lockbreaker/history"
 )
 
-// herdLimit is the notifications per release above which waiters are being woken in a
+// herdLimit is the notifications per handoff above which waiters are being woken in a
 // herd. One is ideal; waiters that give up and delete their node wake their successor
 // too, so a little more is normal.
 const herdLimit = 2.0
 
-// Herd measures watch notifications per lock release.
+// Herd measures watch notifications per handoff of the lock.
 type Herd struct{}
 
 // NewHerd returns the herd checker.
@@ -34,29 +38,31 @@ func (Herd) Check(_ context.Context, events []history.Event, opts Options) Resul
 	if err != nil {
 		return corrupt(err)
 	}
-	notifications, grants, releases := 0, 0, 0
+	// Every grant of a key but its first is a handoff, however the hold before it ended:
+	// an ok release, a release that failed not-held because the session had expired, or
+	// none at all.
+	notifications, handoffs := 0, 0
+	granted := map[string]bool{}
 	for _, op := range ops {
-		switch {
-		case op.Func() == history.Acquire && op.Type() == history.OK:
-			if op.Complete.WatchEvents == nil {
-				continue
-			}
-			notifications += *op.Complete.WatchEvents
-			grants++
-		case op.Func() == history.Release && op.Type() == history.OK:
-			releases++
+		if op.Func() != history.Acquire || op.Type() != history.OK || op.Complete.WatchEvents == nil {
+			continue
 		}
+		notifications += *op.Complete.WatchEvents
+		if granted[op.Invoke.Key] {
+			handoffs++
+		}
+		granted[op.Invoke.Key] = true
 	}
-	counts := map[string]int{"notifications": notifications, "releases": releases}
+	counts := map[string]int{"notifications": notifications, "handoffs": handoffs}
 	switch {
-	case grants == 0:
+	case len(granted) == 0:
 		return Result{Verdict: NotApplicable, Summary: "no watch notifications recorded: not a queue-based lock", Counts: counts}
-	case releases == 0:
-		return Result{Verdict: Unknown, Summary: fmt.Sprintf("%d notifications but no release to divide them by", notifications), Counts: counts}
+	case handoffs == 0:
+		return Result{Verdict: Unknown, Summary: fmt.Sprintf("%d notifications but no handoff to divide them by", notifications), Counts: counts}
 	}
-	ratio := float64(notifications) / float64(releases)
+	ratio := float64(notifications) / float64(handoffs)
 	r := Result{Verdict: Valid, Counts: counts,
-		Summary: fmt.Sprintf("%.2f watch notifications per release (%d / %d)", ratio, notifications, releases)}
+		Summary: fmt.Sprintf("%.2f watch notifications per handoff (%d / %d)", ratio, notifications, handoffs)}
 	if ratio > herdLimit {
 		r.Verdict = Invalid
 		r.Summary += fmt.Sprintf(": a thundering herd (more than %.0f)", herdLimit)
