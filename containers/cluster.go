@@ -18,6 +18,7 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 
+	"github.com/lockbreaker/lockbreaker/internal/quote"
 	"github.com/lockbreaker/lockbreaker/system"
 )
 
@@ -80,7 +81,7 @@ var runIDPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
 // container recipe.
 func (s Spec) withDefaults() (Spec, *system.Container, error) {
 	if !runIDPattern.MatchString(s.RunID) {
-		return s, nil, fmt.Errorf("run id %q: want letters, digits, '_', '.', '-'", s.RunID)
+		return s, nil, fmt.Errorf("run id %s: want letters, digits, '_', '.', '-'", quote.Short(s.RunID))
 	}
 	if s.Image == "" {
 		return s, nil, errors.New("no node image: call EnsureImage first")

@@ -20,6 +20,7 @@ import (
 	"github.com/moby/moby/client"
 	"golang.org/x/sys/unix"
 
+	"github.com/lockbreaker/lockbreaker/internal/quote"
 	"github.com/lockbreaker/lockbreaker/system"
 )
 
@@ -159,7 +160,7 @@ func (c *Cluster) DropFrom(ctx context.Context, name string, sources ...string) 
 	for _, s := range sources {
 		ip, err := netip.ParseAddr(s)
 		if err != nil || !ip.Is4() {
-			return fmt.Errorf("drop traffic to node %s: %q is not an IPv4 address", name, s)
+			return fmt.Errorf("drop traffic to node %s: %s is not an IPv4 address", name, quote.Short(s))
 		}
 		args = append(args, ip.String())
 	}

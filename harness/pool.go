@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/internal/quote"
 	"github.com/lockbreaker/lockbreaker/nemesis"
 )
 
@@ -150,7 +151,7 @@ func (p *pool) pump(w *worker, stdout io.Reader) {
 	for in.Scan() {
 		var e history.Event
 		if err := json.Unmarshal(in.Bytes(), &e); err != nil {
-			fmt.Fprintf(w.cmd.Stderr, "unreadable event %q: %v\n", in.Text(), err)
+			fmt.Fprintf(w.cmd.Stderr, "unreadable event %s: %v\n", quote.Short(in.Text()), quote.ShortenAll(err.Error()))
 			continue
 		}
 		e.Process = w.cfg.Process

@@ -17,6 +17,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/lockbreaker/lockbreaker/internal/quote"
 	"github.com/lockbreaker/lockbreaker/nemesis"
 	"github.com/lockbreaker/lockbreaker/system"
 	"github.com/lockbreaker/lockbreaker/workloads"
@@ -85,11 +86,14 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Durat
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("duration must be a string like \"2s\": %s", b)
+		return fmt.Errorf("duration must be a string like \"2s\": %s", quote.ShortenAll(string(b)))
 	}
 	v, err := time.ParseDuration(s)
+	if err != nil { // time's own message quotes s whole
+		return fmt.Errorf("invalid duration %s (want e.g. \"2s\")", quote.Short(s))
+	}
 	*d = Duration(v)
-	return err
+	return nil
 }
 
 // Std returns the time.Duration.
@@ -144,10 +148,10 @@ func (s *Spec) Normalize() error {
 		return &SpecError{Reason: err.Error()}
 	}
 	if !client.RunsOn(s.System) {
-		return specErrorf("client %q runs on %s, not on %q", s.Client, strings.Join(client.Systems, " and "), s.System)
+		return specErrorf("client %s runs on %s, not on %s", quote.Short(s.Client), strings.Join(client.Systems, " and "), quote.Short(s.System))
 	}
 	if s.Fencing && !client.Tokens {
-		return specErrorf("--fencing on is not possible with client %q: %s", s.Client, client.NoTokens)
+		return specErrorf("--fencing on is not possible with client %s: %s", quote.Short(s.Client), client.NoTokens)
 	}
 	nem, err := nemesis.New(s.Nemesis)
 	if err != nil {
@@ -175,11 +179,11 @@ func (s *Spec) Normalize() error {
 	}
 	switch {
 	case !printable(s.Test):
-		return specErrorf("--test must be printable text, got %q", s.Test)
+		return specErrorf("--test must be printable text, got %s", quote.Short(s.Test))
 	case len(s.Test) > maxTestName:
 		return specErrorf("test name must be at most %d bytes (it names a directory; give a shorter --test), got %d", maxTestName, len(s.Test))
 	case strings.ContainsAny(s.Test, "/\\") || strings.HasPrefix(s.Test, "."):
-		return specErrorf("--test %q cannot be a directory name", s.Test)
+		return specErrorf("--test %s cannot be a directory name", quote.Short(s.Test))
 	}
 	return nil
 }
@@ -230,7 +234,7 @@ func (s *Spec) checkBounds() error {
 		return specErrorf("--rate must be 0 (as fast as possible) or lock cycles per second between %g and %d, got %g", minRate, maxRate, s.Rate)
 	}
 	if s.Key == "" || strings.ContainsAny(s.Key, " /\\") || !printable(s.Key) {
-		return specErrorf("--key must be a non-empty word of printable characters, without / or \\, got %q", s.Key)
+		return specErrorf("--key must be a non-empty word of printable characters, without / or \\, got %s", quote.Short(s.Key))
 	}
 	return nil
 }
@@ -248,7 +252,7 @@ func (s *Spec) checkCrashSettings(sys system.System, nodes int, needs nemesis.Ne
 	case sys.Persistence && s.Persistence == "":
 		s.Persistence = string(system.PersistNone)
 	case sys.Persistence && !slices.Contains(system.Persistences(), system.Persistence(s.Persistence)):
-		return specErrorf("--persistence must be none, aof-everysec or aof-always, got %q", s.Persistence)
+		return specErrorf("--persistence must be none, aof-everysec or aof-always, got %s", quote.Short(s.Persistence))
 	}
 	switch lag := s.MinReplicasMaxLag.Std(); {
 	case s.MinReplicas != 0 && !sys.Replicated:

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/lockbreaker/lockbreaker/internal/quote"
 )
 
 // FileName is the history's name inside a run's results directory.
@@ -207,7 +209,8 @@ func parse(r io.Reader, path string, lines int) (File, error) {
 						Reason: "last line cut short by a crash was dropped; the operation it would have completed counts as indeterminate"}).Error()
 					break
 				}
-				return File{}, &CorruptError{Path: path, Line: line, Reason: "not a JSON event: " + err.Error()}
+				// encoding/json shows a number it cannot take whole, however long.
+				return File{}, &CorruptError{Path: path, Line: line, Reason: "not a JSON event: " + quote.ShortenAll(err.Error())}
 			}
 		}
 		// Empty lists read as absent, so an event reads back as it was written.

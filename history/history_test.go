@@ -88,6 +88,32 @@ func TestParseNamesTheCorruptLine(t *testing.T) {
 	}
 }
 
+// A line holding a huge value gives an error of one short line: the value's start and its
+// length, not the value.
+func TestParseQuotesLongValuesShort(t *testing.T) {
+	long := strings.Repeat("a", 102400)
+	start := `"` + long[:200] + `…" (102400 bytes)`
+	acquire := ev(0, Invoke, 0, Acquire, 10)
+	cases := []struct {
+		name, text, want string
+	}{
+		{"an error kind", lines(acquire, `{"index":1,"type":"fail","process":0,"f":"acquire","time":20,"error":"`+long+`"}`), "unknown error kind " + start},
+		{"a type", lines(`{"index":0,"type":"` + long + `","process":0,"f":"read","time":1}`), "unknown event type " + start},
+		{"a client's f", lines(ev(0, Invoke, 0, Func(long), 10)), "unknown operation " + start},
+		{"the nemesis's f", lines(ev(0, Info, NemesisProcess, Func(long), 10)), "unknown nemesis operation " + start},
+		{"a number", lines(`{"index":0,"type":"invoke","process":0,"f":"read","time":` + strings.Repeat("9", 102400) + `}`),
+			`cannot unmarshal number "` + strings.Repeat("9", 200) + `…" (102400 bytes)`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse(strings.NewReader(c.text))
+			if err == nil || !strings.Contains(err.Error(), c.want) || len(err.Error()) > 500 {
+				t.Fatalf("got %.600v (%d bytes), want at most 500 bytes holding %.300s", err, len(fmt.Sprint(err)), c.want)
+			}
+		})
+	}
+}
+
 func TestParseAccepts(t *testing.T) {
 	cases := []struct {
 		name   string

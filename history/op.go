@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/lockbreaker/lockbreaker/internal/quote"
 )
 
 // Op is an operation: an invocation paired with its completion. Complete is nil when the
@@ -112,22 +114,22 @@ func (e Event) validate() error {
 	switch e.Type {
 	case Invoke, OK, Fail, Info:
 	default:
-		return fmt.Errorf("unknown event type %q", e.Type)
+		return fmt.Errorf("unknown event type %s", quote.Short(e.Type))
 	}
 	switch {
 	case e.Func == "":
 		return errors.New("event has no f")
 	case e.Process == NemesisProcess && e.Func != Start && e.Func != Stop && e.Func != Roles && e.Func != HazardFunc:
-		return fmt.Errorf("unknown nemesis operation %q (want start, stop, roles or hazard)", e.Func)
+		return fmt.Errorf("unknown nemesis operation %s (want start, stop, roles or hazard)", quote.Short(e.Func))
+	case e.Process != NemesisProcess && !slices.Contains(clientFuncs, e.Func):
+		return fmt.Errorf("unknown operation %s (want acquire, release, read, write or final-read)", quote.Short(e.Func))
 	case e.Func == HazardFunc && e.Hazard == "":
 		return errors.New("hazard event names no hazard")
 	case e.Func != HazardFunc && e.Hazard != "":
-		return fmt.Errorf("hazard %q on a %s event (hazards belong on f hazard)", e.Hazard, e.Func)
-	case e.Process != NemesisProcess && !slices.Contains(clientFuncs, e.Func):
-		return fmt.Errorf("unknown operation %q (want acquire, release, read, write or final-read)", e.Func)
+		return fmt.Errorf("hazard %s on a %s event (hazards belong on f hazard)", quote.Short(e.Hazard), e.Func)
 	}
 	if e.Error != "" && !slices.Contains(errorKinds, e.Error) {
-		return fmt.Errorf("unknown error kind %q (want one of %v; free text goes in message)", e.Error, errorKinds)
+		return fmt.Errorf("unknown error kind %s (want one of %v; free text goes in message)", quote.Short(e.Error), errorKinds)
 	}
 	if e.Type == Invoke && (e.EffectFrom != 0 || e.EffectTo != 0) {
 		return errors.New("effect_from and effect_to belong on a completion, not an invocation")
@@ -180,7 +182,7 @@ func (p *pairing) next(e Event, at int) (invokedAt int, err error) {
 	case !open:
 		return 0, fmt.Errorf("completion without an invocation (process %d has no open operation)", e.Process)
 	case e.Func != inv.f:
-		return 0, fmt.Errorf("f %q differs from its invocation's %q (%s)", e.Func, inv.f, p.name(inv.at))
+		return 0, fmt.Errorf("f %s differs from its invocation's %s (%s)", quote.Short(e.Func), quote.Short(inv.f), p.name(inv.at))
 	case e.Time < inv.time:
 		return 0, fmt.Errorf("completed at %d, before its invocation at %d (%s)", e.Time, inv.time, p.name(inv.at))
 	case e.EffectFrom != 0 && (e.EffectFrom < inv.time || e.EffectFrom > e.Time):

@@ -31,6 +31,7 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/clientnet"
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/internal/quote"
 	"github.com/lockbreaker/lockbreaker/system"
 )
 
@@ -198,7 +199,7 @@ func New(names []string) (Nemesis, error) {
 		}
 		make, ok := kinds[name]
 		if !ok {
-			return nil, fmt.Errorf("unknown nemesis %q (known: none, %s)", name, strings.Join(Names(), ", "))
+			return nil, fmt.Errorf("unknown nemesis %s (known: none, %s)", quote.Short(name), strings.Join(Names(), ", "))
 		}
 		all = append(all, make())
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/internal/quote"
 )
 
 // Names inside a run directory.
@@ -71,7 +72,7 @@ func checkTestName(test string) error {
 		return errors.New("test name is empty")
 	case test == Latest, test == ".", test == "..", strings.HasPrefix(test, "."),
 		strings.ContainsAny(test, `/\`+"\x00"):
-		return fmt.Errorf("test name %q cannot name a results directory: use letters, digits, '-' and '_'", test)
+		return fmt.Errorf("test name %s cannot name a results directory: use letters, digits, '-' and '_'", quote.Short(test))
 	}
 	return nil
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/harness"
+	"github.com/lockbreaker/lockbreaker/internal/quote"
 )
 
 // Expect is what a cell expects one checker to say.
@@ -93,7 +94,7 @@ func errorf(format string, args ...any) error { return &Error{Reason: fmt.Sprint
 // mistake in cell 30 is found before cell 1 runs.
 func (s *Suite) Check() error {
 	if s.Name == "" || !printable(s.Name) || strings.ContainsAny(s.Name, "/\\ ") {
-		return errorf("suite name must be a printable word without / or \\, got %q", s.Name)
+		return errorf("suite name must be a printable word without / or \\, got %s", quote.Short(s.Name))
 	}
 	if len(s.Cells) == 0 {
 		return errorf("suite %s has no cells", s.Name)
@@ -128,7 +129,7 @@ func (c *Cell) check(known map[string]bool) error {
 		c.Name = c.Spec.Test
 	}
 	if !printable(c.Name) || strings.ContainsAny(c.Name, "/\\") || strings.HasPrefix(c.Name, ".") {
-		return fmt.Errorf("cell name %q cannot be a directory name", c.Name)
+		return fmt.Errorf("cell name %s cannot be a directory name", quote.Short(c.Name))
 	}
 	c.Spec.Test = c.Name
 	if len(c.Expect) == 0 {
@@ -136,12 +137,12 @@ func (c *Cell) check(known map[string]bool) error {
 	}
 	for name, e := range c.Expect {
 		if !known[name] {
-			return fmt.Errorf("expects %s of checker %q, which does not exist (checkers: %s)", e, name, strings.Join(checkerNames(), ", "))
+			return fmt.Errorf("expects %s of checker %s, which does not exist (checkers: %s)", quote.Short(e), quote.Short(name), strings.Join(checkerNames(), ", "))
 		}
 		switch e {
 		case ExpectValid, ExpectInvalid, ExpectEither, ExpectNotApplicable:
 		default:
-			return fmt.Errorf("checker %s: expectation must be valid, invalid, either or not-applicable, got %q", name, e)
+			return fmt.Errorf("checker %s: expectation must be valid, invalid, either or not-applicable, got %s", name, quote.Short(e))
 		}
 	}
 	if !(c.Threshold >= 0 && c.Threshold <= 1) {
@@ -179,7 +180,7 @@ func ParseShard(s string) (Shard, error) {
 	var sh Shard
 	var rest string
 	if n, _ := fmt.Sscanf(s, "%d/%d%s", &sh.Index, &sh.Count, &rest); n != 2 || sh.Count < 1 || sh.Index < 1 || sh.Index > sh.Count {
-		return Shard{}, errorf("--shard must be i/n with 1 <= i <= n, e.g. 2/4, got %q", s)
+		return Shard{}, errorf("--shard must be i/n with 1 <= i <= n, e.g. 2/4, got %s", quote.Short(s))
 	}
 	return sh, nil
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lockbreaker/lockbreaker/internal/quote"
 )
 
 // ask dials addr, writes request and returns what read makes of the answer, all within a
@@ -46,7 +48,7 @@ func readBulk(r *bufio.Reader) (string, error) {
 	line = strings.TrimSpace(line)
 	n, err := strconv.Atoi(strings.TrimPrefix(line, "$"))
 	if !strings.HasPrefix(line, "$") || err != nil || n < 0 {
-		return "", fmt.Errorf("answered %q", line)
+		return "", fmt.Errorf("answered %s", quote.Short(line))
 	}
 	b := make([]byte, n)
 	_, err = io.ReadFull(r, b)

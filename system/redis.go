@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/lockbreaker/lockbreaker/internal/quote"
 )
 
 // A single Redis and Redlock's independent masters run the same server, logging to stdout
@@ -77,7 +79,7 @@ func pingRedis(ctx context.Context, addr string) error {
 		return err
 	}
 	if strings.TrimSpace(reply) != "+PONG" {
-		return fmt.Errorf("PING answered %q", strings.TrimSpace(reply))
+		return fmt.Errorf("PING answered %s", quote.Short(strings.TrimSpace(reply)))
 	}
 	return nil
 }

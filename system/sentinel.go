@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/lockbreaker/lockbreaker/internal/quote"
 )
 
 // Redis Sentinel: n1 starts as the primary, the other nodes replicate it asynchronously,
@@ -95,7 +97,7 @@ func redisRole(ctx context.Context, addr string) (Role, error) {
 	case "slave":
 		return Replica, nil
 	}
-	return "", fmt.Errorf("INFO replication: role %q", info["role"])
+	return "", fmt.Errorf("INFO replication: role %s", quote.Short(info["role"]))
 }
 
 // redisReplicating succeeds when the server at addr is a primary, or a replica whose link
@@ -135,7 +137,7 @@ func sentinelWatching(ctx context.Context, cluster Cluster, addr string) error {
 	want := fmt.Sprintf("name=%s,status=ok,", SentinelMaster)
 	tail := fmt.Sprintf(",slaves=%d,sentinels=%d", cluster.Nodes-1, sentinelCount)
 	if m := info["master0"]; !strings.HasPrefix(m, want) || !strings.HasSuffix(m, tail) {
-		return fmt.Errorf("sentinel sees %q, want %s...%s", m, want, tail)
+		return fmt.Errorf("sentinel sees %s, want %s...%s", quote.Short(m), want, tail)
 	}
 	return nil
 }

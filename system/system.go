@@ -16,6 +16,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/lockbreaker/lockbreaker/internal/quote"
 )
 
 // System is one lock service.
@@ -204,7 +206,7 @@ func register(s System) {
 func Lookup(name string) (System, error) {
 	s, ok := systems[name]
 	if !ok {
-		return System{}, fmt.Errorf("unknown system %q (known: %s)", name, strings.Join(Names(), ", "))
+		return System{}, fmt.Errorf("unknown system %s (known: %s)", quote.Short(name), strings.Join(Names(), ", "))
 	}
 	return s, nil
 }

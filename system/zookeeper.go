@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/lockbreaker/lockbreaker/internal/quote"
 )
 
 const zookeeperPort = 2181
@@ -111,5 +113,5 @@ func zookeeperRole(ctx context.Context, addr string) (Role, error) {
 			return Role(strings.TrimSpace(mode)), nil
 		}
 	}
-	return "", fmt.Errorf("srvr: %q", strings.TrimSpace(reply))
+	return "", fmt.Errorf("srvr: %s", quote.Short(strings.TrimSpace(reply)))
 }

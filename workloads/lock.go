@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/lockbreaker/lockbreaker/internal/quote"
 	"github.com/lockbreaker/lockbreaker/system"
 )
 
@@ -121,7 +122,7 @@ func Register(c Client) error {
 func LookupClient(name string) (Client, error) {
 	c, ok := clients[name]
 	if !ok {
-		return Client{}, fmt.Errorf("unknown client %q (known: %v)", name, ClientNames())
+		return Client{}, fmt.Errorf("unknown client %s (known: %v)", quote.Short(name), ClientNames())
 	}
 	return c, nil
 }

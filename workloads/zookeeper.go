@@ -14,6 +14,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/internal/quote"
 )
 
 // The seed's ZooKeeper recipe: create an ephemeral sequential znode under /locks/<key>/;
@@ -204,7 +205,7 @@ func (l *zkRecipe) Close() error {
 // sequence is the 10-digit counter ZooKeeper appends to a sequential node's name.
 func sequence(node string) (int64, error) {
 	if len(node) < 10 {
-		return 0, fmt.Errorf("%q is not a sequential node", node)
+		return 0, fmt.Errorf("%s is not a sequential node", quote.Short(node))
 	}
 	return strconv.ParseInt(node[len(node)-10:], 10, 64)
 }

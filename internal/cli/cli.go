@@ -32,6 +32,7 @@ import (
 	"github.com/lockbreaker/lockbreaker/containers"
 	"github.com/lockbreaker/lockbreaker/harness"
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/internal/quote"
 	"github.com/lockbreaker/lockbreaker/nemesis"
 	"github.com/lockbreaker/lockbreaker/results"
 	"github.com/lockbreaker/lockbreaker/suite"
@@ -234,7 +235,7 @@ func realMain(args []string, stdout, stderr io.Writer) (code int) {
 	if name := args[0]; name == "help" || name == "-h" || name == "--help" {
 		err = cmdHelp(args[1:], stdout)
 	} else if cmd, ok := lookup(name); !ok {
-		err = badInput{fmt.Errorf("unknown command %q (try: lockbreaker help)", name)}
+		err = badInput{fmt.Errorf("unknown command %s (try: lockbreaker help)", quote.Short(name))}
 	} else if code, err = cmd.run(ctx, args[1:], stdout); errors.Is(err, flag.ErrHelp) {
 		printHelp(stdout, cmd)
 		return exitValid
@@ -252,7 +253,10 @@ func realMain(args []string, stdout, stderr io.Writer) (code int) {
 	return exitHarness
 }
 
-func oneLine(s string) string { return escape(strings.ReplaceAll(s, "\n", "; ")) }
+// oneLine is a message as one line for a terminal. Our messages quote values short; other
+// packages' (flag's, encoding/json's) show them whole, however long, so those are
+// shortened here.
+func oneLine(s string) string { return escape(quote.ShortenAll(strings.ReplaceAll(s, "\n", "; "))) }
 
 // escape makes text safe for a terminal: summaries, notes and names can come from a saved
 // run anyone may have written, and an ESC sequence, \r or \b in them would rewrite what
@@ -285,7 +289,7 @@ func cmdHelp(args []string, stdout io.Writer) error {
 	}
 	cmd, ok := lookup(args[0])
 	if !ok {
-		return badInput{fmt.Errorf("help: unknown command %q (try: lockbreaker help)", args[0])}
+		return badInput{fmt.Errorf("help: unknown command %s (try: lockbreaker help)", quote.Short(args[0]))}
 	}
 	printHelp(stdout, cmd)
 	return nil
@@ -350,7 +354,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return badInput{fmt.Errorf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))}
+		return badInput{fmt.Errorf("%s: unexpected argument %s", fs.Name(), quote.Short(fs.Arg(0)))}
 	}
 	return nil
 }
@@ -406,7 +410,7 @@ func cmdRun(ctx context.Context, args []string, stdout io.Writer) (int, error) {
 		spec.Fencing = true
 	case "off":
 	default:
-		return 0, badInput{fmt.Errorf("run: --fencing must be on or off, got %q", opts.fencing)}
+		return 0, badInput{fmt.Errorf("run: --fencing must be on or off, got %s", quote.Short(opts.fencing))}
 	}
 	if opts.results == "" {
 		return 0, badInput{errors.New("run: --results must name a directory, got an empty string")}
@@ -502,7 +506,7 @@ func loadSuite(arg string) (suite.Suite, error) {
 		return s, err
 	}
 	if _, statErr := os.Stat(arg); statErr != nil {
-		return suite.Suite{}, fmt.Errorf("suite: %q is neither a built-in suite (%s) nor a file", arg, strings.Join(suite.BuiltinNames(), ", "))
+		return suite.Suite{}, fmt.Errorf("suite: %s is neither a built-in suite (%s) nor a file", quote.Short(arg), strings.Join(suite.BuiltinNames(), ", "))
 	}
 	return suite.Load(arg)
 }

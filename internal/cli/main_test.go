@@ -124,6 +124,56 @@ func TestBadInputGetsOneLineAndItsExitCode(t *testing.T) {
 	}
 }
 
+// A huge value, from a flag, a history or a suite file, makes an error of one short line:
+// the value's start and how long it was. (YAML takes a key longer than 1024 characters
+// only after a "? ".)
+func TestBadInputQuotesLongValuesShort(t *testing.T) {
+	long := strings.Repeat("a", 102400)
+	start := `"` + long[:200] + `…" (102400 bytes)`
+	history := t.TempDir()
+	os.WriteFile(filepath.Join(history, "history.jsonl"), []byte(`{"index":0,"type":"invoke","process":0,"f":"acquire","key":"lock","time":5}`+"\n"+
+		`{"index":1,"type":"fail","process":0,"f":"acquire","key":"lock","time":6,"error":"`+long+`"}`+"\n"), 0o644)
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"an unknown command", []string{long}, "unknown command " + start},
+		{"a stray argument", []string{"run", long}, "unexpected argument " + start},
+		{"a flag's bad value", []string{"run", "--ttl", long}, `invalid value ` + start + ` for flag -ttl`},
+		{"an unknown flag", []string{"run", "--" + long}, `flag provided but not defined: "-` + long[:199] + `…" (102401 bytes)`},
+		{"an unknown system", []string{"run", "--system", long}, "unknown system " + start},
+		{"an unknown nemesis", []string{"run", "--nemesis", long}, "unknown nemesis " + start},
+		{"an unknown client", []string{"run", "--client", long}, "unknown client " + start},
+		{"a key", []string{"run", "--key", long + "/"}, `--key must be a non-empty word of printable characters, without / or \, got "` + long[:200] + `…" (102401 bytes)`},
+		{"a test name", []string{"run", "--test", long + "\x1b"}, `--test must be printable text, got "` + long[:200] + `…" (102401 bytes)`},
+		{"a fencing setting", []string{"run", "--fencing", long}, "--fencing must be on or off, got " + start},
+		{"a persistence setting", []string{"run", "--persistence", long}, "--persistence must be none, aof-everysec or aof-always, got " + start},
+		{"an unknown suite", []string{"suite", long}, "suite: " + start + " is neither a built-in suite"},
+		{"a shard", []string{"suite", "--shard", long, "smoke"}, "--shard must be i/n with 1 <= i <= n, e.g. 2/4, got " + start},
+		{"a suite file's unknown key", []string{"suite", writeSuite(t, "cells:\n  - spec:\n      ? "+long+"\n      : 1\n    expect: {stats: valid}\n")}, "unknown field " + start},
+		{"a suite file's duration", []string{"suite", writeSuite(t, "cells: [{spec: {ttl: "+long+"}, expect: {stats: valid}}]\n")}, "invalid duration " + start},
+		{"a suite file's checker", []string{"suite", writeSuite(t, "cells:\n  - spec: {system: local}\n    expect:\n      ? "+long+"\n      : valid\n")}, "of checker " + start},
+		{"a suite file's expectation", []string{"suite", writeSuite(t, "cells: [{spec: {system: local}, expect: {stats: "+long+"}}]\n")}, "got " + start},
+		{"a history's error kind", []string{"check", history}, "unknown error kind " + start},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := c.args
+			if args[0] == "run" || args[0] == "suite" {
+				args = append(slices.Clone(args), "--results", filepath.Join(t.TempDir(), "results"))
+			}
+			code, _, stderr := lockbreaker(t, nil, args...)
+			if code != exitBadInput {
+				t.Errorf("exit %d, want %d", code, exitBadInput)
+			}
+			if !strings.Contains(stderr, c.want) || len(stderr) > 1000 {
+				t.Errorf("stderr %.1200q (%d bytes): want at most 1000 bytes holding %q", stderr, len(stderr), c.want)
+			}
+		})
+	}
+}
+
 // Every command's help, however asked for, is its usage with every flag and its default,
 // and examples, on stdout with exit 0.
 func TestHelpListsEveryFlagAndExamples(t *testing.T) {
