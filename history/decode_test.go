@@ -73,20 +73,26 @@ func FuzzDecoder(f *testing.F) {
 	f.Fuzz(func(t *testing.T, line []byte) { sameAsJSON(t, line) })
 }
 
-// sameAsJSON fails t when the fast path reads line otherwise than encoding/json; it says
-// whether the fast path read it.
+// sameAsJSON fails t when the fast path reads line otherwise than encoding/json (as
+// jsonEvent uses it, which also says whether the line has an index, and as it is), and
+// says whether the fast path read it.
 func sameAsJSON(t *testing.T, line []byte) bool {
 	t.Helper()
+	slow, slowIndexed, slowErr := jsonEvent(line)
+	var plain Event
+	if err := json.Unmarshal(line, &plain); (err == nil) != (slowErr == nil) || err == nil && !reflect.DeepEqual(plain, slow) {
+		t.Errorf("%q: jsonEvent read %+v (%v), encoding/json %+v (%v)", line, slow, slowErr, plain, err)
+	}
 	var d decoder
 	var fast Event
-	if !d.event(line, &fast) {
+	ok, indexed := d.event(line, &fast)
+	if !ok {
 		return false
 	}
-	var slow Event
-	if err := json.Unmarshal(line, &slow); err != nil {
-		t.Errorf("%q: the fast path read %+v, encoding/json refuses it: %v", line, fast, err)
-	} else if !reflect.DeepEqual(fast, slow) {
-		t.Errorf("%q: the fast path read %+v, encoding/json %+v", line, fast, slow)
+	if slowErr != nil {
+		t.Errorf("%q: the fast path read %+v, encoding/json refuses it: %v", line, fast, slowErr)
+	} else if !reflect.DeepEqual(fast, slow) || indexed != slowIndexed {
+		t.Errorf("%q: the fast path read %+v (index given: %v), encoding/json %+v (%v)", line, fast, indexed, slow, slowIndexed)
 	}
 	return true
 }

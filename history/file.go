@@ -168,7 +168,8 @@ func countLines(r io.Reader) (int, error) {
 
 // Parse reads JSON lines and refuses, as a *CorruptError naming the file line (blank lines
 // count), what no recorder writes: an unknown type or f, a time outside (0, 2^62) (checkers
-// add to and subtract times), a duplicate index, and events that do not pair (see Pair).
+// add to and subtract times), a missing (absent or null) or duplicate index, and events that
+// do not pair (see Pair).
 // A history may end with operations never completed. Only a last line cut short by a crash
 // (no newline and not JSON) is dropped, with File.Note saying so; the operation it would
 // have completed stays open, which checkers count as indeterminate.
@@ -200,18 +201,15 @@ func parse(r io.Reader, path string, lines int) (File, error) {
 		if len(b) == 0 {
 			continue
 		}
-		var e Event
-		if !d.event(b, &e) { // what the fast path does not take, encoding/json judges
-			e = Event{}
-			if err := json.Unmarshal(b, &e); err != nil {
-				if unterminated {
-					file.Note = (&CorruptError{Path: path, Line: line,
-						Reason: "last line cut short by a crash was dropped; the operation it would have completed counts as indeterminate"}).Error()
-					break
-				}
-				// encoding/json shows a number it cannot take whole, however long.
-				return File{}, &CorruptError{Path: path, Line: line, Reason: "not a JSON event: " + quote.ShortenAll(err.Error())}
+		e, indexed, err := d.decode(b)
+		if err != nil {
+			if unterminated {
+				file.Note = (&CorruptError{Path: path, Line: line,
+					Reason: "last line cut short by a crash was dropped; the operation it would have completed counts as indeterminate"}).Error()
+				break
 			}
+			// encoding/json shows a number it cannot take whole, however long.
+			return File{}, &CorruptError{Path: path, Line: line, Reason: "not a JSON event: " + quote.ShortenAll(err.Error())}
 		}
 		// Empty lists read as absent, so an event reads back as it was written.
 		if len(e.Targets) == 0 {
@@ -222,6 +220,9 @@ func parse(r io.Reader, path string, lines int) (File, error) {
 		}
 		if err := e.validate(); err != nil {
 			return File{}, &CorruptError{Path: path, Line: line, Reason: err.Error()}
+		}
+		if !indexed {
+			return File{}, &CorruptError{Path: path, Line: line, Reason: "event has no index"}
 		}
 		if first := indexes.use(e.Index, line); first != 0 {
 			return File{}, &CorruptError{Path: path, Line: line, Reason: fmt.Sprintf("index %d already used on line %d", e.Index, first)}
@@ -282,33 +283,62 @@ type decoder struct {
 // maxShared bounds the strings a decoder shares, so a hostile history cannot grow it.
 const maxShared = 4096
 
-// event decodes one line into e, which must be the zero Event; false: use encoding/json.
-func (d *decoder) event(b []byte, e *Event) bool {
+// decode reads one line, by the fast path when it takes it, else by encoding/json.
+// indexed says whether the line has an index: the first event's is 0, so only the field's
+// absence tells an index that is missing.
+func (d *decoder) decode(b []byte) (e Event, indexed bool, err error) {
+	if ok, indexed := d.event(b, &e); ok {
+		return e, indexed, nil
+	}
+	return jsonEvent(b)
+}
+
+// jsonEvent reads one line with encoding/json, as decode does.
+func jsonEvent(b []byte) (e Event, indexed bool, err error) {
+	var line struct {
+		Event
+		Index *int `json:"index"` // hides Event's: nil when the line has none, or null
+	}
+	if err := json.Unmarshal(b, &line); err != nil {
+		return Event{}, false, err
+	}
+	if line.Index != nil {
+		line.Event.Index = *line.Index
+	}
+	return line.Event, line.Index != nil, nil
+}
+
+// event decodes one line into e, which must be the zero Event, and says whether it had an
+// index; false: use encoding/json.
+func (d *decoder) event(b []byte, e *Event) (ok, indexed bool) {
 	d.b, d.i = b, 0
 	if !d.byte('{') {
-		return false
+		return false, false
 	}
 	var seen uint32
 	if d.peek('}') {
 		d.i++
-		return d.end()
+		return d.end(), false
 	}
 	for {
 		name, ok := d.rawString()
 		if !ok || !d.byte(':') {
-			return false
+			return false, false
 		}
 		field := slices.IndexFunc(eventFields, func(f eventField) bool { return f.name == string(name) })
 		if field < 0 || seen&(1<<field) != 0 || !eventFields[field].read(d, e) {
-			return false
+			return false, false
 		}
 		seen |= 1 << field
 		if d.byte(',') {
 			continue
 		}
-		return d.byte('}') && d.end()
+		return d.byte('}') && d.end(), seen&(1<<indexField) != 0
 	}
 }
+
+// indexField is where "index" is in eventFields.
+var indexField = slices.IndexFunc(eventFields, func(f eventField) bool { return f.name == "index" })
 
 // eventField is one of Event's JSON names and how the decoder reads it.
 type eventField struct {

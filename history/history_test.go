@@ -69,6 +69,11 @@ func TestParseNamesTheCorruptLine(t *testing.T) {
 		{"invoked again", lines("", acquire, ev(1, OK, 0, Acquire, 20), ev(2, Invoke, 0, Read, 30), "", ev(3, Invoke, 0, Write, 40)), 6,
 			"process 0 invoked write before completing its read (line 4)"},
 		{"duplicate index", lines(acquire, "", ev(0, Info, NemesisProcess, Start, 20)), 3, "index 0 already used on line 1"},
+		// Index 0 is the first event's: only the field's absence says an index is missing.
+		{"no index", lines(acquire, `{"type":"ok","process":0,"f":"acquire","time":20}`), 2, "event has no index"},
+		{"no index on the first line", lines(`{"type":"invoke","process":0,"f":"acquire","time":10}`), 1, "event has no index"},
+		{"a null index", lines(acquire, `{"index":null,"type":"ok","process":0,"f":"acquire","time":20}`), 2, "event has no index"},
+		{"no index, read by encoding/json", lines(acquire, `{"type":"ok","process":0,"f":"acquire","time":20,"message":"a\"b"}`), 2, "event has no index"},
 		{"completion before invocation", lines(acquire, ev(1, Invoke, 1, Acquire, 12), "", ev(2, Fail, 0, Acquire, 9)), 4,
 			"completed at 9, before its invocation at 10 (line 1)"},
 		{"hazard event without its hazard", lines(ev(0, Info, NemesisProcess, HazardFunc, 10)), 1, "hazard event names no hazard"},
@@ -129,6 +134,8 @@ func TestParseAccepts(t *testing.T) {
 		{"completion at its invocation's time", lines(ev(0, Invoke, 0, Read, 10), ev(1, OK, 0, Read, 10)), 2},
 		{"complete last line without a newline", lines(ev(0, Invoke, 0, Read, 10)) + ev(1, OK, 0, Read, 11), 2},
 		{"CRLF line ends", ev(0, Invoke, 0, Read, 10) + "\r\n", 1},
+		{"index 0 read by encoding/json", lines(`{"index":0,"type":"invoke","process":0,"f":"read","time":10,"message":"a\"b"}`), 1},
+		{"an index written in another case", lines(`{"Index":0,"type":"invoke","process":0,"f":"read","time":10}`), 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
