@@ -1,6 +1,10 @@
 package history
 
-import "fmt"
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
 
 // Hazard names a situation a fault exists to create: the moment at which a lock can fail.
 // A fault that fired but never created its situation tested nothing (a holder cut off the
@@ -95,6 +99,9 @@ func (h Hazard) Known() bool {
 	_, ok := hazards[h]
 	return ok
 }
+
+// KnownHazards lists the hazards above, by name.
+func KnownHazards() []Hazard { return slices.Sorted(maps.Keys(hazards)) }
 
 // Occurrence is one hazard event: what occurred, when, recorded by which fault, involving
 // whom, and what made it so.

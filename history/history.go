@@ -8,6 +8,8 @@
 package history
 
 import (
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -114,6 +116,17 @@ type Event struct {
 	// Detail holds anything else worth keeping for a reader (lock node name, validity,
 	// czxid, a clock's offset); nothing decides by it.
 	Detail map[string]string `json:"detail,omitempty"`
+}
+
+// ClientTarget is the process of the lock client a target names ("worker-3" is process
+// 3), and whether the target names a client at all rather than a node (n2).
+func ClientTarget(target string) (process int, ok bool) {
+	n, ok := strings.CutPrefix(target, "worker-")
+	if !ok {
+		return 0, false
+	}
+	p, err := strconv.Atoi(n)
+	return p, err == nil
 }
 
 // Int64 returns a pointer to v, for Event.Value and Event.Token.

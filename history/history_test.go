@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -338,5 +339,28 @@ func TestHazardWords(t *testing.T) {
 		if !h.Known() || h.Absent() == "" || h.Count(2) == "" {
 			t.Errorf("hazard %s lacks words", h)
 		}
+	}
+}
+
+func TestClientTarget(t *testing.T) {
+	cases := []struct {
+		target  string
+		process int
+		ok      bool
+	}{
+		{"worker-3", 3, true},
+		{"worker-0", 0, true},
+		{"n2", 0, false},
+		{"worker-", 0, false},
+		{"worker-x", 0, false},
+		{"worker3", 0, false},
+	}
+	for _, c := range cases {
+		if p, ok := ClientTarget(c.target); p != c.process || ok != c.ok {
+			t.Errorf("ClientTarget(%q) = %d, %v; want %d, %v", c.target, p, ok, c.process, c.ok)
+		}
+	}
+	if known := KnownHazards(); len(known) != len(hazards) || !slices.IsSorted(known) {
+		t.Errorf("KnownHazards = %v", known)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"math/rand"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -192,14 +191,7 @@ func (g grudge) targets() []string {
 }
 
 // clientProcess is the process number of a client named in a grudge ("worker-3").
-func clientProcess(name string) (int, bool) {
-	n, ok := strings.CutPrefix(name, "worker-")
-	if !ok {
-		return 0, false
-	}
-	p, err := strconv.Atoi(n)
-	return p, err == nil
-}
+func clientProcess(name string) (int, bool) { return history.ClientTarget(name) }
 
 func isClient(name string) bool {
 	_, ok := clientProcess(name)
