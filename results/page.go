@@ -32,7 +32,7 @@ const pageHead = `<!DOCTYPE html>
 <link rel="icon" href="data:,">
 <style>
 :root { --valid: #1a7f37; --invalid: #cf222e; --unknown: #9a6700; --na: #6e7781; --line: #d0d7de; --muted: #57606a;
-  --ok: #1a7f37; --fail: #8c959f; --info: #bc4c00; --hold: #54aeff; --fault: #fbefff; --fault-edge: #bf3989; }
+  --ok: #1a7f37; --fail: #8c959f; --info: #bc4c00; --hold: #54aeff; --fault: #fbefff; --fault-edge: #bf3989; --hazard: #1f2328; }
 body { font: 15px/1.5 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #1f2328; max-width: 72rem; margin: 2rem auto; padding: 0 1rem; }
 h1 { font-size: 1.6rem; margin: 0 0 .25rem; }
 h2 { font-size: 1.2rem; margin: 2rem 0 .5rem; border-bottom: 1px solid var(--line); padding-bottom: .25rem; }

@@ -269,7 +269,8 @@ func clockPlot(f frame, events []history.Event) *plotView {
 		lo, hi = min(lo, v), max(hi, v)
 	}
 	for _, e := range events {
-		if e.Process != history.NemesisProcess || e.Detail["offset"] == "" {
+		// Only a fault's start and stop move a clock; a hazard's detail may name an offset too.
+		if e.Process != history.NemesisProcess || (e.Func != history.Start && e.Func != history.Stop) || e.Detail["offset"] == "" {
 			continue
 		}
 		for _, node := range e.Targets {

@@ -27,7 +27,9 @@ import (
 // timelineLimit operations around the first violation when it has more, as it says), plots of
 // latency, throughput, tokens and clock offsets, each checker's evidence (overlapping holds
 // grouped by pair of clients, each linked to its place in the timeline), links to the
-// run's files, the notes, the faults, the op counts and the spec. The verdicts and counts
+// run's files, the notes, the faults, the hazards that occurred (counted beside the
+// verdicts, a valid safety verdict naming those it held through, and drawn in the
+// timeline), the op counts and the spec. The verdicts and counts
 // are s's, as given; events are drawn, never judged. Every value comes through
 // html/template, and the page's policy lets no script run but its own.
 func WriteReport(dir string, s Summary, events []history.Event) error {
@@ -62,6 +64,9 @@ type report struct {
 	Notes             []string
 	Spec              string
 	Faults            []faultView
+	HazardCounts      []hazardView
+	Occurrences       []occurrenceRow
+	MoreOccurrences   int // hazard events not listed
 	Roles             []roleView
 	Ops               []opRow
 	OpsTotal          opRow
@@ -78,6 +83,8 @@ type checkerView struct {
 	Property string
 	Verdict  verdictView
 	Summary  string
+	// Through names the hazards a valid safety verdict held through: "through 9 lost grants".
+	Through  string
 	Counts   string
 	Evidence []string
 	More     int // evidence lines not shown
@@ -157,7 +164,7 @@ func newReport(dir string, s Summary, events []history.Event, ops []history.Op) 
 	base := 0 // the first of a checker's overlaps among all of them
 	for _, res := range s.Results {
 		c := checkerView{Name: res.Checker, Property: string(res.Property), Verdict: viewVerdict(res.Verdict), Summary: res.Summary,
-			Counts: formatCounts(res.Counts), Evidence: res.Evidence}
+			Through: throughHazards(res, s.Hazards), Counts: formatCounts(res.Counts), Evidence: res.Evidence}
 		if len(res.Overlaps) > 0 && pairErr == nil {
 			var anchored []bool
 			if r.Timeline != nil {
@@ -188,6 +195,12 @@ func newReport(dir string, s Summary, events []history.Event, ops []history.Op) 
 	r.Artifacts = artifacts(dir)
 	r.Spec = prettySpec(s.Spec)
 	r.Faults = faultViews(events)
+	r.HazardCounts = hazardViews(s.Hazards)
+	var drawn map[int]bool
+	if r.Timeline != nil {
+		drawn = r.Timeline.hazards
+	}
+	r.Occurrences, r.MoreOccurrences = occurrenceRows(events, drawn)
 	r.Roles = roleViews(events)
 	r.Ops, r.OpsTotal = opTable(s.Ops)
 	return r
@@ -408,6 +421,10 @@ svg.lanes path.ok { stroke: var(--ok); }
 svg.lanes path.fail { stroke: var(--invalid); }
 svg.lanes path.attempt.fail { stroke: var(--fail); }
 svg.lanes path.info { stroke: var(--info); }
+svg.lanes path.hazard { stroke: var(--hazard); stroke-width: 3; stroke-dasharray: 5 3; }
+.through { font-size: .85rem; font-weight: 600; color: var(--valid); }
+ul.hazards { margin: .25rem 0; padding-left: 1.25rem; }
+.legend i.hazard { width: 0; height: .9rem; border-left: 3px dashed var(--hazard); border-radius: 0; }
 svg.tl .labels text { pointer-events: none; font-size: 10px; }
 svg.tl .labels text.fault { fill: var(--fault-edge); font-weight: 600; }
 svg.tl .tokens text.fail { fill: var(--invalid); }
@@ -452,10 +469,19 @@ const reportBody = `<h1>{{.Test}} <span class="verdict {{.Overall.Class}}">{{.Ov
 <thead><tr><th>checker</th><th>property</th><th>verdict</th><th>summary</th><th>first violation</th><th>counts</th></tr></thead>
 <tbody>
 {{- range .Checkers}}
-<tr><td><a href="#checker-{{.Name}}">{{.Name}}</a></td><td>{{.Property}}</td><td><span class="verdict {{.Verdict.Class}}">{{.Verdict.Text}}</span></td><td>{{.Summary}}</td><td>{{with .First}}{{template "first" .}}{{end}}</td><td class="mono">{{.Counts}}</td></tr>
+<tr><td><a href="#checker-{{.Name}}">{{.Name}}</a></td><td>{{.Property}}</td><td><span class="verdict {{.Verdict.Class}}">{{.Verdict.Text}}</span></td><td>{{.Summary}}{{with .Through}}<br><span class="through">{{.}}</span>{{end}}</td><td>{{with .First}}{{template "first" .}}{{end}}</td><td class="mono">{{.Counts}}</td></tr>
 {{- end}}
 </tbody>
 </table>
+{{- end}}
+{{- if .HazardCounts}}
+<p class="hazards-head"><strong>Hazards</strong>, the situations the faults exist to create{{if .Occurrences}} (<a href="#hazards">each occurrence</a>){{end}}:</p>
+<ul class="hazards">
+{{- range .HazardCounts}}
+<li>{{if .Absent}}<span class="verdict unknown">absent</span> {{.Hazard}}: {{.Absent}}{{else}}<b>{{.Text}}</b> <span class="muted">({{.Hazard}})</span>{{end}}
+{{- if .Nemesis}} <span class="muted">· what {{.Nemesis}} exists to create{{if .Absent}}: without it no verdict of the run is a pass{{end}}</span>{{else}} <span class="muted">· seen on the way</span>{{end}}</li>
+{{- end}}
+</ul>
 {{- end}}
 
 <h2 id="timeline-heading">Timeline</h2>
@@ -486,6 +512,9 @@ const reportBody = `<h1>{{.Test}} <span class="verdict {{.Overall.Class}}">{{.Ov
 {{- range .Marks}}
 <path class="{{.Class}}" d="{{.Path}}"><title>{{.Title}}</title></path>
 {{- end}}
+{{- range .Hazards}}
+<path class="{{.Class}}" d="{{.Path}}"><title>{{.Title}}</title></path>
+{{- end}}
 </svg>
 <g class="labels">{{range .FaultLabels}}<text class="fault" data-t="{{.T}}" data-end="{{.End}}" x="{{.X}}" y="{{.Y}}">{{.Text}}</text>{{end}}</g>
 <g class="labels tokens{{if .LabelsHidden}} hidden{{end}}">{{range .Tokens}}<text class="{{.Class}}" data-t="{{.T}}" x="{{.X}}" y="{{.Y}}">{{.Text}}</text>{{end}}</g>
@@ -493,7 +522,8 @@ const reportBody = `<h1>{{.Test}} <span class="verdict {{.Overall.Class}}">{{.Ov
 </div>
 <p class="legend"><span><i style="background:#9ccfff"></i>held the lock</span><span><i style="background:var(--invalid)"></i>two held it at once</span><span><i style="background:#d8b9ff"></i>fault</span>
 <span><i style="background:var(--ok);height:.15rem"></i>acquire or release ok</span><span><i style="background:var(--fail);height:.15rem"></i>failed</span><span><i style="background:var(--info);height:.15rem"></i>unknown</span>
-<span><i class="tick" style="background:var(--ok)"></i>write (tall) or read accepted</span><span><i class="tick" style="background:var(--invalid)"></i>rejected</span><span><i class="tick" style="background:var(--info)"></i>unknown, with its token</span></p>
+<span><i class="tick" style="background:var(--ok)"></i>write (tall) or read accepted</span><span><i class="tick" style="background:var(--invalid)"></i>rejected</span><span><i class="tick" style="background:var(--info)"></i>unknown, with its token</span>
+{{- if .Hazards}}<span><i class="hazard"></i>a hazard occurred: the situation a fault exists to create (hover for which, the fault that saw it and why)</span>{{end}}</p>
 <p class="muted">Times are seconds since the history's first event, as in the evidence. Hover for an operation's events; drag to pan, double-click to zoom in (shift: out), ctrl+wheel to zoom.</p>
 {{- if .Capped}}
 <p class="muted capped">{{.Capped}}</p>
@@ -568,6 +598,26 @@ const reportBody = `<h1>{{.Test}} <span class="verdict {{.Overall.Class}}">{{.Ov
 <p class="muted">Times are seconds since the first event of the history.</p>
 {{- else}}
 <p class="muted">No faults were injected.</p>
+{{- end}}
+{{- if or .HazardCounts .Occurrences}}
+
+<h2 id="hazards">Hazards</h2>
+{{- if .Occurrences}}
+<table class="occurrences">
+<thead><tr><th class="num">at (s)</th><th>hazard</th><th>seen by</th><th>targets</th><th>detail</th></tr></thead>
+<tbody>
+{{- range .Occurrences}}
+<tr><td class="num">{{if .At}}<a class="to-timeline" href="#timeline" data-at="{{.At}}">{{.Time}}</a>{{else}}{{.Time}}{{end}}</td><td>{{.Hazard}}</td><td>{{.Fault}}</td><td>{{.Targets}}</td><td class="mono">{{.Detail}}</td></tr>
+{{- end}}
+{{- if .MoreOccurrences}}
+<tr><td colspan="5" class="more">and {{.MoreOccurrences}} more (every one is in history.jsonl, f hazard)</td></tr>
+{{- end}}
+</tbody>
+</table>
+<p class="muted">Each time the situation a fault exists to create really occurred, as the nemesis that saw it recorded it; a time links to its place in the timeline.</p>
+{{- else}}
+<p class="muted">No hazard occurred.</p>
+{{- end}}
 {{- end}}
 {{- if .Roles}}
 

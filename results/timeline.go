@@ -3,6 +3,7 @@ package results
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -18,8 +19,10 @@ import (
 // each believed it held the lock as a bar from its grant to its release, every acquire
 // and release as a thin line from invocation to completion, every storage read and write
 // as a tick at its completion, coloured accepted, rejected or unknown and labelled with
-// its token, nemesis faults shaded across every lane, and the overlaps mutual-exclusion
-// found in red.
+// its token, nemesis faults shaded across every lane, the overlaps mutual-exclusion
+// found in red, and each hazard that occurred (history.Hazard) as a dashed black line at
+// its time on the nemesis lane and the lanes of the clients it involved (across every lane
+// when it names no client).
 //
 // It is drawn as SVG by the template; the lanes' coordinates are milliseconds since the
 // history's first event, so the page's script zooms and pans by changing the viewBox and
@@ -52,6 +55,7 @@ type timelineView struct {
 	Overlaps            []band
 	Attempts            []stroke
 	Marks               []stroke
+	Hazards             []stroke
 	FaultLabels, Tokens []label
 	Ticks               []tick
 	LabelsHidden        bool
@@ -61,6 +65,8 @@ type timelineView struct {
 	From, To, Capped string
 	// anchored says which overlaps are drawn, with an anchor to link.
 	anchored []bool
+	// hazards says which hazard events (by index) are drawn, for the list to link.
+	hazards map[int]bool
 }
 
 type laneView struct {
@@ -182,7 +188,7 @@ func newTimeline(events []history.Event, ops []history.Op, overlaps []checkers.O
 		}
 		tl.From, tl.To = c.ms(from), c.ms(to)
 		tl.Capped = fmt.Sprintf("The run has %d operations; the timeline draws %d of them, from %s to %s, around the first violation "+
-			"or from the start (it is capped at %d operations), with the holds, overlaps and faults of that stretch. "+
+			"or from the start (it is capped at %d operations), with the holds, overlaps, faults and hazards of that stretch. "+
 			"The plots show the whole run; results.json and the history hold everything.",
 			len(ops), len(drawn), seconds(c.offset(from)), seconds(c.offset(to)), timelineLimit)
 	}
@@ -271,6 +277,13 @@ func newTimeline(events []history.Event, ops []history.Op, overlaps []checkers.O
 			}
 		}
 	}
+	tl.hazards = map[int]bool{}
+	for _, h := range history.Hazards(events) {
+		if inView(h.Time, h.Time) {
+			tl.Hazards = append(tl.Hazards, hazardMark(h, c, y, tl.LanesHeight))
+			tl.hazards[h.Index] = true
+		}
+	}
 	for _, l := range lives {
 		if !inView(l.at, l.at) {
 			continue
@@ -281,6 +294,49 @@ func newTimeline(events []history.Event, ops []history.Op, overlaps []checkers.O
 	tl.LabelsHidden = len(tl.Tokens) > maxLabels
 	tl.Ticks = ticks(0, float64(c.span)/1e6, func(ms float64) float64 { return laneLabels + ms*1e6/float64(c.span)*plotWidth })
 	return tl
+}
+
+// hazardMark is a hazard's line: on the nemesis lane and on the lane of each client among
+// its targets (worker-3 is p3), or across every lane when it names no client drawn here.
+func hazardMark(h history.Occurrence, c clock, y map[lane]float64, height float64) stroke {
+	spans := [][2]float64{{y[lane{process: history.NemesisProcess}], laneHeight}}
+	for _, target := range h.Targets {
+		if p, ok := history.ClientTarget(target); ok {
+			if top, drawn := y[lane{process: p}]; drawn {
+				spans = append(spans, [2]float64{top, top + laneHeight})
+			}
+		}
+	}
+	if len(spans) == 1 {
+		spans[0][1] = height
+	}
+	var path strings.Builder
+	for _, s := range spans {
+		fmt.Fprintf(&path, "M%s %gV%g", c.ms(h.Time), s[0]+1, s[1]-1)
+	}
+	return stroke{Class: "hazard", Title: hazardTitle(h, c), Path: path.String()}
+}
+
+// hazardTitle says what a hazard event records: "1 lost grant at t=1.2s, seen by failover:
+// worker-2, n1; grant=#4".
+func hazardTitle(h history.Occurrence, c clock) string {
+	title := fmt.Sprintf("%s (%s) at %s, seen by %s", h.Hazard.Count(1), h.Hazard, seconds(c.offset(h.Time)), h.Fault)
+	if len(h.Targets) > 0 {
+		title += ": " + strings.Join(h.Targets, ", ")
+	}
+	if d := detailText(h.Detail); d != "" {
+		title += "; " + d
+	}
+	return title
+}
+
+// detailText is an event's detail as "grant=#4, primary=n1", by key.
+func detailText(detail map[string]string) string {
+	parts := make([]string, 0, len(detail))
+	for _, k := range slices.Sorted(maps.Keys(detail)) {
+		parts = append(parts, k+"="+detail[k])
+	}
+	return strings.Join(parts, ", ")
 }
 
 // byIndex finds events by their index: by their place when the history is numbered as a
