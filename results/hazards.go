@@ -62,6 +62,32 @@ func throughHazards(r checkers.Result, counts []HazardCount) string {
 	return ""
 }
 
+// hazardsLine is the run's hazard counts in one line of text: "hazards: 9 lost grants (what
+// failover exists to create), 1 lease expired in a pause; absent: grant-lost (what
+// failover exists to create): no replica was promoted ..."; "" when the run has none.
+func hazardsLine(counts []HazardCount) string {
+	var seen, absent []string
+	for _, h := range hazardViews(counts) {
+		why := ""
+		if h.Nemesis != "" {
+			why = " (what " + h.Nemesis + " exists to create)"
+		}
+		if h.Absent != "" {
+			absent = append(absent, h.Hazard+why+": "+h.Absent)
+		} else {
+			seen = append(seen, h.Text+why)
+		}
+	}
+	var parts []string
+	if len(seen) > 0 {
+		parts = append(parts, "hazards: "+strings.Join(seen, ", "))
+	}
+	if len(absent) > 0 {
+		parts = append(parts, "absent: "+strings.Join(absent, "; "))
+	}
+	return strings.Join(parts, "; ")
+}
+
 // occurrenceRow is one hazard event in the report's list; At links it into the timeline
 // (milliseconds, as data-at) when the timeline draws it.
 type occurrenceRow struct {

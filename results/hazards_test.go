@@ -1,6 +1,7 @@
 package results
 
 import (
+	"encoding/xml"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -146,5 +147,90 @@ func TestHazardsAreNotFaults(t *testing.T) {
 	}
 	if got := strings.Count(page, `<rect class="fault lane"`); got != 2 {
 		t.Errorf("%d fault bands in the timeline, want the history's 2 faults", got)
+	}
+}
+
+type junitHazards struct {
+	Suites []struct {
+		Properties []struct {
+			Name  string `xml:"name,attr"`
+			Value string `xml:"value,attr"`
+		} `xml:"properties>property"`
+		Cases []struct {
+			Name  string `xml:"name,attr"`
+			Error *struct {
+				Message string `xml:"message,attr"`
+			} `xml:"error"`
+			Out string `xml:"system-out"`
+		} `xml:"testcase"`
+	} `xml:"testsuite"`
+}
+
+// junit.xml counts the hazards as the testsuite's properties and in each case's output;
+// a wanted hazard that never occurred is named in the message of every case it left unknown.
+func TestJUnitCarriesHazards(t *testing.T) {
+	file, err := history.ReadFile(filepath.Join("..", "checkers", "testdata", "kleppmann-fenced.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wanted := map[string]history.Hazard{"failover": history.GrantLost}
+	unproven := checkers.Judge(t.Context(), file.Events, checkers.Options{FaultsRequested: true, Hazards: wanted})
+	absent := history.GrantLost.Absent()
+	tests := []struct {
+		name       string
+		s          Summary
+		properties string
+		out        map[string]string // case -> its output
+		errors     map[string]string // case -> a part of its error's message
+	}{
+		{
+			name: "occurred",
+			s: Summary{Test: "t", Results: pauseFencingResults(),
+				Hazards: []HazardCount{{Hazard: history.GrantLost, Count: 2, Nemesis: "failover"}, {Hazard: history.LeaseExpiredInPause, Count: 1}}},
+			properties: "hazard grant-lost=2 hazard grant-lost nemesis=failover hazard lease-expired-in-pause=1",
+			out: map[string]string{
+				"data-safety":      "data-safety valid through 2 lost grants\nhazards: 2 lost grants (what failover exists to create), 1 lease expired in a pause",
+				"mutual-exclusion": "hazards: 2 lost grants (what failover exists to create), 1 lease expired in a pause",
+			},
+		},
+		{
+			name:       "a wanted hazard never occurred",
+			s:          Summary{Test: "t", Results: unproven, Hazards: CountHazards(file.Events, wanted)},
+			properties: "hazard grant-lost=0 hazard grant-lost nemesis=failover",
+			out:        map[string]string{"data-safety": "absent: grant-lost (what failover exists to create): " + absent},
+			errors:     map[string]string{"data-safety": "unproven: failover injected 1 fault and " + absent, "stats": absent},
+		},
+		{name: "none", s: Summary{Test: "t", Results: pauseFencingResults()}, out: map[string]string{"data-safety": ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := WriteJUnit(dir, tt.s); err != nil {
+				t.Fatal(err)
+			}
+			raw := readFile(t, filepath.Join(dir, JUnitFile))
+			var doc junitHazards
+			if err := xml.Unmarshal([]byte(raw), &doc); err != nil || len(doc.Suites) != 1 {
+				t.Fatalf("junit.xml: %v\n%s", err, raw)
+			}
+			var props []string
+			for _, p := range doc.Suites[0].Properties {
+				props = append(props, p.Name+"="+p.Value)
+			}
+			if got := strings.Join(props, " "); got != tt.properties {
+				t.Errorf("properties %q, want %q", got, tt.properties)
+			}
+			for _, c := range doc.Suites[0].Cases {
+				if want, ok := tt.out[c.Name]; ok && c.Out != want {
+					t.Errorf("%s: output %q, want %q", c.Name, c.Out, want)
+				}
+				if want, ok := tt.errors[c.Name]; ok && (c.Error == nil || !strings.Contains(c.Error.Message, want)) {
+					t.Errorf("%s: error %+v, want one saying %q", c.Name, c.Error, want)
+				}
+			}
+			if tt.properties == "" && strings.Contains(raw, "<properties>") {
+				t.Errorf("a run without hazards has properties:\n%s", raw)
+			}
+		})
 	}
 }

@@ -21,15 +21,18 @@ type junitSuites struct {
 }
 
 type junitSuite struct {
-	Name      string      `xml:"name,attr"`
-	Tests     int         `xml:"tests,attr"`
-	Failures  int         `xml:"failures,attr"`
-	Errors    int         `xml:"errors,attr"`
-	Skipped   int         `xml:"skipped,attr"`
-	Time      string      `xml:"time,attr,omitempty"`
-	Timestamp string      `xml:"timestamp,attr,omitempty"`
-	Cases     []junitCase `xml:"testcase"`
-	SystemOut string      `xml:"system-out,omitempty"`
+	Name      string `xml:"name,attr"`
+	Tests     int    `xml:"tests,attr"`
+	Failures  int    `xml:"failures,attr"`
+	Errors    int    `xml:"errors,attr"`
+	Skipped   int    `xml:"skipped,attr"`
+	Time      string `xml:"time,attr,omitempty"`
+	Timestamp string `xml:"timestamp,attr,omitempty"`
+	// Properties count the run's hazards: "hazard grant-lost" 9, and for one a nemesis of
+	// the run exists to create, "hazard grant-lost nemesis" failover.
+	Properties *junitProperties `xml:"properties"`
+	Cases      []junitCase      `xml:"testcase"`
+	SystemOut  string           `xml:"system-out,omitempty"`
 }
 
 type junitCase struct {
@@ -38,6 +41,16 @@ type junitCase struct {
 	Failure   *junitProblem `xml:"failure"`
 	Error     *junitProblem `xml:"error"`
 	Skipped   *junitProblem `xml:"skipped"`
+	SystemOut string        `xml:"system-out,omitempty"`
+}
+
+type junitProperties struct {
+	List []junitProperty `xml:"property"`
+}
+
+type junitProperty struct {
+	Name  string `xml:"name,attr"`
+	Value string `xml:"value,attr"`
 }
 
 type junitProblem struct {
@@ -50,7 +63,10 @@ type junitProblem struct {
 // checker. Invalid is a failure (message: the summary, text: the evidence), unknown an
 // error, valid a pass, not applicable a skip. A metric never fails: it passes, or is
 // skipped when not applicable. A harness error, or a run with no checker at all, is one more
-// errored testcase, so CI never passes a run that proved nothing.
+// errored testcase, so CI never passes a run that proved nothing. The run's hazards are
+// properties of the testsuite and a line of each checker's output, after what a valid
+// safety verdict held through; a hazard a nemesis asked for that never occurred is there
+// as absent, and in the message of every case it left unknown (the stats summary).
 func WriteJUnit(dir string, s Summary) error {
 	suite := junitSuite{Name: s.Test}
 	if !s.Started.IsZero() {
@@ -65,8 +81,22 @@ func WriteJUnit(dir string, s Summary) error {
 			Error: &junitProblem{Message: msg, Type: string(checkers.Unknown), Text: msg}})
 		suite.Errors++
 	}
+	var properties []junitProperty
+	for _, h := range s.Hazards {
+		properties = append(properties, junitProperty{Name: checkers.HazardCount(h.Hazard), Value: fmt.Sprint(h.Count)})
+		if h.Nemesis != "" {
+			properties = append(properties, junitProperty{Name: checkers.HazardCount(h.Hazard) + " nemesis", Value: h.Nemesis})
+		}
+	}
+	if len(properties) > 0 { // an empty <properties> would still be written
+		suite.Properties = &junitProperties{List: properties}
+	}
+	hazards := hazardsLine(s.Hazards)
 	for _, r := range s.Results {
-		c := junitCase{Name: r.Checker, Classname: class}
+		c := junitCase{Name: r.Checker, Classname: class, SystemOut: hazards}
+		if through := throughHazards(r, s.Hazards); through != "" {
+			c.SystemOut = fmt.Sprintf("%s %s %s\n%s", r.Checker, r.Verdict, through, hazards)
+		}
 		text := strings.Join(capLines(r.Evidence, maxEvidence), "\n")
 		switch {
 		case r.Verdict == checkers.NotApplicable:
