@@ -23,7 +23,8 @@ import (
 const IndexFile = "index.html"
 
 // WriteIndex writes <root>/index.html: every run in the store, newest first, coloured by
-// its verdict and filterable by system, client, nemesis and verdict. The harness calls it
+// its verdict and filterable by system, client, nemesis and verdict; beside its faults, a
+// run counts the hazards its nemeses exist to create ("9 lost grants"). The harness calls it
 // after each run.
 func WriteIndex(root string) error {
 	page, err := RenderIndex(root)
@@ -80,11 +81,13 @@ type runRow struct {
 	Verdict, Headline                verdictView
 	System, Client, Nemesis, Fencing string
 	Faults, Ops                      int
-	Problem                          string // why the run has no verdict to show
-	DataSystem, DataClient           string
-	DataNemesis, DataVerdict         string
-	started                          time.Time
-	systems, clients, nemeses        []string
+	// Hazards are those the run's nemeses exist to create, counted, each absent one too.
+	Hazards                   []hazardView
+	Problem                   string // why the run has no verdict to show
+	DataSystem, DataClient    string
+	DataNemesis, DataVerdict  string
+	started                   time.Time
+	systems, clients, nemeses []string
 }
 
 // listRuns finds every run directory under root, newest first: <root>/<test>/<run>/, and
@@ -148,6 +151,11 @@ func newRunRow(dir, test, id string) runRow {
 		row.Verdict = viewVerdict(s.Verdict)
 		row.Headline, _ = headline(s.Results)
 		row.Faults, row.Ops = s.Faults, s.Ops.Total().Total()
+		for _, h := range hazardViews(s.Hazards) {
+			if h.Nemesis != "" {
+				row.Hazards = append(row.Hazards, h)
+			}
+		}
 		if !s.Started.IsZero() {
 			row.started = s.Started
 			if s.Finished.After(s.Started) {
@@ -194,6 +202,8 @@ tr.run.invalid { background: #fff5f5; }
 tr.run.valid { background: #f6fff8; }
 tr.run.not-applicable td:first-child { border-left-color: var(--na); }
 td.headline { font-size: .85rem; }
+small.hazard { white-space: nowrap; }
+small.hazard.absent { color: var(--unknown); }
 `
 
 const indexBody = `<h1>lockbreaker runs</h1>
@@ -212,7 +222,7 @@ const indexBody = `<h1>lockbreaker runs</h1>
 {{- range .Runs}}
 <tr class="run {{.Verdict.Class}}" data-system="{{.DataSystem}}" data-client="{{.DataClient}}" data-nemesis="{{.DataNemesis}}" data-verdict="{{.DataVerdict}}">
 <td><span class="verdict {{.Verdict.Class}}">{{.Verdict.Text}}</span></td><td><a href="{{.Href}}">{{.Test}}</a><br><span class="muted mono">{{.RunID}}</span></td><td>{{.Started}}</td>
-<td>{{.System}}</td><td>{{.Client}}</td><td>{{.Nemesis}}</td><td>{{.Fencing}}</td><td class="num">{{.Ops}}</td><td class="num">{{.Faults}}</td><td>{{.Took}}</td>
+<td>{{.System}}</td><td>{{.Client}}</td><td>{{.Nemesis}}</td><td>{{.Fencing}}</td><td class="num">{{.Ops}}</td><td class="num">{{.Faults}}{{range .Hazards}}<br><small class="hazard{{if .Absent}} absent{{end}}" title="{{if .Absent}}{{.Absent}}{{else}}{{.Hazard}}, what {{.Nemesis}} exists to create{{end}}">{{.Text}}</small>{{end}}</td><td>{{.Took}}</td>
 <td class="headline">{{if .Problem}}<span class="muted">{{.Problem}}</span>{{else}}{{.Headline.Text}}{{end}}</td></tr>
 {{- end}}
 </tbody>

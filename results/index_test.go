@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/checkers"
+	"github.com/lockbreaker/lockbreaker/history"
 )
 
 // store makes a run store: runs of the given summaries (nil: a run without results.json)
@@ -93,6 +94,30 @@ func TestIndexListsEveryRunNewestFirst(t *testing.T) {
 	}
 	if strings.Contains(page, hostile) || strings.Contains(page, hostileName) || strings.Count(page, "<script") != 1 {
 		t.Errorf("a hostile string reached the index unescaped")
+	}
+}
+
+// A run counts the hazards its nemeses exist to create beside its faults, an absent one
+// too, and no other.
+func TestIndexCountsWantedHazards(t *testing.T) {
+	lost := ranAt("2026-11-30T09:00:00Z", checkers.Valid, `{"system":"sentinel","client":"redis","nemesis":["failover","pause-holder"]}`)
+	lost.Hazards = []HazardCount{{Hazard: history.GrantLost, Count: 9, Nemesis: "failover"},
+		{Hazard: history.GrantedInPause, Nemesis: "pause-holder"}, {Hazard: history.LeaseExpiredInPause, Count: 4}}
+	root := store(t, map[string]*Summary{"sentinel-failover/20261130T090000Z": lost})
+	if err := WriteIndex(root); err != nil {
+		t.Fatal(err)
+	}
+	page := readFile(t, filepath.Join(root, IndexFile))
+	for _, want := range []string{
+		`<td class="num">2<br><small class="hazard" title="grant-lost, what failover exists to create">9 lost grants</small>` +
+			`<br><small class="hazard absent" title="` + history.GrantedInPause.Absent() + `">0 grants while their holder was paused</small></td>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("index lacks %s", want)
+		}
+	}
+	if strings.Contains(page, "lease") {
+		t.Error("the index counts a hazard no nemesis of the run asked for")
 	}
 }
 
