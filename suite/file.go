@@ -27,6 +27,7 @@ import (
 //	  - name: redis-paused
 //	    spec: {nemesis: [pause-holder]}
 //	    expect: {mutual-exclusion: invalid, data-safety: invalid}
+//	    hazards: {granted-in-pause: 1}   # optional: the least per run (history.Hazard)
 //	    why: Kleppmann's GC pause
 type fileFormat struct {
 	Name      string          `json:"name"`

@@ -2,11 +2,13 @@ package suite
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/checkers"
+	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/results"
 )
 
@@ -50,6 +52,9 @@ type RunResult struct {
 	Error string `json:"error,omitempty"`
 	// Elapsed is how long the run took, start to verdict.
 	Elapsed Duration `json:"elapsed"`
+	// Hazards count the hazards that occurred in the run (results.Summary.Hazards); one
+	// its nemeses exist to create that never occurred counts 0.
+	Hazards map[history.Hazard]int `json:"hazards,omitempty"`
 }
 
 // FromSummary keeps what the suite needs of a run's summary.
@@ -71,6 +76,12 @@ func FromSummary(seed int64, report string, s results.Summary, err error) RunRes
 	if !s.Started.IsZero() && s.Finished.After(s.Started) {
 		r.Elapsed = Duration(s.Finished.Sub(s.Started))
 	}
+	for _, h := range s.Hazards {
+		if r.Hazards == nil {
+			r.Hazards = map[history.Hazard]int{}
+		}
+		r.Hazards[h.Hazard] = h.Count
+	}
 	return r
 }
 
@@ -90,6 +101,20 @@ type CellResult struct {
 	// from the run's start to its first violating event.
 	MedianToViolation *Duration `json:"median_to_violation,omitempty"`
 	WorstToViolation  *Duration `json:"worst_to_violation,omitempty"`
+	// Hazards count each hazard over the runs: those the cell requires first, then every
+	// other that occurred, by name.
+	Hazards []HazardTally `json:"hazards,omitempty"`
+}
+
+// HazardTally is how often one hazard occurred over a cell's runs.
+type HazardTally struct {
+	Hazard history.Hazard `json:"hazard"`
+	// Total is over every run, MinPerRun the fewest any one run had.
+	Total     int `json:"total"`
+	MinPerRun int `json:"min_per_run"`
+	// Required is the cell's least number per run (0: none); Short counts the runs below it.
+	Required int `json:"required,omitempty"`
+	Short    int `json:"runs_short,omitempty"`
 }
 
 // Check is one checker's expectation and what the runs said.
@@ -119,13 +144,26 @@ const (
 	undecided
 )
 
-// Judge judges a cell on its runs. It reads the runs' verdicts and nothing else.
+// Judge judges a cell on its runs. It reads the runs' verdicts and hazard counts and
+// nothing else.
+//
+// A run short of a hazard the cell requires (fewer occurrences than Cell.Hazards asks)
+// did not test what the cell is about, so it is judged as the checkers judge a run whose
+// nemesis never created its hazard (checkers.Stats): its passes prove nothing, and an
+// expected valid is undecided there. Nor is it a detection, found or missed: a violation
+// it found did not come through the hazard the cell names, and one it missed was never
+// put to it, so it counts among the undecided seeds. A cell whose threshold only such
+// runs could still reach therefore could not say (unknown), which is the honest status:
+// "failed" would blame the lock for a fault that never landed. A violation where none was
+// expected still fails the cell: it needs no hazard to be proven, as an invalid verdict
+// stands in checkers.Judge whatever the stats say.
 func Judge(c Cell, runs []RunResult) CellResult {
 	r := CellResult{Cell: c, Status: Met, Runs: runs}
 	if len(runs) == 0 {
 		r.Status, r.Reasons = Unknown, []string{"no run"}
 		return r
 	}
+	r.Hazards = tallyHazards(c, runs)
 	for _, run := range runs {
 		// A harness error may have cut the history short: a pass from it proves nothing,
 		// while a violation found in it stands.
@@ -143,7 +181,8 @@ func Judge(c Cell, runs []RunResult) CellResult {
 		for _, run := range runs {
 			v := run.Verdicts[name]
 			ch.Observed[v]++
-			switch o := holds(e, v, run.Error != ""); {
+			short := c.shortOf(run) != ""
+			switch o := holds(e, v, run.Error != "", short); {
 			case o == found:
 				n++
 			case o == undecided:
@@ -152,8 +191,12 @@ func Judge(c Cell, runs []RunResult) CellResult {
 					break
 				}
 				ch.Status = worse(ch.Status, Unknown)
-				if v != checkers.Valid { // a pass from a broken run: its harness error says why
+				// A pass that proves nothing: the run's harness error, or its want of hazards, says why.
+				switch {
+				case v != checkers.Valid:
 					r.note(Unknown, "seed %d: %s expected %s, got %s: %s", run.Seed, name, e, orNone(v), run.Summaries[name])
+				case short:
+					r.noteShort(run)
 				}
 			case e != ExpectInvalid:
 				ch.Status = Failed
@@ -172,13 +215,16 @@ func Judge(c Cell, runs []RunResult) CellResult {
 }
 
 // holds says what verdict v of one run says of expectation e; partial is a run the
-// harness broke, whose passes prove nothing.
-func holds(e Expect, v checkers.Verdict, partial bool) seedOutcome {
+// harness broke, whose passes prove nothing; short a run short of a hazard the cell
+// requires, whose passes prove nothing and which is no detection either way (see Judge).
+func holds(e Expect, v checkers.Verdict, partial, short bool) seedOutcome {
 	want, decides := verdictOf[e]
 	switch {
 	case !decides:
 		return found // either
-	case v == want && !(partial && v == checkers.Valid):
+	case short && e == ExpectInvalid && v != checkers.NotApplicable:
+		return undecided
+	case v == want && !((partial || short) && v == checkers.Valid):
 		return found
 	case v != want && (v == checkers.Valid || v == checkers.Invalid || v == checkers.NotApplicable):
 		return missed
@@ -189,6 +235,54 @@ func holds(e Expect, v checkers.Verdict, partial bool) seedOutcome {
 // verdictOf is the verdict each deciding expectation asks for.
 var verdictOf = map[Expect]checkers.Verdict{
 	ExpectValid: checkers.Valid, ExpectInvalid: checkers.Invalid, ExpectNotApplicable: checkers.NotApplicable,
+}
+
+// shortOf says which hazards the run had fewer of than the cell requires, "1 lost grant,
+// fewer than the 3 the cell requires"; "" when it had enough of each.
+func (c Cell) shortOf(run RunResult) string {
+	var short []string
+	for _, h := range slices.Sorted(maps.Keys(c.Hazards)) {
+		if n := run.Hazards[h]; n < c.Hazards[h] {
+			short = append(short, fmt.Sprintf("%s, fewer than the %d the cell requires", h.Count(n), c.Hazards[h]))
+		}
+	}
+	return strings.Join(short, "; ")
+}
+
+// noteShort says once per run that it was short of a hazard the cell requires, which
+// leaves the cell unknown at best.
+func (r *CellResult) noteShort(run RunResult) {
+	why := fmt.Sprintf("seed %d: %s: it did not test what the cell is about, so its passes prove nothing and it is no detection",
+		run.Seed, r.Cell.shortOf(run))
+	if !slices.Contains(r.Reasons, why) {
+		r.note(Unknown, "%s", why)
+	}
+}
+
+// tallyHazards counts each hazard over the runs: those the cell requires first, then
+// every other that occurred, by name.
+func tallyHazards(c Cell, runs []RunResult) []HazardTally {
+	others := map[history.Hazard]bool{}
+	for _, run := range runs {
+		for h := range run.Hazards {
+			if _, required := c.Hazards[h]; !required {
+				others[h] = true
+			}
+		}
+	}
+	var tallies []HazardTally
+	for _, h := range append(slices.Sorted(maps.Keys(c.Hazards)), slices.Sorted(maps.Keys(others))...) {
+		t := HazardTally{Hazard: h, Required: c.Hazards[h], MinPerRun: runs[0].Hazards[h]}
+		for _, run := range runs {
+			n := run.Hazards[h]
+			t.Total, t.MinPerRun = t.Total+n, min(t.MinPerRun, n)
+			if n < t.Required {
+				t.Short++
+			}
+		}
+		tallies = append(tallies, t)
+	}
+	return tallies
 }
 
 // note adds a reason and lowers the cell's status to s.
@@ -215,8 +309,13 @@ func (r *CellResult) judgeDetection(violations []string) {
 	var n, undecidedRuns int
 	var times []time.Duration
 	var missedSeeds []string
+	var short []RunResult
 	for _, run := range r.Runs {
-		switch outcome(run, violations) {
+		isShort := r.Cell.shortOf(run) != ""
+		if isShort {
+			short = append(short, run)
+		}
+		switch outcome(run, violations, isShort) {
 		case found:
 			n++
 			if t, ok := firstViolation(run, violations); ok {
@@ -238,6 +337,9 @@ func (r *CellResult) judgeDetection(violations []string) {
 	switch against(n, undecidedRuns, runs, threshold) {
 	case Unknown:
 		r.note(Unknown, "expected %s: found in %d of %d seeds, %d undecided; the threshold is %s", what, n, runs, undecidedRuns, percent(threshold))
+		for _, run := range short {
+			r.noteShort(run)
+		}
 	case Failed:
 		r.note(Failed, "expected %s: found in %d of %d seeds (%s), below the threshold %s; missed with seed %s",
 			what, n, runs, percent(float64(n)/float64(runs)), percent(threshold), strings.Join(missedSeeds, ", "))
@@ -246,11 +348,11 @@ func (r *CellResult) judgeDetection(violations []string) {
 
 // outcome says whether a run found every violation expected of it: found when all those
 // checkers said invalid, missed when one of them decided otherwise, undecided when the
-// rest could not say.
-func outcome(run RunResult, violations []string) seedOutcome {
+// rest could not say or the run was short of a hazard the cell requires.
+func outcome(run RunResult, violations []string, short bool) seedOutcome {
 	o := found
 	for _, name := range violations {
-		switch holds(ExpectInvalid, run.Verdicts[name], false) {
+		switch holds(ExpectInvalid, run.Verdicts[name], false, short) {
 		case missed:
 			return missed
 		case undecided:

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/checkers"
+	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/results"
 )
 
 const (
@@ -30,11 +32,31 @@ func run(seed int64, mutex, data, fencing checkers.Verdict, first time.Duration)
 
 func broken(r RunResult) RunResult { r.Error = "docker went away"; return r }
 
+// lost is r with n lost grants.
+func lost(n int, r RunResult) RunResult {
+	r.Hazards = map[history.Hazard]int{history.GrantLost: n}
+	return r
+}
+
 var (
 	pausedCell = Cell{Name: "paused", Expect: map[string]Expect{
 		"mutual-exclusion": ExpectInvalid, "data-safety": ExpectValid, "fencing": ExpectValid}}
 	safeCell = Cell{Name: "safe", Expect: map[string]Expect{
 		"mutual-exclusion": ExpectValid, "data-safety": ExpectValid, "fencing": ExpectNotApplicable}}
+	// failoverCell requires 3 lost grants a run: the lock broken, fencing keeping the data.
+	failoverCell = func() Cell {
+		c := pausedCell
+		c.Name, c.Hazards = "failover", map[history.Hazard]int{history.GrantLost: 3}
+		return c
+	}()
+	// detectCell requires them too, and expects only the lock to break.
+	detectCell = func() Cell {
+		c := failoverCell
+		c.Expect = map[string]Expect{"mutual-exclusion": ExpectInvalid}
+		return c
+	}()
+	// heldCell expects the lock to hold through 3 lost grants a run.
+	heldCell = func() Cell { c := safeCell; c.Hazards = failoverCell.Hazards; return c }()
 )
 
 func TestJudge(t *testing.T) {
@@ -92,6 +114,30 @@ func TestJudge(t *testing.T) {
 		}(), []RunResult{broken(run(1, invalid, valid, valid, s))},
 			Unknown, 1, s, s, "harness error"},
 		{"no runs", safeCell, nil, Unknown, -1, 0, 0, "no run"},
+		{"every run had the hazards the cell requires", failoverCell,
+			[]RunResult{lost(3, run(1, invalid, valid, valid, s)), lost(9, run(2, invalid, valid, valid, 2*s))},
+			Met, 2, 1500 * time.Millisecond, 2 * s, ""},
+		{"a run short of a hazard is no detection and its passes prove nothing: unknown", failoverCell,
+			[]RunResult{lost(3, run(1, invalid, valid, valid, s)), lost(1, run(2, invalid, valid, valid, 2*s))},
+			Unknown, 1, s, s, "seed 2: 1 lost grant, fewer than the 3 the cell requires: it did not test what the cell is about"},
+		{"a run without any hazard count has none", failoverCell,
+			[]RunResult{lost(3, run(1, invalid, valid, valid, s)), run(2, invalid, valid, valid, s)},
+			Unknown, 1, s, s, "seed 2: 0 lost grants, fewer than the 3"},
+		{"a short run the threshold can do without", detectCell,
+			append(slices.Repeat([]RunResult{lost(4, run(1, invalid, valid, valid, s))}, 9), lost(0, run(10, invalid, valid, valid, s))),
+			Met, 9, s, s, ""},
+		{"a miss in a short run could not say, not failed", detectCell,
+			[]RunResult{lost(3, run(1, invalid, valid, valid, s)), lost(2, run(2, valid, valid, valid, 0))},
+			Unknown, 1, s, s, "found in 1 of 2 seeds, 1 undecided"},
+		{"a miss in a run that had its hazards fails", detectCell,
+			[]RunResult{lost(3, run(1, invalid, valid, valid, s)), lost(3, run(2, valid, valid, valid, 0))},
+			Failed, 1, s, s, "missed with seed 2"},
+		{"a violation where none was expected needs no hazard to fail", heldCell,
+			[]RunResult{lost(3, run(1, valid, valid, na, 0)), lost(0, run(2, invalid, valid, na, s))},
+			Failed, -1, 0, 0, "seed 2: mutual-exclusion expected valid, got invalid"},
+		{"a pass short of the hazards the cell requires proves nothing", heldCell,
+			[]RunResult{lost(3, run(1, valid, valid, na, 0)), lost(2, run(2, valid, valid, na, 0))},
+			Unknown, -1, 0, 0, "seed 2: 2 lost grants, fewer than the 3 the cell requires"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -115,6 +161,38 @@ func TestJudge(t *testing.T) {
 				t.Errorf("median %v, worst %v; want %s, %s", r.MedianToViolation, r.WorstToViolation, tt.median, tt.worst)
 			}
 		})
+	}
+}
+
+// The hazards are counted over the runs: those the cell requires first, each with the
+// runs short of it, then every other that occurred.
+func TestHazardsAreTalliedOverTheRuns(t *testing.T) {
+	runs := []RunResult{lost(5, run(1, invalid, valid, valid, time.Second)), lost(2, run(2, invalid, valid, valid, time.Second)),
+		run(3, invalid, valid, valid, time.Second)}
+	runs[0].Hazards[history.LeaseExpiredInPause] = 4
+	got := Judge(failoverCell, runs).Hazards
+	want := []HazardTally{
+		{Hazard: history.GrantLost, Total: 7, MinPerRun: 0, Required: 3, Short: 2},
+		{Hazard: history.LeaseExpiredInPause, Total: 4, MinPerRun: 0},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("tallies %+v, want %+v", got, want)
+	}
+	if got := Judge(pausedCell, []RunResult{run(1, invalid, valid, valid, time.Second)}).Hazards; got != nil {
+		t.Errorf("a cell whose runs saw no hazard tallies %+v", got)
+	}
+}
+
+// A run keeps its summary's hazard counts, a wanted one that never occurred as 0.
+func TestFromSummaryKeepsHazardCounts(t *testing.T) {
+	s := results.Summary{Verdict: unknown, Hazards: []results.HazardCount{
+		{Hazard: history.GrantLost, Nemesis: "failover"}, {Hazard: history.LeaseExpiredInPause, Count: 2}}}
+	got := FromSummary(1, "", s, nil).Hazards
+	if len(got) != 2 || got[history.GrantLost] != 0 || got[history.LeaseExpiredInPause] != 2 {
+		t.Errorf("hazards %v", got)
+	}
+	if got := FromSummary(1, "", results.Summary{}, nil).Hazards; got != nil {
+		t.Errorf("a run without hazards keeps %v", got)
 	}
 }
 

@@ -4,8 +4,9 @@
 // "smoke" a few fast cells, and users write their own cells in a YAML or JSON file.
 //
 // A cell is a harness spec and an expected verdict per checker: valid, invalid, either
-// (the scenario does not decide that property) or not-applicable. Each cell runs once per
-// seed; a cell expecting a violation reports how often it was found (its detection rate)
+// (the scenario does not decide that property) or not-applicable, and optionally the least
+// number of times each hazard (history.Hazard) must occur in a run for the run to speak
+// for the cell. Each cell runs once per seed; a cell expecting a violation reports how often it was found (its detection rate)
 // and how soon, and fails below its threshold; a cell expecting a property to hold fails
 // on any violation. The judging (judge.go) is pure: it reads run summaries and nothing
 // else, so it is tested on hand-made ones. The writers (suite.json, suite.html, junit.xml)
@@ -18,12 +19,15 @@ package suite
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
 
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/harness"
+	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/internal/quote"
 )
 
@@ -62,6 +66,9 @@ type Cell struct {
 	Threshold float64 `json:"threshold,omitempty"`
 	// Why says where the expectation comes from, for readers of the matrix.
 	Why string `json:"why,omitempty"`
+	// Hazards are the least number of times each hazard must occur in one run, e.g.
+	// {grant-lost: 3}: a run short of one did not test what the cell is about (see Judge).
+	Hazards map[history.Hazard]int `json:"hazards,omitempty"`
 }
 
 // threshold is the cell's threshold with the default filled in.
@@ -148,7 +155,23 @@ func (c *Cell) check(known map[string]bool) error {
 	if !(c.Threshold >= 0 && c.Threshold <= 1) {
 		return fmt.Errorf("threshold must be between 0 and 1 (0: the default %g), got %g", DefaultThreshold, c.Threshold)
 	}
+	for _, h := range slices.Sorted(maps.Keys(c.Hazards)) {
+		if !h.Known() {
+			return fmt.Errorf("requires hazard %s, which does not exist (hazards: %s)", quote.Short(h), hazardNames())
+		}
+		if n := c.Hazards[h]; n < 1 {
+			return fmt.Errorf("hazard %s: the least number per run must be at least 1, got %d", h, n)
+		}
+	}
 	return nil
+}
+
+func hazardNames() string {
+	var names []string
+	for _, h := range history.KnownHazards() {
+		names = append(names, string(h))
+	}
+	return strings.Join(names, ", ")
 }
 
 func checkerNames() []string {

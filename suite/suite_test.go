@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/checkers"
+	"github.com/lockbreaker/lockbreaker/history"
 )
 
 func TestBuiltinSuitesAreComplete(t *testing.T) {
@@ -125,6 +126,12 @@ cells:
 		{"a duration as a number", "t.yaml", "cells: [{spec: {system: local, ttl: 2}, expect: {stats: valid}}]", nil, `duration must be a string like "2s"`},
 		{"two cells of one name", "t.yaml", "cells: [{name: a, spec: {system: local}, expect: {stats: valid}}, {name: a, spec: {system: local}, expect: {stats: valid}}]", nil, "two cells are named a"},
 		{"a threshold above 1", "t.yaml", "cells: [{spec: {system: local}, expect: {stats: valid}, threshold: 90}]", nil, "threshold must be between 0 and 1"},
+		{"an unknown hazard", "t.yaml", "cells: [{spec: {system: local}, expect: {stats: valid}, hazards: {grant-lots: 3}}]", nil,
+			`requires hazard "grant-lots", which does not exist (hazards: clock-past-lease, crash-under-grant, grant-lost,`},
+		{"a hazard required no times", "t.yaml", "cells: [{spec: {system: local}, expect: {stats: valid}, hazards: {grant-lost: 0}}]", nil,
+			"hazard grant-lost: the least number per run must be at least 1, got 0"},
+		{"a hazard required a fraction of a time", "t.yaml", "cells: [{spec: {system: local}, expect: {stats: valid}, hazards: {grant-lost: 1.5}}]", nil,
+			"cannot unmarshal number 1.5"},
 		{"no cells", "t.yaml", "name: empty", nil, "no cells"},
 		{"not yaml", "t.yaml", "cells: [", nil, "not YAML or JSON"},
 	}
@@ -162,7 +169,7 @@ func TestFileDefaultsAndThresholds(t *testing.T) {
 defaults: {system: local, clients: 3}
 threshold: 0.8
 cells:
-  - {name: a, spec: {ttl: 500ms}, expect: {stats: valid}}
+  - {name: a, spec: {ttl: 500ms}, expect: {stats: valid}, hazards: {granted-in-pause: 2}}
   - {name: b, spec: {clients: 2}, expect: {stats: valid}, threshold: 1}
 `), 0o644)
 	s, err := Load(path)
@@ -178,6 +185,9 @@ cells:
 	}
 	if a.threshold() != 0.8 || b.threshold() != 1 || s.Name != "s" {
 		t.Errorf("thresholds %g, %g, name %q", a.threshold(), b.threshold(), s.Name)
+	}
+	if len(a.Hazards) != 1 || a.Hazards[history.GrantedInPause] != 2 || b.Hazards != nil {
+		t.Errorf("hazards %v, %v; want a to require 2 granted-in-pause, b none", a.Hazards, b.Hazards)
 	}
 }
 
