@@ -181,6 +181,9 @@ func Describe(s Suite) string {
 				expects = append(expects, string(e)+": "+strings.Join(names, ","))
 			}
 		}
+		for _, h := range slices.Sorted(maps.Keys(c.Hazards)) {
+			expects = append(expects, fmt.Sprintf("at least %d %s a run", c.Hazards[h], h))
+		}
 		fmt.Fprintf(&b, "%3d  %-50s %s\n", i+1, c.Name, strings.Join(expects, "; "))
 	}
 	return b.String()

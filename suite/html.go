@@ -14,7 +14,8 @@ import (
 // suite.html: a matrix of scenarios (faults, fencing) against locks (system, client), each
 // square coloured by its cell's status and linking to the cell; then every cell with its
 // expectations against what its runs showed, its detection rate and time to violation,
-// and links to its runs' reports. Everything from a result is escaped by html/template;
+// the hazards its runs went through (in all, the fewest in one run, and the runs short of
+// what the cell requires), and links to its runs' reports. Everything from a result is escaped by html/template;
 // the page has no script.
 
 // verdictOrder is the order verdict counts are listed in.
@@ -43,6 +44,7 @@ type cellView struct {
 	Median   string
 	Worst    string
 	Checks   []checkView
+	Hazards  []hazardLine
 }
 
 type checkView struct {
@@ -68,6 +70,7 @@ func renderHTML(r Result) ([]byte, error) {
 		if c.MedianToViolation != nil {
 			v.Median, v.Worst = c.MedianToViolation.Std().Round(time.Millisecond).String(), c.WorstToViolation.Std().Round(time.Millisecond).String()
 		}
+		v.Hazards = hazardLines(c)
 		for _, ch := range c.Checks {
 			if ch.Expect != ExpectEither || len(ch.Observed) > 0 {
 				v.Checks = append(v.Checks, checkView{Check: ch, Observed: observed(ch)})
@@ -132,13 +135,14 @@ Seeds per cell: {{.Seeds}}, shard {{.Shard}}, started {{.Started.UTC.Format "200
 {{end}}</table>
 
 <h2>Cells</h2>
-<table><tr><th>cell</th><th>expected / observed per checker</th><th>detection</th><th>first violation (median / worst)</th><th>runs</th></tr>
+<table><tr><th>cell</th><th>expected / observed per checker</th><th>detection</th><th>first violation (median / worst)</th><th>hazards over the runs</th><th>runs</th></tr>
 {{range .Cells}}<tr id="{{.Anchor}}">
 <td class="{{.Status}}"><b>{{.Cell.Name}}</b><br>{{upper .Status}}<br><small>{{.Cell.Why}}</small>
 {{with .Reasons}}<ul>{{range .}}<li>{{.}}</li>{{end}}</ul>{{end}}</td>
 <td><table>{{range .Checks}}<tr class="{{if eq .Expect "either"}}either{{else}}{{.Status}}{{end}}"><td>{{.Checker}}</td><td>{{.Expect}}</td><td>{{.Observed}}</td></tr>{{end}}</table></td>
 <td>{{.Rate}}</td>
 <td>{{if .Median}}{{.Median}} / {{.Worst}}{{end}}</td>
+<td>{{with .Hazards}}<ul>{{range .}}<li{{if .Short}} class="unknown"{{end}}>{{.Text}}</li>{{end}}</ul>{{end}}</td>
 <td>{{range .Runs}}{{if .Report}}<a href="{{.Report}}">seed {{.Seed}}: {{.Verdict}}</a>{{else}}seed {{.Seed}}: {{.Verdict}}{{end}}{{with .Error}} <small>(harness error: {{.}})</small>{{end}}<br>{{end}}</td>
 </tr>
 {{end}}</table>

@@ -1,6 +1,7 @@
 package suite
 
 import (
+	"encoding/json"
 	"encoding/xml"
 	"os"
 	"path/filepath"
@@ -189,6 +190,9 @@ cells:
 	if len(a.Hazards) != 1 || a.Hazards[history.GrantedInPause] != 2 || b.Hazards != nil {
 		t.Errorf("hazards %v, %v; want a to require 2 granted-in-pause, b none", a.Hazards, b.Hazards)
 	}
+	if list := Describe(s); !strings.Contains(list, "valid: stats; at least 2 granted-in-pause a run\n") {
+		t.Errorf("the list does not say what cell a requires:\n%s", list)
+	}
 }
 
 // junit.xml has one testcase per cell: a failed expectation is a failure with its reason,
@@ -271,5 +275,32 @@ func TestSampleResultIsWhatTheWritersAreShown(t *testing.T) {
 	}
 	if r.Cells[1].Runs[0].Verdicts["mutual-exclusion"] != checkers.Invalid {
 		t.Fatal("the hostile run is not a violation")
+	}
+}
+
+// suite.json, suite.html and junit.xml count each cell's hazards over its runs, and say
+// which runs were short of what the cell requires.
+func TestWritersCountHazards(t *testing.T) {
+	cell := Judge(failoverCell, []RunResult{lost(3, run(1, invalid, valid, valid, time.Second)), lost(1, run(2, invalid, valid, valid, time.Second))})
+	r := Result{Suite: "hazards", Seeds: 2, Shard: "1/1", Started: time.Unix(0, 0), Finished: time.Unix(10, 0), Cells: []CellResult{cell}}
+	r.Tally()
+	dir := t.TempDir()
+	if err := Write(dir, r); err != nil {
+		t.Fatal(err)
+	}
+	const line = "grant-lost: 4 lost grants in all, 1 in the fewest run; the cell requires 3 per run, 1 run short"
+	var saved Result
+	if data, err := os.ReadFile(filepath.Join(dir, JSONFile)); err != nil || json.Unmarshal(data, &saved) != nil {
+		t.Fatalf("suite.json: %v", err)
+	}
+	want := []HazardTally{{Hazard: history.GrantLost, Total: 4, MinPerRun: 1, Required: 3, Short: 1}}
+	if got := saved.Cells[0].Hazards; !slices.Equal(got, want) || saved.Cells[0].Cell.Hazards[history.GrantLost] != 3 ||
+		saved.Cells[0].Runs[1].Hazards[history.GrantLost] != 1 {
+		t.Errorf("suite.json keeps hazards %+v, cell %v, runs %v; want %+v", got, saved.Cells[0].Cell.Hazards, saved.Cells[0].Runs, want)
+	}
+	for file, want := range map[string]string{HTMLFile: `<li class="unknown">` + line + `</li>`, JUnitFile: "&#xA;" + line + "&#xA;"} {
+		if page, err := os.ReadFile(filepath.Join(dir, file)); err != nil || !strings.Contains(string(page), want) {
+			t.Errorf("%s lacks %q (%v):\n%s", file, want, err, page)
+		}
 	}
 }

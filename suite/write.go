@@ -107,10 +107,45 @@ func cellFacts(c CellResult) string {
 		}
 		b.WriteString("\n")
 	}
+	for _, line := range hazardLines(c) {
+		fmt.Fprintf(&b, "%s\n", line.Text)
+	}
 	for _, run := range c.Runs {
 		fmt.Fprintf(&b, "seed %d: %s %s\n", run.Seed, run.Verdict, run.Report)
 	}
 	return b.String()
+}
+
+// hazardLine is one hazard's count over a cell's runs, in words; Short says some run had
+// fewer than the cell requires.
+type hazardLine struct {
+	Text  string
+	Short bool
+}
+
+// hazardLines are the cell's hazard counts: "grant-lost: 9 lost grants in all, 2 in the
+// fewest run; the cell requires 3 per run, 1 run short".
+func hazardLines(c CellResult) []hazardLine {
+	var lines []hazardLine
+	for _, t := range c.Hazards {
+		text := fmt.Sprintf("%s: %s in all, %d in the fewest run", t.Hazard, t.Hazard.Count(t.Total), t.MinPerRun)
+		if t.Required > 0 {
+			text += fmt.Sprintf("; the cell requires %d per run, %s short", t.Required, nRuns(t.Short))
+		}
+		lines = append(lines, hazardLine{Text: text, Short: t.Short > 0})
+	}
+	return lines
+}
+
+// nRuns is "no run", "1 run" or "3 runs".
+func nRuns(n int) string {
+	switch n {
+	case 0:
+		return "no run"
+	case 1:
+		return "1 run"
+	}
+	return fmt.Sprintf("%d runs", n)
 }
 
 // observed writes a check's verdict counts in verdict order: "invalid 4, valid 1".

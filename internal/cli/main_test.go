@@ -54,6 +54,8 @@ func lockbreaker(t *testing.T, env []string, args ...string) (code int, stdout, 
 func TestBadInputGetsOneLineAndItsExitCode(t *testing.T) {
 	notADir := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(notADir, []byte("x"), 0o644)
+	badSuite := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(badSuite, []byte("cells: [{spec: {system: local}, expect: {stats: valid}, hazards: {grant-lots: 3}}]\n"), 0o644)
 	corrupt := t.TempDir()
 	os.WriteFile(filepath.Join(corrupt, "history.jsonl"),
 		[]byte(`{"index":0,"type":"invoke","process":0,"f":"acquire","key":"lock","time":5}`+"\n{not json\n"), 0o644)
@@ -89,6 +91,7 @@ func TestBadInputGetsOneLineAndItsExitCode(t *testing.T) {
 		{"key with backspace", nil, []string{"run", "--key", "lock\b"}, 254, "--key must be a non-empty word of printable characters"},
 		{"bad fencing", nil, []string{"run", "--fencing", "maybe"}, 254, "--fencing must be on or off"},
 		{"unwritable results", nil, []string{"run", "--results", notADir}, 254, "is not writable"},
+		{"unknown hazard in a suite file", nil, []string{"suite", badSuite}, 254, `requires hazard "grant-lots", which does not exist`},
 		{"corrupt history", nil, []string{"check", corrupt}, 254, "history.jsonl:2: not a JSON event"},
 		{"not a run", nil, []string{"check", t.TempDir()}, 254, "not a run directory"},
 		{"zero check timeout", nil, []string{"check", "--timeout", "0s", t.TempDir()}, 254, "check: --timeout must be between 1ms and 24h, got 0s"},
