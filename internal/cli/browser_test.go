@@ -280,3 +280,99 @@ func consoleErrors(ctx context.Context) func() []string {
 		return slices.Clone(errs)
 	}
 }
+
+// A run whose pause-holder created its hazard, checked from a hand-made run directory (no
+// Docker) and opened from disk: the verdicts say what data safety held through, the
+// timeline draws one mark per hazard event across the lanes of the clients it involved,
+// its tooltip names the hazard, the fault that saw it and what made it so (hostile text
+// shown as text), the legend explains the mark, and a hazard's time in the list zooms the
+// timeline to it. The screenshot is saved next to the report (report-hazards.png).
+func TestHazardsInTheTimeline(t *testing.T) {
+	browser := newBrowser(t)
+	root := os.Getenv("LOCKBREAKER_TEST_STORE")
+	if root == "" {
+		root = t.TempDir()
+	} else if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := "local-local-pause-holder-fenced/20261201T111500Z"
+	storeOf(t, root, storedRun{run, "testdata/paused-hazards.jsonl",
+		`{"test": "local-local-pause-holder-fenced", "run_id": "20261201T111500Z", "started": "2026-12-01T11:15:00Z", "finished": "2026-12-01T11:15:04Z",
+		"spec": {"test": "local-local-pause-holder-fenced", "system": "local", "client": "local", "nemesis": ["pause-holder"], "fencing": true,
+		"clients": 2, "ttl": "500ms", "time_limit": "4s", "seed": 7, "key": "k"}}`})
+	report := filepath.Join(root, filepath.FromSlash(run), "report.html")
+	ctx := newTab(t, browser)
+	errs := consoleErrors(ctx)
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900),
+		chromedp.Navigate((&url.URL{Scheme: "file", Path: report}).String()), chromedp.WaitReady("#timeline")); err != nil {
+		t.Fatal(err)
+	}
+	type page struct {
+		Marks, MarkHeight int
+		Titles            []string
+		Through, Hazards  []string
+		Legend            bool
+		Before, After     string
+		Script            bool
+		Images            int
+	}
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[page](`(() => {
+		const marks = [...document.querySelectorAll("svg.lanes path.hazard")];
+		const lanes = document.querySelector("svg.lanes");
+		const before = lanes.getAttribute("viewBox");
+		document.querySelector("table.occurrences a.to-timeline").click();
+		return {
+			Marks: marks.length,
+			MarkHeight: Math.round(Math.max(...marks.map((m) => m.getBoundingClientRect().height))),
+			Titles: marks.map((m) => m.querySelector("title").textContent),
+			Through: [...document.querySelectorAll("table.verdicts .through")].map((e) => e.closest("tr").firstChild.textContent + " " + e.textContent),
+			Hazards: [...document.querySelectorAll("ul.hazards li")].map((e) => e.textContent),
+			Legend: [...document.querySelectorAll(".legend span")].some((s) => s.querySelector("i.hazard") && s.textContent.startsWith("a hazard occurred")),
+			Before: before, After: lanes.getAttribute("viewBox"),
+			Script: window.__xss === 1, Images: document.querySelectorAll("img").length,
+		};
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Marks != 2 {
+		t.Errorf("%d hazard marks in the timeline, want one per hazard event (2)", got.Marks)
+	}
+	// The first mark spans the nemesis lane, p0's and p1's: three lanes of 26 units, drawn
+	// some 1.2 px a unit at this width.
+	if got.MarkHeight < 60 {
+		t.Errorf("the tallest hazard mark is %d px high, want it across three lanes", got.MarkHeight)
+	}
+	wantTitle := `1 grant while its holder was paused (granted-in-pause) at t=22ms, seen by pause-holder: worker-0, worker-1; grant=#6, holder-grant=#1, note="><img src=x onerror=window.__xss=1>`
+	if !slices.Contains(got.Titles, wantTitle) {
+		t.Errorf("hazard marks' titles %q, want one of %q", got.Titles, wantTitle)
+	}
+	if want := []string{"data-safety through 1 grant while its holder was paused", "lost-updates through 1 grant while its holder was paused",
+		"fencing through 1 grant while its holder was paused"}; !slices.Equal(got.Through, want) {
+		t.Errorf("valid safety verdicts say %q, want %q", got.Through, want)
+	}
+	if len(got.Hazards) != 2 || !strings.HasPrefix(got.Hazards[0], "1 grant while its holder was paused (granted-in-pause) · what pause-holder exists to create") {
+		t.Errorf("hazard counts beside the verdicts: %q", got.Hazards)
+	}
+	if !got.Legend {
+		t.Error("the legend does not explain the hazard mark")
+	}
+	if got.After == got.Before {
+		t.Errorf("following a hazard's time left the timeline at %s", got.Before)
+	}
+	if got.Script || got.Images > 0 {
+		t.Errorf("a hazard's detail ran as markup: script ran %v, %d img elements", got.Script, got.Images)
+	}
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(filepath.Dir(report), "report-hazards.png")
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
+	if e := errs(); len(e) > 0 {
+		t.Errorf("console errors:\n%s", strings.Join(e, "\n"))
+	}
+}
