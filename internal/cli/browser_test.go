@@ -173,12 +173,7 @@ func merge(a, b map[string]any) map[string]any {
 // store there to look at, instead of in a temporary directory.
 func TestViolatedReportThroughServe(t *testing.T) {
 	browser := newBrowser(t)
-	root := os.Getenv("LOCKBREAKER_TEST_STORE")
-	if root == "" {
-		root = t.TempDir()
-	} else if err := os.MkdirAll(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	root := browserStore(t)
 	pausedAndSafe(t, root)
 	addr := serveStore(t, root)
 	ctx := newTab(t, browser)
@@ -242,19 +237,38 @@ func TestViolatedReportThroughServe(t *testing.T) {
 		t.Errorf("following the first violation: %d overlaps drawn, focused %v, view %s -> %s; want it zoomed and highlighted",
 			page.Overlaps, page.Focused, page.Before, page.After)
 	}
+	run := strings.TrimPrefix(strings.TrimSuffix(got.Report, "/report.html"), addr+"/")
+	screenshot(t, ctx, filepath.Join(root, filepath.FromSlash(run), "report.png"))
+	if e := errs(); len(e) > 0 {
+		t.Errorf("console errors:\n%s", strings.Join(e, "\n"))
+	}
+}
+
+// browserStore is the store a browser test makes its runs in: LOCKBREAKER_TEST_STORE,
+// kept to look at, or a temporary directory.
+func browserStore(t *testing.T) string {
+	t.Helper()
+	root := os.Getenv("LOCKBREAKER_TEST_STORE")
+	if root == "" {
+		return t.TempDir()
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// screenshot saves the whole page the tab shows as a PNG at path.
+func screenshot(t *testing.T, ctx context.Context, path string) {
+	t.Helper()
 	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := strings.TrimPrefix(strings.TrimSuffix(got.Report, "/report.html"), addr+"/")
-	path := filepath.Join(root, filepath.FromSlash(run), "report.png")
 	if err := os.WriteFile(path, shot, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot: %s", path)
-	if e := errs(); len(e) > 0 {
-		t.Errorf("console errors:\n%s", strings.Join(e, "\n"))
-	}
 }
 
 // consoleErrors gathers the tab's console errors and uncaught exceptions from now on.
@@ -289,12 +303,7 @@ func consoleErrors(ctx context.Context) func() []string {
 // timeline to it. The screenshot is saved next to the report (report-hazards.png).
 func TestHazardsInTheTimeline(t *testing.T) {
 	browser := newBrowser(t)
-	root := os.Getenv("LOCKBREAKER_TEST_STORE")
-	if root == "" {
-		root = t.TempDir()
-	} else if err := os.MkdirAll(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	root := browserStore(t)
 	run := "local-local-pause-holder-fenced/20261201T111500Z"
 	storeOf(t, root, storedRun{run, "testdata/paused-hazards.jsonl",
 		`{"test": "local-local-pause-holder-fenced", "run_id": "20261201T111500Z", "started": "2026-12-01T11:15:00Z", "finished": "2026-12-01T11:15:04Z",
@@ -363,15 +372,7 @@ func TestHazardsInTheTimeline(t *testing.T) {
 	if got.Script || got.Images > 0 {
 		t.Errorf("a hazard's detail ran as markup: script ran %v, %d img elements", got.Script, got.Images)
 	}
-	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(filepath.Dir(report), "report-hazards.png")
-	if err := os.WriteFile(path, shot, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshot: %s", path)
+	screenshot(t, ctx, filepath.Join(filepath.Dir(report), "report-hazards.png"))
 	if e := errs(); len(e) > 0 {
 		t.Errorf("console errors:\n%s", strings.Join(e, "\n"))
 	}
