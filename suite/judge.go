@@ -76,10 +76,10 @@ func FromSummary(seed int64, report string, s results.Summary, err error) RunRes
 	if !s.Started.IsZero() && s.Finished.After(s.Started) {
 		r.Elapsed = Duration(s.Finished.Sub(s.Started))
 	}
+	if len(s.Hazards) > 0 {
+		r.Hazards = map[history.Hazard]int{}
+	}
 	for _, h := range s.Hazards {
-		if r.Hazards == nil {
-			r.Hazards = map[history.Hazard]int{}
-		}
 		r.Hazards[h.Hazard] = h.Count
 	}
 	return r
