@@ -41,6 +41,9 @@ type RunResult struct {
 	// Report is the run's report.html, relative to the suite's directory; "" when the run
 	// made no directory.
 	Report string `json:"report,omitempty"`
+	// Command is the `lockbreaker run ...` that runs it again (results.json's); absent
+	// from suite.json written before it was kept here.
+	Command string `json:"command,omitempty"`
 	// Verdict is the run's overall verdict.
 	Verdict  checkers.Verdict            `json:"verdict"`
 	Verdicts map[string]checkers.Verdict `json:"verdicts"`
@@ -59,7 +62,7 @@ type RunResult struct {
 
 // FromSummary keeps what the suite needs of a run's summary.
 func FromSummary(seed int64, report string, s results.Summary, err error) RunResult {
-	r := RunResult{Seed: seed, Report: report, Verdict: s.Verdict, Verdicts: map[string]checkers.Verdict{},
+	r := RunResult{Seed: seed, Report: report, Command: s.Command, Verdict: s.Verdict, Verdicts: map[string]checkers.Verdict{},
 		Summaries: map[string]string{}, FirstViolation: map[string]Duration{}, Error: s.Error}
 	for _, c := range s.Results {
 		r.Verdicts[c.Checker], r.Summaries[c.Checker] = c.Verdict, c.Summary
@@ -402,14 +405,32 @@ type Result struct {
 	Suite string `json:"suite"`
 	About string `json:"about,omitempty"`
 	Seeds int    `json:"seeds"`
-	// Shard is the part of the suite these cells are, "1/1" for all of it.
-	Shard    string       `json:"shard"`
-	Started  time.Time    `json:"started"`
-	Finished time.Time    `json:"finished"`
-	Status   Status       `json:"status"`
-	Cells    []CellResult `json:"cells"`
+	// Shard is the part of the suite these cells are, "1/1" for all of it (and for shards
+	// merged into one).
+	Shard string `json:"shard"`
+	// AllCells names every cell of the whole suite, in order, whichever shard ran: what a
+	// merge of shards must cover. Definition identifies the suite's cells as they ran
+	// (their specs, expectations and thresholds), so shards of one suite run share it.
+	// Both are absent from suite.json written before shards could be merged.
+	AllCells   []string `json:"all_cells,omitempty"`
+	Definition string   `json:"definition,omitempty"`
+	// Merged are the shards a merged result was made of, by shard order.
+	Merged   []MergedShard `json:"merged,omitempty"`
+	Started  time.Time     `json:"started"`
+	Finished time.Time     `json:"finished"`
+	Status   Status        `json:"status"`
+	Cells    []CellResult  `json:"cells"`
 	// Error is why the suite stopped before its last cell (an interrupt, a harness error).
 	Error string `json:"error,omitempty"`
+}
+
+// MergedShard is a shard that went into a merged result: enough to know it again in a
+// store (its suite, shard and start), no path.
+type MergedShard struct {
+	Shard   string    `json:"shard"`
+	Started time.Time `json:"started"`
+	// ID is the shard's directory name, its start time.
+	ID string `json:"id"`
 }
 
 // Tally sets the suite's status from its cells': failed beats unknown beats met, and a

@@ -60,7 +60,12 @@ func Run(ctx context.Context, s Suite, opts Options) (string, Result, error) {
 		opts.Progress = io.Discard
 	}
 	cells := opts.Shard.Of(s.Cells)
-	res := Result{Suite: s.Name, About: s.About, Seeds: opts.Seeds, Shard: opts.Shard.String(), Started: time.Now()}
+	definition, err := s.definition()
+	if err != nil {
+		return "", Result{}, err
+	}
+	res := Result{Suite: s.Name, About: s.About, Seeds: opts.Seeds, Shard: opts.Shard.String(),
+		AllCells: cellNames(s.Cells), Definition: definition, Started: time.Now()}
 	dir, err := newSuiteDir(opts.Root, s.Name, res.Started)
 	if err != nil {
 		return "", Result{}, err

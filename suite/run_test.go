@@ -92,6 +92,12 @@ func TestRunJudgesEveryCellAndWritesItsFiles(t *testing.T) {
 	if err != nil || json.Unmarshal(data, &saved) != nil || saved.Status != Failed || len(saved.Cells) != 3 {
 		t.Errorf("suite.json: %v, status %s, %d cells", err, saved.Status, len(saved.Cells))
 	}
+	if !slices.Equal(saved.AllCells, []string{"safe", "broken", "wrong"}) || saved.Definition == "" {
+		t.Errorf("suite.json: all cells %q, definition %q; want every cell and a definition", saved.AllCells, saved.Definition)
+	}
+	if cmd := saved.Cells[1].Runs[1].Command; !strings.HasPrefix(cmd, "lockbreaker run --system local-broken ") || !strings.Contains(cmd, " --seed 8 ") {
+		t.Errorf("suite.json: the broken cell's second run is reproduced by %q", cmd)
+	}
 	var junit struct {
 		Tests    int `xml:"tests,attr"`
 		Failures int `xml:"failures,attr"`
@@ -120,8 +126,8 @@ func TestShardAndInterrupt(t *testing.T) {
 	if err == nil || r.Status != Unknown || r.Error == "" {
 		t.Fatalf("interrupted suite: %v, status %s, error %q", err, r.Status, r.Error)
 	}
-	if r.Shard != "3/3" {
-		t.Errorf("shard %s", r.Shard)
+	if r.Shard != "3/3" || len(r.AllCells) != 3 {
+		t.Errorf("shard %s of cells %q, want 3/3 of all three", r.Shard, r.AllCells)
 	}
 	if _, err := os.Stat(filepath.Join(dir, JUnitFile)); err != nil {
 		t.Errorf("an interrupted suite left no junit.xml: %v", err)

@@ -17,6 +17,9 @@
 package suite
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -213,8 +216,33 @@ func (sh Shard) String() string { return fmt.Sprintf("%d/%d", sh.Index, sh.Count
 // Of returns the shard's cells: a contiguous block, so cells of one system stay together
 // and share a cluster; the blocks of all shards cover the suite once.
 func (sh Shard) Of(cells []Cell) []Cell {
-	from, to := len(cells)*(sh.Index-1)/sh.Count, len(cells)*sh.Index/sh.Count
+	from, to := sh.bounds(len(cells))
 	return cells[from:to]
+}
+
+// bounds are where the shard's block of n cells starts and ends.
+func (sh Shard) bounds(n int) (from, to int) {
+	return n * (sh.Index - 1) / sh.Count, n * sh.Index / sh.Count
+}
+
+// cellNames lists the cells' names, in order.
+func cellNames(cells []Cell) []string {
+	var list []string
+	for _, c := range cells {
+		list = append(list, c.Name)
+	}
+	return list
+}
+
+// definition identifies the checked suite's cells as they run: a hash of their specs,
+// expectations and thresholds. Two shards with the same definition split the same matrix.
+func (s Suite) definition() (string, error) {
+	data, err := json.Marshal(s.Cells)
+	if err != nil {
+		return "", fmt.Errorf("suite %s: encode its cells: %w", s.Name, err)
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:8]), nil
 }
 
 // Duration is a time.Duration written as "1.5s" in suite files and suite.json.

@@ -74,6 +74,24 @@ func TestShardsCoverTheSuiteOnce(t *testing.T) {
 	}
 }
 
+// Shards of one suite share its definition; a changed expectation or spec is another.
+func TestDefinitionNamesTheCellsAsTheyRun(t *testing.T) {
+	s, _, _ := Builtin("smoke")
+	again, _, _ := Builtin("smoke")
+	expect := func(s Suite) Suite { s.Cells[0].Expect = map[string]Expect{"stats": ExpectValid}; return s }
+	seed := func(s Suite) Suite { s.Cells[1].Spec.Seed++; return s }
+	base, _ := s.definition()
+	if d, _ := again.definition(); d != base || base == "" {
+		t.Fatalf("the same suite twice: %q and %q", base, d)
+	}
+	for name, change := range map[string]func(Suite) Suite{"an expectation": expect, "a seed": seed} {
+		changed, _, _ := Builtin("smoke")
+		if d, _ := change(changed).definition(); d == base {
+			t.Errorf("%s changed, the definition did not", name)
+		}
+	}
+}
+
 func TestParseShard(t *testing.T) {
 	tests := []struct {
 		in   string
