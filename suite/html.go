@@ -125,7 +125,7 @@ ul{margin:.2em 0;padding-left:1.2em}
 <h1>lockbreaker suite {{.Suite}}: <span class="{{.Status}}">{{upper .Status}}</span></h1>
 <p>{{.About}}</p>
 <p>{{.Met}} cells met their expectations, {{.Failed}} failed, {{.Unknown}} unknown.
-Seeds per cell: {{.Seeds}}, shard {{.Shard}}, started {{.Started.UTC.Format "2006-01-02 15:04:05Z"}}, took {{.Took}}.</p>
+Seeds per cell: {{.Seeds}}, shard {{.Shard}}{{with .Merged}} (merged from shards{{range .}} {{.Shard}}{{end}}){{end}}, started {{.Started.UTC.Format "2006-01-02 15:04:05Z"}}, took {{.Took}}.</p>
 {{with .Error}}<p class="unknown">Stopped early: {{.}}</p>{{end}}
 
 <h2>Matrix</h2>

@@ -221,6 +221,13 @@ func Summary(dir string, r Result) string {
 	n := r.Counts()
 	fmt.Fprintf(&b, "\nsuite %s (shard %s, seeds per cell %d): %s, %d cells met, %d failed, %d unknown, in %s\n",
 		r.Suite, r.Shard, r.Seeds, strings.ToUpper(string(r.Status)), n[Met], n[Failed], n[Unknown], r.Finished.Sub(r.Started).Round(time.Second))
+	if len(r.Merged) > 0 {
+		var shards []string
+		for _, m := range r.Merged {
+			shards = append(shards, m.Shard)
+		}
+		fmt.Fprintf(&b, "merged from shards %s\n", strings.Join(shards, ", "))
+	}
 	if r.Error != "" {
 		fmt.Fprintf(&b, "stopped early: %s\n", r.Error)
 	}
