@@ -449,17 +449,25 @@ func suiteFlags() (*flag.FlagSet, *suiteOptions) {
 const maxSeeds = 1000
 
 func cmdSuite(ctx context.Context, args []string, stdout io.Writer) (int, error) {
+	if len(args) > 0 {
+		switch args[0] {
+		case "merge":
+			return cmdSuiteMerge(args[1:], stdout)
+		}
+	}
 	fs, opts := suiteFlags()
 	// Flags may also follow the suite's name, as in "suite kleppmann --seeds 5".
-	if err := parseFlags(fs, args); err != nil {
+	names, err := parseInterleaved(fs, args)
+	if err != nil {
 		return 0, err
 	}
 	var name string
-	if fs.NArg() > 0 {
-		name = fs.Arg(0)
-		if err := parse(fs, fs.Args()[1:]); err != nil {
-			return 0, err
-		}
+	switch len(names) {
+	case 0:
+	case 1:
+		name = names[0]
+	default:
+		return 0, badInput{fmt.Errorf("suite: unexpected argument %q", names[1])}
 	}
 	if name == "" {
 		return 0, badInput{fmt.Errorf("suite: give one suite, a built-in (%s) or a YAML or JSON file", strings.Join(suite.BuiltinNames(), ", "))}
@@ -490,13 +498,62 @@ func cmdSuite(ctx context.Context, args []string, stdout io.Writer) (int, error)
 	if err != nil {
 		return 0, err
 	}
-	switch res.Status {
-	case suite.Met:
-		return exitValid, nil
-	case suite.Failed:
-		return exitInvalid, nil
+	return suiteExit(res.Status), nil
+}
+
+// cmdSuiteMerge joins the shards of one suite run into one matrix: suite merge DIR...
+func cmdSuiteMerge(args []string, stdout io.Writer) (int, error) {
+	fs := newFlags("suite merge")
+	root := fs.String("results", defaultResults, "directory the merged suite's directory is made in")
+	dirs, err := parseInterleaved(fs, args)
+	if err != nil {
+		return 0, err
 	}
-	return exitUnknown, nil
+	if len(dirs) == 0 {
+		return 0, badInput{errors.New("suite merge: give the directories of a suite run's shards (suite runs, or stores holding one each)")}
+	}
+	if *root == "" {
+		return 0, badInput{errors.New("suite merge: --results must name a directory, got an empty string")}
+	}
+	dir, res, err := suite.MergeInto(*root, dirs)
+	var refused *suite.Error
+	if errors.As(err, &refused) {
+		return 0, badInput{fmt.Errorf("suite merge: %w", err)}
+	}
+	if dir != "" {
+		fmt.Fprint(stdout, escapeLines(suite.Summary(dir, res)))
+	}
+	if err != nil {
+		return 0, fmt.Errorf("suite merge: %w", err)
+	}
+	return suiteExit(res.Status), nil
+}
+
+// suiteExit is a suite's exit code: 0 when every cell met its expectation, 1 when one
+// did not, 2 when one could not say.
+func suiteExit(s suite.Status) int {
+	switch s {
+	case suite.Met:
+		return exitValid
+	case suite.Failed:
+		return exitInvalid
+	}
+	return exitUnknown
+}
+
+// parseInterleaved parses flags wherever they stand among the arguments, as in "suite
+// merge a b --results x", and returns the other arguments in order.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var rest []string
+	for {
+		if err := parseFlags(fs, args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return rest, nil
+		}
+		rest, args = append(rest, fs.Arg(0)), fs.Args()[1:]
+	}
 }
 
 // loadSuite is a built-in suite by name, or else a suite file.

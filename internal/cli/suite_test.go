@@ -2,9 +2,12 @@ package cli
 
 import (
 	"encoding/xml"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode"
@@ -150,4 +153,112 @@ func onlySuiteDir(t *testing.T, store, name string) string {
 		t.Fatalf("suite directories %q, want one", dirs)
 	}
 	return dirs[0]
+}
+
+// shardedSuite has five cells on the in-process lock whose expected verdicts every seed
+// gives, so a sharded run and an unsharded one must judge alike.
+const shardedSuite = `name: sharded
+defaults: {system: local, clients: 3, ttl: 500ms, interval: 500ms, time_limit: 1s}
+cells:
+  - {name: safe, spec: {nemesis: [none]}, expect: {mutual-exclusion: valid, stats: valid}}
+  - {name: fenced, spec: {nemesis: [none], fencing: true}, expect: {mutual-exclusion: valid, fencing: valid}}
+  - {name: two-clients, spec: {nemesis: [none], clients: 2}, expect: {mutual-exclusion: valid}}
+  - {name: broken, spec: {system: local-broken, nemesis: [none]}, expect: {mutual-exclusion: invalid}}
+  - {name: broken-fenced, spec: {system: local-broken, nemesis: [none], fencing: true}, expect: {mutual-exclusion: invalid}}
+`
+
+// Four shards of a suite with two seeds merge into the matrix the unsharded run of the
+// same cells and seeds gives: the same cells in the same order, the same expectations
+// and statuses, a report per run inside the merged directory. A shard given twice, or
+// one left out, is refused in one line.
+func TestSuiteMergeEqualsTheUnshardedRun(t *testing.T) {
+	file := writeSuite(t, shardedSuite)
+	whole := t.TempDir()
+	shards := make([]string, 4)
+	codes := make([]int, 5)
+	outputs := make([]string, 5)
+	var wg sync.WaitGroup
+	for i := range 5 {
+		args := []string{"suite", file, "--seeds", "2", "--results", whole}
+		if i < 4 {
+			shards[i] = t.TempDir()
+			args = []string{"suite", file, "--seeds", "2", "--shard", fmt.Sprintf("%d/4", i+1), "--results", shards[i]}
+		}
+		wg.Go(func() {
+			var stdout, stderr string
+			codes[i], stdout, stderr = lockbreaker(t, nil, args...)
+			outputs[i] = stdout + stderr
+		})
+	}
+	wg.Wait()
+	for i, code := range codes {
+		if code != 0 {
+			t.Fatalf("run %d: exit %d, want 0\n%s", i+1, code, outputs[i])
+		}
+	}
+
+	merged := t.TempDir()
+	code, stdout, stderr := lockbreaker(t, nil, append(append([]string{"suite", "merge"}, shards...), "--results", merged)...)
+	if code != 0 {
+		t.Fatalf("merge: exit %d, want 0\n%s%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "merged from shards 1/4, 2/4, 3/4, 4/4") {
+		t.Errorf("merge says nothing of its shards:\n%s", stdout)
+	}
+	mergedDir := onlySuiteDir(t, merged, "sharded")
+	got, want := readSuiteJSON(t, mergedDir), readSuiteJSON(t, onlySuiteDir(t, whole, "sharded"))
+	if got.Status != want.Status || got.Seeds != want.Seeds || got.Shard != "1/1" || len(got.Cells) != len(want.Cells) {
+		t.Fatalf("merged: %s, %d seeds, shard %s, %d cells; unsharded: %s, %d seeds, %d cells",
+			got.Status, got.Seeds, got.Shard, len(got.Cells), want.Status, want.Seeds, len(want.Cells))
+	}
+	for i, c := range got.Cells {
+		w := want.Cells[i]
+		if !reflect.DeepEqual(c.Cell, w.Cell) || c.Status != w.Status {
+			t.Errorf("cell %d: %s %s, unsharded %s %s (or their expectations differ)", i+1, c.Cell.Name, c.Status, w.Cell.Name, w.Status)
+		}
+		if len(c.Runs) != len(w.Runs) {
+			t.Fatalf("cell %s: %d runs, unsharded %d", c.Cell.Name, len(c.Runs), len(w.Runs))
+		}
+		for j, run := range c.Runs {
+			if run.Seed != w.Runs[j].Seed {
+				t.Errorf("cell %s run %d: seed %d, unsharded %d", c.Cell.Name, j+1, run.Seed, w.Runs[j].Seed)
+			}
+			if filepath.IsAbs(run.Report) {
+				t.Errorf("cell %s seed %d: report %s is not relative to the merged directory", c.Cell.Name, run.Seed, run.Report)
+			}
+			if _, err := os.Stat(filepath.Join(mergedDir, run.Report)); err != nil {
+				t.Errorf("cell %s seed %d: its report is not in the merged directory: %v", c.Cell.Name, run.Seed, err)
+			}
+		}
+	}
+	if page, err := os.ReadFile(filepath.Join(mergedDir, suite.HTMLFile)); err != nil || !strings.Contains(string(page), "merged from shards 1/4 2/4 3/4 4/4") {
+		t.Errorf("suite.html does not say it was merged: %v", err)
+	}
+
+	for _, c := range []struct {
+		name string
+		dirs []string
+		want string
+	}{
+		{"a shard twice", append([]string{shards[0]}, shards...), "are the same run of shard 1/4"},
+		{"a shard left out", shards[:3], "the shards do not cover suite sharded: shard 4/4 is missing (cells broken, broken-fenced)"},
+		{"not a suite run", []string{t.TempDir()}, "no suite run in it"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, stdout, stderr := lockbreaker(t, nil, append(append([]string{"suite", "merge"}, c.dirs...), "--results", t.TempDir())...)
+			lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+			if code != 254 || len(lines) != 1 || !strings.Contains(lines[0], c.want) {
+				t.Errorf("exit %d, stderr %q; want 254 and one line saying %q\n%s", code, stderr, c.want, stdout)
+			}
+		})
+	}
+}
+
+func readSuiteJSON(t *testing.T, dir string) suite.Result {
+	t.Helper()
+	r, err := suite.Read(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
