@@ -383,7 +383,8 @@ func reaches(n, runs int, threshold float64) bool {
 	return float64(n) >= threshold*float64(runs)-1e-9
 }
 
-func median(sorted []time.Duration) time.Duration {
+// median is the middle of sorted values, or the mean of the middle two.
+func median[T time.Duration | float64](sorted []T) T {
 	m := len(sorted) / 2
 	if len(sorted)%2 == 1 {
 		return sorted[m]
