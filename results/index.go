@@ -51,6 +51,7 @@ func RenderIndex(root string) ([]byte, error) {
 		return nil, err
 	}
 	v := indexView{Policy: indexPolicy, Script: template.JS(indexScript), Runs: runs}
+	v.Suites, v.SuiteProblems = indexTrends(root)
 	for _, r := range runs {
 		v.Systems = append(v.Systems, r.systems...)
 		v.Clients = append(v.Clients, r.clients...)
@@ -73,6 +74,8 @@ type indexView struct {
 	Script                              template.JS
 	Runs                                []runRow
 	Systems, Clients, Nemeses, Verdicts []string
+	Suites                              []SuiteTrend
+	SuiteProblems                       []string
 }
 
 // runRow is one run of the index. The filters read its data attributes, JSON lists.
@@ -189,7 +192,7 @@ var indexScript string
 
 var (
 	indexPolicy   = contentSecurityPolicy(indexScript)
-	indexTemplate = template.Must(template.New(IndexFile).Parse(pageHead + indexStyle + "</style>\n<title>lockbreaker runs</title>\n</head>\n<body>\n" +
+	indexTemplate = template.Must(template.New(IndexFile).Parse(pageHead + indexStyle + trendStyle + "</style>\n<title>lockbreaker runs</title>\n</head>\n<body>\n" +
 		indexBody + "<script>{{.Script}}</script>\n</body>\n</html>\n"))
 )
 
@@ -207,8 +210,8 @@ small.hazard.absent { color: var(--unknown); }
 `
 
 const indexBody = `<h1>lockbreaker runs</h1>
-<p class="meta">Every run in this store, newest first. Rebuilt after each run; <code>lockbreaker serve</code> serves it.</p>
-{{- if .Runs}}
+<p class="meta">Every run in this store, newest first{{if .Suites}}, after its suites' runs{{end}}. Rebuilt after each run; <code>lockbreaker serve</code> serves it.</p>
+` + trendBody + `{{- if .Runs}}
 <div class="filters">
 <label>system <select data-filter="system"><option value="">any</option>{{range .Systems}}<option>{{.}}</option>{{end}}</select></label>
 <label>client <select data-filter="client"><option value="">any</option>{{range .Clients}}<option>{{.}}</option>{{end}}</select></label>

@@ -140,3 +140,50 @@ func TestRefreshIndexOnlyWhereThereIsOne(t *testing.T) {
 		t.Errorf("the index was not rebuilt: %s", page)
 	}
 }
+
+// The index shows each suite's trend as it is given, every string escaped; an index with
+// no suites shows no section for them.
+func TestIndexShowsSuiteTrendsEscaped(t *testing.T) {
+	root := store(t, map[string]*Summary{"local-none/20261130T080000Z": ranAt("2026-11-30T08:00:00Z", checkers.Valid, `{}`)})
+	if page, _ := RenderIndex(root); strings.Contains(string(page), "<h2>Suites</h2>") {
+		t.Error("an index without trends shows a suites section")
+	}
+	SetTrends(func(got string) ([]SuiteTrend, []string) {
+		if got != root {
+			t.Errorf("trends asked of %s, want the store %s", got, root)
+		}
+		return []SuiteTrend{{
+			Suite: hostileName, Rule: "a drift is " + hostile, Older: 3,
+			Runs: []TrendRun{{Label: "2026-12-04 02:17", Href: "suite-x/20261204T021700Z/suite.html", Status: "failed", Text: "not met"},
+				{Label: "2026-12-03 02:17", Href: "suite-x/20261203T021700Z/suite.html", Status: "met", Text: "met"}},
+			Cells: []TrendCell{{Name: hostileName, Squares: []TrendSquare{
+				{Status: "failed", Text: "not met", Href: "suite-x/20261204T021700Z/suite.html#cell-1", Rate: "0/2 (0 %)", Flags: []string{"regression", "drift"}},
+				{}, // the older run did not have the cell
+			}}},
+			Flags: []TrendFlag{{Kind: "flaky", Cell: hostileName, Text: hostile, Command: "lockbreaker run --key '<b>'",
+				Href: "suite-x/20261204T021700Z/runs/a/b/report.html"}},
+		}}, []string{"read suite run " + hostile}
+	})
+	t.Cleanup(func() { SetTrends(nil) })
+	if err := WriteIndex(root); err != nil {
+		t.Fatal(err)
+	}
+	page := readFile(t, filepath.Join(root, IndexFile))
+	for _, want := range []string{
+		"<h2>Suites</h2>",
+		`<p class="muted">Could not read a suite run: read suite run &lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;</p>`,
+		"<h3>suite &lt;img src=x onerror=alert(1)&gt;</h3>",
+		`<li class="flag flaky"><b>flaky</b> &lt;img src=x onerror=alert(1)&gt;: &lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt; (<a href="suite-x/20261204T021700Z/runs/a/b/report.html">report</a>)<code>lockbreaker run --key &#39;&lt;b&gt;&#39;</code></li>`,
+		"(3 older runs not shown)",
+		`<th class="sq failed"><a href="suite-x/20261204T021700Z/suite.html">2026-12-04 02:17</a><br>not met</th>`,
+		`<tr><td>&lt;img src=x onerror=alert(1)&gt;</td><td class="sq failed"><a href="suite-x/20261204T021700Z/suite.html#cell-1">not met</a><br>found 0/2 (0 %)<br><span class="flag">regression</span><br><span class="flag">drift</span></td><td class="sq "></td></tr>`,
+		"<h2>Runs</h2>",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("index lacks %s", want)
+		}
+	}
+	if strings.Contains(page, hostile) || strings.Contains(page, hostileName) || strings.Count(page, "<script") != 1 {
+		t.Errorf("a hostile string reached the index unescaped")
+	}
+}
