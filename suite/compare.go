@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"text/tabwriter"
-	"time"
 )
 
 // DriftRule says how a drift is judged, for readers of the text and the index.
@@ -32,17 +31,11 @@ func (c Comparison) Text() string {
 		if ch.Previous != nil {
 			before = StatusWord(ch.Previous.Status)
 		}
-		found, recent, first := "", "", ""
-		if rate, ok := ch.Now.DetectionRate(); ok {
-			found = fmt.Sprintf("%d/%d (%s)", *ch.Now.Found, len(ch.Now.Runs), percent(rate))
-		}
+		recent := ""
 		if ch.HasRecent {
 			recent = percent(ch.Recent)
 		}
-		if ch.Now.MedianToViolation != nil {
-			first = ch.Now.MedianToViolation.Std().Round(time.Millisecond).String()
-		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", ch.Now.Cell.Name, before, StatusWord(ch.Now.Status), found, recent, first)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", ch.Now.Cell.Name, before, StatusWord(ch.Now.Status), foundText(ch.Now), recent, medianText(ch.Now))
 	}
 	tw.Flush()
 	table := strings.Split(b.String(), "\n")

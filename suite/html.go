@@ -64,11 +64,9 @@ func renderHTML(r Result) ([]byte, error) {
 			v.Scenario = "none"
 		}
 		v.Scenario += map[bool]string{true: ", fencing on", false: ", fencing off"}[c.Cell.Spec.Fencing]
-		if rate, ok := c.DetectionRate(); ok {
-			v.Rate = fmt.Sprintf("%d/%d (%s)", *c.Found, len(c.Runs), percent(rate))
-		}
-		if c.MedianToViolation != nil {
-			v.Median, v.Worst = c.MedianToViolation.Std().Round(time.Millisecond).String(), c.WorstToViolation.Std().Round(time.Millisecond).String()
+		v.Rate, v.Median = foundText(c), medianText(c)
+		if c.WorstToViolation != nil {
+			v.Worst = c.WorstToViolation.Std().Round(time.Millisecond).String()
 		}
 		v.Hazards = hazardLines(c)
 		for _, ch := range c.Checks {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/harness"
+	"github.com/lockbreaker/lockbreaker/results"
 )
 
 // The test binary doubles as the worker: the runner starts it again with WorkerEnv set.
@@ -56,7 +57,8 @@ func TestRunJudgesEveryCellAndWritesItsFiles(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var progress strings.Builder
-	dir, r, err := Run(ctx, s, Options{Seeds: 2, Root: t.TempDir(), Progress: &progress, Worker: []string{exe}})
+	root := t.TempDir()
+	dir, r, err := Run(ctx, s, Options{Seeds: 2, Root: root, Progress: &progress, Worker: []string{exe}})
 	t.Log(progress.String())
 	if err != nil {
 		t.Fatal(err)
@@ -108,6 +110,9 @@ func TestRunJudgesEveryCellAndWritesItsFiles(t *testing.T) {
 	}
 	if page, err := os.ReadFile(filepath.Join(dir, HTMLFile)); err != nil || !strings.Contains(string(page), "FAILED") {
 		t.Errorf("suite.html: %v", err)
+	}
+	if index, err := os.ReadFile(filepath.Join(root, results.IndexFile)); err != nil || !strings.Contains(string(index), "<h3>suite local</h3>") {
+		t.Errorf("the store's index does not show the suite: %v", err)
 	}
 }
 

@@ -159,6 +159,23 @@ func observed(ch Check) string {
 	return strings.Join(parts, ", ")
 }
 
+// foundText is a cell's detection as "4/5 (80 %)", "" for a cell that expects no violation.
+func foundText(c CellResult) string {
+	rate, ok := c.DetectionRate()
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("%d/%d (%s)", *c.Found, len(c.Runs), percent(rate))
+}
+
+// medianText is a cell's median time to its first violation, "" when no run found one.
+func medianText(c CellResult) string {
+	if c.MedianToViolation == nil {
+		return ""
+	}
+	return c.MedianToViolation.Std().Round(time.Millisecond).String()
+}
+
 func firstLine(lines []string) string {
 	if len(lines) == 0 {
 		return ""
