@@ -116,6 +116,19 @@ func Before(now Record, runs []Record) []Record {
 	return before
 }
 
+// CompareAll compares the newest run of each suite among news with the runs of that suite
+// among olds that started before it. A suite with no such run is left out.
+func CompareAll(olds, news []Record) []Comparison {
+	var all []Comparison
+	for _, name := range Suites(news) {
+		now := History(news, name)[0]
+		if before := Before(now, olds); len(before) > 0 {
+			all = append(all, Compare(now, before))
+		}
+	}
+	return all
+}
+
 // Compare judges run now against before, the runs of its suite before it, newest first.
 func Compare(now Record, before []Record) Comparison {
 	c := Comparison{Now: now, Before: before}

@@ -453,6 +453,8 @@ func cmdSuite(ctx context.Context, args []string, stdout io.Writer) (int, error)
 		switch args[0] {
 		case "merge":
 			return cmdSuiteMerge(args[1:], stdout)
+		case "compare":
+			return cmdSuiteCompare(args[1:], stdout)
 		}
 	}
 	fs, opts := suiteFlags()
@@ -527,6 +529,64 @@ func cmdSuiteMerge(args []string, stdout io.Writer) (int, error) {
 		return 0, fmt.Errorf("suite merge: %w", err)
 	}
 	return suiteExit(res.Status), nil
+}
+
+// cmdSuiteCompare compares the newest suite run in NEW with the runs of its suite in OLD
+// before it, and exits 1 on a regression: suite compare OLD NEW.
+func cmdSuiteCompare(args []string, stdout io.Writer) (int, error) {
+	dirs, err := parseInterleaved(newFlags("suite compare"), args)
+	if err != nil {
+		return 0, err
+	}
+	if len(dirs) != 2 {
+		return 0, badInput{fmt.Errorf("suite compare: give OLD and NEW, each a suite run's directory or a store, got %d arguments", len(dirs))}
+	}
+	olds, problems, err := suite.Find(dirs[0])
+	if err != nil {
+		return 0, badInput{fmt.Errorf("suite compare: OLD: %w", err)}
+	}
+	news, newProblems, err := suite.Find(dirs[1])
+	switch {
+	case err != nil:
+		return 0, badInput{fmt.Errorf("suite compare: NEW: %w", err)}
+	case len(news) == 0 && len(newProblems) > 0:
+		return 0, badInput{fmt.Errorf("suite compare: NEW: %w", newProblems[0])}
+	case len(news) == 0:
+		return 0, badInput{fmt.Errorf("suite compare: NEW (%s) holds no suite run", dirs[1])}
+	}
+	comparisons := suite.CompareAll(olds, news)
+	if len(comparisons) == 0 {
+		return 0, badInput{fmt.Errorf("suite compare: OLD (%s) holds no run of suite %s from before NEW's",
+			dirs[0], strings.Join(suite.Suites(news), " or "))}
+	}
+	// A suite.json that cannot be read is said first: it may be the run meant.
+	for _, p := range problems {
+		fmt.Fprintf(stdout, "note: OLD: %s\n", oneLine(p.Error()))
+	}
+	for _, p := range newProblems {
+		fmt.Fprintf(stdout, "note: NEW: %s\n", oneLine(p.Error()))
+	}
+	code := exitValid
+	for i, c := range comparisons {
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		fmt.Fprint(stdout, escapeLines(c.Text()))
+		if regressions := c.Regressions(); len(regressions) > 0 {
+			var cells []string
+			for _, r := range regressions {
+				cells = append(cells, r.Cell)
+			}
+			fmt.Fprintf(stdout, "REGRESSED: suite %s, %s\n", escape(c.Now.Result.Suite), escape(strings.Join(cells, ", ")))
+			code = exitInvalid
+		}
+	}
+	for _, name := range suite.Suites(news) {
+		if !slices.ContainsFunc(comparisons, func(c suite.Comparison) bool { return c.Now.Result.Suite == name }) {
+			fmt.Fprintf(stdout, "note: OLD holds no run of suite %s from before NEW's\n", escape(name))
+		}
+	}
+	return code, nil
 }
 
 // suiteExit is a suite's exit code: 0 when every cell met its expectation, 1 when one

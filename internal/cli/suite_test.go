@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/lockbreaker/lockbreaker/results"
 	"github.com/lockbreaker/lockbreaker/suite"
 )
 
@@ -261,4 +262,57 @@ func readSuiteJSON(t *testing.T, dir string) suite.Result {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// Two runs of a suite in one store, the second with a cell made to fail (its expectation
+// changed): the store's index flags the regression, and suite compare exits 1 naming it,
+// from the store where it ran and from a copy of it (an artifact), and from the two suite
+// runs' directories.
+func TestSuiteRegressionIsFlaggedAndFailsCompare(t *testing.T) {
+	const cells = "defaults: {system: local, clients: 3, ttl: 500ms, interval: 500ms, time_limit: 1s}\ncells:\n" +
+		"  - {name: broken, spec: {system: local-broken, nemesis: [none]}, expect: {mutual-exclusion: invalid}}\n"
+	store := t.TempDir()
+	for i, safe := range []string{"valid", "invalid"} {
+		file := writeSuite(t, cells+"  - {name: safe, spec: {nemesis: [none]}, expect: {mutual-exclusion: "+safe+"}}\n")
+		if code, stdout, stderr := lockbreaker(t, nil, "suite", file, "--results", store); code != i {
+			t.Fatalf("run %d: exit %d, want %d\n%s%s", i+1, code, i, stdout, stderr)
+		}
+	}
+	dirs, _ := filepath.Glob(filepath.Join(store, "suite-mine", "2*"))
+	if len(dirs) != 2 {
+		t.Fatalf("suite runs %q, want two", dirs)
+	}
+	first := "suite-mine/" + filepath.Base(dirs[0])
+	index, err := os.ReadFile(filepath.Join(store, results.IndexFile))
+	if err != nil || !strings.Contains(string(index), "<li class=\"flag regression\"><b>regression</b> safe: met in "+first+", not met now: ") {
+		t.Errorf("the store's index does not flag the regression of safe: %v", err)
+	}
+	copied := filepath.Join(t.TempDir(), "artifact")
+	if err := os.CopyFS(copied, os.DirFS(store)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name     string
+		old, new string
+		code     int
+		want     string
+	}{
+		{"the store against itself", store, store, 1, "REGRESSED: suite mine, safe\n"},
+		{"a copy of the store", copied, copied, 1, "  REGRESSION  safe: met in " + first + ", not met now: expected mutual-exclusion invalid: found in 0 of 1 seeds"},
+		{"the two suite runs", dirs[0], dirs[1], 1, "  safe    met     not met"},
+		{"the first run against itself", dirs[0], dirs[0], 254, "holds no run of suite mine from before NEW's"},
+		{"the first against the store", store, dirs[0], 254, "holds no run of suite mine from before NEW's"},
+		{"one argument", store, "", 254, "give OLD and NEW"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := []string{"suite", "compare", c.old, c.new}
+			if c.new == "" {
+				args = args[:3]
+			}
+			code, stdout, stderr := lockbreaker(t, nil, args...)
+			if code != c.code || !strings.Contains(stdout+stderr, c.want) {
+				t.Errorf("exit %d, want %d saying %q:\n%s%s", code, c.code, c.want, stdout, stderr)
+			}
+		})
+	}
 }
