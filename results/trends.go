@@ -8,7 +8,7 @@ package results
 // SuiteTrend is one suite's runs as the index shows them.
 type SuiteTrend struct {
 	Suite string
-	// Rule says how the flags are judged (the drift margin), for the reader.
+	// Rule says what a drift is (its margin), for the reader.
 	Rule string
 	// Runs are the columns, newest first; Older counts the runs left out after them.
 	Runs  []TrendRun
@@ -93,7 +93,7 @@ const trendBody = `{{- if or .Suites .SuiteProblems}}
 {{- else}}
 <p>Its newest run has no regression, no violation of a property a cell expects to hold, no drift.</p>
 {{- end}}
-<p class="meta">Cells by run, newest first{{if .Older}} ({{.Older}} older runs not shown){{end}}: met, not met, could not say; found is the detection rate, then the median time to the first violation. A regression is a cell not met now that met the last time it could say; {{.Rule}}.</p>
+<p class="meta">Cells by run, newest first{{if .Older}} ({{.Older}} older runs not shown){{end}}: met, not met, could not say; found is the detection rate, then the median time to the first violation. A regression is a cell not met now that met the last time it could say; a drift is {{.Rule}}.</p>
 <table class="trend">
 <thead><tr><th>cell</th>{{range .Runs}}<th class="sq {{.Status}}"><a href="{{.Href}}">{{.Label}}</a><br>{{.Text}}</th>{{end}}</tr></thead>
 <tbody>

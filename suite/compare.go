@@ -6,8 +6,8 @@ import (
 	"text/tabwriter"
 )
 
-// DriftRule says how a drift is judged, for readers of the text and the index.
-var DriftRule = fmt.Sprintf("a drift is a detection rate more than %.0f points below the median of the cell's last %d runs (with at least %d of them)",
+// DriftRule says what a drift is, for readers of the text and the index.
+var DriftRule = fmt.Sprintf("a detection rate more than %.0f points below the median of the cell's last %d runs, with at least %d of them",
 	100*DriftMargin, DriftWindow, DriftMinRuns)
 
 // Text is the comparison for a terminal: each cell's status now and in the last run before
@@ -55,7 +55,7 @@ func (c Comparison) Text() string {
 			fmt.Fprintf(&b, "              %s\n", f.Command)
 		}
 	}
-	fmt.Fprintf(&b, "\nregressions: %d, flaky runs of safe cells: %d, drifts: %d (%s)\n", n[Regression], n[Flaky], n[Drift], DriftRule)
+	fmt.Fprintf(&b, "\nregressions: %d, flaky runs of safe cells: %d, drifts: %d (a drift: %s)\n", n[Regression], n[Flaky], n[Drift], DriftRule)
 	return b.String()
 }
 

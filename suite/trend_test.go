@@ -169,7 +169,7 @@ func TestComparisonText(t *testing.T) {
 		"  FLAKY       safe: seed 12 violated what the cell expects to hold",
 		"              lockbreaker run --system local --client local --nemesis none --fencing off --clients 3 --ttl 500ms --time-limit 2s --seed 12 --key lock-c1s12\n",
 		"  DRIFT       clock: found in 1 of 2 seeds (50 %)",
-		"regressions: 2, flaky runs of safe cells: 1, drifts: 2 (a drift is a detection rate more than 10 points below the median of the cell's last 5 runs (with at least 2 of them))",
+		"regressions: 2, flaky runs of safe cells: 1, drifts: 2 (a drift: a detection rate more than 10 points below the median of the cell's last 5 runs, with at least 2 of them)",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("text lacks %q:\n%s", want, text)

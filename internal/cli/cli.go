@@ -92,7 +92,7 @@ time limit, heals and tears everything down, then checks the history. Writes
 	{
 		name:     "suite",
 		synopsis: "run a matrix of scenarios, each judged against its expected outcome",
-		args:     "[flags] NAME|FILE",
+		args:     "[flags] NAME|FILE  |  suite merge [--results DIR] DIR...  |  suite compare OLD NEW",
 		about: `Runs every cell of a suite (a scenario and the verdict each checker is expected to give)
 once per seed, one after another, and judges each cell: a cell expecting a violation
 must find it in at least its threshold of seeds (default 90 %); a cell expecting a
@@ -102,7 +102,24 @@ JSON (see README.md, "Test your own lock"). Writes suite.html (the matrix, linki
 run's report), suite.json and junit.xml (one test case per cell) into
 <results>/suite-<name>/<timestamp>/, the runs under its runs/. Cells of one system
 share a cluster where that is sound. Exit 0 when every cell met its expectation, 1 when
-some did not, 2 when some could not say.`,
+some did not, 2 when some could not say. The store's index.html shows each suite's cells
+by run, with the flags suite compare prints.
+
+suite merge DIR... joins the shards of one suite run (suite NAME --shard i/n; each DIR a
+shard's suite directory, or a store holding just one) into one suite.html, suite.json
+and junit.xml in <results>/suite-<name>/<time>/, every run copied under its runs/, each
+cell judged again on its runs; its exit code is the merged suite's. Shards of different
+suites, definitions or seeds, overlapping shards and shards that leave cells out are
+refused with the reason (exit 254).
+
+suite compare OLD NEW compares the newest suite run in NEW with the runs of its suite in
+OLD that started before it (each a suite run's directory or a store, read from its own
+files, so a store copied off a CI runner works): every cell's status in the last run that
+could say and now, its detection rate and median time to the first violation, then the
+flags: a regression (met the last time it could say, not met now), a violation of what
+a cell expects to hold (with its seed and the lockbreaker run command that reruns it),
+a drift (` + suite.DriftRule + `).
+Exit 1 on a regression, 0 otherwise.`,
 		flags: func() *flag.FlagSet {
 			fs, _ := suiteFlags()
 			return fs
@@ -112,6 +129,8 @@ some did not, 2 when some could not say.`,
 			"lockbreaker suite kleppmann --seeds 5 --shard 2/4",
 			"lockbreaker suite --list kleppmann   # its cells and expectations",
 			"lockbreaker suite my-lock.yaml --seeds 20",
+			"lockbreaker suite merge shard-1/store shard-2/store shard-3/store shard-4/store --results store",
+			"lockbreaker suite compare last-night/store store   # exit 1 on a regression",
 		},
 		run: cmdSuite,
 	},
@@ -440,7 +459,7 @@ func suiteFlags() (*flag.FlagSet, *suiteOptions) {
 	fs := newFlags("suite")
 	fs.IntVar(&opts.seeds, "seeds", 1, "runs per cell, with the cell's seed and the ones after it")
 	fs.StringVar(&opts.shard, "shard", "1/1", "i/n: run only the i-th of n contiguous parts of the suite (one per CI runner)")
-	fs.StringVar(&opts.results, "results", defaultResults, "directory the suite's directory is made in")
+	fs.StringVar(&opts.results, "results", defaultResults, "directory the suite's directory (or the merged one) is made in")
 	fs.BoolVar(&opts.list, "list", false, "list the suite's cells and their expectations, run nothing")
 	return fs, opts
 }

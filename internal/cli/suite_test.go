@@ -57,6 +57,9 @@ func TestSuiteExitCodes(t *testing.T) {
 		{"no seeds", []string{"suite", "--seeds", "0", "smoke"}, 254, "--seeds must be between 1 and 1000"},
 		{"a bad shard", []string{"suite", "--shard", "3/2", "smoke"}, 254, "--shard must be i/n"},
 		{"no results", []string{"suite", "--results", "", "smoke"}, 254, "--results must name a directory"},
+		{"help of merge", []string{"suite", "merge", "-h"}, 0, "suite merge DIR... joins the shards of one suite run"},
+		{"help of compare", []string{"suite", "compare", "--help"}, 0, "suite compare OLD NEW compares the newest suite run"},
+		{"merge nothing", []string{"suite", "merge"}, 254, "suite merge: give the directories of a suite run's shards"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -303,6 +306,7 @@ func TestSuiteRegressionIsFlaggedAndFailsCompare(t *testing.T) {
 		{"the first run against itself", dirs[0], dirs[0], 254, "holds no run of suite mine from before NEW's"},
 		{"the first against the store", store, dirs[0], 254, "holds no run of suite mine from before NEW's"},
 		{"one argument", store, "", 254, "give OLD and NEW"},
+		{"a file", store, filepath.Join(dirs[0], suite.JSONFile), 254, "is not a directory"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args := []string{"suite", "compare", c.old, c.new}
