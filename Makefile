@@ -51,6 +51,9 @@ unit:
 # runs per cell, only the SHARD-th of its parts (one per CI runner). Its exit code is the
 # suite's: 0 when every cell met its expectation, 1 when one did not, 2 when one could
 # not say. The matrix is store/suite-kleppmann/<time>/suite.html, beside its junit.xml.
+# The shards' stores are joined into one matrix by `bin/lockbreaker suite merge STORE...`
+# (the workflow's last job); `bin/lockbreaker suite compare OLD NEW` exits 1 when a cell
+# regressed since an earlier run, and the store's index.html shows every suite's trend.
 SEEDS ?= 5
 SHARD ?= 1/1
 nightly: deps image

@@ -12,6 +12,11 @@
 // else, so it is tested on hand-made ones. The writers (suite.json, suite.html, junit.xml)
 // render a judged Result and decide nothing.
 //
+// The shards of a suite run (--shard i/n) merge into the result an unsharded run gives
+// (merge.go), each cell judged again by Judge. A suite's runs in a store are compared run
+// after run (trend.go, pure as the judging is): regressions, violations of what a cell
+// expects to hold, drifting detection rates, for `suite compare` and the store's index.
+//
 // This package never judges a history itself (the checkers do) and never changes a spec
 // beyond its seed and lock key: a cell's runs are the runs `lockbreaker run` would make.
 package suite
