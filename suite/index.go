@@ -31,7 +31,9 @@ func storeTrends(root string) ([]results.SuiteTrend, []string) {
 	}
 	var trends []results.SuiteTrend
 	for _, name := range Suites(runs) {
-		trends = append(trends, trendView(History(runs, name)))
+		if h := History(runs, name); len(h) > 0 {
+			trends = append(trends, trendView(h))
+		}
 	}
 	return trends, bad
 }

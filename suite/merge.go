@@ -179,15 +179,21 @@ func byShard(shards []Record) []Record {
 // holding exactly one, such as a shard's store) into a new suite directory under root,
 // root/suite-<name>/<time of the first shard>/: its suite.json, suite.html and junit.xml
 // are the whole suite's, and every run a shard's matrix links is copied under its runs/,
-// so the links hold when the directory is kept alone. Refusals are Error.
+// so the links hold when the directory is kept alone. Refusals are Error, and leave no
+// directory behind.
 func MergeInto(root string, dirs []string) (string, Result, error) {
 	var shards []Record
+	var runs []string // the runs' directories to copy, runs/<test> of a shard each
 	for _, d := range dirs {
 		sh, err := FindOne(d)
 		if err != nil {
 			return "", Result{}, err
 		}
-		shards = append(shards, sh)
+		linked, err := linkedRuns(sh)
+		if err != nil {
+			return "", Result{}, err
+		}
+		shards, runs = append(shards, sh), append(runs, linked...)
 	}
 	r, err := Merge(shards)
 	if err != nil {
@@ -197,19 +203,19 @@ func MergeInto(root string, dirs []string) (string, Result, error) {
 	if err != nil {
 		return "", Result{}, err
 	}
-	for _, sh := range shards {
-		if err := copyRuns(sh, dir); err != nil {
-			return dir, r, err
+	for _, from := range runs {
+		if err := os.CopyFS(filepath.Join(dir, runsDir, filepath.Base(from)), os.DirFS(from)); err != nil {
+			return dir, r, fmt.Errorf("copy the runs of %s: %w", from, err)
 		}
 	}
 	err = errors.Join(Write(dir, r), results.WriteIndex(filepath.Join(dir, runsDir)), results.WriteIndex(root))
 	return dir, r, err
 }
 
-// copyRuns copies into dir the runs' directories the shard's matrix links: for a report
-// at runs/<test>/<time>/report.html, all of runs/<test>/.
-func copyRuns(sh Record, dir string) error {
-	var tests []string
+// linkedRuns are the directories of the runs the shard's matrix links: for a report at
+// runs/<test>/<time>/report.html, the shard's runs/<test>.
+func linkedRuns(sh Record) ([]string, error) {
+	var dirs []string
 	for _, c := range sh.Result.Cells {
 		for _, run := range c.Runs {
 			if run.Report == "" {
@@ -218,20 +224,19 @@ func copyRuns(sh Record, dir string) error {
 			under, rest, _ := strings.Cut(run.Report, "/")
 			test, _, nested := strings.Cut(rest, "/")
 			if under != runsDir || test == "" || !nested {
-				return errorf("%s: cell %s, seed %d: report %s is not in a run directory under %s/", sh.Dir, c.Cell.Name, run.Seed, run.Report, runsDir)
+				return nil, errorf("%s: cell %s, seed %d: report %s is not in a run directory under %s/", sh.Dir, c.Cell.Name, run.Seed, run.Report, runsDir)
 			}
-			if !slices.Contains(tests, test) {
-				tests = append(tests, test)
+			from := filepath.Join(sh.Dir, runsDir, test)
+			if slices.Contains(dirs, from) {
+				continue
 			}
+			if info, err := os.Stat(from); err != nil || !info.IsDir() {
+				return nil, errorf("%s: the runs its matrix links are not there: no directory %s", sh.Dir, from)
+			}
+			dirs = append(dirs, from)
 		}
 	}
-	for _, test := range tests {
-		from := filepath.Join(sh.Dir, runsDir, test)
-		if err := os.CopyFS(filepath.Join(dir, runsDir, test), os.DirFS(from)); err != nil {
-			return fmt.Errorf("copy the runs of %s: %w", from, err)
-		}
-	}
-	return nil
+	return dirs, nil
 }
 
 // merges says whether r was merged from the shard run: in a store that keeps both, the

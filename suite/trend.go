@@ -82,8 +82,11 @@ type CellChange struct {
 // among them is left out: its cells are shown once, in the merged run.
 func History(runs []Record, suite string) []Record {
 	var h []Record
-	for _, r := range runs {
-		merged := slices.ContainsFunc(runs, func(m Record) bool { return m.Result.merges(r.Result) })
+	for i, r := range runs {
+		merged := false
+		for j, m := range runs {
+			merged = merged || (j != i && m.Result.merges(r.Result))
+		}
 		if r.Result.Suite == suite && !merged {
 			h = append(h, r)
 		}
@@ -121,9 +124,12 @@ func Before(now Record, runs []Record) []Record {
 func CompareAll(olds, news []Record) []Comparison {
 	var all []Comparison
 	for _, name := range Suites(news) {
-		now := History(news, name)[0]
-		if before := Before(now, olds); len(before) > 0 {
-			all = append(all, Compare(now, before))
+		h := History(news, name)
+		if len(h) == 0 { // runs that each claim to have merged the other
+			continue
+		}
+		if before := Before(h[0], olds); len(before) > 0 {
+			all = append(all, Compare(h[0], before))
 		}
 	}
 	return all

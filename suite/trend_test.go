@@ -74,6 +74,12 @@ func TestHistoryIsNewestFirstAndShowsMergedShardsOnce(t *testing.T) {
 	if b := Before(h[1], runs); len(b) != 3 || b[0].ID != h[2].ID {
 		t.Errorf("the runs before %s: %d, want the 3 older ones", h[1].ID, len(b))
 	}
+	// A hand-made suite.json that claims to have merged itself hides nothing.
+	self := runs[0]
+	self.Result.Merged = []MergedShard{{Shard: self.Result.Shard, Started: self.Result.Started}}
+	if h := History([]Record{self}, "nightly"); len(h) != 1 {
+		t.Errorf("a run that claims to merge itself is left out")
+	}
 }
 
 func TestCompareFlags(t *testing.T) {
