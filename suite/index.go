@@ -3,7 +3,9 @@ package suite
 import (
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/lockbreaker/lockbreaker/results"
 )
@@ -25,9 +27,12 @@ func storeTrends(root string) ([]results.SuiteTrend, []string) {
 	if err != nil {
 		return nil, []string{err.Error()}
 	}
+	// Files are named from the store's root, as the index's links are: the page may be
+	// served, or kept, far from where it was written.
+	prefix := filepath.Clean(root) + string(filepath.Separator)
 	var bad []string
 	for _, p := range problems {
-		bad = append(bad, p.Error())
+		bad = append(bad, strings.ReplaceAll(p.Error(), prefix, ""))
 	}
 	var trends []results.SuiteTrend
 	for _, name := range Suites(runs) {

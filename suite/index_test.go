@@ -15,6 +15,9 @@ func TestIndexTrendsOfAStore(t *testing.T) {
 	if len(trends) != 2 || len(problems) != 1 {
 		t.Fatalf("%d suites, problems %q; want nightly and split, the corrupt suite.json", len(trends), problems)
 	}
+	if want := "read suite run suite-corrupt/20261204T000000Z/suite.json: unexpected end of JSON input"; problems[0] != want {
+		t.Errorf("problem %q, want %q: named from the store's root", problems[0], want)
+	}
 	nightly, split := trends[0], trends[1]
 	var labels []string
 	for _, r := range append(nightly.Runs, split.Runs...) {
