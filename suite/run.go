@@ -44,9 +44,9 @@ const (
 // Run runs the shard's cells one after another, each with opts.Seeds seeds, judges each
 // cell as soon as its runs are done, and keeps suite.json, suite.html and junit.xml in the
 // suite's directory up to date, so a suite cut short still shows what it did; at the end
-// it rewrites the store's index.html. Runs on the
-// same system share a cluster where that is sound (harness.Clusters). The error is the
-// harness's (Docker unreachable, an interrupt); the result is complete up to there.
+// it rewrites the store's index.html. Runs on the same system share a cluster where that
+// is sound (harness.Clusters). The error is the harness's (Docker unreachable, an
+// interrupt); the result is complete up to there.
 func Run(ctx context.Context, s Suite, opts Options) (string, Result, error) {
 	if err := s.Check(); err != nil {
 		return "", Result{}, err
