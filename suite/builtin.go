@@ -36,7 +36,17 @@ var (
 	brokenLock     = tableRow{ExpectInvalid, ExpectEither, "a lock that grants a held lock: violation", ""}
 	// The seed's third failure mode: a replica promoted without the lock key grants it again
 	// and counts tokens from where its copy stopped.
-	failover = tableRow{ExpectInvalid, ExpectEither, "the primary fails before replicating the lock key: violation; its tokens regress: detect", ExpectInvalid}
+	failover         = tableRow{ExpectInvalid, ExpectEither, "the primary fails before replicating the lock key: violation; its tokens regress: detect", ExpectInvalid}
+	failoverUnfenced = tableRow{ExpectInvalid, ExpectInvalid, "the primary fails before replicating the lock key, no fencing: violation and corruption", ""}
+	// Split brain: the old primary, cut off with its holder, and the promoted replica both grant.
+	splitBrain = tableRow{ExpectInvalid, ExpectInvalid, "the primary and its holder cut off, a replica promoted: two primaries grant, no fencing: violation and corruption", ""}
+	// A node that granted the lock crashes and comes back without it while the holder works.
+	crashForgets = tableRow{ExpectInvalid, ExpectInvalid, "the holder's nodes crash and come back without the lock within its lease, no persistence: violation and corruption", ""}
+	crashDelayed = tableRow{ExpectValid, ExpectValid, "the same crash, restarted only after a TTL (antirez's delayed restart): safe", ""}
+	crashKept    = tableRow{ExpectValid, ExpectValid, "a node crashes under a held lock and comes back with what its log kept: safe", ""}
+	// The holder cut off the lock service, still in its critical section.
+	cutUnfenced = tableRow{ExpectInvalid, ExpectInvalid, "holder cut from the lock service, still in its critical section, no fencing: violation and corruption", ""}
+	cutFenced   = tableRow{ExpectInvalid, ExpectValid, "holder cut from the lock service, still in its critical section, fencing: violation, no corruption", ""}
 )
 
 // expect is the checkers' expectations for a row on a client: fencing holds when the
@@ -78,9 +88,21 @@ func timeLimit(d time.Duration) func(*harness.Spec) {
 	return func(s *harness.Spec) { s.TimeLimit = harness.Duration(d) }
 }
 
+// restartDelayTTL is antirez's delayed restart, in a cell of its own name.
+func restartDelayTTL(s *harness.Spec) {
+	s.RestartDelayTTL, s.Test = true, s.System+"-"+s.Client+"-kill-node-restart-delay-ttl-nofence"
+}
+
+// persistence is what the nodes keep on disk, in a cell of its own name.
+func persistence(p string) func(*harness.Spec) {
+	return func(s *harness.Spec) { s.Persistence, s.Test = p, s.System+"-"+s.Client+"-kill-node-"+p+"-nofence" }
+}
+
 // kleppmann is the whole table: every system and client, the faults that matter for it,
 // fencing off and on where the client has tokens. Cells of one system come together, so
-// they share a cluster.
+// they share a cluster. Every cell runs at run's defaults but for its time limit and what
+// its scenario is (fencing, persistence, antirez's delayed restart): the targeted faults
+// make their hazards happen themselves (nemesis.Targeted), with no hand-tuned lease or work.
 func kleppmann() Suite {
 	var cells []Cell
 	// Single Redis: our lock (tokens) and bsm/redislock (none).
@@ -94,6 +116,12 @@ func kleppmann() Suite {
 		}
 		cells = append(cells, cell("redis", client, "clock-bump", false, clockJump))
 	}
+	cells = append(cells,
+		cell("redis", "redis", "kill-node", false, crashForgets),
+		cell("redis", "redis", "kill-node", false, crashKept, persistence("aof-always")),
+		cell("redis", "redis", "partition-holder", false, cutUnfenced),
+		cell("redis", "redis", "partition-holder", true, cutFenced),
+	)
 	// Redlock: no tokens, so no fenced cells ("no token available").
 	for _, client := range []string{"redlock", "redlock-parallel", "redsync"} {
 		cells = append(cells,
@@ -101,19 +129,18 @@ func kleppmann() Suite {
 			cell("redlock", client, "pause-holder", false, pausedUnfenced),
 			cell("redlock", client, "kleppmann-clock", false, kleppmannClock),
 			cell("redlock", client, "partition-clients-from", false, minority),
+			cell("redlock", client, "kill-node", false, crashForgets),
 		)
 	}
-	// Sentinel: a primary that serves like a single Redis, until it fails. The failover
-	// needs a holder still working under its lease when the replica is promoted, about
-	// 2.5 s after the crash: leases of 5 s, 4 s of work.
+	cells = append(cells, cell("redlock", "redlock", "kill-node", false, crashDelayed, restartDelayTTL))
+	// Sentinel: a primary that serves like a single Redis, until it fails or is cut off.
 	cells = append(cells,
 		cell("sentinel", "redis", "none", false, safe, timeLimit(6*time.Second)),
 		cell("sentinel", "redis", "pause-holder", false, pausedUnfenced),
 		cell("sentinel", "redis", "pause-holder", true, pausedFenced),
-		cell("sentinel", "redis", "failover", true, failover, func(s *harness.Spec) {
-			s.TTL, s.Work = harness.Duration(5*time.Second), harness.Duration(4*time.Second)
-			s.TimeLimit = harness.Duration(12 * time.Second)
-		}),
+		cell("sentinel", "redis", "failover", false, failoverUnfenced),
+		cell("sentinel", "redis", "failover", true, failover),
+		cell("sentinel", "redis", "partition-primary", false, splitBrain),
 	)
 	// ZooKeeper: the lease is the session.
 	for _, client := range []string{"zookeeper", "zk-recipe-lib"} {
@@ -123,6 +150,8 @@ func kleppmann() Suite {
 			cell("zookeeper", client, "pause-holder", true, pausedFenced),
 			cell("zookeeper", client, "clock", true, clockIgnored),
 			cell("zookeeper", client, "partition-isolate-one", true, minority),
+			cell("zookeeper", client, "partition-holder", false, cutUnfenced),
+			cell("zookeeper", client, "partition-holder", true, cutFenced),
 		)
 	}
 	// The lock the harness serves itself: no Docker.
