@@ -181,14 +181,16 @@ run's report and files below it, and nothing outside the store. Listens on loopb
 	},
 	{
 		name:     "clean",
-		synopsis: "remove every container and network lockbreaker left behind",
-		about: `Removes every container and network labelled by lockbreaker, e.g. those of a run
-that was killed with SIGKILL. Do not run it beside a run you want to keep. Lock clients
-leave nothing for it: a client's network namespace and address on the cluster network
-die with its process.`,
+		synopsis: "remove the containers and networks of runs that died, e.g. killed with SIGKILL",
+		about: `Removes the containers and networks labelled by lockbreaker whose run has died on this
+host (killed with SIGKILL, a crash): their owner process is gone. Runs still going, such as
+another suite or test beside this one, are left alone; --all removes every labelled
+container and network, live or not. Lock clients leave nothing for it: a client's network
+namespace and address on the cluster network die with its process.`,
 		examples: []string{
 			"lockbreaker clean",
-			"docker ps -a --filter label=org.lockbreaker.project   # what clean removes",
+			"lockbreaker clean --all",
+			"docker ps -a --filter label=org.lockbreaker.project   # what clean --all removes",
 		},
 		run: cmdClean,
 	},
@@ -736,13 +738,19 @@ func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error)
 }
 
 func cmdClean(ctx context.Context, args []string, stdout io.Writer) (int, error) {
-	if err := parse(newFlags("clean"), args); err != nil {
+	fs := newFlags("clean")
+	all := fs.Bool("all", false, "remove every labelled container and network, also of runs still going")
+	if err := parse(fs, args); err != nil {
 		return 0, err
 	}
 	if err := containers.Ping(ctx); err != nil {
 		return 0, err
 	}
-	n, err := containers.Clean(ctx, "")
+	clean := containers.CleanStale
+	if *all {
+		clean = func(ctx context.Context) (int, error) { return containers.Clean(ctx, "") }
+	}
+	n, err := clean(ctx)
 	if err != nil {
 		return 0, err
 	}

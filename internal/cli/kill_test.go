@@ -51,9 +51,6 @@ func TestKilledRunsLeaveNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker: real containers")
 	}
-	if c, n := labelled(t, "container"), labelled(t, "network"); len(c)+len(n) > 0 {
-		t.Fatalf("labelled containers %v or networks %v exist before the test; run lockbreaker clean", c, n)
-	}
 	moments := []killMoment{
 		{phase: "bring-up", name: "right after exec", system: "redis"},
 		{phase: "bring-up", name: "cluster starting", system: "redis", line: "starting redis cluster"},
@@ -81,7 +78,7 @@ func TestKilledRunsLeaveNothing(t *testing.T) {
 		name := fmt.Sprintf("%s/%s/%s", k.m.phase, k.m.name, k.sig)
 		t.Run(name, func(t *testing.T) {
 			root := t.TempDir()
-			code, stderr := killRun(t, k.m, k.sig, "run", "--system", k.m.system, "--nemesis", "pause-holder",
+			pid, code, stderr := killRun(t, k.m, k.sig, "run", "--system", k.m.system, "--nemesis", "pause-holder",
 				"--clients", "3", "--ttl", "1s", "--time-limit", "4s", "--seed", "7", "--results", root)
 			counts[fmt.Sprintf("%s %s", k.m.phase, k.sig)]++
 			t.Logf("exit %d, stderr %q", code, strings.TrimSpace(stderr))
@@ -92,7 +89,7 @@ func TestKilledRunsLeaveNothing(t *testing.T) {
 					t.Fatalf("clean: exit %d: %s", code, stderr)
 				}
 			}
-			if c, n := labelled(t, "container"), labelled(t, "network"); len(c)+len(n) > 0 {
+			if c, n := labelled(t, "container", pid), labelled(t, "network", pid); len(c)+len(n) > 0 {
 				leftovers += len(c) + len(n)
 				t.Errorf("left containers %v networks %v", c, n)
 				lockbreaker(t, nil, "clean")
@@ -140,12 +137,13 @@ func TestKilledRunsLeaveNothing(t *testing.T) {
 }
 
 // killRun runs the binary with args and sends it sig at moment m, then waits for it to exit
-// and returns its exit code (-1 when a signal ended it) and stderr.
-func killRun(t *testing.T, m killMoment, sig syscall.Signal, args ...string) (int, string) {
+// and returns its process id (its containers carry it), its exit code (-1 when a signal
+// ended it) and stderr.
+func killRun(t *testing.T, m killMoment, sig syscall.Signal, args ...string) (pid, code int, stderr string) {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -191,13 +189,12 @@ func killRun(t *testing.T, m killMoment, sig syscall.Signal, args ...string) (in
 	if !fired {
 		t.Fatalf("the run ended before the moment %q; it printed:\n%s", m.name, strings.Join(seen, "\n"))
 	}
-	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
 	} else if err != nil {
 		t.Fatal(err)
 	}
-	return code, stderr.String()
+	return cmd.Process.Pid, code, errOut.String()
 }
 
 // checkExit checks how a killed run ended: a handled signal gives exit 255 and one line

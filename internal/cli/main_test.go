@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -386,9 +387,11 @@ func TestCheckRerunsCheckersOnASavedRun(t *testing.T) {
 	}
 }
 
-func labelled(t *testing.T, what string) []string {
+// labelled lists the containers or networks of the runs of the harness process pid: a
+// test looks only at its own runs, whatever else runs beside it.
+func labelled(t *testing.T, what string, pid int) []string {
 	t.Helper()
-	args := []string{what, "ls", "-q", "--filter", "label=org.lockbreaker.project"}
+	args := []string{what, "ls", "-q", "--filter", "label=org.lockbreaker.project", "--filter", fmt.Sprintf("label=%s=%d", containers.LabelOwnerPID, pid)}
 	if what == "container" {
 		args = append(args, "-a")
 	}
@@ -404,9 +407,6 @@ func labelled(t *testing.T, what string) []string {
 func TestCleanRemovesWhatAKilledRunLeft(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker: real containers")
-	}
-	if len(labelled(t, "container")) > 0 {
-		t.Fatal("labelled containers exist before the test; run lockbreaker clean")
 	}
 	cmd := exec.Command(binary, "run", "--time-limit", "2m", "--results", t.TempDir())
 	if err := cmd.Start(); err != nil {
@@ -424,7 +424,8 @@ func TestCleanRemovesWhatAKilledRunLeft(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 
-	if len(labelled(t, "container")) == 0 || len(labelled(t, "network")) == 0 {
+	pid := cmd.Process.Pid
+	if len(labelled(t, "container", pid)) == 0 || len(labelled(t, "network", pid)) == 0 {
 		t.Fatal("the killed run left nothing behind: the test proves nothing")
 	}
 	for i := 0; workersRunning(t); i++ {
@@ -440,7 +441,7 @@ func TestCleanRemovesWhatAKilledRunLeft(t *testing.T) {
 	if !strings.Contains(stdout, "removed") {
 		t.Errorf("clean said %q", stdout)
 	}
-	if c, n := labelled(t, "container"), labelled(t, "network"); len(c)+len(n) > 0 {
+	if c, n := labelled(t, "container", pid), labelled(t, "network", pid); len(c)+len(n) > 0 {
 		t.Errorf("after clean: containers %v networks %v", c, n)
 	}
 }
@@ -470,7 +471,7 @@ func TestInterruptedRunCleansUpAndKeepsItsHistory(t *testing.T) {
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 255 || !strings.Contains(stderr.String(), "interrupted") {
 		t.Errorf("exit %v, stderr %q: want 255 and 'interrupted'", err, stderr.String())
 	}
-	if c, n := labelled(t, "container"), labelled(t, "network"); len(c)+len(n) > 0 {
+	if c, n := labelled(t, "container", cmd.Process.Pid), labelled(t, "network", cmd.Process.Pid); len(c)+len(n) > 0 {
 		t.Errorf("after SIGTERM: containers %v networks %v left", c, n)
 	}
 	if workersRunning(t) {
