@@ -139,6 +139,9 @@ func (t *trial) fencingNotes() []string {
 	if !t.spec.Fencing {
 		return []string{"fencing off: the storage accepts every request, whatever its token"}
 	}
+	if sys, err := system.Lookup(t.spec.System); err == nil && sys.TokenCaveat != "" {
+		return []string{sys.TokenCaveat}
+	}
 	return nil
 }
 

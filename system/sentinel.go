@@ -32,7 +32,10 @@ func init() {
 		Sizes:         Sizes{Default: 3, Min: 2, Max: 9},
 		DefaultClient: "redis",
 		Replicated:    true,
-		Persistence:   true,
+		TokenCaveat: "fencing tokens are counted on whichever node is primary: a replica promoted without the latest " +
+			"count hands out tokens that repeat or go back, and the storage then accepts a stale holder's request " +
+			"(the fencing checker reports each)",
+		Persistence: true,
 		Container: &Container{
 			Port:  redisPort,
 			Node:  sentinelNode,

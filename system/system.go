@@ -45,6 +45,9 @@ type System struct {
 	// without it either always keep everything (ZooKeeper logs every transaction) or have
 	// no disk at all.
 	Persistence bool
+	// TokenCaveat says why the system's fencing tokens may not protect the storage, when
+	// they may not (a count that a failover sets back); the report's notes carry it.
+	TokenCaveat string
 	// Exactly one of Container and InProcess is set: how the service runs.
 	Container *Container
 	InProcess *InProcess
