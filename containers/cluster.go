@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 
@@ -147,34 +148,19 @@ const createTimeout = time.Minute
 // between them instead, and cuts the wait for the nodes to serve short.
 func (c *Cluster) start(ctx context.Context) error {
 	labels := ownerLabels(c.spec.RunID)
-	cli, _ := docker()
 	create, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
 	defer cancel()
-	created, err := cli.NetworkCreate(create, c.network, client.NetworkCreateOptions{Driver: "bridge", Labels: labels})
-	if err != nil {
-		return fmt.Errorf("create network %s: %w", c.network, err)
+	if err := c.createNetwork(create, labels); err != nil {
+		return err
 	}
 	c.reached("network")
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	inspected, err := cli.NetworkInspect(ctx, created.ID, client.NetworkInspectOptions{})
-	if err != nil {
-		return fmt.Errorf("inspect network %s: %w", c.network, err)
-	}
-	for _, cfg := range inspected.Network.IPAM.Config {
-		if cfg.Gateway.Is4() {
-			c.gateway = cfg.Gateway.String()
-			c.bridge = Bridge{Name: bridgeName(created.ID, inspected.Network.Options), Subnet: cfg.Subnet, Gateway: cfg.Gateway}
-		}
-	}
-	if c.gateway == "" {
-		return fmt.Errorf("network %s has no IPv4 gateway", c.network)
-	}
 
 	// Start the nodes together: ZooKeeper servers look each other up by name.
 	cluster := c.setupCluster()
-	nodes, err := c.startAll(ctx, create, labels, "n", c.spec.Nodes, c.recipe.Port, func(id int) system.NodeSetup {
+	nodes, err := c.startAll(ctx, create, labels, "n", 0, c.spec.Nodes, c.recipe.Port, func(id int) system.NodeSetup {
 		return c.recipe.Node(cluster, id)
 	})
 	if err != nil {
@@ -192,7 +178,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		return ctx.Err()
 	}
 	// Monitors find the nodes by name, so they start once the nodes serve.
-	c.monitors, err = c.startAll(ctx, create, labels, m.Prefix, m.Count, m.Port, func(id int) system.NodeSetup {
+	c.monitors, err = c.startAll(ctx, create, labels, m.Prefix, c.spec.Nodes, m.Count, m.Port, func(id int) system.NodeSetup {
 		return m.Node(cluster, id)
 	})
 	if err != nil {
@@ -205,16 +191,69 @@ func (c *Cluster) start(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// createNetwork creates the cluster's network on a subnet of its own, given to the engine
+// as the user's, so that every container can have a fixed address (nodeAddr): a node
+// killed and started again must come back where the clients and monitors look for it, and
+// the engine gives a restarted container the lowest free address unless told otherwise
+// (several nodes restarted at once trade addresses). The engine picks the subnet on a
+// first creation, which is removed and made again with that subnet; another network may
+// take it meanwhile, and then the engine picks again.
+func (c *Cluster) createNetwork(create context.Context, labels map[string]string) error {
+	cli, _ := docker()
+	const attempts = 5
+	var err error
+	for range attempts {
+		var picked client.NetworkCreateResult
+		if picked, err = cli.NetworkCreate(create, c.network, client.NetworkCreateOptions{Driver: "bridge", Labels: labels}); err != nil {
+			return fmt.Errorf("create network %s: %w", c.network, err)
+		}
+		inspected, inspectErr := cli.NetworkInspect(create, picked.ID, client.NetworkInspectOptions{})
+		_, removeErr := cli.NetworkRemove(create, picked.ID, client.NetworkRemoveOptions{})
+		if err = errors.Join(inspectErr, removeErr); err != nil {
+			return fmt.Errorf("create network %s: %w", c.network, err)
+		}
+		ipam := &network.IPAM{}
+		for _, cfg := range inspected.Network.IPAM.Config {
+			if cfg.Gateway.Is4() {
+				ipam.Config = append(ipam.Config, network.IPAMConfig{Subnet: cfg.Subnet, Gateway: cfg.Gateway})
+			}
+		}
+		if len(ipam.Config) == 0 {
+			return fmt.Errorf("network %s has no IPv4 gateway", c.network)
+		}
+		var created client.NetworkCreateResult
+		created, err = cli.NetworkCreate(create, c.network, client.NetworkCreateOptions{Driver: "bridge", Labels: labels, IPAM: ipam})
+		if err == nil {
+			cfg := ipam.Config[0]
+			c.gateway = cfg.Gateway.String()
+			c.bridge = Bridge{Name: bridgeName(created.ID, inspected.Network.Options), Subnet: cfg.Subnet, Gateway: cfg.Gateway}
+			return nil
+		}
+	}
+	return fmt.Errorf("create network %s on a subnet of its own (%d attempts): %w", c.network, attempts, err)
+}
+
+// nodeAddr is the fixed address of the container at offset i on the cluster network: the
+// nodes n1..nN at offsets 0..N-1 after the gateway, the monitors after them.
+func (c *Cluster) nodeAddr(i int) netip.Addr {
+	addr := c.bridge.Gateway
+	for range i + 1 {
+		addr = addr.Next()
+	}
+	return addr
+}
+
 // setupCluster is what the system's recipe is told about the cluster.
 func (c *Cluster) setupCluster() system.Cluster {
 	return system.Cluster{Nodes: c.spec.Nodes, TTL: c.spec.TTL, Persistence: c.spec.Persistence,
 		MinReplicas: c.spec.MinReplicas, MinReplicasMaxLag: c.spec.MinReplicasMaxLag}
 }
 
-// startAll starts count containers named <prefix>1.. at once, from the setup of each id.
+// startAll starts count containers named <prefix>1.. at once, from the setup of each id,
+// at the fixed addresses from offset first on (nodeAddr).
 // A container not yet begun when ctx is cancelled is not started at all; Stop removes
 // those that were, by label.
-func (c *Cluster) startAll(ctx, create context.Context, labels map[string]string, prefix string, count, port int,
+func (c *Cluster) startAll(ctx, create context.Context, labels map[string]string, prefix string, first, count, port int,
 	setup func(id int) system.NodeSetup) ([]Node, error) {
 	nodes := make([]Node, count)
 	errs := make([]error, count)
@@ -225,7 +264,7 @@ func (c *Cluster) startAll(ctx, create context.Context, labels map[string]string
 				return
 			}
 			name := prefix + strconv.Itoa(i+1)
-			nodes[i], errs[i] = c.startNode(create, name, port, setup(i+1), labels)
+			nodes[i], errs[i] = c.startNode(create, name, c.nodeAddr(first+i), port, setup(i+1), labels)
 			if errs[i] == nil {
 				c.reached("node " + name)
 			}
@@ -254,8 +293,8 @@ func (c *Cluster) waitAll(ctx context.Context, nodes []Node, ready func(context.
 	return errors.Join(errs...)
 }
 
-// startNode creates and starts the container of node name and returns it with its IP.
-func (c *Cluster) startNode(ctx context.Context, name string, port int, setup system.NodeSetup, labels map[string]string) (Node, error) {
+// startNode creates and starts the container of node name at address addr and returns it.
+func (c *Cluster) startNode(ctx context.Context, name string, addr netip.Addr, port int, setup system.NodeSetup, labels map[string]string) (Node, error) {
 	labels = maps.Clone(labels)
 	labels[LabelNode] = name
 	env := map[string]string{}
@@ -270,6 +309,11 @@ func (c *Cluster) startNode(ctx context.Context, name string, port int, setup sy
 		Networks:       []string{c.network},
 		NetworkAliases: map[string][]string{c.network: {name}},
 		ConfigModifier: func(cfg *container.Config) { cfg.Hostname = name },
+		EndpointSettingsModifier: func(endpoints map[string]*network.EndpointSettings) {
+			if e := endpoints[c.network]; e != nil {
+				e.IPAMConfig = &network.EndpointIPAMConfig{IPv4Address: addr}
+			}
+		},
 	}
 	if c.spec.Partitions {
 		// NET_ADMIN lets DropFrom install iptables rules inside the node. It must be
@@ -310,6 +354,10 @@ func (c *Cluster) containerIP(ctx context.Context, n Node) (string, error) {
 	return ip, nil
 }
 
+// readyPoll is how often a node that does not serve yet is asked again: often, since a
+// node killed under a held lock must serve again within the lease to matter.
+const readyPoll = 50 * time.Millisecond
+
 // waitReady polls node n from this host until ready says it serves, fails fast when
 // its container exits, and reports the end of its log when it gives up.
 func (c *Cluster) waitReady(ctx context.Context, n Node, ready func(context.Context, string) error) error {
@@ -319,7 +367,7 @@ func (c *Cluster) waitReady(ctx context.Context, n Node, ready func(context.Cont
 		if last = ready(ctx, n.Addr()); last == nil {
 			return nil
 		}
-		if attempt%10 == 9 {
+		if attempt%40 == 39 { // about every 2 s
 			info, err := cli.ContainerInspect(ctx, n.ContainerID, client.ContainerInspectOptions{})
 			if err == nil && info.Container.State != nil && !info.Container.State.Running {
 				return fmt.Errorf("node %s exited (%s); log ends:\n%s", n.Name, info.Container.State.Status, c.logTail(n))
@@ -328,7 +376,7 @@ func (c *Cluster) waitReady(ctx context.Context, n Node, ready func(context.Cont
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("node %s (%s) not serving: %w (%v); log ends:\n%s", n.Name, n.Addr(), ctx.Err(), last, c.logTail(n))
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(readyPoll):
 		}
 	}
 }

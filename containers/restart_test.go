@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -48,6 +50,41 @@ func TestKilledRedisRemembersWhatItsPersistenceKept(t *testing.T) {
 				t.Errorf("after the restart the lock is %q, %v; want it forgotten", got, err)
 			}
 		})
+	}
+}
+
+// Nodes killed together and started again in another order, at once, each come back at
+// its own address: the engine would otherwise hand the first to start the lowest free one.
+func TestNodesRestartedTogetherKeepTheirAddresses(t *testing.T) {
+	c := startCluster(t, Spec{System: "redlock", Nodes: 3})
+	ctx := context.Background()
+	before := map[string]string{}
+	for _, n := range c.Nodes() {
+		before[n.Name] = n.IP
+	}
+	// The node with the higher address asks first, so the lowest free one is not its own.
+	nodes := c.Nodes()
+	slices.SortFunc(nodes, func(a, b Node) int { return -netip.MustParseAddr(a.IP).Compare(netip.MustParseAddr(b.IP)) })
+	for _, n := range nodes[:2] {
+		if err := c.Kill(ctx, n.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	errs := make(chan error, 2)
+	for _, n := range nodes[:2] {
+		go func() { errs <- c.Restart(ctx, n.Name) }()
+		time.Sleep(50 * time.Millisecond)
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range c.Nodes() {
+		ip, err := c.containerIP(ctx, n)
+		if err != nil || ip != before[n.Name] {
+			t.Errorf("%s is at %s (%v), want %s", n.Name, ip, err, before[n.Name])
+		}
 	}
 }
 

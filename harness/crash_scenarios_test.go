@@ -38,9 +38,16 @@ func nemesisEvents(events []history.Event, f history.Func, fault string) []histo
 
 // Sentinel: a primary, two replicas, three Sentinels.
 
+// sentinelSpec is run's defaults on Sentinel, fenced, with a lease of 5 s: Sentinel tells
+// its clients of a promoted replica one to two seconds after the promotion (it learns it
+// from the replica's INFO, asked every second, and tells the other Sentinels in its hello
+// messages, every two), so at the default 2 s lease a client is granted by the new primary
+// within the first holder's lease in most runs but not all (the kleppmann suite measures
+// how often); these tests must see it every time.
 func sentinelSpec(nemesis []string, limit time.Duration) Spec {
-	s := spec("sentinel", "redis", nemesis, true, limit)
-	s.Seed = 11
+	s := DefaultSpec()
+	s.System, s.Client, s.Nemesis, s.Fencing, s.TimeLimit, s.Seed = "sentinel", "redis", nemesis, true, Duration(limit), 11
+	s.TTL = Duration(5 * time.Second)
 	return s
 }
 
@@ -53,16 +60,16 @@ func TestSentinelWithoutFaultsIsSafe(t *testing.T) {
 	}
 }
 
-// failoverSpec gives the failover time to show: leases of 5 s, of which a holder works 4 s,
-// so that the replica promoted about 2.5 s after the crash, which has no lease of the
-// lost grant, grants again while the holder still works under a lease that has not run out
-// (3 s of work was not always enough).
+// failoverSpec is a failover at run's defaults: the first grant after the cut is lost
+// within a second or so of the start, its holder kept in its critical section until the
+// promoted replica has granted again; with min-replicas the guard's lag (1 s) and a lease
+// to wait for a grant to lose come first.
 func failoverSpec(minReplicas int) Spec {
-	s := sentinelSpec([]string{"failover"}, 16*time.Second)
-	s.TTL, s.Work = Duration(5*time.Second), Duration(4*time.Second)
+	s := sentinelSpec([]string{"failover"}, 8*time.Second)
 	s.MinReplicas = minReplicas
 	if minReplicas > 0 {
-		s.MinReplicasMaxLag = Duration(time.Second)
+		// The guard's lag first, then 3 s for a grant the guard refuses, then the failover.
+		s.MinReplicasMaxLag, s.Pause, s.TimeLimit = Duration(time.Second), Duration(3*time.Second), Duration(10*time.Second)
 	}
 	return s
 }
@@ -80,6 +87,7 @@ func TestSentinelFailoverLosesTheLockAndTokensGoBack(t *testing.T) {
 	if fencing.Counts["regressions"]+fencing.Counts["duplicates"] < 1 {
 		t.Errorf("fencing counts %v: want a token regression or duplicate", fencing.Counts)
 	}
+	expectHazard(t, s, history.GrantLost)
 	stops := nemesisEvents(events, history.Stop, "failover")
 	if len(stops) == 0 || stops[0].Detail["primary"] == "n1" || stops[0].Detail["grant"] == "none" {
 		t.Fatalf("failover stops %+v: want n1 replaced as primary right after a grant", stops)
@@ -107,12 +115,19 @@ func rolesShow(events []history.Event, want map[string]string) bool {
 // (NOREPLICAS), no grant is there to lose, and the promoted replica grants to no one while
 // another believes it holds. Grants in the first second or two of the cut are still
 // accepted, and would be lost by a crash then: min-replicas-max-lag is the window it leaves.
+//
+// With no grant lost, the failover's hazard never occurred: the lock's passes are unknown,
+// and the run says why, rather than claiming the lock survived a failover that could not
+// hurt it.
 func TestSentinelMinReplicasRefusesTheGrantAFailoverWouldLose(t *testing.T) {
 	s, events := runEvents(t, failoverSpec(1))
 	expect(t, s, map[string]checkers.Verdict{
-		"mutual-exclusion":  checkers.Valid,
-		"lock-linearizable": checkers.Valid,
+		"mutual-exclusion":  checkers.Unknown,
+		"lock-linearizable": checkers.Unknown,
 	})
+	if stats := verdicts(s)["stats"]; !strings.Contains(stats.Summary, history.GrantLost.Absent()) {
+		t.Errorf("stats says %q, want it to say %q", stats.Summary, history.GrantLost.Absent())
+	}
 	stops := nemesisEvents(events, history.Stop, "failover")
 	if len(stops) == 0 || stops[0].Detail["grant"] != "none" || stops[0].Detail["primary"] == "n1" {
 		t.Fatalf("failover stops %+v: want n1 replaced as primary with no grant to lose", stops)
@@ -129,17 +144,16 @@ func TestSentinelMinReplicasRefusesTheGrantAFailoverWouldLose(t *testing.T) {
 	t.Logf("%d acquires refused with NOREPLICAS", refused)
 }
 
-// Redlock: antirez's own acknowledged weakness. A master of the holder's majority killed
-// and started again without persistence has forgotten the key, and a second client
-// gathers a majority with it. Restarted only after a TTL, every lease it granted is over.
-// Three masters, a holder that works 3 s of its 4 s lease and a crash every second or so:
-// grants made while a node is down are bare majorities, which one crash undoes.
+// Redlock: antirez's own acknowledged weakness. Masters of the holder's majority killed
+// and started again without persistence have forgotten the key, and a second client
+// gathers a majority with them within the holder's lease. Restarted only after a TTL,
+// every lease they granted is over. At run's defaults: kill-node keeps the holder in its
+// critical section, within its lease, while it crashes three of the five masters.
 
 func redlockKillSpec(delayed bool) Spec {
-	s := spec("redlock", "redlock", []string{"kill-node"}, false, 12*time.Second)
-	s.Nodes, s.TTL, s.Work, s.Interval = 3, Duration(4*time.Second), Duration(3*time.Second), Duration(500*time.Millisecond)
-	s.RestartAfter, s.RestartDelayTTL = Duration(200*time.Millisecond), delayed
-	s.Seed = 3
+	s := DefaultSpec()
+	s.System, s.Client, s.Nemesis, s.TimeLimit = "redlock", "redlock", []string{"kill-node"}, Duration(8*time.Second)
+	s.RestartDelayTTL, s.Seed = delayed, 3
 	return s
 }
 
@@ -147,12 +161,25 @@ func TestRedlockKilledNodeWithoutPersistenceGivesTwoHolders(t *testing.T) {
 	s, events := runEvents(t, redlockKillSpec(false))
 	expect(t, s, map[string]checkers.Verdict{"mutual-exclusion": checkers.Invalid})
 	expectHoldersNodeKilled(t, events)
+	expectHazard(t, s, history.RestartInLease)
 }
 
 func TestRedlockKilledNodeRestartedAfterATTLKeepsMutualExclusion(t *testing.T) {
 	s, events := runEvents(t, redlockKillSpec(true))
 	expectLockKept(t, s)
 	expectHoldersNodeKilled(t, events)
+	expectHazard(t, s, history.CrashUnderGrant)
+}
+
+// expectHazard fails t unless hazard h occurred in the run.
+func expectHazard(t *testing.T, s results.Summary, h history.Hazard) {
+	t.Helper()
+	for _, c := range s.Hazards {
+		if c.Hazard == h && c.Count > 0 {
+			return
+		}
+	}
+	t.Errorf("hazards %+v: want %s", s.Hazards, h)
 }
 
 // expectHoldersNodeKilled fails t unless a node was killed while a client held the lock

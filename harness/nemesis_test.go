@@ -26,7 +26,8 @@ type observedFault struct {
 }
 
 // runNemesis runs the named nemesis on a real cluster for d, calling observe at each fault
-// start (while the fault is on), then heals.
+// start (while the fault is on), then heals. There are no clients, so no holder for a
+// targeted fault to wait for: it fires undirected.
 func runNemesis(t *testing.T, c *containers.Cluster, name string, d time.Duration, observe func(history.Event) string) []observedFault {
 	t.Helper()
 	n, err := nemesis.New([]string{name})
@@ -50,6 +51,7 @@ func runNemesis(t *testing.T, c *containers.Cluster, name string, d time.Duratio
 		},
 		Seed: 3, Pause: 1500 * time.Millisecond, Interval: 300 * time.Millisecond,
 		ClockOffset: 30 * time.Second, ClockRate: 2, TTL: time.Second, RestartAfter: 500 * time.Millisecond,
+		Undirected: true,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()

@@ -104,7 +104,7 @@ func startPoolOn(addrs *clientAddrs, command []string, configs []WorkerConfig, r
 // takes no lock: a nemesis may signal the other workers meanwhile.
 func (p *pool) launch(slot int, cfg WorkerConfig) (*worker, io.Reader, error) {
 	cmd := exec.Command(p.command[0], p.command[1:]...)
-	cmd.Env = append(os.Environ(), WorkerEnv+"=1")
+	cmd.Env = append(os.Environ(), WorkerEnv+"=1", RunEnv+"="+cfg.Run)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if p.addrs != nil {
 		p.addrs.net.Isolate(cmd.SysProcAttr)

@@ -237,6 +237,7 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 		ClockOffset:  t.spec.ClockSkew(),
 		ClockRate:    t.spec.ClockRate,
 		TTL:          t.spec.TTL.Std(),
+		Work:         t.spec.Work.Std(),
 		RestartAfter: t.spec.RestartDelay(),
 		Undirected:   t.spec.Undirected,
 		ReplicaLag:   t.spec.ReplicaLag(),
@@ -324,6 +325,7 @@ func (t *trial) workerConfigs(runID string, nodes, sentinels []string, storageAd
 	configs := make([]WorkerConfig, t.spec.Clients)
 	for p := range configs {
 		configs[p] = WorkerConfig{
+			Run:     runID,
 			Process: p,
 			Client:  t.spec.Client,
 			Lock: workloads.Config{

@@ -3,6 +3,7 @@ package harness
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,9 +20,16 @@ import (
 )
 
 // The test binary doubles as the worker: the runner starts it again with WorkerEnv set.
+// Tests run side by side, so a process one left is told by its run (expectNothingLeft);
+// one left unreaped, which tells nobody its run, fails the package when all have ended.
 func TestMain(m *testing.M) {
 	MaybeRunWorker()
-	os.Exit(m.Run())
+	code := m.Run()
+	if left := children(); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "the tests left processes: %v\n", left)
+		code = 1
+	}
+	os.Exit(code)
 }
 
 // runScenario runs spec to its end and logs the verdicts.
@@ -45,12 +53,12 @@ func runTrial(t *testing.T, spec Spec) (string, results.Summary) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	r := Runner{ResultsRoot: t.TempDir(), Progress: testWriter{t}, Worker: []string{exe}}
+	r := Runner{ResultsRoot: testStore(t), Progress: testWriter{t}, Worker: []string{exe}}
 	dir, summary, err := r.Run(ctx, spec)
 	if err != nil {
 		t.Fatalf("run %s: %v", spec.Test, err)
 	}
-	expectNothingLeft(t, sys)
+	expectNothingLeft(t, sys, summary.RunID)
 	t.Logf("results in %s", dir)
 	for _, res := range summary.Results {
 		t.Logf("%-18s %-8s %s", res.Checker, res.Verdict, res.Summary)
@@ -58,13 +66,36 @@ func runTrial(t *testing.T, spec Spec) (string, results.Summary) {
 	return dir, summary
 }
 
-// expectNothingLeft fails t when a run left a process it started (a worker, running or
-// unreaped) or, on a system in containers, a container or network.
-func expectNothingLeft(t *testing.T, sys system.System) {
+// testStore is where a test's runs go: LOCKBREAKER_TEST_STORE when set, kept to look at
+// afterwards, else a directory removed with the test.
+func testStore(t *testing.T) string {
+	if root := os.Getenv("LOCKBREAKER_TEST_STORE"); root != "" {
+		return root
+	}
+	return t.TempDir()
+}
+
+// expectNothingLeft fails t when run runID left a process it started (a worker, told by
+// its environment) or, on a system in containers, a container or network.
+func expectNothingLeft(t *testing.T, sys system.System, runID string) {
 	t.Helper()
 	if sys.Container != nil {
-		containerstest.NothingLeft(t)
+		containerstest.NothingLeft(t, runID)
 	}
+	for _, c := range children() {
+		environ, _ := os.ReadFile(filepath.Join("/proc", c.pid, "environ"))
+		if slices.Contains(strings.Split(string(environ), "\x00"), RunEnv+"="+runID) {
+			t.Errorf("the run left process %s (state %s)", c.pid, c.state)
+		}
+	}
+}
+
+// child is a child process of this one.
+type child struct{ pid, state string }
+
+// children lists this process's children, running or unreaped.
+func children() []child {
+	var found []child
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, path := range stats {
 		b, err := os.ReadFile(path)
@@ -74,9 +105,10 @@ func expectNothingLeft(t *testing.T, sys system.System) {
 		// The fields after the command name, which is in parentheses: state, ppid...
 		fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
 		if len(fields) > 1 && fields[1] == strconv.Itoa(os.Getpid()) {
-			t.Errorf("the run left process %s (state %s)", filepath.Base(filepath.Dir(path)), fields[0])
+			found = append(found, child{filepath.Base(filepath.Dir(path)), fields[0]})
 		}
 	}
+	return found
 }
 
 // kleppmannSpec is a short version of the default scenario: leases of 1s, holders paused

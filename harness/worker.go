@@ -23,6 +23,9 @@ import (
 
 // WorkerConfig is the first line a worker reads.
 type WorkerConfig struct {
+	// Run is the run's id; the worker's environment carries it too (RunEnv), so a stray
+	// worker can be told by its run.
+	Run            string           `json:"run"`
 	Process        int              `json:"process"`
 	Client         string           `json:"client"`
 	Lock           workloads.Config `json:"lock"`
@@ -101,6 +104,9 @@ func RunWorker(stdin io.Reader, stdout io.Writer) error {
 // WorkerEnv marks a process as a worker. The harness starts workers from its own
 // executable with this set, so a test binary can serve as the worker as well as the CLI.
 const WorkerEnv = "LOCKBREAKER_WORKER"
+
+// RunEnv names the run a worker belongs to, in its environment.
+const RunEnv = "LOCKBREAKER_RUN"
 
 // MaybeRunWorker runs the worker and exits when this process was started as one.
 func MaybeRunWorker() {

@@ -83,7 +83,7 @@ func (k killNode) Run(ctx context.Context, env Env) error {
 		var mu sync.Mutex
 		var crashErr error
 		var crashes sync.WaitGroup
-		pauseErr := pauseWorker(ctx, env, leasePause, holder, func() {
+		pauseErr := w.pauseInLease(ctx, env, holder, func() bool {
 			for _, node := range victims(grant, nodes, rng) {
 				crashes.Go(func() {
 					err := crash(ctx, env, r, node, &grant, end)
@@ -92,7 +92,7 @@ func (k killNode) Run(ctx context.Context, env Env) error {
 					mu.Unlock()
 				})
 			}
-			w.awaitTakeover(ctx, holder, untilTime(end))
+			return true
 		})
 		crashes.Wait()
 		return errors.Join(pauseErr, crashErr)
@@ -386,12 +386,10 @@ func (c *replicationCut) failOver(ctx context.Context, env Env, net Network, r R
 	if !granted || env.Undirected || !w.holds(grant.Process) {
 		return failOver()
 	}
-	end := w.leaseEnd(grant.Process, env.TTL)
 	var failErr error
-	pauseErr := pauseWorker(ctx, env, leasePause, grant.Process, func() {
-		if failErr = failOver(); failErr == nil {
-			w.awaitTakeover(ctx, grant.Process, untilTime(end))
-		}
+	pauseErr := w.pauseInLease(ctx, env, grant.Process, func() bool {
+		failErr = failOver()
+		return failErr == nil
 	})
 	return errors.Join(failErr, pauseErr)
 }

@@ -35,11 +35,12 @@ import (
 // dial D and E waits up to a second more before it dials them again (go-redis), which is
 // longer than a holder's usual work. So rather than asking for hand-tuned --ttl and --work,
 // the nemesis keeps client 1 in its critical section (SIGSTOP, recorded as the fault
-// pause-in-lease) until client 2 has taken the lock and used the storage, and never past
-// client 1's lease: the validity its grant states (Redlock clients state it), or else a TTL
-// from when its granted attempt began (watcher.leaseEnd). A pause within the lease breaks
-// no correct lock: the second holder is the clock's doing, and the hazard recorded
-// (two-majorities) is client 2's grant within client 1's lease.
+// pause-in-lease) until client 2 has taken the lock and used the storage, and no longer
+// than leaves client 1 the time to finish its work within its lease (watcher.pauseInLease):
+// the validity its grant states (Redlock clients state it), or else a TTL from when its
+// granted attempt began. A pause within the lease breaks no correct lock: the second holder
+// is the clock's doing, and the hazard recorded (two-majorities) is client 2's grant within
+// client 1's lease.
 type kleppmannClock struct{}
 
 func (kleppmannClock) Name() string { return "kleppmann-clock" }
@@ -131,12 +132,10 @@ func (k kleppmannClock) Run(ctx context.Context, env Env) (err error) {
 			heal()
 			return err
 		}
-		end := w.leaseEnd(grant.Process, env.TTL)
 		stop := w.seeTakeovers(env, k.Name(), history.TwoMajorities, grant.Process)
-		pauseErr := pauseWorker(ctx, env, "pause-in-lease", grant.Process, func() {
-			if stage(); err == nil {
-				w.awaitTakeover(ctx, grant.Process, untilTime(end))
-			}
+		pauseErr := w.pauseInLease(ctx, env, grant.Process, func() bool {
+			stage()
+			return err == nil
 		})
 		stop()
 		heal()

@@ -77,6 +77,10 @@ type Env struct {
 	ClockRate   float64
 	// TTL is the lock's lease, for faults staged around it.
 	TTL time.Duration
+	// Work is how long a holder works between reading and writing the register: a fault
+	// that keeps a holder within its lease thaws it that long (and a little) before the
+	// lease ends, so that it can finish in time.
+	Work time.Duration
 	// RestartAfter is how long a killed node stays down.
 	RestartAfter time.Duration
 	// ReplicaLag: a replicated primary refuses writes once its replicas' acknowledgements

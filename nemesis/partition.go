@@ -454,18 +454,17 @@ func clientNetworkOf(env Env) (Network, error) {
 func (partitionHolder) Heal(ctx context.Context, env Env) error { return partition{}.Heal(ctx, env) }
 
 // primarySplit puts the primary and a minority of the lock clients on one side, and the
-// replicas, the monitors and the other clients on the other: the monitors promote a
-// replica while the old primary goes on granting to the clients on its side (split
-// brain), whose grants the old primary forgets when it rejoins as a replica.
+// replicas, the monitors and the other clients on the other, for env.Pause: the monitors
+// promote a replica while the old primary goes on granting to the clients on its side
+// (split brain), whose grants the old primary forgets when it rejoins as a replica.
 //
 // Its hazard is two primaries' grants held at once: a client on one side granted the lock
-// while a client on the other side held it (two-primaries). Directed (the default), the
-// split comes when a client holds the lock and has read the register, with that client on
-// the old primary's side; the holder is kept inside its critical section and within its
-// lease (pause-in-lease) while the monitors are told to promote a replica at once
-// (Promoter), until a client on the other side has taken the lock over; thawed, the holder
-// finishes its section on its side, and the split is healed once it has begun to release.
-// Undirected, the split comes on the schedule and lasts env.Pause.
+// while a client on the other side held it (two-primaries). It needs no victim kept in its
+// critical section: once the monitors have promoted a replica and the clients on its side
+// have found it, both sides are granted over and over by their own primary, so the hazard
+// comes with any split that outlasts the promotion (a second or two with Sentinel, which
+// finds the cut primary down itself: told to promote at once, it takes longer to tell its
+// clients). The default --pause, twice the TTL, does.
 type primarySplit struct{}
 
 func (primarySplit) Name() string { return "partition-primary" }
@@ -494,59 +493,32 @@ func (p primarySplit) Run(ctx context.Context, env Env) error {
 	if err != nil {
 		return err
 	}
-	rng := rand.New(rand.NewSource(env.Seed))
-	// split cuts the primary and holder (none: -1) with a minority of the clients off
-	// the rest for as long as hold takes.
-	split := func(w *watcher, holder int, hold func()) error {
+	w := watch(env.Subscribe())
+	return w.schedule(ctx, env, func(rng *rand.Rand) error {
 		now, err := roles.Roles(ctx)
 		primary := system.OnePrimary(now)
 		if err != nil || primary == "" {
 			return nil // no answer now, or between primaries (a failover): no split to make now
 		}
-		g, side := p.grudge(env, primary, holder, rng)
+		g, side := p.grudge(env, primary, rng)
 		return cutFor(ctx, env, net, p.Name(), g, func() {
 			stop := w.seeSplitGrants(env, p.Name(), side)
 			defer stop()
-			hold()
+			w.wait(ctx, env.Pause)
 		})
-	}
-	if env.Undirected {
-		w := watch(env.Subscribe())
-		return w.schedule(ctx, env, func(*rand.Rand) error {
-			return split(w, -1, func() { w.wait(ctx, env.Pause) })
-		})
-	}
-	return afterHolderReads(ctx, env, func(w *watcher, holder int, _ func()) error {
-		var pauseErr error
-		err := split(w, holder, func() {
-			end := w.leaseEnd(holder, env.TTL)
-			pauseErr = pauseWorker(ctx, env, leasePause, holder, func() {
-				if pr, ok := env.Nodes.(Promoter); ok {
-					if pauseErr = pr.Promote(context.WithoutCancel(ctx)); pauseErr != nil {
-						return
-					}
-				}
-				w.awaitTakeover(ctx, holder, untilTime(end))
-			})
-			w.awaitRelease(ctx, holder, takeoverLeases*env.TTL)
-		})
-		return errors.Join(err, pauseErr)
 	})
 }
 
-// grudge splits primary and a minority of the clients, holder (unless -1) among them,
-// from the other nodes, the monitors and the other clients. side are the processes on the
-// primary's side. The monitors are cut off on the primary's side only: the node heals
-// reach the lock nodes, and a connection dropped at one end is cut.
-func (primarySplit) grudge(env Env, primary string, holder int, rng *rand.Rand) (grudge, map[int]bool) {
+// grudge splits primary and a minority of the clients from the other nodes, the monitors
+// and the other clients. side are the processes on the primary's side. The monitors are
+// cut off on the primary's side only: the node heals reach the lock nodes, and a
+// connection dropped at one end is cut.
+func (primarySplit) grudge(env Env, primary string, rng *rand.Rand) (grudge, map[int]bool) {
 	var monitors []string
 	if m, ok := env.Nodes.(Monitors); ok {
 		monitors = m.MonitorNames()
 	}
 	clients := shuffle(clientNames(env), rng)
-	if i := slices.Index(clients, workerName(holder)); i > 0 {
-		clients[0], clients[i] = clients[i], clients[0]
-	}
 	k := minority(len(clients))
 	others := slices.DeleteFunc(slices.Clone(env.Nodes.Names()), func(n string) bool { return n == primary })
 	g := complete(append([]string{primary}, clients[:k]...), slices.Concat(others, monitors, clients[k:]))

@@ -104,6 +104,11 @@ func afterHolderReads(ctx context.Context, env Env, fault func(w *watcher, holde
 		if e.Func != history.Read || e.Type != history.OK || !w.holds(e.Process) {
 			continue
 		}
+		// A fault aimed at a holder that has written or released since its read would find
+		// it out of the situation it is after.
+		if w.catchUp(); !w.holds(e.Process) || w.latest[e.Process] != e.Index {
+			continue
+		}
 		hold := func() { w.wait(ctx, env.Pause) }
 		if !env.PauseFixed {
 			hold = func() { w.awaitTakeover(ctx, e.Process, takeoverLeases*env.TTL) }

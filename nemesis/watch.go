@@ -24,12 +24,15 @@ type watcher struct {
 	lastBegan int64
 	// acquiring are the open acquires' invocation times, by process.
 	acquiring map[int]int64
+	// latest is the index of each process's last event followed.
+	latest map[int]int
 	// granted, when set, sees every grant as it is followed: how a fault sees its hazard.
 	granted func(grant history.Event)
 }
 
 func watch(events <-chan history.Event) *watcher {
-	return &watcher{events: events, holding: map[int]history.Event{}, began: map[int]int64{}, acquiring: map[int]int64{}}
+	return &watcher{events: events, holding: map[int]history.Event{}, began: map[int]int64{}, acquiring: map[int]int64{},
+		latest: map[int]int{}}
 }
 
 // holds reports whether process p holds the lock by its own account.
@@ -46,22 +49,42 @@ func (w *watcher) next(ctx context.Context, deadline <-chan time.Time) (history.
 	case <-deadline:
 		return history.Event{}, false
 	case e := <-w.events:
-		switch {
-		case e.Func == history.Acquire && e.Type == history.Invoke:
-			w.acquiring[e.Process] = e.Time
-		case e.Func == history.Acquire && e.Type == history.OK:
-			// The last attempt's start, when the client knows it: earlier attempts wrote nothing.
-			// 0 for an acquire invoked before the watch began.
-			began := max(w.acquiring[e.Process], e.EffectFrom)
-			w.holding[e.Process], w.began[e.Process], w.last, w.lastBegan = e, began, e, began
-			if w.granted != nil {
-				w.granted(e)
-			}
-		case e.Func == history.Release && e.Type == history.Invoke:
-			delete(w.holding, e.Process)
-			delete(w.began, e.Process)
-		}
+		w.follow(e)
 		return e, true
+	}
+}
+
+// follow takes e into the watcher's account of the clients.
+func (w *watcher) follow(e history.Event) {
+	w.latest[e.Process] = e.Index
+	switch {
+	case e.Func == history.Acquire && e.Type == history.Invoke:
+		w.acquiring[e.Process] = e.Time
+	case e.Func == history.Acquire && e.Type == history.OK:
+		// The last attempt's start, when the client knows it: earlier attempts wrote nothing.
+		// 0 for an acquire invoked before the watch began.
+		began := max(w.acquiring[e.Process], e.EffectFrom)
+		w.holding[e.Process], w.began[e.Process], w.last, w.lastBegan = e, began, e, began
+		if w.granted != nil {
+			w.granted(e)
+		}
+	case e.Func == history.Release && e.Type == history.Invoke:
+		delete(w.holding, e.Process)
+		delete(w.began, e.Process)
+	}
+}
+
+// catchUp follows every event recorded so far and not yet followed, so that what the
+// watcher says of the clients is how they are now: a fault aimed at the holder of an event
+// read from the channel finds that it has released since.
+func (w *watcher) catchUp() {
+	for {
+		select {
+		case e := <-w.events:
+			w.follow(e)
+		default:
+			return
+		}
 	}
 }
 
@@ -106,6 +129,21 @@ func (w *watcher) leaseEnd(p int, ttl time.Duration) int64 {
 		began = grant.Time
 	}
 	return began + ttl.Nanoseconds()
+}
+
+// pauseInLease keeps holder p inside its critical section (pause-in-lease) while fault does
+// its work, then until another client has taken the lock over or only what p needs to
+// finish is left of its lease (its work, and a twentieth of the lease for its last requests),
+// whichever comes first; a fault that reports it could not do its work ends the pause at
+// once. A correct lock lets nobody in within the lease, so a second holder meanwhile is the
+// fault's doing; a holder that overruns its lease after the thaw would be a pause's.
+func (w *watcher) pauseInLease(ctx context.Context, env Env, p int, fault func() bool) error {
+	thaw := w.leaseEnd(p, env.TTL) - (env.Work + env.TTL/20).Nanoseconds()
+	return pauseWorker(ctx, env, leasePause, p, func() {
+		if fault() {
+			w.awaitTakeover(ctx, p, untilTime(thaw))
+		}
+	})
 }
 
 // untilTime is how long from now until t (CLOCK_MONOTONIC), or 0 when it has passed.
@@ -160,18 +198,19 @@ func (w *watcher) awaitRelease(ctx context.Context, p int, limit time.Duration) 
 	}
 }
 
-// grantBegunAfter waits up to within for a grant whose acquire began at or after t, unless
-// the last grant already seen was one.
+// grantBegunAfter waits up to within for a grant whose acquire began at or after t and
+// whose holder still holds the lock once every event recorded so far is followed, unless
+// the last grant already seen is one.
 func (w *watcher) grantBegunAfter(ctx context.Context, t int64, within time.Duration) (history.Event, bool) {
-	if w.last.Time != 0 && w.lastBegan >= t {
-		return w.last, true
-	}
 	timer := time.NewTimer(within)
 	defer timer.Stop()
 	for {
-		e, ok := w.next(ctx, timer.C)
-		if !ok || e.Func == history.Acquire && e.Type == history.OK && w.lastBegan >= t {
-			return e, ok
+		w.catchUp()
+		if w.last.Time != 0 && w.lastBegan >= t && w.holds(w.last.Process) && w.holding[w.last.Process].Index == w.last.Index {
+			return w.last, true
+		}
+		if _, ok := w.next(ctx, timer.C); !ok {
+			return history.Event{}, false
 		}
 	}
 }

@@ -65,9 +65,9 @@ func (w logWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// NothingLeft fails tb when a container or network this process created still exists: a
-// run must remove all it made.
-func NothingLeft(tb testing.TB) {
+// NothingLeft fails tb when a container or network this process created for run runID
+// (any run: "") still exists: a run must remove all it made.
+func NothingLeft(tb testing.TB, runID string) {
 	tb.Helper()
 	cli, err := client.New(client.FromEnv)
 	if err != nil {
@@ -78,6 +78,9 @@ func NothingLeft(tb testing.TB) {
 	mine := make(client.Filters).Add("label", containers.LabelProject+"=1").
 		Add("label", containers.LabelOwnerHost+"="+host).
 		Add("label", containers.LabelOwnerPID+"="+strconv.Itoa(os.Getpid()))
+	if runID != "" {
+		mine = mine.Add("label", containers.LabelRun+"="+runID)
+	}
 	ctx := context.Background()
 	ctrs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: mine})
 	if err != nil {
