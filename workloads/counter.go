@@ -38,6 +38,9 @@ type Counter struct {
 	Emit func(...history.Event)
 
 	store *storage.Client
+	// gone is the error of a lock client that cannot go on (ErrLost, ErrBroken): Run
+	// stops at once and returns it.
+	gone error
 	// done is the last completion, not yet emitted: it goes out with the next invocation
 	// (one write for both), or before the client waits for anything but a request, so
 	// the harness still hears of every outcome as soon as anyone could act on it. An
@@ -47,18 +50,21 @@ type Counter struct {
 }
 
 // Run does cycles until ctx ends, then finishes the cycle under way (a holder still
-// writes and releases) and returns.
-func (w *Counter) Run(ctx context.Context) {
+// writes and releases) and returns. When the lock client itself is gone or broke (an
+// error wrapping ErrLost or ErrBroken), it records the operation as indeterminate and
+// returns that error at once: nothing the client does afterwards could be recorded
+// honestly, so its worker ends and a new client takes its place (or the run stops).
+func (w *Counter) Run(ctx context.Context) error {
 	defer func() {
 		w.flush()
 		if w.store != nil {
 			w.store.Close()
 		}
 	}()
-	for ctx.Err() == nil {
+	for ctx.Err() == nil && w.gone == nil {
 		started := time.Now()
 		w.cycle(ctx)
-		if w.Period == 0 {
+		if w.Period == 0 || w.gone != nil {
 			continue
 		}
 		w.flush()
@@ -67,6 +73,7 @@ func (w *Counter) Run(ctx context.Context) {
 		case <-time.After(max(w.Period-time.Since(started), w.Yield)):
 		}
 	}
+	return w.gone
 }
 
 func (w *Counter) cycle(ctx context.Context) {
@@ -93,6 +100,7 @@ func (w *Counter) acquire(ctx context.Context) (Grant, bool) {
 	actx, cancel := context.WithTimeout(ctx, w.AcquireTimeout)
 	defer cancel()
 	grant, err := w.Lock.Acquire(actx)
+	w.noteGone(err)
 	done := completion(inv, err, ErrBusy, history.ErrLockBusy)
 	if err == nil {
 		if grant.HasToken {
@@ -109,7 +117,16 @@ func (w *Counter) release() {
 	inv := w.invoke(history.Event{Func: history.Release})
 	ctx, cancel := context.WithTimeout(context.Background(), w.OpTimeout)
 	defer cancel()
-	w.complete(completion(inv, w.Lock.Release(ctx), ErrNotHeld, history.ErrNotHeld))
+	err := w.Lock.Release(ctx)
+	w.noteGone(err)
+	w.complete(completion(inv, err, ErrNotHeld, history.ErrNotHeld))
+}
+
+// noteGone keeps a lock operation's error when it says the client cannot go on.
+func (w *Counter) noteGone(err error) {
+	if errors.Is(err, ErrLost) || errors.Is(err, ErrBroken) {
+		w.gone = err
+	}
 }
 
 // completion ends inv by err: nil is ok; definite means the operation certainly did not

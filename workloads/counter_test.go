@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -62,7 +63,9 @@ func runCounter(t *testing.T, lock Lock, n int) []history.Event {
 				cancel()
 			}
 		}}
-	w.Run(ctx)
+	if err := w.Run(ctx); err != nil && len(events) < n {
+		t.Logf("the counter stopped: %v", err)
+	}
 	var lines bytes.Buffer
 	enc := json.NewEncoder(&lines)
 	for _, e := range events {
@@ -153,5 +156,25 @@ func TestRetryWhileBusyDatesTheGrantedAttempt(t *testing.T) {
 	})
 	if err == nil || g.AttemptStarted != 0 {
 		t.Errorf("failed attempt: %+v, %v; want no grant", g, err)
+	}
+}
+
+// goneLock grants, then its client is gone at release (lost or broken, as err says).
+type goneLock struct{ err error }
+
+func (goneLock) Acquire(context.Context) (Grant, error) { return Grant{}, nil }
+func (l goneLock) Release(context.Context) error        { return l.err }
+func (goneLock) Close() error                           { return nil }
+
+// A lock client that is gone ends the counter at once: its operation is recorded as
+// indeterminate, and Run returns the client's error for the worker to exit with.
+func TestCounterStopsWhenItsClientIsGone(t *testing.T) {
+	for _, gone := range []error{ErrLost, ErrBroken} {
+		err := fmt.Errorf("%w: program exited", gone)
+		events := runCounter(t, goneLock{err}, 1000)
+		last := events[len(events)-1]
+		if last.Func != history.Release || last.Type != history.Info || last.Message != err.Error() {
+			t.Errorf("%v: the history ends with %+v, want the release indeterminate with the client's words", gone, last)
+		}
 	}
 }

@@ -54,10 +54,21 @@ type Grant struct {
 var (
 	ErrBusy    = errors.New("lock is held by another client")
 	ErrNotHeld = errors.New("lock is not held by this client")
+	// ErrLost means the lock client itself is gone (a program that exited or stopped
+	// answering): the operation's outcome is unknown and this client cannot go on, so its
+	// worker ends and a new client takes its place, as after kill-client.
+	ErrLost = errors.New("lock client lost")
+	// ErrBroken means the lock client broke its contract (a program that spoke no
+	// protocol): nothing it says can be trusted, so the run stops and says the client
+	// broke instead of judging the lock.
+	ErrBroken = errors.New("lock client broke")
 )
 
 // Config is what a lock client needs to reach its system.
 type Config struct {
+	// System names the lock service (redis, sentinel, zookeeper...), for a client that
+	// runs on several.
+	System string
 	// Nodes are the addresses of the lock service's nodes.
 	Nodes []string
 	// Sentinels, when the system has them, are the addresses of the monitors that say which
@@ -73,6 +84,9 @@ type Config struct {
 	Retry time.Duration
 	// Owner names this client uniquely within a run (the lock's value, the znode's data).
 	Owner string
+	// Program is the command line of the program an exec client drives (package
+	// execlock); empty for every other client.
+	Program []string
 }
 
 // Client describes a lock client that can be chosen with --client.
