@@ -19,6 +19,7 @@ import (
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/internal/quote"
 	"github.com/lockbreaker/lockbreaker/nemesis"
+	"github.com/lockbreaker/lockbreaker/workloads"
 )
 
 // pool is the set of worker processes and the pumps that copy their events into the
@@ -28,7 +29,13 @@ import (
 // as Jepsen replaces a crashed client: its open operation is recorded as indeterminate,
 // and a new process takes its slot under a new process number (the old one plus the
 // number of slots) and a new owner name, so the history, the models and the lock service
-// see a new client, never a revived one.
+// see a new client, never a revived one. A worker whose lock client was lost (an exec
+// client's program that exited or hung) is replaced the same way and counted; one whose
+// client broke, or whose program was lost before it was ever ready startsInARow times in
+// a row, ends the run (broken).
+//
+// Each worker leads a process group of its own, which holds its exec client's program:
+// signals go to the group, and whatever is left of it when the worker ends is killed.
 type pool struct {
 	rec     *history.Recorder
 	command []string
@@ -41,7 +48,22 @@ type pool struct {
 	slots    []*worker       // the worker running in each slot now
 	all      map[int]*worker // every worker ever started, by process number
 	stopping bool
+	// unready counts, per slot, the workers in a row whose client was lost before it was
+	// ready (before it recorded anything).
+	unready []int
+	// lost counts the workers whose client was lost; lastLost says why the last one was.
+	lost     int
+	lastLost string
+
+	brokeOnce sync.Once
+	broke     chan struct{} // closed when a client broke; brokeErr says how
+	brokeErr  error
 }
+
+// startsInARow is how many times in a row a slot's program may be lost before it is ready
+// before the run says the client broke: once may be bad luck (a fault as it started),
+// three is a program that cannot start.
+const startsInARow = 3
 
 type worker struct {
 	slot  int
@@ -49,9 +71,13 @@ type worker struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 
-	mu      sync.Mutex
-	pending *history.Event // the invocation that has not completed yet
-	exited  bool
+	// stderr is the worker's log; its last line is why the worker ended.
+	stderr *lastLine
+
+	mu       sync.Mutex
+	pending  *history.Event // the invocation that has not completed yet
+	recorded bool           // whether it recorded any event
+	exited   bool
 }
 
 // clientNet puts workers on addresses of their own on the cluster network, one per slot,
@@ -86,7 +112,8 @@ func startPool(command []string, configs []WorkerConfig, rec *history.Recorder, 
 // startPoolOn starts the pool with each worker on its own address (addrs; nil: the host's).
 // A worker is on its address before it reads its configuration, so it never dials before.
 func startPoolOn(addrs *clientAddrs, command []string, configs []WorkerConfig, rec *history.Recorder, logs io.Writer) (*pool, error) {
-	p := &pool{rec: rec, command: command, logs: logs, addrs: addrs, slots: make([]*worker, len(configs)), all: map[int]*worker{}}
+	p := &pool{rec: rec, command: command, logs: logs, addrs: addrs, slots: make([]*worker, len(configs)), all: map[int]*worker{},
+		unready: make([]int, len(configs)), broke: make(chan struct{})}
 	for slot, cfg := range configs {
 		w, stdout, err := p.launch(slot, cfg)
 		if err != nil {
@@ -109,7 +136,8 @@ func (p *pool) launch(slot int, cfg WorkerConfig) (*worker, io.Reader, error) {
 	if p.addrs != nil {
 		p.addrs.net.Isolate(cmd.SysProcAttr)
 	}
-	cmd.Stderr = prefixWriter{w: p.logs, prefix: fmt.Sprintf("worker-%d: ", cfg.Process)}
+	stderr := &lastLine{w: prefixWriter{w: p.logs, prefix: fmt.Sprintf("worker-%d: ", cfg.Process)}}
+	cmd.Stderr = stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, nil, err
@@ -133,7 +161,7 @@ func (p *pool) launch(slot int, cfg WorkerConfig) (*worker, io.Reader, error) {
 		cmd.Wait()
 		return nil, nil, err
 	}
-	return &worker{slot: slot, cfg: cfg, cmd: cmd, stdin: stdin}, stdout, nil
+	return &worker{slot: slot, cfg: cfg, cmd: cmd, stdin: stdin, stderr: stderr}, stdout, nil
 }
 
 // add puts a launched worker in its slot and records its events; the caller holds p.mu.
@@ -161,10 +189,14 @@ func (p *pool) pump(w *worker, stdout io.Reader) {
 		} else {
 			w.pending = nil
 		}
+		w.recorded = true
 		w.mu.Unlock()
 		p.rec.Record(e)
 	}
 	err := w.cmd.Wait()
+	// What is left of its group (a process its program started) goes with it. The group
+	// keeps the worker's pid from being reused while anything is in it.
+	syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL)
 	// A slot whose address is still on the bridge takes no new worker: two interfaces
 	// with one address would share its packets.
 	freed := true
@@ -183,10 +215,73 @@ func (p *pool) pump(w *worker, stdout io.Reader) {
 		p.rec.Record(lost)
 		w.pending = nil
 	}
+	recorded := w.recorded
 	w.mu.Unlock()
-	if freed {
+	if p.judgeExit(w, err, recorded) && freed {
 		p.replace(w)
 	}
+}
+
+// judgeExit counts a worker whose lock client was lost and ends the run when its client
+// broke, or could not start startsInARow times in a row. It says whether the slot takes
+// a new worker.
+func (p *pool) judgeExit(w *worker, err error, recorded bool) bool {
+	var exit *exec.ExitError
+	code := 0
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+	}
+	why := fmt.Sprintf("worker-%d: %s", w.cfg.Process, w.stderr.last())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case code == exitClientBroke:
+		p.fail(errors.New(why))
+		return false
+	case code != exitClientLost:
+		p.unready[w.slot] = 0
+		return true
+	}
+	p.lost++
+	p.lastLost = why
+	if recorded {
+		p.unready[w.slot] = 0
+		return true
+	}
+	if p.unready[w.slot]++; p.unready[w.slot] >= startsInARow {
+		p.fail(fmt.Errorf("%v: lost %d times in a row before it was ready; the last time, %s", workloads.ErrBroken, startsInARow, why))
+		return false
+	}
+	return true
+}
+
+// fail ends the run: a lock client broke.
+func (p *pool) fail(err error) {
+	p.brokeOnce.Do(func() {
+		p.brokeErr = err
+		close(p.broke)
+	})
+}
+
+// clientErr is why a lock client broke, or nil.
+func (p *pool) clientErr() error {
+	select {
+	case <-p.broke:
+		return p.brokeErr
+	default:
+		return nil
+	}
+}
+
+// lostNote says how often a lock client was lost, or "" when none was.
+func (p *pool) lostNote() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lost == 0 {
+		return ""
+	}
+	return fmt.Sprintf("a lock client's program was lost %d times (it exited or stopped answering): its operation is "+
+		"indeterminate and a new client took its place, as after kill-client; the last: %s", p.lost, p.lastLost)
 }
 
 // replace starts a new worker in w's slot unless the pool is stopping. The caller's pump
@@ -236,8 +331,10 @@ func (p *pool) Processes() []int {
 	return slices.Clip(running)
 }
 
-// Signal signals a worker by its process number. A worker that has already exited takes
-// no signal and that is no error: a pause's SIGCONT may come after a kill.
+// Signal signals a worker by its process number: the whole of its process group, so an
+// exec client's program stops, goes on and dies with its worker. A worker that has
+// already exited takes no signal and that is no error: a pause's SIGCONT may come after a
+// kill.
 func (p *pool) Signal(process int, sig syscall.Signal) error {
 	p.mu.Lock()
 	w, ok := p.all[process]
@@ -245,8 +342,23 @@ func (p *pool) Signal(process int, sig syscall.Signal) error {
 	if !ok {
 		return fmt.Errorf("no worker %d", process)
 	}
-	if err := w.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	if err := w.signal(sig); err != nil {
 		return fmt.Errorf("signal worker %d: %w", process, err)
+	}
+	return nil
+}
+
+// signal signals the worker's process group, unless the worker has exited and been
+// reaped (then its pid, the group's id, may be another process's).
+func (w *worker) signal(sig syscall.Signal) error {
+	if err := w.cmd.Process.Signal(syscall.Signal(0)); err != nil {
+		if errors.Is(err, os.ErrProcessDone) {
+			return nil
+		}
+		return err
+	}
+	if err := syscall.Kill(-w.cmd.Process.Pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return err
 	}
 	return nil
 }
@@ -348,14 +460,14 @@ func (p *pool) stop(grace time.Duration) {
 	running = slices.DeleteFunc(slices.Clone(p.slots), func(w *worker) bool { return w == nil })
 	p.mu.Unlock()
 	for _, w := range running {
-		w.cmd.Process.Kill()
+		w.signal(syscall.SIGKILL)
 	}
 	<-done
 }
 
 // finish thaws the worker and asks it to finish its operation and exit.
 func (w *worker) finish() {
-	w.cmd.Process.Signal(syscall.SIGCONT)
+	w.signal(syscall.SIGCONT)
 	io.WriteString(w.stdin, StopLine+"\n")
 	w.stdin.Close()
 }
@@ -373,6 +485,38 @@ func (pw prefixWriter) Write(b []byte) (int, error) {
 		return 0, err
 	}
 	return len(b), nil
+}
+
+// lastLine passes a worker's log on and keeps its last line, which says why it ended.
+type lastLine struct {
+	w    io.Writer
+	mu   sync.Mutex
+	line string
+}
+
+// maxLastLine bounds the line kept: a reason, not a log.
+const maxLastLine = 2048
+
+func (l *lastLine) Write(b []byte) (int, error) {
+	if text := strings.TrimRight(string(b), "\n"); text != "" {
+		text = text[strings.LastIndexByte(text, '\n')+1:]
+		if len(text) > maxLastLine {
+			text = text[:maxLastLine] + "…"
+		}
+		l.mu.Lock()
+		l.line = text
+		l.mu.Unlock()
+	}
+	return l.w.Write(b)
+}
+
+func (l *lastLine) last() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.line == "" {
+		return "(it said nothing)"
+	}
+	return l.line
 }
 
 // lockedWriter lets the harness's log and every worker's share run.log, one write at a

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+
+	"github.com/lockbreaker/lockbreaker/internal/shellwords"
 )
 
 // Args are the flags of `lockbreaker run` that run this spec again. Every setting is
@@ -21,8 +23,11 @@ func (s Spec) Args() []string {
 	if s.Fencing {
 		fencing = "on"
 	}
-	args := []string{"--system", s.System, "--client", s.Client, "--nemesis", nemesis, "--fencing", fencing,
-		"--clients", strconv.Itoa(s.Clients)}
+	args := []string{"--system", s.System, "--client", s.Client}
+	if len(s.ClientCmd) > 0 {
+		args = append(args, "--client-cmd", shellwords.Join(s.ClientCmd))
+	}
+	args = append(args, "--nemesis", nemesis, "--fencing", fencing, "--clients", strconv.Itoa(s.Clients))
 	if s.Nodes != 0 {
 		args = append(args, "--nodes", strconv.Itoa(s.Nodes))
 	}
@@ -68,21 +73,5 @@ func ReproduceCommand(spec json.RawMessage) string {
 	if len(spec) == 0 || json.Unmarshal(spec, &s) != nil {
 		return ""
 	}
-	words := append([]string{"lockbreaker", "run"}, s.Args()...)
-	for i, w := range words {
-		words[i] = shellQuote(w)
-	}
-	return strings.Join(words, " ")
-}
-
-// shellQuote leaves a word of plain characters as it is and puts anything else in single
-// quotes, the one quoting a POSIX shell takes literally.
-func shellQuote(word string) string {
-	plain := word != "" && strings.IndexFunc(word, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.,:/=+@%", r))
-	}) < 0
-	if plain {
-		return word
-	}
-	return "'" + strings.ReplaceAll(word, "'", `'\''`) + "'"
+	return shellwords.Join(append([]string{"lockbreaker", "run"}, s.Args()...))
 }

@@ -2,8 +2,11 @@ package harness
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/lockbreaker/lockbreaker/internal/shellwords"
 )
 
 func TestReproduceCommand(t *testing.T) {
@@ -33,6 +36,11 @@ func TestReproduceCommand(t *testing.T) {
 		{"load is kept", func(s *Spec) { s.Rate, s.Retry = 0, Duration(time.Millisecond) },
 			"lockbreaker run --system local --client local --nemesis pause-holder,kill-client --fencing off --clients 5 " +
 				"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --rate 0 --retry 1ms --interval 1s --clock-rate 2 --key lock"},
+		{"an exec client's program is one word", func(s *Spec) {
+			s.Client, s.ClientCmd = "exec", []string{"python3", "examples/python/redispy_lock.py"}
+		}, "lockbreaker run --system local --client exec --client-cmd 'python3 examples/python/redispy_lock.py' " +
+			"--nemesis pause-holder,kill-client --fencing off --clients 5 " +
+			"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --rate 20 --retry 20ms --interval 1s --clock-rate 2 --key lock"},
 		{"a test name is quoted for the shell", func(s *Spec) { s.Test, s.ClockRate = `it's $(rm -rf ~)`, 1.5 },
 			"lockbreaker run --system local --client local --nemesis pause-holder,kill-client --fencing off --clients 5 " +
 				"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --rate 20 --retry 20ms --interval 1s --clock-rate 1.5 --key lock --test 'it'\\''s $(rm -rf ~)'"},
@@ -57,6 +65,17 @@ func TestReproduceCommand(t *testing.T) {
 		"--ttl 1s --time-limit 5s --seed 3 --work 0s --rate 20 --retry 20ms --interval 1s --clock-rate 2 --key lock"
 	if got := ReproduceCommand(json.RawMessage(old)); got != want {
 		t.Errorf("command of an old spec\n%s\nwant\n%s", got, want)
+	}
+	// A program's words come back as they were, however they are quoted: the command is
+	// split as a shell splits it, and --client-cmd's value as run splits it.
+	s := local
+	s.Client, s.ClientCmd = "exec", []string{"python3", "my lock.py", `it's "$HOME"`, ""}
+	spec, _ := json.Marshal(s)
+	words, err := shellwords.Split(ReproduceCommand(spec))
+	if i := slices.Index(words, "--client-cmd"); err != nil || i < 0 {
+		t.Errorf("command %q: %v", words, err)
+	} else if got, err := shellwords.Split(words[i+1]); err != nil || !slices.Equal(got, s.ClientCmd) {
+		t.Errorf("--client-cmd %q reads back as %q, %v; want %q", words[i+1], got, err, s.ClientCmd)
 	}
 	for _, notASpec := range []string{"", "[]", `{"ttl": 5}`} {
 		if got := ReproduceCommand(json.RawMessage(notASpec)); got != "" {

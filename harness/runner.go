@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/internal/shellwords"
 	"github.com/lockbreaker/lockbreaker/nemesis"
 	"github.com/lockbreaker/lockbreaker/results"
 	"github.com/lockbreaker/lockbreaker/system"
@@ -85,6 +86,8 @@ type trial struct {
 	progress io.Writer
 	log      *slog.Logger
 	logs     io.Writer // run.log, shared by the harness and the workers
+	// clientNotes are what the run learnt of its lock clients (programs lost).
+	clientNotes []string
 }
 
 func (t *trial) say(format string, args ...any) {
@@ -118,7 +121,8 @@ func (t *trial) execute(ctx context.Context) (results.Summary, error) {
 		t.log.Error("run failed", "err", runErr)
 	}
 
-	summary := results.Summary{Test: t.spec.Test, RunID: t.run.ID(), Spec: specJSON, Started: started, Finished: time.Now(), Notes: t.notes()}
+	summary := results.Summary{Test: t.spec.Test, RunID: t.run.ID(), Spec: specJSON, Started: started, Finished: time.Now(),
+		Notes: append(t.notes(), t.clientNotes...)}
 	if runErr != nil {
 		summary.Error = runErr.Error()
 	}
@@ -128,7 +132,12 @@ func (t *trial) execute(ctx context.Context) (results.Summary, error) {
 
 // notes are facts about the setup a reader needs in order to judge the verdicts.
 func (t *trial) notes() []string {
-	return append(t.fencingNotes(), t.serverNotes()...)
+	var notes []string
+	if len(t.spec.ClientCmd) > 0 {
+		notes = append(notes, fmt.Sprintf("each lock client runs the program %s, which acquires and releases over the exec protocol "+
+			"(docs/protocol.md) while its worker reads and writes the storage", shellwords.Join(t.spec.ClientCmd)))
+	}
+	return append(append(notes, t.fencingNotes()...), t.serverNotes()...)
 }
 
 func (t *trial) fencingNotes() []string {
@@ -265,6 +274,14 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 
 	limit, cancel := context.WithTimeout(ctx, t.spec.TimeLimit.Std())
 	defer cancel()
+	// A lock client that broke ends the run: nothing it did later could be trusted.
+	go func() {
+		select {
+		case <-workers.broke:
+			cancel()
+		case <-limit.Done():
+		}
+	}()
 	stopProgress := t.reportProgress(limit, rec)
 	watched := make(chan struct{})
 	go func() {
@@ -286,10 +303,14 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 	t.say("all faults healed, clients stopped")
 
 	finalErr := t.finalRead(ctx, rec, store.Addr())
+	if note := workers.lostNote(); note != "" {
+		t.clientNotes = append(t.clientNotes, note)
+	}
+	clientErr := workers.clientErr()
 	if interrupted {
 		return errors.Join(errInterrupted, nemErr, healErr)
 	}
-	return errors.Join(nemErr, healErr, finalErr)
+	return errors.Join(clientErr, nemErr, healErr, finalErr)
 }
 
 // clientsOf is the pool as a nemesis.ClientNetwork, or nil when its workers share one
@@ -329,6 +350,8 @@ func (t *trial) workerConfigs(runID string, nodes, sentinels []string, storageAd
 			Process: p,
 			Client:  t.spec.Client,
 			Lock: workloads.Config{
+				System:    t.spec.System,
+				Program:   t.spec.ClientCmd,
 				Nodes:     nodes,
 				Sentinels: sentinels,
 				Key:       t.spec.Key,

@@ -24,6 +24,7 @@ import (
 // one left unreaped, which tells nobody its run, fails the package when all have ended.
 func TestMain(m *testing.M) {
 	MaybeRunWorker()
+	runTestProgram(os.Getenv(testProgramEnv))
 	code := m.Run()
 	if left := children(); len(left) > 0 {
 		fmt.Fprintf(os.Stderr, "the tests left processes: %v\n", left)
@@ -75,27 +76,28 @@ func testStore(t *testing.T) string {
 	return t.TempDir()
 }
 
-// expectNothingLeft fails t when run runID left a process it started (a worker, told by
-// its environment) or, on a system in containers, a container or network.
+// expectNothingLeft fails t when run runID left a process it started (a worker, or the
+// program of an exec client, both told by their environment) or, on a system in
+// containers, a container or network.
 func expectNothingLeft(t *testing.T, sys system.System, runID string) {
 	t.Helper()
 	if sys.Container != nil {
 		containerstest.NothingLeft(t, runID)
 	}
-	for _, c := range children() {
-		environ, _ := os.ReadFile(filepath.Join("/proc", c.pid, "environ"))
+	for _, p := range processes(func(pid, state, ppid string) bool { return state != "Z" }) {
+		environ, _ := os.ReadFile(filepath.Join("/proc", p.pid, "environ"))
 		if slices.Contains(strings.Split(string(environ), "\x00"), RunEnv+"="+runID) {
-			t.Errorf("the run left process %s (state %s)", c.pid, c.state)
+			t.Errorf("the run left process %s (state %s)", p.pid, p.state)
 		}
 	}
 }
 
-// child is a child process of this one.
-type child struct{ pid, state string }
+// proc is a process of this machine.
+type proc struct{ pid, state string }
 
-// children lists this process's children, running or unreaped.
-func children() []child {
-	var found []child
+// processes lists this machine's processes for which keep holds.
+func processes(keep func(pid, state, ppid string) bool) []proc {
+	var found []proc
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, path := range stats {
 		b, err := os.ReadFile(path)
@@ -103,12 +105,19 @@ func children() []child {
 			continue // gone meanwhile
 		}
 		// The fields after the command name, which is in parentheses: state, ppid...
+		pid := filepath.Base(filepath.Dir(path))
 		fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(fields) > 1 && fields[1] == strconv.Itoa(os.Getpid()) {
-			found = append(found, child{filepath.Base(filepath.Dir(path)), fields[0]})
+		if len(fields) > 1 && keep(pid, fields[0], fields[1]) {
+			found = append(found, proc{pid, fields[0]})
 		}
 	}
 	return found
+}
+
+// children lists this process's children, running or unreaped.
+func children() []proc {
+	self := strconv.Itoa(os.Getpid())
+	return processes(func(_, _, ppid string) bool { return ppid == self })
 }
 
 // kleppmannSpec is a short version of the default scenario: leases of 1s, holders paused

@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	osexec "os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -21,17 +23,21 @@ import (
 	"github.com/lockbreaker/lockbreaker/nemesis"
 	"github.com/lockbreaker/lockbreaker/system"
 	"github.com/lockbreaker/lockbreaker/workloads"
+	"github.com/lockbreaker/lockbreaker/workloads/execlock"
 )
 
 // Spec is a test, as plain data: everything needed to run it again.
 type Spec struct {
 	// Test names the results directory; derived from the rest when empty.
-	Test    string   `json:"test"`
-	System  string   `json:"system"`
-	Client  string   `json:"client"`
-	Nemesis []string `json:"nemesis"`
-	Fencing bool     `json:"fencing"`
-	Clients int      `json:"clients"`
+	Test   string `json:"test"`
+	System string `json:"system"`
+	Client string `json:"client"`
+	// ClientCmd is the program an exec client runs, one per lock client: its command
+	// line, words as given to exec (execlock, docs/protocol.md).
+	ClientCmd []string `json:"client_cmd,omitempty"`
+	Nemesis   []string `json:"nemesis"`
+	Fencing   bool     `json:"fencing"`
+	Clients   int      `json:"clients"`
 	// Nodes is the cluster size; 0 means the system's usual size.
 	Nodes     int      `json:"nodes,omitempty"`
 	TTL       Duration `json:"ttl"`
@@ -140,12 +146,18 @@ func (s *Spec) Normalize() error {
 	if err != nil {
 		return &SpecError{Reason: err.Error()}
 	}
+	if s.Client == "" && len(s.ClientCmd) > 0 {
+		s.Client = execlock.Name
+	}
 	if s.Client == "" {
 		s.Client = sys.DefaultClient
 	}
 	client, err := workloads.LookupClient(s.Client)
 	if err != nil {
 		return &SpecError{Reason: err.Error()}
+	}
+	if err := s.checkClientCmd(); err != nil {
+		return err
 	}
 	if !client.RunsOn(s.System) {
 		return specErrorf("client %s runs on %s, not on %s", quote.Short(s.Client), strings.Join(client.Systems, " and "), quote.Short(s.System))
@@ -239,6 +251,26 @@ func (s *Spec) checkBounds() error {
 	return nil
 }
 
+// checkClientCmd refuses a program for a client that runs none, an exec client without
+// one, and a program that cannot be started here, before anything is started.
+func (s *Spec) checkClientCmd() error {
+	exec := s.Client == execlock.Name
+	switch {
+	case exec && len(s.ClientCmd) == 0:
+		return specErrorf("--client exec needs --client-cmd, the program each lock client runs (docs/protocol.md)")
+	case !exec && len(s.ClientCmd) > 0:
+		return specErrorf("--client-cmd is the program of --client exec, not of %s", quote.Short(s.Client))
+	case !exec:
+		return nil
+	case s.ClientCmd[0] == "" || slices.ContainsFunc(s.ClientCmd, func(w string) bool { return strings.ContainsRune(w, 0) }):
+		return specErrorf("--client-cmd must start with a program and hold no NUL byte, got %s", quote.Short(strings.Join(s.ClientCmd, " ")))
+	}
+	if _, err := osexec.LookPath(s.ClientCmd[0]); err != nil {
+		return specErrorf("--client-cmd: %s", quote.ShortenAll(err.Error()))
+	}
+	return nil
+}
+
 // defaultMinReplicasMaxLag is Redis's own min-replicas-max-lag.
 const defaultMinReplicasMaxLag = 10 * time.Second
 
@@ -327,8 +359,37 @@ func (s Spec) name() string {
 	if s.Fencing {
 		fencing = "fenced"
 	}
-	return fmt.Sprintf("%s-%s-%s-%s", s.System, s.Client, faults, fencing)
+	return fmt.Sprintf("%s-%s-%s-%s", s.System, s.clientName(), faults, fencing)
 }
+
+// clientName names the client in a test name: an exec client by its program too, the
+// base name of the last word that is not a flag (exec-redispy_lock), so two programs'
+// runs land apart.
+func (s Spec) clientName() string {
+	if s.Client != execlock.Name {
+		return s.Client
+	}
+	program := ""
+	for _, w := range slices.Backward(s.ClientCmd) {
+		if !strings.HasPrefix(w, "-") {
+			program = strings.TrimSuffix(filepath.Base(w), filepath.Ext(w))
+			break
+		}
+	}
+	program = strings.Map(func(r rune) rune {
+		if r < 0x80 && (unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_' || r == '-' || r == '.') {
+			return r
+		}
+		return '_'
+	}, program)
+	if len(program) > maxProgramName {
+		program = program[:maxProgramName]
+	}
+	return s.Client + "-" + strings.Trim(program, ".")
+}
+
+// maxProgramName bounds a program's part of a test name.
+const maxProgramName = 40
 
 // PauseLength is how long pauses last.
 func (s Spec) PauseLength() time.Duration {

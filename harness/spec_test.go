@@ -74,6 +74,11 @@ func TestNormalizeRejectsBadSpecs(t *testing.T) {
 		{"test with carriage return", func(s *Spec) { s.Test = "ok\rEVIL" }, `--test must be printable text, got "ok\rEVIL"`},
 		{"test with escape", func(s *Spec) { s.Test = "t\x1b]0;pwned\a" }, "--test must be printable text"},
 		{"test too long", func(s *Spec) { s.Test = strings.Repeat("t", 256) }, "test name must be at most 255 bytes"},
+		{"exec without a program", func(s *Spec) { s.Client = "exec" }, "--client exec needs --client-cmd"},
+		{"a program for a Go client", func(s *Spec) { s.Client, s.ClientCmd = "redis", []string{"python3", "x.py"} }, `--client-cmd is the program of --client exec, not of "redis"`},
+		{"a program that is not there", func(s *Spec) { s.ClientCmd = []string{"/nonexistent/mylock"} }, `--client-cmd: exec: "/nonexistent/mylock"`},
+		{"a program without a name", func(s *Spec) { s.ClientCmd = []string{"", "x.py"} }, "--client-cmd must start with a program"},
+		{"a program with a NUL", func(s *Spec) { s.ClientCmd = []string{"sh", "-c", "a\x00b"} }, "hold no NUL byte"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -122,6 +127,28 @@ func TestCyclePeriod(t *testing.T) {
 	}
 	if s := DefaultSpec(); s.Retry.Std() != 20*time.Millisecond {
 		t.Errorf("default retry %s, want 20ms", s.Retry.Std())
+	}
+}
+
+// A program makes the client exec, and names the test: two programs' runs land apart.
+func TestNormalizeNamesExecClientsByTheirProgram(t *testing.T) {
+	for _, tt := range []struct {
+		cmd  []string
+		test string
+	}{
+		{[]string{"sh", "examples/python/redispy_lock.py"}, "redis-exec-redispy_lock-pause-holder-nofence"},
+		{[]string{"sh", "-u", "kazoo lock.py", "--verbose"}, "redis-exec-kazoo_lock-pause-holder-nofence"},
+		{[]string{"sh"}, "redis-exec-sh-pause-holder-nofence"},
+		{[]string{"sh", "../../" + strings.Repeat("x", 60)}, "redis-exec-" + strings.Repeat("x", 40) + "-pause-holder-nofence"},
+	} {
+		s := DefaultSpec()
+		s.ClientCmd = tt.cmd
+		if err := s.Normalize(); err != nil {
+			t.Fatal(err)
+		}
+		if s.Client != "exec" || s.Test != tt.test {
+			t.Errorf("%q: client %q test %q, want exec and %q", tt.cmd, s.Client, s.Test, tt.test)
+		}
 	}
 }
 

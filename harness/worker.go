@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/workloads"
+	"github.com/lockbreaker/lockbreaker/workloads/execlock"
 	"github.com/lockbreaker/lockbreaker/workloads/storage"
 )
 
@@ -41,6 +43,19 @@ type WorkerConfig struct {
 // StopLine asks a worker to finish its cycle and exit.
 const StopLine = "stop"
 
+// A worker's exit code says how it ended, so the pool knows what to do with its slot.
+const (
+	// exitFailed: the worker itself failed (bad configuration, a lock that could not be
+	// made); its slot takes a new worker.
+	exitFailed = 1
+	// exitClientLost: its lock client was lost (workloads.ErrLost, e.g. a program that
+	// exited or stopped answering); its slot takes a new worker, and the run counts it.
+	exitClientLost = 3
+	// exitClientBroke: its lock client broke its contract (workloads.ErrBroken); the run
+	// stops with a harness error.
+	exitClientBroke = 4
+)
+
 // RunWorker is the body of a worker process.
 func RunWorker(stdin io.Reader, stdout io.Writer) error {
 	in := bufio.NewScanner(stdin)
@@ -56,6 +71,9 @@ func RunWorker(stdin io.Reader, stdout io.Writer) error {
 		return fmt.Errorf("worker: %w", err)
 	}
 	lock, err := client.New(cfg.Lock)
+	if errors.Is(err, workloads.ErrLost) || errors.Is(err, workloads.ErrBroken) {
+		return err // it names the client itself, for the pool to quote
+	}
 	if err != nil {
 		return fmt.Errorf("worker: %s lock: %w", cfg.Client, err)
 	}
@@ -97,8 +115,7 @@ func RunWorker(stdin io.Reader, stdout io.Writer) error {
 			}
 		},
 	}
-	w.Run(ctx)
-	return writeErr
+	return errors.Join(w.Run(ctx), writeErr)
 }
 
 // WorkerEnv marks a process as a worker. The harness starts workers from its own
@@ -108,14 +125,31 @@ const WorkerEnv = "LOCKBREAKER_WORKER"
 // RunEnv names the run a worker belongs to, in its environment.
 const RunEnv = "LOCKBREAKER_RUN"
 
-// MaybeRunWorker runs the worker and exits when this process was started as one.
+// MaybeRunWorker runs the worker and exits when this process was started as one. A
+// process started to serve a Go lock as an exec client's program does that instead
+// (execlock.MaybeServe).
 func MaybeRunWorker() {
+	execlock.MaybeServe()
 	if os.Getenv(WorkerEnv) != "1" {
 		return
 	}
+	// An exec client's program is not a worker, even when it is this binary again.
+	os.Unsetenv(WorkerEnv)
 	if err := RunWorker(os.Stdin, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		// The last line on stderr is the reason, for the pool to quote.
+		fmt.Fprintln(os.Stderr, strings.ReplaceAll(err.Error(), "\n", "; "))
+		os.Exit(exitCode(err))
 	}
 	os.Exit(0)
+}
+
+// exitCode is the exit code of a worker that ended with err.
+func exitCode(err error) int {
+	switch {
+	case errors.Is(err, workloads.ErrBroken):
+		return exitClientBroke
+	case errors.Is(err, workloads.ErrLost):
+		return exitClientLost
+	}
+	return exitFailed
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/lockbreaker/lockbreaker/harness"
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/internal/quote"
+	"github.com/lockbreaker/lockbreaker/internal/shellwords"
 	"github.com/lockbreaker/lockbreaker/nemesis"
 	"github.com/lockbreaker/lockbreaker/results"
 	"github.com/lockbreaker/lockbreaker/suite"
@@ -88,6 +89,7 @@ time limit, heals and tears everything down, then checks the history. Writes
 			"lockbreaker run --system redlock --nemesis kill-node --restart-delay-ttl",
 			"lockbreaker run --system zookeeper --nemesis partition-holder --fencing on",
 			"lockbreaker run --system redis --nemesis partition-holder --undirected",
+			"lockbreaker run --system redis --client exec --client-cmd 'python3 mylock.py'   # a lock in any language",
 		},
 		run: cmdRun,
 	},
@@ -384,7 +386,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 
 // runOptions are run's flags that are not part of the spec.
 type runOptions struct {
-	nemesis, fencing, results string
+	nemesis, fencing, results, clientCmd string
 }
 
 // runFlags binds run's flags to spec, whose values are the defaults.
@@ -393,6 +395,8 @@ func runFlags(spec *harness.Spec) (*flag.FlagSet, *runOptions) {
 	fs := newFlags("run")
 	fs.StringVar(&spec.System, "system", spec.System, "lock service: "+strings.Join(system.Names(), ", "))
 	fs.StringVar(&spec.Client, "client", spec.Client, "lock client: "+strings.Join(workloads.ClientNames(), ", ")+"; empty: the system's own")
+	fs.StringVar(&opts.clientCmd, "client-cmd", shellwords.Join(spec.ClientCmd), "the program each lock client runs with --client exec, "+
+		"in any language: JSON lines on stdin and stdout (docs/protocol.md); split into words as a shell would, without expanding anything")
 	fs.StringVar(&opts.nemesis, "nemesis", strings.Join(spec.Nemesis, ","), "faults, comma-separated, or none: "+strings.Join(nemesis.Names(), ", "))
 	fs.StringVar(&opts.fencing, "fencing", "off", "on or off: whether the storage checks fencing tokens")
 	fs.IntVar(&spec.Clients, "clients", spec.Clients, "number of lock clients, one OS process each")
@@ -439,6 +443,11 @@ func cmdRun(ctx context.Context, args []string, stdout io.Writer) (int, error) {
 		return 0, badInput{errors.New("run: --results must name a directory, got an empty string")}
 	}
 	spec.Nemesis = strings.Split(opts.nemesis, ",")
+	cmdWords, err := shellwords.Split(opts.clientCmd)
+	if err != nil {
+		return 0, badInput{fmt.Errorf("run: --client-cmd: %w", err)}
+	}
+	spec.ClientCmd = cmdWords
 
 	runner := harness.Runner{ResultsRoot: opts.results, Progress: stdout}
 	dir, summary, err := runner.Run(ctx, spec)
