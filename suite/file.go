@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +20,8 @@ import (
 // which are run's flags with _ for - (ttl, time_limit, clock_offset...); a cell's spec is
 // laid over the file's defaults, which are laid over run's defaults with no nemesis and a
 // 10 s time limit. Unknown keys are refused: a typo must not silently test something else.
+// An exec client's program is client_cmd, a list of words; a word starting with ./ or ../
+// is a path from the suite file's directory.
 //
 //	name: mine
 //	defaults: {system: redis, ttl: 2s, time_limit: 8s}
@@ -63,7 +66,28 @@ func Load(path string) (Suite, error) {
 	if err != nil {
 		return Suite{}, errorf("suite file %s: %v", path, err)
 	}
+	besideFile(s.Cells, filepath.Dir(path))
 	return s, s.Check()
+}
+
+// besideFile makes each word of an exec client's program that starts with ./ or ../ a path
+// from the suite file's directory (dir) rather than from where lockbreaker runs, as
+// docker-compose reads ./ in a compose file: a suite kept beside its programs runs from
+// anywhere. The path stays relative when dir is, so the runs' specs and commands name the
+// program as one would from where the suite was run.
+func besideFile(cells []Cell, dir string) {
+	for i := range cells {
+		cmd := slices.Clone(cells[i].Spec.ClientCmd)
+		for j, w := range cmd {
+			if strings.HasPrefix(w, "./") || strings.HasPrefix(w, "../") {
+				cmd[j] = filepath.Join(dir, w)
+				if !strings.ContainsRune(cmd[j], filepath.Separator) { // still a path, not a name to look up
+					cmd[j] = "./" + cmd[j]
+				}
+			}
+		}
+		cells[i].Spec.ClientCmd = cmd
+	}
 }
 
 // parse turns a suite file's text into a suite; name is used when the file gives none.
@@ -96,6 +120,8 @@ func parse(data []byte, name string) (Suite, error) {
 	s := Suite{Name: f.Name, About: f.About}
 	for i, fc := range f.Cells {
 		spec := defaults
+		// Decoding into a slice appends to its array: each cell gets its own.
+		spec.Nemesis, spec.ClientCmd = slices.Clone(defaults.Nemesis), slices.Clone(defaults.ClientCmd)
 		if err := strictJSON(fc.Spec, &spec); err != nil {
 			return Suite{}, fmt.Errorf("cell %d (%s): spec: %w", i+1, fc.Name, err)
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/checkers"
+	"github.com/lockbreaker/lockbreaker/harness"
 	"github.com/lockbreaker/lockbreaker/history"
 )
 
@@ -210,6 +211,41 @@ cells:
 	}
 	if list := Describe(s); !strings.Contains(list, "valid: stats; at least 2 granted-in-pause a run\n") {
 		t.Errorf("the list does not say what cell a requires:\n%s", list)
+	}
+}
+
+// An exec client's program words that start with ./ or ../ are paths from the suite
+// file's directory; other words are left as they are.
+func TestFileProgramsAreBesideTheFile(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "suites")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "mylock"), []byte("#!/bin/sh\n"), 0o755)
+	path := filepath.Join(dir, "s.yaml")
+	os.WriteFile(path, []byte(`
+defaults: {system: local, client: exec, client_cmd: [sh, ./mylock.sh, --verbose], nemesis: [pause-holder, kill-client]}
+cells:
+  - {name: b, spec: {client_cmd: [./mylock, ../lib/x.py, /opt/y.py, -u], nemesis: [none]}, expect: {stats: valid}}
+  - {name: a, expect: {stats: valid}}
+`), 0o644)
+	s, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range [][]string{
+		{filepath.Join(dir, "mylock"), filepath.Join(filepath.Dir(dir), "lib/x.py"), "/opt/y.py", "-u"},
+		{"sh", filepath.Join(dir, "mylock.sh"), "--verbose"},
+	} {
+		if got := s.Cells[i].Spec.ClientCmd; !slices.Equal(got, want) {
+			t.Errorf("cell %s: program %q, want %q", s.Cells[i].Name, got, want)
+		}
+	}
+	// A cell's list is its own: cell b's did not overwrite the defaults' for cell a.
+	if got := s.Cells[1].Spec.Nemesis; !slices.Equal(got, []string{"pause-holder", "kill-client"}) {
+		t.Errorf("cell a: nemesis %q, want the defaults'", got)
+	}
+	cells := []Cell{{Spec: harness.Spec{ClientCmd: []string{"./mylock"}}}}
+	if besideFile(cells, "."); cells[0].Spec.ClientCmd[0] != "./mylock" {
+		t.Errorf("a program beside a suite in the working directory became %q, which exec would look up in PATH", cells[0].Spec.ClientCmd[0])
 	}
 }
 
