@@ -13,6 +13,8 @@ build:
 # The node image is built from Debian packages; with no registry the base comes from
 # debootstrap, which a fresh machine may lack. The browser tests open reports in Chromium.
 # Lock clients join the cluster network with ip and nsenter and are cut with iptables.
+# The Python lock clients in examples/python use Debian's redis-py and kazoo, through
+# Debian's own python3 (/usr/bin/python3, which another python3 on PATH may not be).
 deps:
 	@missing=""; \
 	command -v debootstrap >/dev/null 2>&1 || missing="$$missing debootstrap"; \
@@ -20,6 +22,8 @@ deps:
 	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	command -v nsenter >/dev/null 2>&1 || missing="$$missing util-linux"; \
 	command -v iptables >/dev/null 2>&1 || missing="$$missing iptables"; \
+	/usr/bin/python3 -c 'import redis' >/dev/null 2>&1 || missing="$$missing python3-redis"; \
+	/usr/bin/python3 -c 'import kazoo' >/dev/null 2>&1 || missing="$$missing python3-kazoo"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
@@ -38,7 +42,8 @@ run: deps build
 # The node image is built first (with its progress shown), so no test waits on it.
 # Packages run one at a time: they share the Docker engine (clean removes every
 # labelled container) and two cores. examples/ is a module of its own (a user's lock
-# built with lockbreaker.Main), which ./... does not reach.
+# built with lockbreaker.Main, and Python locks run over the exec protocol), which ./...
+# does not reach.
 test: deps vet image
 	$(GO) test -p 1 -count=1 -timeout 28m ./...
 	cd examples && $(GO) test -count=1 -timeout 10m ./...

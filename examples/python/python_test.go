@@ -1,0 +1,142 @@
+// Package python_test runs the Python lock clients beside it (redis-py's Lock and kazoo's
+// Lock, driven over the exec protocol) through their suites, as a user would: the
+// lockbreaker binary, each suite file, real containers. They need Debian's python3-redis
+// and python3-kazoo, which make deps installs.
+package python_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/suite"
+	"github.com/lockbreaker/lockbreaker/workloads"
+	"github.com/lockbreaker/lockbreaker/workloads/execlock"
+)
+
+// needModules fails the test when python3 cannot import what the programs need (skips
+// it under -short, where make deps has not run).
+func needModules(t *testing.T, modules ...string) {
+	t.Helper()
+	out, err := exec.Command("/usr/bin/python3", "-c", "import "+strings.Join(modules, ", ")).CombinedOutput()
+	if err == nil {
+		return
+	}
+	msg := fmt.Sprintf("/usr/bin/python3 cannot import %s (make deps installs python3-redis and python3-kazoo): %v\n%s",
+		strings.Join(modules, ", "), err, out)
+	if testing.Short() {
+		t.Skip(msg)
+	}
+	t.Fatal(msg)
+}
+
+// The programs speak the protocol without a server to talk to: redis-py's refuses
+// fencing, having no token, and an acquire that cannot reach Redis is unknown, neither a
+// broken client nor a lost one.
+func TestRedisPyProgramSpeaksTheProtocol(t *testing.T) {
+	needModules(t, "redis")
+	cfg := workloads.Config{System: "redis", Nodes: []string{"127.0.0.1:1"}, Key: "lock", TTL: 2 * time.Second,
+		OpTimeout: 200 * time.Millisecond, Retry: 20 * time.Millisecond, Owner: "w0", Program: []string{"./redispy_lock.py"}}
+	opts := execlock.Defaults
+	opts.Log = testLog{t}
+
+	fenced := cfg
+	fenced.Fencing = true
+	if _, err := execlock.Start(fenced, opts); !errors.Is(err, workloads.ErrBroken) ||
+		!strings.Contains(err.Error(), "refused its configuration: redis-py's Lock hands out no fencing token") {
+		t.Errorf("with fencing: %v, want the configuration refused", err)
+	}
+
+	lock, err := execlock.Start(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err = lock.Acquire(ctx)
+	if err == nil || errors.Is(err, workloads.ErrBusy) || errors.Is(err, workloads.ErrLost) || errors.Is(err, workloads.ErrBroken) ||
+		!strings.Contains(err.Error(), "ConnectionError") {
+		t.Errorf("acquire with no Redis: %v, want unknown (a ConnectionError)", err)
+	}
+}
+
+// Each suite's cells, one run each, every one met: redis-py's Lock safe without faults
+// (single Redis and Sentinel) and broken by a paused holder; kazoo's Lock safe without
+// faults, broken by a paused holder, and its data kept safe by its sequence numbers.
+// One cell per test run (--shard i/n), so that each stays short.
+func TestSuites(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker: real Redis, Sentinel and ZooKeeper")
+	}
+	needModules(t, "redis", "kazoo")
+	bin := filepath.Join(t.TempDir(), "lockbreaker")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/lockbreaker/lockbreaker/cmd/lockbreaker").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	for _, file := range []string{"redispy.yaml", "kazoo.yaml"} {
+		s, err := suite.Load(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range s.Cells {
+			t.Run(c.Name, func(t *testing.T) {
+				store := t.TempDir()
+				started := time.Now()
+				cmd := exec.Command(bin, "suite", file, "--shard", fmt.Sprintf("%d/%d", i+1, len(s.Cells)), "--results", store)
+				out, err := cmd.CombinedOutput()
+				t.Logf("%s(%s)", out, time.Since(started).Round(time.Second))
+				if err != nil {
+					t.Errorf("suite: %v, want exit 0 (the cell met its expectation)", err)
+				}
+				if status := cellStatus(t, store, s.Name, c.Name); status != "met" {
+					t.Errorf("cell %s: %s, want met", c.Name, status)
+				}
+			})
+		}
+	}
+}
+
+// cellStatus is a cell's status in the one suite run in store.
+func cellStatus(t *testing.T, store, suiteName, cell string) string {
+	t.Helper()
+	dirs, _ := filepath.Glob(filepath.Join(store, "suite-"+suiteName, "2*"))
+	if len(dirs) != 1 {
+		t.Fatalf("suite directories %q, want one", dirs)
+	}
+	var result struct {
+		Cells []struct {
+			Cell    struct{ Name string }
+			Status  string
+			Reasons []string
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(dirs[0], "suite.json"))
+	if err != nil || json.Unmarshal(data, &result) != nil {
+		t.Fatalf("suite.json: %v", err)
+	}
+	for _, c := range result.Cells {
+		if c.Cell.Name == cell {
+			if len(c.Reasons) > 0 {
+				t.Logf("%s: %q", cell, c.Reasons)
+			}
+			return c.Status
+		}
+	}
+	return "absent"
+}
+
+// testLog writes a program's stderr into the test's log.
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(b []byte) (int, error) {
+	l.t.Log(strings.TrimSuffix(string(b), "\n"))
+	return len(b), nil
+}
