@@ -76,7 +76,9 @@ vet:
 # Each checker once on generated histories (ns/op, B/op), then the whole `lockbreaker
 # check` of generated run directories: wall time and peak memory (max RSS) per history;
 # then the harness's own cost: the recording path (worker -> history.jsonl) at full rate,
-# and a run at --rate 0 against a bare loop making the same requests (real Redis node).
+# and a run at --rate 0 against a bare loop making the same requests (real Redis node);
+# then an acquire and release through the exec protocol (docs/protocol.md) against the
+# same Go lock called in-process, and redis-py's Lock through it (real Redis node).
 BENCHDIR ?= $(or $(TMPDIR),/tmp)/lockbreaker-bench
 bench: deps image
 	$(GO) test -run '^$$' -bench . -benchtime 1x -benchmem ./checkers/
@@ -92,6 +94,7 @@ bench: deps image
 	  done; done
 	$(GO) test -p 1 -run '^$$' -bench 'RecordingPath' -benchtime 200000x ./harness/
 	$(GO) test -p 1 -run '^$$' -bench 'RunVersusBareLoop' -benchtime 1x ./harness/
+	$(GO) test -p 1 -run '^$$' -bench 'ExecRoundTrip' -benchtime 2000x ./workloads/execlock/
 
 # Each fuzz target runs for FUZZTIME; an input that fails lands in the package's
 # testdata/fuzz/<target>/, to commit with the fix so it stays a test.

@@ -21,6 +21,7 @@ import (
 const programEnv = "EXECLOCK_TEST_PROGRAM"
 
 func TestMain(m *testing.M) {
+	MaybeServe() // BenchmarkExecRoundTrip's program
 	if behaviour := os.Getenv(programEnv); behaviour != "" {
 		runProgram(behaviour)
 		os.Exit(0)
