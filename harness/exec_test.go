@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -87,18 +88,7 @@ func testProgram(t *testing.T, behaviour string) []string {
 // program was answering when it stopped is not held against it: a pause far longer than
 // the request's bound and its grace loses no client.
 func TestPauseStopsTheExecProgram(t *testing.T) {
-	rec, err := history.Create(filepath.Join(t.TempDir(), history.FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rec.Close()
-	var buf bytes.Buffer
-	logs := &lockedWriter{w: &buf}
-	logged := func() string {
-		logs.mu.Lock()
-		defer logs.mu.Unlock()
-		return buf.String()
-	}
+	rec, logs, logged := poolRecords(t)
 	exe, _ := os.Executable()
 	cfg := WorkerConfig{Process: 0, Client: execlock.Name, AcquireTimeout: 300 * time.Millisecond, OpTimeout: time.Second,
 		Lock: workloads.Config{System: "local", Key: "lock", TTL: time.Second, OpTimeout: 100 * time.Millisecond,
@@ -162,14 +152,15 @@ func TestPauseStopsTheExecProgram(t *testing.T) {
 	t.Logf("%d heartbeats after the pause", after)
 }
 
-// childOf is the one child of process pid.
+// childOf is the one child of process pid (started by any of its threads).
 func childOf(t *testing.T, pid int) int {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	if err != nil {
-		t.Fatal(err)
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	var children []string
+	for _, task := range tasks {
+		b, _ := os.ReadFile(task)
+		children = append(children, strings.Fields(string(b))...)
 	}
-	children := strings.Fields(string(b))
 	if len(children) != 1 {
 		t.Fatalf("process %d has children %q, want its program alone", pid, children)
 	}
@@ -202,7 +193,9 @@ func TestExecClientTrials(t *testing.T) {
 	t.Run("paused holder, fenced", func(t *testing.T) {
 		s := runScenario(t, localExecSpec(t, []string{"pause-holder"}, true, ""))
 		expectLockBrokenDataSafe(t, s)
-		if !slicesContainsPrefix(s.Notes, "each lock client runs the program env "+execlock.ServeEnv+"=local") {
+		if !slices.ContainsFunc(s.Notes, func(n string) bool {
+			return strings.HasPrefix(n, "each lock client runs the program env "+execlock.ServeEnv+"=local")
+		}) {
 			t.Errorf("notes %q do not name the program", s.Notes)
 		}
 	})
@@ -228,15 +221,6 @@ func TestExecClientTrials(t *testing.T) {
 			t.Error("no client was replaced")
 		}
 	})
-}
-
-func slicesContainsPrefix(list []string, prefix string) bool {
-	for _, s := range list {
-		if strings.HasPrefix(s, prefix) {
-			return true
-		}
-	}
-	return false
 }
 
 // A program that breaks the protocol, or cannot start, ends the run at once with a

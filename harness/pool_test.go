@@ -71,18 +71,7 @@ func (stuckNet) Detach(context.Context, int) error {
 // A worker whose address could not be taken off the bridge is not replaced: its
 // successor would share the address with what is left of it.
 func TestSlotWhoseAddressStaysTakesNoNewWorker(t *testing.T) {
-	rec, err := history.Create(filepath.Join(t.TempDir(), history.FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rec.Close()
-	var buf bytes.Buffer
-	logs := &lockedWriter{w: &buf}
-	logged := func() string {
-		logs.mu.Lock()
-		defer logs.mu.Unlock()
-		return buf.String()
-	}
+	rec, logs, logged := poolRecords(t)
 	configs := []WorkerConfig{{Process: 0, Lock: workloads.Config{Key: "lock"}}}
 	workers, err := startPoolOn(&clientAddrs{net: stuckNet{}}, []string{"sh", "-c", "read config"}, configs, rec, logs)
 	if err != nil {
@@ -94,5 +83,23 @@ func TestSlotWhoseAddressStaysTakesNoNewWorker(t *testing.T) {
 	workers.stop(time.Hour)
 	if n := len(workers.all); n != 1 {
 		t.Errorf("%d workers started, want only the first", n)
+	}
+}
+
+// poolRecords is what a pool under test records into: a history, and a log with what it
+// holds so far.
+func poolRecords(t *testing.T) (rec *history.Recorder, logs *lockedWriter, logged func() string) {
+	t.Helper()
+	rec, err := history.Create(filepath.Join(t.TempDir(), history.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rec.Close() })
+	var buf bytes.Buffer
+	logs = &lockedWriter{w: &buf}
+	return rec, logs, func() string {
+		logs.mu.Lock()
+		defer logs.mu.Unlock()
+		return buf.String()
 	}
 }

@@ -6,9 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -121,7 +121,7 @@ func (l *memLock) Release(context.Context) error {
 func (l *memLock) Close() error { return nil }
 
 // testOptions are short bounds, so that a program that hangs is found in a test's time.
-func testOptions(log *syncBuffer) Options {
+func testOptions(log io.Writer) Options {
 	return Options{Ready: time.Second, Grace: 300 * time.Millisecond, Stop: 300 * time.Millisecond, Log: log}
 }
 
@@ -135,8 +135,7 @@ func config(behaviour string, fencing bool) workloads.Config {
 // A well-behaved program: grants with their token and detail, a definite busy and
 // not-held, and a clean exit when its stdin closes.
 func TestWellBehavedProgram(t *testing.T) {
-	var log syncBuffer
-	l, err := Start(config("well", true), testOptions(&log))
+	l, err := Start(config("well", true), testOptions(testLog{t}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,9 +191,8 @@ func TestProtocolAbuse(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.behaviour, func(t *testing.T) {
-			var log syncBuffer
 			started := time.Now()
-			l, err := Start(config(c.behaviour, c.fencing), testOptions(&log))
+			l, err := Start(config(c.behaviour, c.fencing), testOptions(testLog{t}))
 			if !c.atStart {
 				if err != nil {
 					t.Fatalf("start: %v", err)
@@ -234,9 +232,10 @@ func TestProtocolAbuse(t *testing.T) {
 	}
 }
 
-// The program's stderr reaches the log line by line, marked as the program's.
+// The program's stderr reaches the log line by line, marked as the program's, all of it
+// by the time Start has given up on the program.
 func TestProgramStderrGoesToTheLog(t *testing.T) {
-	var log syncBuffer
+	var log bytes.Buffer
 	_, err := Start(config("exits-at-once", false), testOptions(&log))
 	if !errors.Is(err, workloads.ErrLost) {
 		t.Fatalf("start: %v", err)
@@ -250,7 +249,7 @@ func TestProgramStderrGoesToTheLog(t *testing.T) {
 func TestMissingProgram(t *testing.T) {
 	cfg := config("well", false)
 	cfg.Program = []string{"/nonexistent/mylock"}
-	_, err := Start(cfg, testOptions(&syncBuffer{}))
+	_, err := Start(cfg, testOptions(testLog{t}))
 	if !errors.Is(err, workloads.ErrBroken) || !strings.Contains(err.Error(), "start program") {
 		t.Errorf("start: %v, want it broken", err)
 	}
@@ -279,20 +278,10 @@ func TestConfigurationLine(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log several goroutines write to.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
+// testLog writes a program's stderr into the test's log.
+type testLog struct{ t *testing.T }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+func (l testLog) Write(b []byte) (int, error) {
+	l.t.Log(strings.TrimSuffix(string(b), "\n"))
+	return len(b), nil
 }
