@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -45,8 +47,8 @@ type kill struct {
 
 // Runs killed at moments spread over bring-up, mid-run and teardown, by SIGINT, SIGTERM and
 // SIGKILL, leave nothing behind: no container or network once the harness has exited (after
-// `lockbreaker clean` for SIGKILL, which cannot be handled), no worker process, stopped or
-// not, and a history that `lockbreaker check` reads.
+// `lockbreaker clean --run` for SIGKILL, which cannot be handled), no worker process,
+// stopped or not, and a history that `lockbreaker check` reads.
 func TestKilledRunsLeaveNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker: real containers")
@@ -72,37 +74,78 @@ func TestKilledRunsLeaveNothing(t *testing.T) {
 		kills = append(kills, kill{redlock, sig})
 	}
 
+	killRuns(t, kills, nil)
+}
+
+// Runs of exec clients (redis-py's Lock, a Python program per client) killed mid-run, with
+// the holder's program stopped or not, and in teardown, leave no program behind either:
+// programs die with their workers, which die with the harness.
+func TestKilledExecRunsLeaveNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker: real containers")
+	}
+	if err := exec.Command("/usr/bin/python3", "-c", "import redis").Run(); err != nil {
+		t.Fatalf("/usr/bin/python3 has no redis-py (make deps installs python3-redis): %v", err)
+	}
+	program, err := filepath.Abs("../../examples/python/redispy_lock.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kills []kill
+	for _, m := range []killMoment{
+		{phase: "mid-run", name: "exec clients started", system: "redis", line: "clients running"},
+		{phase: "mid-run", name: "exec holder paused", system: "redis", paused: true},
+	} {
+		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL} {
+			kills = append(kills, kill{m, sig})
+		}
+	}
+	kills = append(kills, kill{killMoment{phase: "teardown", name: "exec clients stopped", system: "redis",
+		line: "all faults healed, clients stopped"}, syscall.SIGKILL})
+	killRuns(t, kills, []string{program}, "--client", "exec", "--client-cmd", program)
+}
+
+// killRuns runs each kill (a run of pause-holder with args, killed at its moment) and checks
+// that it left nothing: no container or network of its own (removed by clean --run after
+// SIGKILL), no process of the binary and none whose command line holds one of programs.
+func killRuns(t *testing.T, kills []kill, programs []string, args ...string) {
 	counts := map[string]int{}
 	leftovers, checked, torn := 0, 0, 0
 	for _, k := range kills {
 		name := fmt.Sprintf("%s/%s/%s", k.m.phase, k.m.name, k.sig)
 		t.Run(name, func(t *testing.T) {
 			root := t.TempDir()
-			pid, code, stderr := killRun(t, k.m, k.sig, "run", "--system", k.m.system, "--nemesis", "pause-holder",
-				"--clients", "3", "--ttl", "1s", "--time-limit", "4s", "--seed", "7", "--results", root)
+			code, pid, stderr := killRun(t, k.m, k.sig, append([]string{"run", "--system", k.m.system, "--nemesis", "pause-holder",
+				"--clients", "3", "--ttl", "1s", "--time-limit", "4s", "--seed", "7", "--results", root}, args...)...)
 			counts[fmt.Sprintf("%s %s", k.m.phase, k.sig)]++
 			t.Logf("exit %d, stderr %q", code, strings.TrimSpace(stderr))
 			checkExit(t, k, code, stderr)
 
+			// Only this run's: other tests and other people's runs may share the engine.
 			if k.sig == syscall.SIGKILL {
-				if code, _, stderr := lockbreaker(t, nil, "clean"); code != 0 {
-					t.Fatalf("clean: exit %d: %s", code, stderr)
+				for _, run := range runsOf(t, pid) {
+					if code, _, stderr := lockbreaker(t, nil, "clean", "--run", run); code != 0 {
+						t.Fatalf("clean --run %s: exit %d: %s", run, code, stderr)
+					}
 				}
 			}
-			if c, n := labelled(t, "container", pid), labelled(t, "network", pid); len(c)+len(n) > 0 {
+			if c, n := ownedBy(t, "container", pid), ownedBy(t, "network", pid); len(c)+len(n) > 0 {
 				leftovers += len(c) + len(n)
 				t.Errorf("left containers %v networks %v", c, n)
-				lockbreaker(t, nil, "clean")
+				for _, run := range runsOf(t, pid) {
+					lockbreaker(t, nil, "clean", "--run", run)
+				}
 			}
 			// Handled signals: the harness reaped its workers before exiting. SIGKILL: the
-			// kernel kills them (Pdeathsig) as the harness dies; give it a moment.
+			// kernel kills them (Pdeathsig) as the harness dies, and their programs as they
+			// die; give it a moment.
 			wait := time.Duration(0)
 			if k.sig == syscall.SIGKILL {
 				wait = 5 * time.Second
 			}
-			if procs := ownProcesses(t, wait); len(procs) > 0 {
+			if procs := ownProcesses(t, wait, programs); len(procs) > 0 {
 				leftovers += len(procs)
-				t.Errorf("processes of the binary outlived the run: %v", procs)
+				t.Errorf("processes of the binary or its programs outlived the run: %v", procs)
 				for _, p := range procs {
 					syscall.Kill(p.pid, syscall.SIGKILL)
 				}
@@ -128,8 +171,10 @@ func TestKilledRunsLeaveNothing(t *testing.T) {
 	}
 	var summary []string
 	for _, m := range []string{"bring-up", "mid-run", "teardown"} {
-		for _, sig := range signals {
-			summary = append(summary, fmt.Sprintf("%s %s: %d", m, sig, counts[fmt.Sprintf("%s %s", m, sig)]))
+		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL} {
+			if n := counts[fmt.Sprintf("%s %s", m, sig)]; n > 0 {
+				summary = append(summary, fmt.Sprintf("%s %s: %d", m, sig, n))
+			}
 		}
 	}
 	t.Logf("%d kills (%s); %d histories checked, %d with a torn last line; leftovers found: %d",
@@ -137,9 +182,8 @@ func TestKilledRunsLeaveNothing(t *testing.T) {
 }
 
 // killRun runs the binary with args and sends it sig at moment m, then waits for it to exit
-// and returns its process id (its containers carry it), its exit code (-1 when a signal
-// ended it) and stderr.
-func killRun(t *testing.T, m killMoment, sig syscall.Signal, args ...string) (pid, code int, stderr string) {
+// and returns its exit code (-1 when a signal ended it), its pid and stderr.
+func killRun(t *testing.T, m killMoment, sig syscall.Signal, args ...string) (int, int, string) {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
 	var errOut bytes.Buffer
@@ -189,12 +233,35 @@ func killRun(t *testing.T, m killMoment, sig syscall.Signal, args ...string) (pi
 	if !fired {
 		t.Fatalf("the run ended before the moment %q; it printed:\n%s", m.name, strings.Join(seen, "\n"))
 	}
+	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
 	} else if err != nil {
 		t.Fatal(err)
 	}
-	return cmd.Process.Pid, code, errOut.String()
+	return code, cmd.Process.Pid, errOut.String()
+}
+
+// ownedBy lists the labelled containers or networks ("container", "network") that the
+// harness of pid created.
+func ownedBy(t *testing.T, what string, pid int) []string {
+	t.Helper()
+	return dockerList(t, what, "{{.ID}}", ownerFilter(pid))
+}
+
+// ownerFilter is a docker filter for what the harness of pid created.
+func ownerFilter(pid int) string { return fmt.Sprintf("label=org.lockbreaker.pid=%d", pid) }
+
+// runsOf lists the run ids of what the harness of pid created.
+func runsOf(t *testing.T, pid int) []string {
+	t.Helper()
+	runs := map[string]bool{}
+	for _, what := range []string{"container", "network"} {
+		for _, run := range dockerList(t, what, `{{.Label "org.lockbreaker.run"}}`, ownerFilter(pid)) {
+			runs[run] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(runs))
 }
 
 // checkExit checks how a killed run ended: a handled signal gives exit 255 and one line
@@ -225,20 +292,24 @@ type process struct {
 	pid   int
 	state string
 	cmd   string
+	args  string // its command line, words joined by spaces
 }
 
-func (p process) String() string { return fmt.Sprintf("%d (%s) %s", p.pid, p.state, p.cmd) }
+func (p process) String() string { return fmt.Sprintf("%d (%s) %s", p.pid, p.state, p.args) }
 
 // ownProcesses returns the live processes running the test's binary (workers are the binary
-// re-executed), waiting up to wait for them to go. Zombies are not counted: they run nothing,
-// and reaping orphans is the init process's job.
-func ownProcesses(t *testing.T, wait time.Duration) []process {
+// re-executed) or one of programs (an exec client's, named in its command line), waiting up
+// to wait for them to go. Zombies are not counted: they run nothing, and reaping orphans
+// is the init process's job.
+func ownProcesses(t *testing.T, wait time.Duration, programs []string) []process {
 	t.Helper()
 	deadline := time.Now().Add(wait)
 	for {
 		var procs []process
 		for _, p := range processes(t) {
-			if p.state != "Z" && p.cmd == binary {
+			if p.state != "Z" && (p.cmd == binary || slices.ContainsFunc(programs, func(prog string) bool {
+				return strings.Contains(p.args, prog)
+			})) {
 				procs = append(procs, p)
 			}
 		}
@@ -286,7 +357,9 @@ func processes(t *testing.T) []process {
 			continue
 		}
 		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-		procs = append(procs, process{pid: pid, state: fields[0], cmd: strings.TrimSuffix(exe, " (deleted)")})
+		args, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		procs = append(procs, process{pid: pid, state: fields[0], cmd: strings.TrimSuffix(exe, " (deleted)"),
+			args: strings.ReplaceAll(string(bytes.TrimRight(args, "\x00")), "\x00", " ")})
 	}
 	return procs
 }

@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"flag"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -387,11 +386,14 @@ func TestCheckRerunsCheckersOnASavedRun(t *testing.T) {
 	}
 }
 
-// labelled lists the containers or networks of the runs of the harness process pid: a
-// test looks only at its own runs, whatever else runs beside it.
-func labelled(t *testing.T, what string, pid int) []string {
+// dockerList lists, in format, the labelled containers or networks ("container",
+// "network") that match every filter.
+func dockerList(t *testing.T, what, format string, filters ...string) []string {
 	t.Helper()
-	args := []string{what, "ls", "-q", "--filter", "label=org.lockbreaker.project", "--filter", fmt.Sprintf("label=%s=%d", containers.LabelOwnerPID, pid)}
+	args := []string{what, "ls", "--filter", "label=org.lockbreaker.project", "--format", format}
+	for _, f := range filters {
+		args = append(args, "--filter", f)
+	}
 	if what == "container" {
 		args = append(args, "-a")
 	}
@@ -425,7 +427,7 @@ func TestCleanRemovesWhatAKilledRunLeft(t *testing.T) {
 	cmd.Wait()
 
 	pid := cmd.Process.Pid
-	if len(labelled(t, "container", pid)) == 0 || len(labelled(t, "network", pid)) == 0 {
+	if len(ownedBy(t, "container", pid)) == 0 || len(ownedBy(t, "network", pid)) == 0 {
 		t.Fatal("the killed run left nothing behind: the test proves nothing")
 	}
 	for i := 0; workersRunning(t); i++ {
@@ -441,7 +443,7 @@ func TestCleanRemovesWhatAKilledRunLeft(t *testing.T) {
 	if !strings.Contains(stdout, "removed") {
 		t.Errorf("clean said %q", stdout)
 	}
-	if c, n := labelled(t, "container", pid), labelled(t, "network", pid); len(c)+len(n) > 0 {
+	if c, n := ownedBy(t, "container", pid), ownedBy(t, "network", pid); len(c)+len(n) > 0 {
 		t.Errorf("after clean: containers %v networks %v", c, n)
 	}
 }
@@ -471,7 +473,7 @@ func TestInterruptedRunCleansUpAndKeepsItsHistory(t *testing.T) {
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 255 || !strings.Contains(stderr.String(), "interrupted") {
 		t.Errorf("exit %v, stderr %q: want 255 and 'interrupted'", err, stderr.String())
 	}
-	if c, n := labelled(t, "container", cmd.Process.Pid), labelled(t, "network", cmd.Process.Pid); len(c)+len(n) > 0 {
+	if c, n := ownedBy(t, "container", cmd.Process.Pid), ownedBy(t, "network", cmd.Process.Pid); len(c)+len(n) > 0 {
 		t.Errorf("after SIGTERM: containers %v networks %v left", c, n)
 	}
 	if workersRunning(t) {
