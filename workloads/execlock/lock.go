@@ -59,7 +59,7 @@ type Lock struct {
 	name  string // how messages name the program
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
-	lines chan line     // the program's stdout, line by line; closed at its end
+	lines chan line     // the program's stdout, line by line, one read ahead (so a line nobody asked for waits there to be seen); closed at its end
 	done  chan struct{} // closed by Close: the readers stop
 	// exited is closed once the program has exited; status is then its exit status.
 	exited chan struct{}
@@ -88,7 +88,7 @@ func Start(cfg workloads.Config, opts Options) (*Lock, error) {
 		opts.Log = io.Discard
 	}
 	l := &Lock{cfg: cfg, opts: opts, name: quote.Short(strings.Join(cfg.Program, " ")),
-		lines: make(chan line), done: make(chan struct{}), exited: make(chan struct{}), stderr: &tail{}, logged: make(chan struct{})}
+		lines: make(chan line, 1), done: make(chan struct{}), exited: make(chan struct{}), stderr: &tail{}, logged: make(chan struct{})}
 	l.cmd = exec.Command(cfg.Program[0], cfg.Program[1:]...)
 	l.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var err error

@@ -203,6 +203,13 @@ func TestProtocolAbuse(t *testing.T) {
 					if !errors.Is(err, workloads.ErrBusy) {
 						t.Fatalf("first acquire: %v, want busy", err)
 					}
+					// The stray line must be there before the next request: sent after it,
+					// it would be that request's answer, as far as anyone can tell.
+					for deadline := time.Now().Add(10 * time.Second); len(l.lines) == 0; time.Sleep(time.Millisecond) {
+						if time.Now().After(deadline) {
+							t.Fatal("the stray line never arrived")
+						}
+					}
 					_, err = l.Acquire(ctx)
 				}
 				if again := l.Release(ctx); again != err {
