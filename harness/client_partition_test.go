@@ -107,6 +107,7 @@ func clientFaults(t *testing.T, events []history.Event, kind string) (faults []h
 // (n4, n5) while the others can. Client 1 is granted the lock by A, B, C; C's clock
 // jumps; client 2 is granted C, D, E while client 1 still holds it.
 func TestRedlockKleppmannLiveGivesTwoHoldersNamingTheirNodes(t *testing.T) {
+	t.Parallel()
 	needClientAddrs(t)
 	s := DefaultSpec()
 	s.System, s.Client, s.Nemesis = "redlock", "redlock", []string{"kleppmann-clock"}
@@ -243,6 +244,7 @@ func TestHolderCutFromTheLockServiceStillReachesTheStorage(t *testing.T) {
 // granted just after the heal; holders work a second, so no later one fits in that gap
 // (and within their lease, so the lock holds).
 func TestGrudgeCutsOneClientOnly(t *testing.T) {
+	t.Parallel()
 	needClientAddrs(t)
 	s := spec("redis", "", []string{"partition-client"}, true, 12*time.Second)
 	s.TTL, s.Work, s.Pause, s.Interval, s.Seed = Duration(3*time.Second), Duration(time.Second), Duration(4*time.Second), Duration(time.Second), 2
@@ -292,6 +294,7 @@ func TestGrudgeCutsOneClientOnly(t *testing.T) {
 // replica while the old primary goes on granting the lock to the clients on its side: two
 // primaries at once, and clients on both sides holding the lock at once.
 func TestSentinelPartitionedPrimaryKeepsGrantingToItsSide(t *testing.T) {
+	t.Parallel()
 	needClientAddrs(t)
 	s := sentinelSpec([]string{"partition-primary"}, 8*time.Second)
 	s.TTL, s.Seed = DefaultSpec().TTL, 4

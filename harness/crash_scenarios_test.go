@@ -53,6 +53,7 @@ func sentinelSpec(nemesis []string, limit time.Duration) Spec {
 
 // redislock runs on Sentinel as well; workloads' real-cluster test shows it is a mutex there.
 func TestSentinelWithoutFaultsIsSafe(t *testing.T) {
+	t.Parallel()
 	summary, events := runEvents(t, sentinelSpec(none, 6*time.Second))
 	expectAllValid(t, summary)
 	if !rolesShow(events, map[string]string{"n1": "primary", "n2": "replica", "n3": "replica"}) {
@@ -78,6 +79,7 @@ func failoverSpec(minReplicas int) Spec {
 // has the key; the promoted replica grants it again, and its token counter, which missed
 // the grants made during the cut, hands out tokens that were already given.
 func TestSentinelFailoverLosesTheLockAndTokensGoBack(t *testing.T) {
+	t.Parallel()
 	s, events := runEvents(t, failoverSpec(0))
 	expect(t, s, map[string]checkers.Verdict{
 		"mutual-exclusion": checkers.Invalid,
@@ -120,6 +122,7 @@ func rolesShow(events []history.Event, want map[string]string) bool {
 // and the run says why, rather than claiming the lock survived a failover that could not
 // hurt it.
 func TestSentinelMinReplicasRefusesTheGrantAFailoverWouldLose(t *testing.T) {
+	t.Parallel()
 	s, events := runEvents(t, failoverSpec(1))
 	expect(t, s, map[string]checkers.Verdict{
 		"mutual-exclusion":  checkers.Unknown,
@@ -158,6 +161,7 @@ func redlockKillSpec(delayed bool) Spec {
 }
 
 func TestRedlockKilledNodeWithoutPersistenceGivesTwoHolders(t *testing.T) {
+	t.Parallel()
 	s, events := runEvents(t, redlockKillSpec(false))
 	expect(t, s, map[string]checkers.Verdict{"mutual-exclusion": checkers.Invalid})
 	expectHoldersNodeKilled(t, events)
@@ -165,6 +169,7 @@ func TestRedlockKilledNodeWithoutPersistenceGivesTwoHolders(t *testing.T) {
 }
 
 func TestRedlockKilledNodeRestartedAfterATTLKeepsMutualExclusion(t *testing.T) {
+	t.Parallel()
 	s, events := runEvents(t, redlockKillSpec(true))
 	expectLockKept(t, s)
 	expectHoldersNodeKilled(t, events)

@@ -50,6 +50,7 @@ func TestKeptClusterServesOnlyWhatIsSound(t *testing.T) {
 // Runs on one system share its containers: the second run finds the first's cluster,
 // healed and serving, and both judge their own key only.
 func TestRunsShareAKeptCluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("needs Docker: real containers")
 	}

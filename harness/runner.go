@@ -10,6 +10,7 @@ import (
 	"math/rand"
 	"net/netip"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
@@ -57,7 +58,11 @@ func (r Runner) Run(ctx context.Context, spec Spec) (string, results.Summary, er
 	if err := run.MarkLatest(); err != nil {
 		return "", results.Summary{}, err
 	}
-	t := &trial{Runner: r, spec: spec, sys: sys, run: run, progress: r.Progress}
+	// The run's id names and labels all it creates: its directory's name (the time, unique
+	// within its test), this process and its count of runs, since runs side by side may
+	// start in the same second.
+	id := fmt.Sprintf("%s-%d-%d", run.ID(), os.Getpid(), runsStarted.Add(1))
+	t := &trial{Runner: r, spec: spec, sys: sys, run: run, id: id, progress: r.Progress}
 	if t.progress == nil {
 		t.progress = io.Discard
 	}
@@ -83,6 +88,7 @@ type trial struct {
 	spec     Spec
 	sys      system.System
 	run      *results.Run
+	id       string // see Run
 	progress io.Writer
 	log      *slog.Logger
 	logs     io.Writer // run.log, shared by the harness and the workers
@@ -121,7 +127,7 @@ func (t *trial) execute(ctx context.Context) (results.Summary, error) {
 		t.log.Error("run failed", "err", runErr)
 	}
 
-	summary := results.Summary{Test: t.spec.Test, RunID: t.run.ID(), Spec: specJSON, Started: started, Finished: time.Now(),
+	summary := results.Summary{Test: t.spec.Test, RunID: t.id, Spec: specJSON, Started: started, Finished: time.Now(),
 		Notes: append(t.notes(), t.clientNotes...)}
 	if runErr != nil {
 		summary.Error = runErr.Error()
@@ -182,10 +188,13 @@ func (t *trial) serverNotes() []string {
 	return notes
 }
 
+// runsStarted counts this process's runs, for their ids.
+var runsStarted atomic.Int64
+
 // record sets everything up, lets the clients and the nemesis loose for the time limit,
 // and tears everything down again, recording into rec.
 func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
-	runID := fmt.Sprintf("%s-%d", t.run.ID(), os.Getpid())
+	runID := t.id
 	nem, _ := nemesis.New(t.spec.Nemesis) // validated by Normalize
 	cluster, err := t.Clusters.start(ctx, t.sys, t.spec, clusterSetup{runID: runID, nodes: t.spec.Nodes, ttl: t.spec.TTL.Std(),
 		needs: nem.Needs(), servers: t.spec.serverSettings(), logs: t.run.Path(results.NodesDir), progress: io.MultiWriter(t.progress, t.logs)})

@@ -20,8 +20,10 @@ import (
 )
 
 // The test binary doubles as the worker: the runner starts it again with WorkerEnv set.
-// Tests run side by side, so a process one left is told by its run (expectNothingLeft);
-// one left unreaped, which tells nobody its run, fails the package when all have ended.
+// The container tests on Redis systems run side by side, each on a cluster and network of
+// its own (t.Parallel); ZooKeeper's, whose three JVMs take a core to start, one after
+// another before them. A process one left is told by its run (expectNothingLeft); one
+// left unreaped, which tells nobody its run, fails the package when all have ended.
 func TestMain(m *testing.M) {
 	MaybeRunWorker()
 	runTestProgram(os.Getenv(testProgramEnv))
@@ -150,6 +152,7 @@ func expect(t *testing.T, s results.Summary, want map[string]checkers.Verdict) {
 }
 
 func TestRedisPausedHolderWithoutFencingCorruptsStorage(t *testing.T) {
+	t.Parallel()
 	s := runScenario(t, kleppmannSpec(false))
 	expect(t, s, map[string]checkers.Verdict{
 		"lock-linearizable": checkers.Invalid,
@@ -166,6 +169,7 @@ func TestRedisPausedHolderWithoutFencingCorruptsStorage(t *testing.T) {
 }
 
 func TestRedisPausedHolderWithFencingKeepsStorageSafe(t *testing.T) {
+	t.Parallel()
 	expectLockBrokenDataSafe(t, runScenario(t, kleppmannSpec(true)))
 }
 
@@ -186,6 +190,7 @@ func expectLockBrokenDataSafe(t *testing.T, s results.Summary) {
 }
 
 func TestRedisWithoutFaultsIsSafe(t *testing.T) {
+	t.Parallel()
 	spec := kleppmannSpec(true)
 	spec.Nemesis = []string{"none"}
 	spec.TimeLimit = Duration(6 * time.Second)
@@ -251,6 +256,7 @@ var none = []string{"none"}
 // Redlock: five independent masters.
 
 func TestRedlockClientsWithoutFaultsAreSafe(t *testing.T) {
+	t.Parallel()
 	for _, client := range []string{"redlock", "redsync"} {
 		t.Run(client, func(t *testing.T) {
 			s := runScenario(t, spec("redlock", client, none, false, 6*time.Second))
@@ -265,6 +271,7 @@ func TestRedlockClientsWithoutFaultsAreSafe(t *testing.T) {
 // A pause after the grant is invisible to both clients: redsync checks validity with Go's
 // monotonic clock, but only while acquiring.
 func TestRedlockPausedHolderCorruptsStorage(t *testing.T) {
+	t.Parallel()
 	for _, client := range []string{"redlock", "redsync"} {
 		t.Run(client, func(t *testing.T) {
 			s := runScenario(t, spec("redlock", client, []string{"pause-holder"}, false, 12*time.Second))
@@ -281,6 +288,7 @@ func TestRedlockPausedHolderCorruptsStorage(t *testing.T) {
 // default TTL and work: the nemesis keeps client 1 in its critical section, within its
 // lease, for as long as staging the rest takes.
 func TestRedlockKleppmannClockJumpGivesTwoHolders(t *testing.T) {
+	t.Parallel()
 	s := DefaultSpec()
 	s.System, s.Nemesis, s.TimeLimit = "redlock", []string{"kleppmann-clock"}, Duration(10*time.Second)
 	dir, summary := runTrial(t, s)
@@ -299,6 +307,7 @@ func TestRedlockKleppmannClockJumpGivesTwoHolders(t *testing.T) {
 }
 
 func TestRedlockMinorityPartitionKeepsMutualExclusion(t *testing.T) {
+	t.Parallel()
 	s := runScenario(t, spec("redlock", "redlock", []string{"partition-clients-from"}, false, 12*time.Second))
 	expectLockKept(t, s)
 	expectFaults(t, s, 2)
@@ -386,6 +395,7 @@ func TestZooKeeperRecipeWakesOneWaiterPerRelease(t *testing.T) {
 // drops the holder's key and grants the lock again. With seed 7 the schedule jumps forward
 // while a client holds the lock (and the reset after a backward jump is a forward jump too).
 func TestRedisClockJumpBreaksTheLock(t *testing.T) {
+	t.Parallel()
 	s := runScenario(t, spec("redis", "redis", []string{"clock-bump"}, false, 12*time.Second))
 	expect(t, s, map[string]checkers.Verdict{
 		"lock-linearizable": checkers.Invalid,
@@ -395,8 +405,11 @@ func TestRedisClockJumpBreaksTheLock(t *testing.T) {
 
 // ZooKeeper's session expiry runs on the monotonic clock: wall-clock jumps on its nodes
 // change nothing.
+// clock-strobe jumps a node's clock forward past every lease it holds, ten times a
+// second, so the clock faults' hazard surely occurs; a bump may go back, and a clock run
+// faster moves past no lease held for a holder's 100 ms.
 func TestZooKeeperIgnoresClockJumps(t *testing.T) {
-	s := runScenario(t, zkSpec([]string{"clock"}, true, 10*time.Second))
+	s := runScenario(t, zkSpec([]string{"clock-strobe"}, true, 10*time.Second))
 	expectAllValid(t, s)
-	expectFaults(t, s, 2)
+	expectHazard(t, s, history.ClockPastLease)
 }

@@ -187,11 +187,7 @@ func TestNormalizeFillsCrashSettings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := DefaultSpec()
-			tt.change(&s)
-			if err := s.Normalize(); err != nil {
-				t.Fatal(err)
-			}
+			s := normalized(t, tt.change)
 			if s.Persistence != tt.persistence || s.MinReplicasMaxLag.Std() != tt.maxLag || s.RestartDelay() != tt.restartAfter {
 				t.Errorf("persistence %q, max lag %s, restart after %s; want %q, %s, %s",
 					s.Persistence, s.MinReplicasMaxLag.Std(), s.RestartDelay(), tt.persistence, tt.maxLag, tt.restartAfter)
@@ -218,12 +214,7 @@ func TestNotesSayWhatTheSetupIsWorth(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := DefaultSpec()
-			tt.change(&s)
-			if err := s.Normalize(); err != nil {
-				t.Fatal(err)
-			}
-			notes := strings.Join((&trial{spec: s}).notes(), "\n")
+			notes := strings.Join((&trial{spec: normalized(t, tt.change)}).notes(), "\n")
 			for _, want := range tt.want {
 				if !strings.Contains(notes, want) {
 					t.Errorf("notes %q do not say %q", notes, want)
@@ -231,4 +222,15 @@ func TestNotesSayWhatTheSetupIsWorth(t *testing.T) {
 			}
 		})
 	}
+}
+
+// normalized is run's defaults changed by change, normalized.
+func normalized(t *testing.T, change func(*Spec)) Spec {
+	t.Helper()
+	s := DefaultSpec()
+	change(&s)
+	if err := s.Normalize(); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -20,6 +20,8 @@ import (
 // writer sees it (harness.Analyze builds it); the writers render it as given.
 type Summary struct {
 	Test  string `json:"test"`
+	// RunID names and labels everything the run made (containers, networks, its workers'
+	// environment): its directory's name, the harness's pid and its count of runs.
 	RunID string `json:"run_id"`
 	// Spec is the harness's spec as it ran; opaque here, shown pretty-printed in the report.
 	Spec json.RawMessage `json:"spec,omitempty"`

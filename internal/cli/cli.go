@@ -197,7 +197,7 @@ an exec client's program with its worker.`,
 		},
 		examples: []string{
 			"lockbreaker clean",
-			"lockbreaker clean --run 20260101T120000Z-4242",
+			"lockbreaker clean --run 20260101T120000Z-4242-1",
 			"lockbreaker clean --all",
 			"docker ps -a --filter label=org.lockbreaker.project   # what clean --all removes",
 		},
@@ -756,7 +756,7 @@ func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error)
 // cleanFlags makes clean's flag set; run holds --run, all --all.
 func cleanFlags() (fs *flag.FlagSet, run *string, all *bool) {
 	fs = newFlags("clean")
-	run = fs.String("run", "", "remove what run ID left, live or not (its containers' "+containers.LabelRun+" label, <time>-<pid>)")
+	run = fs.String("run", "", "remove what run ID left, live or not (its containers' "+containers.LabelRun+" label, <time>-<pid>-<n>)")
 	all = fs.Bool("all", false, "remove every labelled container and network, also of runs still going")
 	return fs, run, all
 }
