@@ -19,7 +19,7 @@ import (
 // Summary is one run's outcome, what results.json holds. Every field is decided before a
 // writer sees it (harness.Analyze builds it); the writers render it as given.
 type Summary struct {
-	Test  string `json:"test"`
+	Test string `json:"test"`
 	// RunID names and labels everything the run made (containers, networks, its workers'
 	// environment): its directory's name, the harness's pid and its count of runs.
 	RunID string `json:"run_id"`
