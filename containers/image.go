@@ -229,10 +229,16 @@ func buildNode(ctx context.Context, cli *client.Client, ref, base, mirror string
 		return err
 	}
 	defer resp.Body.Close()
+	return readBuild(ctx, cli, ref, resp.Body, progress)
+}
+
+// readBuild follows a build's output to its end, showing its steps, and checks that it
+// made ref.
+func readBuild(ctx context.Context, cli *client.Client, ref string, body io.Reader, progress io.Writer) error {
 	out := newProgressLines(progress, "  build: ", func(s string) bool {
 		return strings.HasPrefix(s, "Step ") || strings.HasPrefix(s, "E:")
 	})
-	if err := readJSONStream(resp.Body, out); err != nil {
+	if err := readJSONStream(body, out); err != nil {
 		return fmt.Errorf("%w; last output:\n%s", err, out.Tail())
 	}
 	if ok, err := imageExists(ctx, cli, ref); err != nil || !ok {

@@ -99,7 +99,7 @@ func startCluster(ctx context.Context, sys system.System, setup clusterSetup) (C
 	} else if n > 0 {
 		fmt.Fprintf(setup.progress, "removed %d containers/networks left by an earlier killed run\n", n)
 	}
-	image, err := containers.EnsureImage(ctx, setup.progress)
+	image, err := containers.EnsureSystemImage(ctx, sys.Name, setup.progress)
 	if err != nil {
 		return nil, err
 	}

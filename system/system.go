@@ -48,6 +48,9 @@ type System struct {
 	// TokenCaveat says why the system's fencing tokens may not protect the storage, when
 	// they may not (a count that a failover sets back); the report's notes carry it.
 	TokenCaveat string
+	// FixedClock, when set, says why the nodes' wall clocks cannot be moved, so clock
+	// faults are refused; "" when they can.
+	FixedClock string
 	// Exactly one of Container and InProcess is set: how the service runs.
 	Container *Container
 	InProcess *InProcess
@@ -93,6 +96,23 @@ type Container struct {
 	Role func(ctx context.Context, addr string) (Role, error)
 	// Monitors, when set, run beside the nodes (Redis Sentinels).
 	Monitors *Monitors
+	// Image, when set, is what the nodes run that the node image lacks. The node image
+	// holds Redis, Sentinel and ZooKeeper; a system with packages of its own gets an image
+	// of its own on top of it, built only when a run asks for that system, so a run of
+	// Redis never waits for a database it does not use.
+	Image *Image
+	// Notes, when set, are the settings of the nodes a reader needs to judge a run (what
+	// the lease became, how soon a dead client is noticed); the report shows them.
+	Notes func(cluster Cluster) []string
+}
+
+// Image is a system's own layer on the node image.
+type Image struct {
+	// Packages are the Debian packages the nodes run.
+	Packages []string
+	// Prepare is a shell script run as root once the packages are installed, when the
+	// image is built: whatever must exist before a node's first start (a database's files).
+	Prepare string
 }
 
 // Monitors are servers that watch a system's nodes and decide their roles: they grant no

@@ -1,0 +1,111 @@
+package containers
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/moby/moby/api/types/build"
+	"github.com/moby/moby/client"
+
+	"github.com/lockbreaker/lockbreaker/system"
+)
+
+// layerDockerfile builds a system's own layer (system.Image) on the node image. It is not
+// part of the node image's build context, so adding or changing a layer leaves the node
+// image, and every run of the systems it serves, as it was.
+//
+//go:embed layer.Dockerfile
+var layerDockerfile string
+
+// SystemImageRef returns the reference of the image the nodes of system name run: the
+// node image (ImageRef), or for a system with an image of its own
+// lockbreaker-node-<system>:<hash>, where the hash covers the node image's reference, the
+// layer's Dockerfile, its packages and its script. It does not check that the image
+// exists; EnsureSystemImage does.
+func SystemImageRef(name string) (string, error) {
+	sys, err := system.Lookup(name)
+	if err != nil {
+		return "", err
+	}
+	if sys.Container == nil || sys.Container.Image == nil {
+		return ImageRef(), nil
+	}
+	h := sha256.New()
+	for _, part := range []string{ImageRef(), layerDockerfile, strings.Join(sys.Container.Image.Packages, " "), sys.Container.Image.Prepare} {
+		fmt.Fprintf(h, "%d\x00%s", len(part), part)
+	}
+	return nodeRepo + "-" + sys.Name + ":" + hex.EncodeToString(h.Sum(nil))[:12], nil
+}
+
+// EnsureSystemImage makes sure the image the nodes of system name run exists and returns
+// its reference: the node image (see EnsureImage), and on it the system's own layer when
+// it has one, built only when missing (its packages come from the mirror the node image
+// was built from).
+func EnsureSystemImage(ctx context.Context, name string, progress io.Writer) (string, error) {
+	if progress == nil {
+		progress = io.Discard
+	}
+	base, err := EnsureImage(ctx, progress)
+	if err != nil {
+		return "", err
+	}
+	ref, err := SystemImageRef(name)
+	if err != nil || ref == base {
+		return ref, err
+	}
+	ensureMu.Lock()
+	defer ensureMu.Unlock()
+	cli, _ := docker()
+	if ok, err := imageExists(ctx, cli, ref); err != nil || ok {
+		return ref, err
+	}
+	sys, _ := system.Lookup(name) // found by SystemImageRef
+	start := time.Now()
+	fmt.Fprintf(progress, "building %s image %s on %s (once per image version)\n", name, ref, base)
+	if err := buildLayer(ctx, cli, ref, base, sys.Container.Image, progress); err != nil {
+		return "", fmt.Errorf("build %s image %s: %w", name, ref, err)
+	}
+	fmt.Fprintf(progress, "%s image %s built in %s\n", name, ref, time.Since(start).Round(time.Second))
+	return ref, nil
+}
+
+// buildLayer builds ref from base and the layer's Dockerfile.
+func buildLayer(ctx context.Context, cli *client.Client, ref, base string, img *system.Image, progress io.Writer) error {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	err := tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(layerDockerfile))})
+	if err == nil {
+		_, err = tw.Write([]byte(layerDockerfile))
+	}
+	if err == nil {
+		err = tw.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("build context: %w", err)
+	}
+	packages, prepare := strings.Join(img.Packages, " "), img.Prepare
+	if prepare == "" {
+		prepare = "true"
+	}
+	resp, err := cli.ImageBuild(ctx, &buf, client.ImageBuildOptions{
+		Tags:        []string{ref},
+		Dockerfile:  "Dockerfile",
+		BuildArgs:   map[string]*string{"BASE": &base, "PACKAGES": &packages, "PREPARE": &prepare},
+		Remove:      true,
+		ForceRemove: true,
+		Version:     build.BuilderV1,
+	})
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return readBuild(ctx, cli, ref, resp.Body, progress)
+}
