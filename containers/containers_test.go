@@ -48,6 +48,22 @@ func nodeImage(t *testing.T) string {
 	return imageRef
 }
 
+// systemImage returns the image the nodes of system run, building it on first use: the
+// node image, or the system's own layer on it.
+func systemImage(t *testing.T, system string) string {
+	t.Helper()
+	base := nodeImage(t)
+	start := time.Now()
+	ref, err := EnsureSystemImage(context.Background(), system, testWriter{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref != base {
+		t.Logf("EnsureSystemImage(%s): %s in %s", system, ref, time.Since(start).Round(time.Millisecond))
+	}
+	return ref
+}
+
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(b []byte) (int, error) {
@@ -58,7 +74,7 @@ func (w testWriter) Write(b []byte) (int, error) {
 // startCluster starts a cluster for t and stops it when t ends.
 func startCluster(t *testing.T, spec Spec) *Cluster {
 	t.Helper()
-	spec.Image = nodeImage(t)
+	spec.Image = systemImage(t, spec.System)
 	spec.RunID = fmt.Sprintf("test-%s-%d", strings.ReplaceAll(strings.ToLower(t.Name()), "/", "-"), time.Now().UnixNano())
 	start := time.Now()
 	c, err := Start(context.Background(), spec)

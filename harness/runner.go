@@ -143,7 +143,12 @@ func (t *trial) notes() []string {
 		notes = append(notes, fmt.Sprintf("each lock client runs the program %s, which acquires and releases over the exec protocol "+
 			"(docs/protocol.md) while its worker reads and writes the storage", shellwords.Join(t.spec.ClientCmd)))
 	}
-	return append(append(notes, t.fencingNotes()...), t.serverNotes()...)
+	notes = append(append(notes, t.fencingNotes()...), t.serverNotes()...)
+	if c := t.sys.Container; c != nil && c.Notes != nil {
+		nodes, _ := t.sys.Check(t.spec.Nodes) // checked by Normalize
+		notes = append(notes, c.Notes(system.Cluster{Nodes: nodes, TTL: t.spec.TTL.Std()})...)
+	}
+	return notes
 }
 
 func (t *trial) fencingNotes() []string {

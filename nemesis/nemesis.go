@@ -138,6 +138,8 @@ func (n Needs) or(o Needs) Needs {
 // available is what every nemesis asks of a system for the levers it needs.
 func (n Needs) available(sys system.System) error {
 	switch {
+	case n.Clocks && sys.FixedClock != "":
+		return fmt.Errorf("moves the nodes' wall clocks, and %s", sys.FixedClock)
 	case n.Network && sys.Container == nil:
 		return fmt.Errorf("cuts packets between containers, and %s runs inside the harness", sys.Name)
 	case n.Restarts && sys.Container == nil:
