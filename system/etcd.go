@@ -74,9 +74,11 @@ func etcdNode(cluster Cluster, id int) NodeSetup {
 
 // EtcdLeaseTTL is the lease a client asks etcd for to stand for ttl: leases count whole
 // seconds, so ttl rounded up, at least one.
-func EtcdLeaseTTL(ttl time.Duration) int64 {
-	return max(1, int64(math.Ceil(ttl.Seconds())))
-}
+func EtcdLeaseTTL(ttl time.Duration) int64 { return wholeSeconds(ttl) }
+
+// wholeSeconds is d rounded up to whole seconds, at least one: for settings that count
+// seconds.
+func wholeSeconds(d time.Duration) int64 { return max(1, int64(math.Ceil(d.Seconds()))) }
 
 // etcdMinLease is the shortest lease etcd grants: it raises any shorter one to one and a
 // half election timeouts, rounded up to whole seconds, so that a lease cannot run out

@@ -1,0 +1,148 @@
+package system
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// PostgreSQL from Debian's postgresql-15: one server, the lock service being the database
+// itself (session-level advisory locks, or a table of leases). It runs as the plain
+// postgres process, PID 1 of its container under the postgres user, on a database
+// initialised when the image is built, so a node starts in well under a second and one
+// killed and started again recovers from its write-ahead log like any crashed server.
+const (
+	postgresPort = 5432
+	postgresBin  = "/usr/lib/postgresql/15/bin"
+	postgresDir  = "/lockbreaker/pg"
+	postgresData = postgresDir + "/data"
+)
+
+func init() {
+	register(System{
+		Name:          "postgres",
+		About:         "one PostgreSQL server; session-level advisory locks, or a table of leases (pglock's design)",
+		Sizes:         Sizes{Default: 1, Min: 1, Max: 1},
+		DefaultClient: "pg-advisory",
+		Container: &Container{
+			Port:  postgresPort,
+			Node:  postgresNode,
+			Ready: postgresServing,
+			Image: &Image{Packages: []string{"postgresql-15"}, Prepare: postgresPrepare},
+			Notes: postgresNotes,
+		},
+	})
+}
+
+// postgresPrepare initialises the database when the image is built: initdb refuses to run
+// as root, and the data directory must belong to the server's user.
+const postgresPrepare = "install -d -o postgres -g postgres -m 0700 " + postgresData + "\n" +
+	"setpriv --reuid=postgres --regid=postgres --init-groups " + postgresBin + "/initdb -D " + postgresData +
+	" -U postgres --auth=trust --encoding=UTF8 --locale=C --no-sync >/dev/null\n"
+
+// postgresKeepalive is how the server notices a client that went silent (cut off, its host
+// gone): TCP keepalives probe an idle connection after idle, every interval, and give up
+// after count unanswered probes; tcp_user_timeout gives up on data left unacknowledged
+// that long. Ending the session ends its advisory locks, so this is the advisory lock's
+// lease: sized to the TTL (whole seconds, at least 2 s), as a team that wants a dead
+// holder's lock back within its lease would set it. A paused client's kernel still
+// answers the probes, so its session, and its lock, outlive any pause.
+type postgresKeepalive struct {
+	idle, interval time.Duration
+	count          int
+	userTimeout    time.Duration
+}
+
+func keepaliveFor(ttl time.Duration) postgresKeepalive {
+	total := max(2, int(wholeSeconds(ttl))) // whole seconds, as the settings count them
+	return postgresKeepalive{idle: time.Duration(total-total/2) * time.Second, interval: time.Second, count: total / 2,
+		userTimeout: time.Duration(total) * time.Second}
+}
+
+// postgresNode runs the server on the image's database with a configuration of its own:
+// every address trusted (the lock clients are the harness's), logs to stderr (the node's
+// log), connections and disconnections logged, and keepalives sized to the TTL.
+func postgresNode(cluster Cluster, _ int) NodeSetup {
+	k := keepaliveFor(cluster.TTL)
+	conf := fmt.Sprintf(`listen_addresses = '*'
+port = %d
+unix_socket_directories = '/tmp'
+hba_file = '%s/pg_hba.conf'
+max_connections = 200
+shared_buffers = 32MB
+log_destination = 'stderr'
+logging_collector = off
+log_connections = on
+log_disconnections = on
+log_line_prefix = '%%m [%%p] %%a '
+tcp_keepalives_idle = %d
+tcp_keepalives_interval = %d
+tcp_keepalives_count = %d
+tcp_user_timeout = %d
+`, postgresPort, postgresDir, int(k.idle.Seconds()), int(k.interval.Seconds()), k.count, k.userTimeout.Milliseconds())
+	return NodeSetup{
+		Cmd: []string{"setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups",
+			postgresBin + "/postgres", "-D", postgresData, "-c", "config_file=" + postgresDir + "/postgresql.conf"},
+		Files: []File{
+			{Path: postgresDir + "/postgresql.conf", Content: conf},
+			{Path: postgresDir + "/pg_hba.conf", Content: "local all all trust\nhost all all all trust\n"},
+		},
+	}
+}
+
+func postgresNotes(cluster Cluster) []string {
+	k := keepaliveFor(cluster.TTL)
+	return []string{fmt.Sprintf("postgres: tcp_keepalives_idle %s, tcp_keepalives_interval %s, tcp_keepalives_count %d, "+
+		"tcp_user_timeout %s: the server ends the session of a client gone silent (cut off, its host dead) within about %s, "+
+		"and with it the session's advisory locks; a paused client's kernel still answers, so its session outlives the pause",
+		k.idle, k.interval, k.count, k.userTimeout, k.idle+time.Duration(k.count)*k.interval)}
+}
+
+// postgresServing succeeds when the server at addr lets a client in: it answers a startup
+// message with ReadyForQuery, not with "the database system is starting up".
+func postgresServing(ctx context.Context, addr string) error {
+	params := "user\x00postgres\x00database\x00postgres\x00\x00"
+	startup := binary.BigEndian.AppendUint32(nil, uint32(8+len(params)))
+	startup = binary.BigEndian.AppendUint32(startup, 3<<16) // protocol 3.0
+	_, err := ask(ctx, addr, string(startup)+params, readUntilReady)
+	return err
+}
+
+// readUntilReady reads backend messages until ReadyForQuery ('Z'); an ErrorResponse ('E')
+// is an error carrying its message.
+func readUntilReady(r *bufio.Reader) (string, error) {
+	for {
+		var head [5]byte
+		if _, err := io.ReadFull(r, head[:]); err != nil {
+			return "", err
+		}
+		n := int(binary.BigEndian.Uint32(head[1:])) - 4
+		if n < 0 || n > 1<<16 {
+			return "", fmt.Errorf("postgres: a %q message of %d bytes", head[0], n)
+		}
+		body := make([]byte, n)
+		if _, err := io.ReadFull(r, body); err != nil {
+			return "", err
+		}
+		switch head[0] {
+		case 'Z':
+			return "ready", nil
+		case 'E':
+			return "", fmt.Errorf("postgres: %s", errorMessage(body))
+		}
+	}
+}
+
+// errorMessage is the message field ('M') of an ErrorResponse's body.
+func errorMessage(body []byte) string {
+	for _, field := range strings.Split(string(body), "\x00") {
+		if msg, ok := strings.CutPrefix(field, "M"); ok {
+			return msg
+		}
+	}
+	return "error without a message"
+}
