@@ -36,7 +36,7 @@ func TestRegister(t *testing.T) {
 		{"no name", Client{Systems: []string{"redis"}, Tokens: true, New: newNop}, "a name is a printable word"},
 		{"a name a list would split", Client{Name: "my,lock", Systems: []string{"redis"}, Tokens: true, New: newNop}, "without spaces, commas or slashes"},
 		{"no system", Client{Name: "mylock-1", Tokens: true, New: newNop}, "name the systems it runs on"},
-		{"an unknown system", Client{Name: "mylock-2", Systems: []string{"etcd"}, Tokens: true, New: newNop}, `unknown system "etcd"`},
+		{"an unknown system", Client{Name: "mylock-2", Systems: []string{"consul"}, Tokens: true, New: newNop}, `unknown system "consul"`},
 		{"no constructor", Client{Name: "mylock-3", Systems: []string{"redis"}, Tokens: true}, "no New function"},
 		{"no tokens, no reason", Client{Name: "mylock-4", Systems: []string{"redis"}, New: newNop}, "say why its grants carry no fencing token"},
 	}

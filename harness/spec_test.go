@@ -14,7 +14,7 @@ func TestNormalizeRejectsBadSpecs(t *testing.T) {
 		change func(*Spec)
 		want   string
 	}{
-		{"unknown system", func(s *Spec) { s.System = "etcd" }, `unknown system "etcd"`},
+		{"unknown system", func(s *Spec) { s.System = "consul" }, `unknown system "consul"`},
 		{"unknown client", func(s *Spec) { s.Client = "nope" }, `unknown client "nope"`},
 		{"unknown nemesis", func(s *Spec) { s.Nemesis = []string{"pause-holder", "meteor"} }, `unknown nemesis "meteor"`},
 		{"zero ttl", func(s *Spec) { s.TTL = 0 }, "--ttl must be between 1ms and 1h, got 0s"},

@@ -157,6 +157,10 @@ func TestAvailableSaysWhyANemesisCannotApply(t *testing.T) {
 		{[]string{"partition-clients-from"}, "redis", 1, ""},
 		{[]string{"kleppmann-clock"}, "zookeeper", 3, "needs --system redlock"},
 		{[]string{"kleppmann-clock"}, "redlock", 5, ""},
+		{[]string{"clock-bump"}, "etcd", 3, "etcd is a Go program"},
+		{[]string{"partition-leader"}, "etcd", 3, ""},
+		{[]string{"clock-strobe"}, "postgres", 1, ""},
+		{[]string{"partition-leader"}, "postgres", 1, "has no leader to isolate"},
 		{[]string{"pause-client", "kleppmann-clock", "partition-leader"}, "redis", 1,
 			"nemesis kleppmann-clock: stages Kleppmann's example"},
 	}

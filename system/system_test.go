@@ -29,6 +29,12 @@ func TestCheckResolvesAndRefusesSizes(t *testing.T) {
 		{"sentinel", 0, 3, ""},
 		{"sentinel", 2, 2, ""},
 		{"sentinel", 1, 0, "want 2 to 9"},
+		{"etcd", 0, 3, ""},
+		{"etcd", 5, 5, ""},
+		{"etcd", 1, 0, "want 3 to 9"},
+		{"etcd", 4, 0, "want an odd number"},
+		{"postgres", 0, 1, ""},
+		{"postgres", 3, 0, "postgres: 3 nodes (it has 1)"},
 	}
 	for _, tt := range tests {
 		s, err := Lookup(tt.system)
@@ -46,8 +52,8 @@ func TestCheckResolvesAndRefusesSizes(t *testing.T) {
 }
 
 func TestLookupNamesTheKnownSystems(t *testing.T) {
-	_, err := Lookup("etcd")
-	if err == nil || !strings.Contains(err.Error(), `unknown system "etcd" (known: local, local-broken, redis, redlock, sentinel, zookeeper)`) {
+	_, err := Lookup("consul")
+	if err == nil || !strings.Contains(err.Error(), `unknown system "consul" (known: etcd, local, local-broken, postgres, redis, redlock, sentinel, zookeeper)`) {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -67,6 +73,9 @@ func TestDescriptorsAreComplete(t *testing.T) {
 			}
 			if setup := c.Node(Cluster{Nodes: s.Sizes.Default}, 1); len(setup.Cmd) == 0 {
 				t.Errorf("%s: node 1 has no command", s.Name)
+			}
+			if c.Image != nil && len(c.Image.Packages) == 0 {
+				t.Errorf("%s: an image of its own with no packages", s.Name)
 			}
 		}
 		if (s.Leader || s.Replicated) && (s.Container == nil || s.Container.Role == nil) {

@@ -29,8 +29,15 @@ func TestLockClientsAgainstRealClusters(t *testing.T) {
 			"redsync/lease-expires":           leaseExpiresUnderTheHolder("redsync"),
 			"redlock/clock-jump-during-grant": redlockRefusesASlowGrant,
 		},
+		"etcd": {
+			"etcd/lease-expires": etcdLeaseExpiresUnderAPausedHolder,
+		},
+		"postgres": {
+			"pg-advisory/session-ends": advisoryLockDiesWithItsSession,
+			"pg-lease/lease-expires":   pgLeaseIsTakenOverWhenNotRenewed,
+		},
 	}
-	for _, system := range []string{"redis", "redlock", "sentinel", "zookeeper"} {
+	for _, system := range []string{"redis", "redlock", "sentinel", "zookeeper", "etcd", "postgres"} {
 		t.Run(system, func(t *testing.T) {
 			cluster := containerstest.Start(t, containers.Spec{System: system, TTL: 4 * time.Second})
 			target := Config{Nodes: cluster.Addrs(), Sentinels: cluster.MonitorAddrs()}
@@ -151,4 +158,94 @@ func redlockRefusesASlowGrant(t *testing.T, target Config) {
 		t.Fatalf("the refused client left the lock held: %v", err)
 	}
 	other.Release(context.Background())
+}
+
+// An etcd lease no longer kept alive (the holder paused) runs out on the server: its key
+// goes, the next waiter holds the lock, and the holder's release is refused.
+func etcdLeaseExpiresUnderAPausedHolder(t *testing.T, target Config) {
+	client, _ := LookupClient("etcd")
+	a := newLock(t, client, target, "etcd-lease-a", time.Second)
+	b := newLock(t, client, target, "etcd-lease-b", time.Second)
+	ga, err := acquire(a, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ga.Detail["lease_ttl"] != "2s" || ga.Detail["validity"] != "2s" {
+		t.Errorf("a 1 s TTL is a 2 s lease on etcd (its minimum), and the grant should say so: %v", ga.Detail)
+	}
+	a.(*etcdLock).session.Orphan() // as a SIGSTOP would: no more keep-alives
+	gb, err := acquire(b, 5*time.Second)
+	if err != nil {
+		t.Fatalf("b could not take an expired lease: %v", err)
+	}
+	if gb.Token <= ga.Token {
+		t.Errorf("create revisions did not grow: a %d, b %d", ga.Token, gb.Token)
+	}
+	if err := a.Release(context.Background()); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("a released b's lock? got %v, want ErrNotHeld", err)
+	}
+	if err := b.Release(context.Background()); err != nil {
+		t.Errorf("b: %v", err)
+	}
+}
+
+// An advisory lock is the session's: once the server ends the session, another client
+// takes the lock, and the first learns of it only at its next query.
+func advisoryLockDiesWithItsSession(t *testing.T, target Config) {
+	client, _ := LookupClient("pg-advisory")
+	a := newLock(t, client, target, "adv-a", 2*time.Second)
+	b := newLock(t, client, target, "adv-b", 2*time.Second)
+	if _, err := acquire(a, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	var pid int32
+	a.(*pgAdvisory).db.conn.QueryRow(context.Background(), `SELECT pg_backend_pid()`).Scan(&pid)
+	killer := newLock(t, client, target, "adv-killer", 2*time.Second).(*pgAdvisory)
+	conn, err := killer.db.get(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(context.Background(), `SELECT pg_terminate_backend($1)`, pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := acquire(b, 2*time.Second); err != nil {
+		t.Fatalf("b could not take the lock of an ended session: %v", err)
+	}
+	if err := a.Release(context.Background()); err == nil || errors.Is(err, ErrNotHeld) {
+		t.Errorf("a's release on its ended session: got %v, want an unknown outcome", err)
+	}
+	if err := b.Release(context.Background()); err != nil {
+		t.Errorf("b: %v", err)
+	}
+}
+
+// A lease row its holder stops renewing (a pause) is taken over once a waiter has seen it
+// unchanged for a TTL, with a higher record version number; the holder's release is
+// refused.
+func pgLeaseIsTakenOverWhenNotRenewed(t *testing.T, target Config) {
+	client, _ := LookupClient("pg-lease")
+	a := newLock(t, client, target, "lease-a", 500*time.Millisecond)
+	b := newLock(t, client, target, "lease-b", 500*time.Millisecond)
+	ga, err := acquire(a, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := acquire(b, 300*time.Millisecond); !errors.Is(err, ErrBusy) {
+		t.Fatalf("b took a lease that is renewed: %v", err)
+	}
+	a.(*pgLease).stopRenewing()
+	a.(*pgLease).stopRenewing = func() {}
+	gb, err := acquire(b, 2*time.Second)
+	if err != nil {
+		t.Fatalf("b could not take a lease nobody renews: %v", err)
+	}
+	if gb.Token <= ga.Token || gb.Detail["took_over"] == "" {
+		t.Errorf("b's grant: token %d after a's %d, detail %v", gb.Token, ga.Token, gb.Detail)
+	}
+	if err := a.Release(context.Background()); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("a released b's lock? got %v, want ErrNotHeld", err)
+	}
+	if err := b.Release(context.Background()); err != nil {
+		t.Errorf("b: %v", err)
+	}
 }

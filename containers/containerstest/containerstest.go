@@ -41,10 +41,22 @@ func Image(tb testing.TB) string {
 	return imageRef
 }
 
+// SystemImage returns the image the nodes of system run (the node image, or the system's
+// own layer on it), building it on first use.
+func SystemImage(tb testing.TB, system string) string {
+	tb.Helper()
+	Image(tb)
+	ref, err := containers.EnsureSystemImage(context.Background(), system, logWriter{tb})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ref
+}
+
 // Start starts a cluster for tb and stops it when tb ends.
 func Start(tb testing.TB, spec containers.Spec) *containers.Cluster {
 	tb.Helper()
-	spec.Image = Image(tb)
+	spec.Image = SystemImage(tb, spec.System)
 	spec.RunID = fmt.Sprintf("test-%d", time.Now().UnixNano())
 	c, err := containers.Start(context.Background(), spec)
 	if err != nil {

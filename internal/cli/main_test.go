@@ -72,7 +72,7 @@ func TestBadInputGetsOneLineAndItsExitCode(t *testing.T) {
 		{"help on two commands", nil, []string{"help", "run", "check"}, 254, "give at most one command"},
 		{"unknown flag", nil, []string{"run", "--colour", "red"}, 254, "flag provided but not defined"},
 		{"stray argument", nil, []string{"run", "redis"}, 254, `unexpected argument "redis"`},
-		{"unknown system", nil, []string{"run", "--system", "etcd"}, 254, `unknown system "etcd"`},
+		{"unknown system", nil, []string{"run", "--system", "consul"}, 254, `unknown system "consul"`},
 		{"unknown nemesis", nil, []string{"run", "--nemesis", "meteor"}, 254, `unknown nemesis "meteor"`},
 		{"zero ttl", nil, []string{"run", "--ttl", "0s"}, 254, "--ttl must be between 1ms and 1h, got 0s"},
 		{"huge ttl", nil, []string{"run", "--ttl", "2h"}, 254, "--ttl must be between 1ms and 1h"},
