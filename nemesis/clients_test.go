@@ -164,7 +164,7 @@ func TestPartitionHolderCutsTheHolderOffTheNodesOnly(t *testing.T) {
 		want         []string
 		hazards      int
 	}{
-		{"directed", false, false, slices.Concat(cut, []string{"worker-1 STOPPED (SIGNAL)", "worker-1 CONTINUED"}, healed), 1},
+		{"directed", false, false, slices.Concat([]string{"worker-1 STOPPED (SIGNAL)"}, cut, []string{"worker-1 CONTINUED"}, healed), 1},
 		{"undirected, granted while the holder worked", true, false, slices.Concat(cut, healed), 1},
 		{"undirected, granted after the holder's section", true, true, slices.Concat(cut, healed), 0},
 	}

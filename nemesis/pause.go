@@ -18,15 +18,27 @@ import (
 // pauseWorker stops lock client p, records the pause, holds it for as long as hold takes,
 // and thaws it however hold ended.
 func pauseWorker(ctx context.Context, env Env, fault string, p int, hold func()) error {
+	thaw, err := stopWorker(env, fault, p)
+	if err != nil {
+		return err
+	}
+	hold()
+	return thaw()
+}
+
+// stopWorker stops lock client p and records the pause; thaw continues it and records
+// the pause's end.
+func stopWorker(env Env, fault string, p int) (thaw func() error, err error) {
 	target := workerName(p)
 	if err := env.Workers.Signal(p, syscall.SIGSTOP); err != nil {
-		return fmt.Errorf("pause %s: %w", target, err)
+		return nil, fmt.Errorf("pause %s: %w", target, err)
 	}
 	record(env, history.Start, fault, target)
-	hold()
-	err := env.Workers.Signal(p, syscall.SIGCONT)
-	record(env, history.Stop, fault, target)
-	return err
+	return func() error {
+		err := env.Workers.Signal(p, syscall.SIGCONT)
+		record(env, history.Stop, fault, target)
+		return err
+	}, nil
 }
 
 // pauseHolding pauses p, as pauseWorker does, and records the hazards of a paused holder
