@@ -63,6 +63,17 @@ func keepaliveFor(ttl time.Duration) postgresKeepalive {
 		userTimeout: time.Duration(total) * time.Second}
 }
 
+// postgresStart execs its arguments as the postgres user (the server refuses to run as
+// root), staying PID 1. Under faked clocks libfaketime, preloaded into every program the
+// node's entry point starts, opens a semaphore and shared memory named by the PID and
+// shares them with the programs started after it: made by root, the server could not open
+// them and would exit. So no root program after this shell is preloaded, the shell's
+// leftovers go, and the server is the first to make its own.
+const postgresStart = `preload="${LD_PRELOAD:-}"
+unset LD_PRELOAD FAKETIME_SHARED
+rm -f /dev/shm/sem.faketime_sem_* /dev/shm/faketime_shm_*
+exec setpriv --reuid=postgres --regid=postgres --init-groups env ${preload:+"LD_PRELOAD=$preload"} "$@"`
+
 // postgresNode runs the server on the image's database with a configuration of its own:
 // every address trusted (the lock clients are the harness's), logs to stderr (the node's
 // log), connections and disconnections logged, and keepalives sized to the TTL.
@@ -85,7 +96,7 @@ tcp_keepalives_count = %d
 tcp_user_timeout = %d
 `, postgresPort, postgresDir, int(k.idle.Seconds()), int(k.interval.Seconds()), k.count, k.userTimeout.Milliseconds())
 	return NodeSetup{
-		Cmd: []string{"setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups",
+		Cmd: []string{"sh", "-c", postgresStart, "postgres-start",
 			postgresBin + "/postgres", "-D", postgresData, "-c", "config_file=" + postgresDir + "/postgresql.conf"},
 		Files: []File{
 			{Path: postgresDir + "/postgresql.conf", Content: conf},
