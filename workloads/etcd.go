@@ -7,6 +7,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
@@ -24,8 +25,8 @@ import (
 //
 // The lease asks for --ttl rounded up to whole seconds, which is all the lease API counts,
 // and the server raises a lease under its minimum (see system.EtcdLeaseTTL and the run's
-// notes); a grant records the TTL the server gave, and states it as its validity when it
-// differs from --ttl.
+// notes); a grant records the TTL the server gave (lease_ttl) and, renewing the lease as
+// it is granted, how long it is valid at least (validity).
 //
 // The fencing token is the lock key's create revision. A revision is the cluster's, not a
 // member's: every write to the replicated store takes the next one, and a new leader goes
@@ -123,14 +124,40 @@ func (l *etcdLock) Acquire(ctx context.Context) (Grant, error) {
 	if err := l.lock(ctx, m); err != nil {
 		return Grant{}, l.gaveUp(key, err)
 	}
+	validity, err := l.renew(ctx)
+	if err != nil {
+		return Grant{}, l.gaveUp(key, err)
+	}
 	l.held = m
 	cmp := m.IsOwner()
-	detail := map[string]string{"key": key, "lease_ttl": l.leaseTTL.String()}
-	if l.leaseTTL != l.cfg.TTL {
-		detail["validity"] = l.leaseTTL.String()
-	}
+	detail := map[string]string{"key": key, "lease_ttl": l.leaseTTL.String(), "validity": validity.String()}
 	return Grant{Token: (*pb.Compare)(&cmp).GetCreateRevision(), HasToken: true, Detail: detail}, nil
 }
+
+// renew renews the session's lease once more as the lock is granted and returns how long
+// this client can stop from now on and still keep its lease: a TTL from when the renewal
+// was sent, less etcdRenewLag. The session's own renewals come every third of a TTL, so
+// without this the lease could end two thirds of a TTL after the grant, and a fault that
+// keeps a holder inside its lease (kill-node's pause-in-lease) would keep it past. A
+// lease already gone is the session's expiry: the key went with it.
+func (l *etcdLock) renew(ctx context.Context) (time.Duration, error) {
+	sent := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.OpTimeout)
+	defer cancel()
+	resp, err := l.cli.KeepAliveOnce(ctx, l.session.Lease())
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		err = concurrency.ErrSessionExpired
+	}
+	if err != nil {
+		return 0, err
+	}
+	return time.Duration(resp.TTL)*time.Second - time.Since(sent) - etcdRenewLag, nil
+}
+
+// etcdRenewLag is how long a client thawed after a pause may take to renew its lease: the
+// library's keep-alive loop looks every 500 ms whether a renewal is due, and the renewal
+// must then reach the leader. A client stopped until its lease's last moment loses it.
+const etcdRenewLag = 600 * time.Millisecond
 
 // lockGrace is how long Lock may run past its context's end before the client is closed
 // under it.
