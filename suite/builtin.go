@@ -47,6 +47,14 @@ var (
 	// The holder cut off the lock service, still in its critical section.
 	cutUnfenced = tableRow{ExpectInvalid, ExpectInvalid, "holder cut from the lock service, still in its critical section, no fencing: violation and corruption", ""}
 	cutFenced   = tableRow{ExpectInvalid, ExpectValid, "holder cut from the lock service, still in its critical section, fencing: violation, no corruption", ""}
+	// etcd's lease is kept alive by the client: Jepsen's 2020 finding is the GC pause.
+	etcdPaused      = tableRow{ExpectInvalid, ExpectInvalid, "holder paused past its lease, no fencing: violation and corruption (Jepsen, etcd 3.4.3, 2020)", ""}
+	etcdPausedFence = tableRow{ExpectInvalid, ExpectValid, "holder paused past its lease, fenced by the lock key's create revision: violation, no corruption", ""}
+	raftCrash       = tableRow{ExpectValid, ExpectValid, "a member crashes under a held lock and comes back with what its log kept; a new leader keeps the leases: safe", ""}
+	// A Postgres advisory lock is the session's: it ends when the server drops the session.
+	sessionCut      = tableRow{ExpectInvalid, ExpectInvalid, "holder cut from the database, still in its critical section: the server ends its session and another client takes the lock, no fencing: violation and corruption", ""}
+	sessionCutFence = tableRow{ExpectInvalid, ExpectValid, "holder cut from the database, still in its critical section, fenced by a sequence: violation, no corruption", ""}
+	leaseClockFree  = tableRow{ExpectValid, ExpectValid, "the database's clock jumps: no effect (a lease row expires by the waiters' monotonic clocks, not the server's)", ""}
 )
 
 // expect is the checkers' expectations for a row on a client: fencing holds when the
@@ -154,6 +162,26 @@ func kleppmann() Suite {
 			cell("zookeeper", client, "partition-holder", true, cutFenced),
 		)
 	}
+	// etcd: the lease is kept alive by the client, the token is a Raft revision.
+	cells = append(cells,
+		cell("etcd", "etcd", "none", true, safe, timeLimit(6*time.Second)),
+		cell("etcd", "etcd", "pause-holder", false, etcdPaused),
+		cell("etcd", "etcd", "pause-holder", true, etcdPausedFence),
+		cell("etcd", "etcd", "partition-holder", false, cutUnfenced),
+		cell("etcd", "etcd", "partition-holder", true, cutFenced),
+		cell("etcd", "etcd", "kill-node", true, raftCrash),
+	)
+	// PostgreSQL: an advisory lock lives as long as its session; a lease row as long as its
+	// holder renews it.
+	cells = append(cells,
+		cell("postgres", "pg-advisory", "none", true, safe, timeLimit(6*time.Second)),
+		cell("postgres", "pg-advisory", "partition-holder", false, sessionCut),
+		cell("postgres", "pg-advisory", "partition-holder", true, sessionCutFence),
+		cell("postgres", "pg-lease", "none", true, safe, timeLimit(6*time.Second)),
+		cell("postgres", "pg-lease", "pause-holder", false, pausedUnfenced),
+		cell("postgres", "pg-lease", "pause-holder", true, pausedFenced),
+		cell("postgres", "pg-lease", "clock-bump", true, leaseClockFree),
+	)
 	// The lock the harness serves itself: no Docker.
 	cells = append(cells, localCells()...)
 	return Suite{Name: "kleppmann", About: "the expected-outcome table: every system and client, the faults that matter for it, fencing off and on", Cells: cells}
@@ -172,8 +200,8 @@ func localCells() []Cell {
 	}
 }
 
-// smoke is a few fast cells: the local lock without Docker, and Kleppmann's pause on a
-// single Redis with and without fencing.
+// smoke is a few fast cells: the local lock without Docker, Kleppmann's pause on a single
+// Redis with and without fencing, and one cell each of etcd and PostgreSQL, fenced.
 func smoke() Suite {
 	fast := timeLimit(5 * time.Second)
 	cells := localCells()
@@ -181,8 +209,11 @@ func smoke() Suite {
 		cell("redis", "redis", "none", true, safe, fast),
 		cell("redis", "redis", "pause-holder", false, pausedUnfenced, fast),
 		cell("redis", "redis", "pause-holder", true, pausedFenced, fast),
+		cell("etcd", "etcd", "pause-holder", true, etcdPausedFence, fast),
+		cell("postgres", "pg-advisory", "partition-holder", true, sessionCutFence, fast),
 	)
-	return Suite{Name: "smoke", About: "a few fast cells: the in-process lock, and a paused holder on one Redis with and without fencing", Cells: cells}
+	return Suite{Name: "smoke", About: "a few fast cells: the in-process lock, a paused holder on one Redis with and without fencing " +
+		"and on etcd with it, and a Postgres advisory lock's holder cut from the database, fenced", Cells: cells}
 }
 
 var builtins = map[string]func() Suite{"kleppmann": kleppmann, "smoke": smoke}
