@@ -217,10 +217,20 @@ func buildNode(ctx context.Context, cli *client.Client, ref, base, mirror string
 	if err != nil {
 		return err
 	}
+	return buildImage(ctx, cli, ref, buildCtx, map[string]string{"BASE": base, "APT_MIRROR": mirror}, progress)
+}
+
+// buildImage builds ref from a build context whose Dockerfile takes args, shows the
+// build's steps, and checks that it made ref.
+func buildImage(ctx context.Context, cli *client.Client, ref string, buildCtx io.Reader, args map[string]string, progress io.Writer) error {
+	buildArgs := map[string]*string{}
+	for k, v := range args {
+		buildArgs[k] = &v
+	}
 	resp, err := cli.ImageBuild(ctx, buildCtx, client.ImageBuildOptions{
 		Tags:        []string{ref},
 		Dockerfile:  "Dockerfile",
-		BuildArgs:   map[string]*string{"BASE": &base, "APT_MIRROR": &mirror},
+		BuildArgs:   buildArgs,
 		Remove:      true,
 		ForceRemove: true,
 		Version:     build.BuilderV1,
@@ -229,16 +239,10 @@ func buildNode(ctx context.Context, cli *client.Client, ref, base, mirror string
 		return err
 	}
 	defer resp.Body.Close()
-	return readBuild(ctx, cli, ref, resp.Body, progress)
-}
-
-// readBuild follows a build's output to its end, showing its steps, and checks that it
-// made ref.
-func readBuild(ctx context.Context, cli *client.Client, ref string, body io.Reader, progress io.Writer) error {
 	out := newProgressLines(progress, "  build: ", func(s string) bool {
 		return strings.HasPrefix(s, "Step ") || strings.HasPrefix(s, "E:")
 	})
-	if err := readJSONStream(body, out); err != nil {
+	if err := readJSONStream(resp.Body, out); err != nil {
 		return fmt.Errorf("%w; last output:\n%s", err, out.Tail())
 	}
 	if ok, err := imageExists(ctx, cli, ref); err != nil || !ok {

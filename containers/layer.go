@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/moby/moby/api/types/build"
 	"github.com/moby/moby/client"
 
 	"github.com/lockbreaker/lockbreaker/system"
@@ -91,21 +90,9 @@ func buildLayer(ctx context.Context, cli *client.Client, ref, base string, img *
 	if err != nil {
 		return fmt.Errorf("build context: %w", err)
 	}
-	packages, prepare := strings.Join(img.Packages, " "), img.Prepare
+	prepare := img.Prepare
 	if prepare == "" {
 		prepare = "true"
 	}
-	resp, err := cli.ImageBuild(ctx, &buf, client.ImageBuildOptions{
-		Tags:        []string{ref},
-		Dockerfile:  "Dockerfile",
-		BuildArgs:   map[string]*string{"BASE": &base, "PACKAGES": &packages, "PREPARE": &prepare},
-		Remove:      true,
-		ForceRemove: true,
-		Version:     build.BuilderV1,
-	})
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	return readBuild(ctx, cli, ref, resp.Body, progress)
+	return buildImage(ctx, cli, ref, &buf, map[string]string{"BASE": base, "PACKAGES": strings.Join(img.Packages, " "), "PREPARE": prepare}, progress)
 }

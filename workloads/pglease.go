@@ -47,8 +47,8 @@ func (l *pgLease) Acquire(ctx context.Context) (Grant, error) {
 // try takes the row when it is free or still carries the RVN this client has seen for a
 // TTL; otherwise it notes the RVN it found.
 func (l *pgLease) try(ctx context.Context) (Grant, error) {
-	if _, err := l.db.get(ctx); err != nil {
-		return Grant{}, fmt.Errorf("%w (%v)", ErrBusy, err) // nothing was asked
+	if err := l.db.connected(ctx); err != nil {
+		return Grant{}, err
 	}
 	var expired *int64
 	if l.seen != 0 && time.Since(l.seenSince) >= l.db.cfg.TTL {

@@ -62,6 +62,15 @@ func (s *pgSession) get(ctx context.Context) (*pgx.Conn, error) {
 	return conn, nil
 }
 
+// connected connects unless connected; a connection that cannot be made is a try that
+// asked nothing, so it is ErrBusy, and the lock's retries go on.
+func (s *pgSession) connected(ctx context.Context) error {
+	if _, err := s.get(ctx); err != nil {
+		return fmt.Errorf("%w (%v)", ErrBusy, err)
+	}
+	return nil
+}
+
 // pgConnectTimeout bounds connecting and setting up: longer than one request, since a
 // fresh server process must start for it.
 const pgConnectTimeout = 2 * time.Second
@@ -127,8 +136,8 @@ func (l *pgAdvisory) Acquire(ctx context.Context) (Grant, error) {
 }
 
 func (l *pgAdvisory) try(ctx context.Context) (Grant, error) {
-	if _, err := l.db.get(ctx); err != nil {
-		return Grant{}, fmt.Errorf("%w (%v)", ErrBusy, err) // nothing was asked
+	if err := l.db.connected(ctx); err != nil {
+		return Grant{}, err
 	}
 	var token *int64
 	var pid int32

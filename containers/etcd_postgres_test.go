@@ -12,9 +12,7 @@ import (
 // An etcd cluster comes up with one leader within a few seconds, and a leader killed and
 // started again on its data directory rejoins while another member leads.
 func TestEtcdClusterElectsAndRejoins(t *testing.T) {
-	start := time.Now()
-	c := startCluster(t, Spec{System: "etcd", TTL: 2 * time.Second})
-	t.Logf("3 etcd members serving %s after Start was called (image included)", time.Since(start).Round(time.Millisecond))
+	c := startCluster(t, Spec{System: "etcd", TTL: 2 * time.Second}) // logs the bring-up's time
 	ctx := context.Background()
 	leader, err := c.Leader(ctx)
 	if err != nil || !strings.HasPrefix(leader, "n") {
@@ -45,4 +43,24 @@ func TestEtcdClusterElectsAndRejoins(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "a leader again", func() error { _, err := c.Leader(ctx); return err })
+}
+
+// A PostgreSQL node serves within a couple of seconds, and one killed and started again
+// recovers and serves again.
+func TestPostgresServesAndRecovers(t *testing.T) {
+	c := startCluster(t, Spec{System: "postgres", TTL: 2 * time.Second})
+	ctx := context.Background()
+	pg, _ := system.Lookup("postgres")
+	n := c.Nodes()[0]
+	if err := c.Kill(ctx, n.Name); err != nil {
+		t.Fatal(err)
+	}
+	if err := pg.Container.Ready(ctx, n.Addr()); err == nil {
+		t.Fatal("a killed server still lets clients in")
+	}
+	restarted := time.Now()
+	if err := c.Restart(ctx, n.Name); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("postgres serving again %s after its restart", time.Since(restarted).Round(time.Millisecond))
 }
