@@ -1,6 +1,8 @@
-// Package containers builds the lockbreaker node image and runs the clusters
-// under test (single Redis, Redlock's independent Redis masters, a Redis primary
-// with replicas and Sentinels, a ZooKeeper ensemble) in Docker, and gives the
+// Package containers builds the lockbreaker node image, and on it the image layer of
+// each system with packages of its own (etcd, PostgreSQL) when a run first needs it, and
+// runs the clusters under test (single Redis, Redlock's independent Redis masters, a
+// Redis primary with replicas and Sentinels, a ZooKeeper ensemble, an etcd cluster, a
+// PostgreSQL server) in Docker, and gives the
 // nemesis its levers on them: signals (SIGSTOP/SIGCONT), crashes and restarts
 // (SIGKILL, then the same container started again on what its disk kept), clock
 // offsets through libfaketime, partitions through iptables rules inside the

@@ -89,6 +89,9 @@ time limit, heals and tears everything down, then checks the history. Writes
 			"lockbreaker run --system redlock --nemesis kill-node --restart-delay-ttl",
 			"lockbreaker run --system zookeeper --nemesis partition-holder --fencing on",
 			"lockbreaker run --system redis --nemesis partition-holder --undirected",
+			"lockbreaker run --system etcd --nemesis pause-holder --fencing on",
+			"lockbreaker run --system postgres --client pg-advisory --nemesis partition-holder",
+			"lockbreaker run --system postgres --client pg-lease --nemesis pause-holder --fencing on",
 			"lockbreaker run --system redis --client exec --client-cmd 'python3 mylock.py'   # a lock in any language",
 		},
 		run: cmdRun,
@@ -411,8 +414,11 @@ func runFlags(spec *harness.Spec) (*flag.FlagSet, *runOptions) {
 	fs.StringVar(&opts.nemesis, "nemesis", strings.Join(spec.Nemesis, ","), "faults, comma-separated, or none: "+strings.Join(nemesis.Names(), ", "))
 	fs.StringVar(&opts.fencing, "fencing", "off", "on or off: whether the storage checks fencing tokens")
 	fs.IntVar(&spec.Clients, "clients", spec.Clients, "number of lock clients, one OS process each")
-	fs.IntVar(&spec.Nodes, "nodes", spec.Nodes, "cluster size; 0: the system's usual (redis 1, redlock 5, sentinel 3, zookeeper 3)")
-	fs.Var((*durationValue)(&spec.TTL), "ttl", "lock lease; for ZooKeeper the session timeout")
+	fs.IntVar(&spec.Nodes, "nodes", spec.Nodes, "cluster size; 0: the system's usual (redis 1, redlock 5, sentinel 3, zookeeper 3, etcd 3, postgres 1)")
+	fs.Var((*durationValue)(&spec.TTL), "ttl", "lock lease; for ZooKeeper the session timeout; for etcd the lease, "+
+		"in whole seconds (rounded up) and at least 2s (etcd raises a shorter one); for pg-advisory about how soon the "+
+		"server ends a silent client's session (its TCP keepalives, whole seconds, at least 2s); for pg-lease how long "+
+		"a waiter watches an unrenewed lease row before taking it")
 	fs.Var((*durationValue)(&spec.TimeLimit), "time-limit", "how long the clients run")
 	fs.Int64Var(&spec.Seed, "seed", spec.Seed, "seed of the nemesis schedule")
 	fs.Var((*durationValue)(&spec.Work), "work", "time a holder spends between reading and writing the register")
