@@ -1,0 +1,95 @@
+package harness
+
+import (
+	"testing"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/checkers"
+	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/results"
+)
+
+// etcd and PostgreSQL on real nodes, at run's defaults (TTL 2 s, 100 ms of work) but for
+// a short time limit and a fixed seed: each fault makes its hazard happen within a few
+// seconds, so a few seconds of run show what the kleppmann suite's cells expect.
+
+// shortSpec is run's default spec on system with client, the nemesis, fencing, a fixed
+// seed and a time limit of its own.
+func shortSpec(system, client, nemesis string, fencing bool, limit time.Duration) Spec {
+	s := DefaultSpec()
+	s.System, s.Client, s.Nemesis, s.Fencing = system, client, []string{nemesis}, fencing
+	s.Seed, s.TimeLimit = 11, Duration(limit)
+	return s
+}
+
+// expectHazard fails t unless h occurred at least once: a verdict without its hazard
+// proves nothing.
+func expectHazard(t *testing.T, s results.Summary, h history.Hazard) {
+	t.Helper()
+	for _, c := range s.Hazards {
+		if c.Hazard == h && c.Count > 0 {
+			return
+		}
+	}
+	t.Errorf("hazard %s never occurred: %+v", h, s.Hazards)
+}
+
+// brokenThenFenced runs nemesis against client on system unfenced, which must break the
+// lock and corrupt the storage, and fenced, which must break the lock and keep the
+// storage safe; in both the nemesis's hazard must occur.
+func brokenThenFenced(t *testing.T, system, client, nemesis string, h history.Hazard) {
+	t.Run("unfenced", func(t *testing.T) {
+		s := runScenario(t, shortSpec(system, client, nemesis, false, 7*time.Second))
+		expect(t, s, map[string]checkers.Verdict{"mutual-exclusion": checkers.Invalid, "data-safety": checkers.Invalid})
+		expectHazard(t, s, h)
+	})
+	t.Run("fenced", func(t *testing.T) {
+		s := runScenario(t, shortSpec(system, client, nemesis, true, 7*time.Second))
+		expectLockBrokenDataSafe(t, s)
+		expectHazard(t, s, h)
+	})
+}
+
+// Jepsen's etcd finding: a holder paused past its lease wakes up believing it holds the
+// lock another client was given. Unfenced the storage is corrupted; fenced by the lock
+// key's create revision it is not.
+func TestEtcdPausedHolder(t *testing.T) {
+	brokenThenFenced(t, "etcd", "etcd", "pause-holder", history.GrantedInPause)
+}
+
+// Five members, no faults: the lock holds.
+func TestEtcdFiveMembersWithoutFaultsAreSafe(t *testing.T) {
+	spec := shortSpec("etcd", "etcd", "none", true, 5*time.Second)
+	spec.Nodes = 5
+	expectAllValid(t, runScenario(t, spec))
+}
+
+// A member killed under a held lock (the holder kept inside its lease meanwhile) and
+// started again on its log: Raft keeps the lock, and no second client is let in.
+func TestEtcdKilledMemberKeepsTheLock(t *testing.T) {
+	s := runScenario(t, shortSpec("etcd", "etcd", "kill-node", true, 8*time.Second))
+	expectLockKept(t, s)
+	expectHazard(t, s, history.CrashUnderGrant)
+}
+
+// A Postgres advisory lock's holder cut off the database, not the storage: the server's
+// keepalives end its session, another client takes the lock, and the cut holder writes.
+func TestPostgresAdvisoryHolderCutFromTheDatabase(t *testing.T) {
+	needClientAddrs(t)
+	brokenThenFenced(t, "postgres", "pg-advisory", "partition-holder", history.GrantedInCut)
+}
+
+// A lease row's holder paused past the TTL stops renewing it, a waiter takes it over, and
+// the paused holder writes: corruption unfenced, none fenced by the record version number.
+func TestPostgresLeasePausedHolder(t *testing.T) {
+	brokenThenFenced(t, "postgres", "pg-lease", "pause-holder", history.GrantedInPause)
+}
+
+// Both Postgres locks hold without faults.
+func TestPostgresWithoutFaultsIsSafe(t *testing.T) {
+	for _, client := range []string{"pg-advisory", "pg-lease"} {
+		t.Run(client, func(t *testing.T) {
+			expectAllValid(t, runScenario(t, shortSpec("postgres", client, "none", true, 4*time.Second)))
+		})
+	}
+}
