@@ -6,7 +6,6 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/history"
-	"github.com/lockbreaker/lockbreaker/results"
 )
 
 // etcd and PostgreSQL on real nodes, at run's defaults (TTL 2 s, 100 ms of work) but for
@@ -20,18 +19,6 @@ func shortSpec(system, client, nemesis string, fencing bool, limit time.Duration
 	s.System, s.Client, s.Nemesis, s.Fencing = system, client, []string{nemesis}, fencing
 	s.Seed, s.TimeLimit = 11, Duration(limit)
 	return s
-}
-
-// expectHazard fails t unless h occurred at least once: a verdict without its hazard
-// proves nothing.
-func expectHazard(t *testing.T, s results.Summary, h history.Hazard) {
-	t.Helper()
-	for _, c := range s.Hazards {
-		if c.Hazard == h && c.Count > 0 {
-			return
-		}
-	}
-	t.Errorf("hazard %s never occurred: %+v", h, s.Hazards)
 }
 
 // brokenThenFenced runs nemesis against client on system unfenced, which must break the
