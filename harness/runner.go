@@ -174,6 +174,10 @@ func (t *trial) serverNotes() []string {
 		switch p := system.Persistence(t.spec.Persistence); p {
 		case system.PersistNone:
 			notes = append(notes, "persistence none: a killed node comes back having forgotten every lock it granted")
+			if t.spec.Fencing {
+				notes = append(notes, "and its fencing-token count: its tokens start again from nothing, and the storage "+
+					"accepts a stale holder's request (the fencing checker reports each)")
+			}
 		case system.PersistAOFEverySec, system.PersistAOFAlways:
 			notes = append(notes, fmt.Sprintf("persistence %s: a killed node comes back with the locks its log kept", p))
 		}

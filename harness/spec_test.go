@@ -209,6 +209,8 @@ func TestNotesSayWhatTheSetupIsWorth(t *testing.T) {
 			[]string{"a replica promoted without the latest count hands out tokens that repeat or go back", "started again at once"}},
 		{"a crash that forgets", func(s *Spec) { s.Nemesis = []string{"kill-node"} },
 			[]string{"persistence none: a killed node comes back having forgotten", "started again at once"}},
+		{"a crash that forgets the tokens", func(s *Spec) { s.Nemesis, s.Fencing = []string{"kill-node"}, true },
+			[]string{"its fencing-token count: its tokens start again from nothing"}},
 		{"antirez's delay", func(s *Spec) { s.Nemesis, s.RestartDelayTTL = []string{"kill-node"}, true },
 			[]string{"stays down for 2s, at least one TTL"}},
 	}
