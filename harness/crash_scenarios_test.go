@@ -79,7 +79,6 @@ func failoverSpec(minReplicas int) Spec {
 // has the key; the promoted replica grants it again, and its token counter, which missed
 // the grants made during the cut, hands out tokens that were already given.
 func TestSentinelFailoverLosesTheLockAndTokensGoBack(t *testing.T) {
-	t.Parallel()
 	s, events := runEvents(t, failoverSpec(0))
 	expect(t, s, map[string]checkers.Verdict{
 		"mutual-exclusion": checkers.Invalid,
@@ -122,7 +121,6 @@ func rolesShow(events []history.Event, want map[string]string) bool {
 // and the run says why, rather than claiming the lock survived a failover that could not
 // hurt it.
 func TestSentinelMinReplicasRefusesTheGrantAFailoverWouldLose(t *testing.T) {
-	t.Parallel()
 	s, events := runEvents(t, failoverSpec(1))
 	expect(t, s, map[string]checkers.Verdict{
 		"mutual-exclusion":  checkers.Unknown,
@@ -151,17 +149,19 @@ func TestSentinelMinReplicasRefusesTheGrantAFailoverWouldLose(t *testing.T) {
 // and started again without persistence have forgotten the key, and a second client
 // gathers a majority with them within the holder's lease. Restarted only after a TTL,
 // every lease they granted is over. At run's defaults: kill-node keeps the holder in its
-// critical section, within its lease, while it crashes three of the five masters.
+// critical section, within its lease, while it crashes three of the five masters. The
+// masters must serve again within the lease, so these tests, like the failover's, run
+// alone rather than beside another (19 of 20 seeds find the violation in 10 s on a busy
+// machine; 12 s give each run about six rounds).
 
 func redlockKillSpec(delayed bool) Spec {
 	s := DefaultSpec()
-	s.System, s.Client, s.Nemesis, s.TimeLimit = "redlock", "redlock", []string{"kill-node"}, Duration(8*time.Second)
+	s.System, s.Client, s.Nemesis, s.TimeLimit = "redlock", "redlock", []string{"kill-node"}, Duration(12*time.Second)
 	s.RestartDelayTTL, s.Seed = delayed, 3
 	return s
 }
 
 func TestRedlockKilledNodeWithoutPersistenceGivesTwoHolders(t *testing.T) {
-	t.Parallel()
 	s, events := runEvents(t, redlockKillSpec(false))
 	expect(t, s, map[string]checkers.Verdict{"mutual-exclusion": checkers.Invalid})
 	expectHoldersNodeKilled(t, events)
@@ -169,7 +169,6 @@ func TestRedlockKilledNodeWithoutPersistenceGivesTwoHolders(t *testing.T) {
 }
 
 func TestRedlockKilledNodeRestartedAfterATTLKeepsMutualExclusion(t *testing.T) {
-	t.Parallel()
 	s, events := runEvents(t, redlockKillSpec(true))
 	expectLockKept(t, s)
 	expectHoldersNodeKilled(t, events)

@@ -20,7 +20,7 @@ import (
 )
 
 // The test binary doubles as the worker: the runner starts it again with WorkerEnv set.
-// The container tests on Redis systems run side by side, each on a cluster and network of
+// Most container tests on Redis systems run side by side, each on a cluster and network of
 // its own (t.Parallel); ZooKeeper's, whose three JVMs take a core to start, one after
 // another before them. A process one left is told by its run (expectNothingLeft); one
 // left unreaped, which tells nobody its run, fails the package when all have ended.
