@@ -62,11 +62,11 @@ func BenchmarkRunVersusBareLoop(b *testing.B) {
 			spec.Key = fmt.Sprintf("lock%d", i)
 			run = append(run, runRate(b, r, spec))
 			clusters.mu.Lock()
-			kept := clusters.idle
-			clusters.mu.Unlock()
-			if kept == nil {
+			if len(clusters.idle) != 1 {
 				b.Fatal("the run's cluster was not kept")
 			}
+			kept := clusters.idle[0]
+			clusters.mu.Unlock()
 			spec.Key = fmt.Sprintf("bare%d", i)
 			bare = append(bare, bareLoop(b, kept.Addrs(), spec))
 			ratio = append(ratio, run[i]/bare[i])

@@ -25,15 +25,19 @@ import (
 //   - a lock key no run on it has used: keys left by the last run (a lease, a fencing
 //     counter, a znode) are not flushed but never read again.
 //
-// A cluster that is not reused is stopped. At most one cluster is kept at a time, and
-// Close stops it: until Close, a kept cluster outlives the Run that started it (a killed
-// process leaves it to the next start's sweep, as any run does). Systems the harness
-// serves itself start in no time and are never kept.
+// A cluster that is not reused is stopped. At most Keep clusters are kept at a time (one
+// per run going side by side), and Close stops them: until Close, a kept cluster outlives
+// the Run that started it (a killed process leaves it to the next start's sweep, as any
+// run does). Systems the harness serves itself start in no time and are never kept.
 type Clusters struct {
+	// Keep is how many idle clusters are kept; 0 or 1: one.
+	Keep int
+
 	mu sync.Mutex
 	// faults are the nemeses the runs of each shape will ask for.
 	faults map[shape][]string
-	idle   *kept
+	// idle are the clusters no run holds, the most recently given back last.
+	idle []*kept
 }
 
 // shape groups the runs that may share a cluster, for planning its levers; whether they
@@ -79,6 +83,7 @@ func needs(faults ...[]string) nemesis.Needs {
 type kept struct {
 	*containers.Cluster
 	pool   *Clusters
+	system string
 	setup  clusterSetup
 	faults []string // the nemeses it was started for
 	keys   []string // every lock key a run on it has used
@@ -101,10 +106,10 @@ func (k *kept) Stop(ctx context.Context) error {
 	}
 	k.pool.mu.Lock()
 	defer k.pool.mu.Unlock()
-	if k.pool.idle != nil { // runs overlapped: keep one
+	if len(k.pool.idle) >= max(k.pool.Keep, 1) { // more runs overlapped than are kept
 		return k.Cluster.Stop(ctx)
 	}
-	k.pool.idle = k
+	k.pool.idle = append(k.pool.idle, k)
 	return nil
 }
 
@@ -119,20 +124,19 @@ func (cs *Clusters) start(ctx context.Context, sys system.System, spec Spec, set
 		return nil, err
 	}
 	cs.mu.Lock()
-	idle := cs.idle
-	cs.idle = nil
+	idle := cs.take(sys.Name)
 	faults := slices.Concat(spec.Nemesis, cs.faults[sh])
 	cs.mu.Unlock()
 
 	setup.nodes = sh.nodes
 	if idle != nil {
 		if reason := idle.unfit(sys.Name, setup, spec.Nemesis, spec.Key); reason != "" {
-			fmt.Fprintf(setup.progress, "stopping the %s cluster kept from the last run: %s\n", idle.Spec().System, reason)
+			fmt.Fprintf(setup.progress, "stopping the %s cluster kept from the last run: %s\n", idle.system, reason)
 			if err := idle.Cluster.Stop(context.WithoutCancel(ctx)); err != nil {
 				return nil, err
 			}
 		} else if err := idle.serving(ctx, sys); err != nil {
-			fmt.Fprintf(setup.progress, "stopping the %s cluster kept from the last run: %v\n", idle.Spec().System, err)
+			fmt.Fprintf(setup.progress, "stopping the %s cluster kept from the last run: %v\n", idle.system, err)
 			if err := idle.Cluster.Stop(context.WithoutCancel(ctx)); err != nil {
 				return nil, err
 			}
@@ -151,13 +155,30 @@ func (cs *Clusters) start(ctx context.Context, sys system.System, spec Spec, set
 	if !ok { // not a cluster of containers after all: the run keeps it to itself
 		return c, nil
 	}
-	return &kept{Cluster: cc, pool: cs, setup: setup, faults: faults, keys: []string{spec.Key}}, nil
+	return &kept{Cluster: cc, pool: cs, system: sys.Name, setup: setup, faults: faults, keys: []string{spec.Key}}, nil
+}
+
+// take takes an idle cluster out of the pool for a run of system: the last one given back
+// of that system, else the oldest of another (which the run stops), else nil. With mu held.
+func (cs *Clusters) take(system string) *kept {
+	if len(cs.idle) == 0 {
+		return nil
+	}
+	i := 0
+	for j, k := range cs.idle {
+		if k.system == system {
+			i = j
+		}
+	}
+	k := cs.idle[i]
+	cs.idle = slices.Delete(cs.idle, i, i+1)
+	return k
 }
 
 // unfit says why the cluster cannot serve a run of system set up so, with the nemeses
 // faults and the lock key key; "" when it can.
 func (k *kept) unfit(system string, setup clusterSetup, faults []string, key string) string {
-	if k.Spec().System != system {
+	if k.system != system {
 		return "the next run wants another system"
 	}
 	return k.unfitFor(setup, faults, key)
@@ -232,14 +253,15 @@ func (k *kept) onePrimary(ctx context.Context) error {
 	}
 }
 
-// Close stops the kept cluster, if any.
+// Close stops the kept clusters.
 func (cs *Clusters) Close(ctx context.Context) error {
 	cs.mu.Lock()
 	idle := cs.idle
 	cs.idle = nil
 	cs.mu.Unlock()
-	if idle == nil {
-		return nil
+	var errs []error
+	for _, k := range idle {
+		errs = append(errs, k.Cluster.Stop(ctx))
 	}
-	return idle.Cluster.Stop(ctx)
+	return errors.Join(errs...)
 }

@@ -47,6 +47,18 @@ func TestKeptClusterServesOnlyWhatIsSound(t *testing.T) {
 	}
 }
 
+// Runs side by side each take an idle cluster of their own system, the one given back
+// last, and only when none is left one of another system (which they stop).
+func TestRunsTakeTheirSystemsIdleCluster(t *testing.T) {
+	redis1, zk, redis2 := &kept{system: "redis"}, &kept{system: "zookeeper"}, &kept{system: "redis"}
+	cs := &Clusters{Keep: 3, idle: []*kept{redis1, zk, redis2}}
+	for i, want := range []*kept{redis2, redis1, zk, nil} {
+		if got := cs.take("redis"); got != want {
+			t.Fatalf("take %d: got %+v, want %+v", i+1, got, want)
+		}
+	}
+}
+
 // Runs on one system share its containers: the second run finds the first's cluster,
 // healed and serving, and both judge their own key only.
 func TestRunsShareAKeptCluster(t *testing.T) {
@@ -83,10 +95,10 @@ func TestRunsShareAKeptCluster(t *testing.T) {
 	if strings.Count(out, "starting redis cluster") != 1 || !strings.Contains(out, "reusing the redis cluster of the last run") {
 		t.Errorf("want one cluster started and reused:\n%s", out)
 	}
-	if clusters.idle == nil {
-		t.Fatal("no cluster kept after the runs")
+	if len(clusters.idle) != 1 {
+		t.Fatalf("%d clusters kept after the runs, want 1", len(clusters.idle))
 	}
 	if err := clusters.Close(context.Background()); err != nil || clusters.idle != nil {
-		t.Errorf("close: %v, still kept: %v", err, clusters.idle != nil)
+		t.Errorf("close: %v, still kept: %d", err, len(clusters.idle))
 	}
 }

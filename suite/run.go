@@ -7,7 +7,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/harness"
@@ -29,6 +31,9 @@ type Options struct {
 	Live bool
 	// Worker is the command that starts a worker process (harness.Runner.Worker).
 	Worker []string
+	// Parallel is how many runs go at once, each on a cluster and network of its own; 0 or
+	// 1: one after another.
+	Parallel int
 }
 
 // Names in a suite's directory.
@@ -41,8 +46,8 @@ const (
 	runsDir = "runs"
 )
 
-// Run runs the shard's cells one after another, each with opts.Seeds seeds, judges each
-// cell as soon as its runs are done, and keeps suite.json, suite.html and junit.xml in the
+// Run runs the shard's cells, each with opts.Seeds seeds and up to opts.Parallel runs at
+// once, judges each cell as soon as its runs are done, and keeps suite.json, suite.html and junit.xml in the
 // suite's directory up to date, so a suite cut short still shows what it did; at the end
 // it rewrites the store's index.html. Runs on the same system share a cluster where that
 // is sound (harness.Clusters). The error is the harness's (Docker unreachable, an
@@ -60,6 +65,7 @@ func Run(ctx context.Context, s Suite, opts Options) (string, Result, error) {
 	if opts.Progress == nil {
 		opts.Progress = io.Discard
 	}
+	opts.Parallel = max(opts.Parallel, 1)
 	cells := opts.Shard.Of(s.Cells)
 	definition, err := s.definition()
 	if err != nil {
@@ -82,33 +88,19 @@ func Run(ctx context.Context, s Suite, opts Options) (string, Result, error) {
 		specs = append(specs, c.Spec)
 	}
 	clusters := harness.NewClusters(specs...)
+	clusters.Keep = opts.Parallel
 	runner := harness.Runner{ResultsRoot: filepath.Join(dir, runsDir), Progress: logFile, Worker: opts.Worker, Clusters: clusters}
-	line := progress{w: opts.Progress, live: opts.Live, started: res.Started, cells: len(cells), seeds: opts.Seeds}
-	var runErr error
-	for i, c := range cells {
-		var runs []RunResult
-		for j := range opts.Seeds {
-			line.show(i, j, c.Name, res)
-			run, err := runOnce(ctx, runner, c, s.cellIndex(c), int64(j), dir)
-			if err != nil {
-				runErr = err
-				break
-			}
-			runs = append(runs, run)
-		}
-		if len(runs) > 0 {
-			res.Cells = append(res.Cells, Judge(c, runs))
-		}
-		if runErr != nil {
-			break
-		}
+	line := progress{w: opts.Progress, live: opts.Live, started: res.Started, runs: len(cells) * opts.Seeds, parallel: opts.Parallel}
+	runErr := runCells(cells, opts, func(c Cell, seed int64) (RunResult, error) {
+		return runOnce(ctx, runner, c, s.cellIndex(c), seed, dir)
+	}, func(c Cell, runs []RunResult) error {
+		res.Cells = append(res.Cells, Judge(c, runs))
+		// Cells finish out of order when runs go side by side; the files list them as the suite does.
+		slices.SortStableFunc(res.Cells, func(a, b CellResult) int { return s.cellIndex(a.Cell) - s.cellIndex(b.Cell) })
 		res.Finished = time.Now()
 		res.Tally()
-		if err := Write(dir, res); err != nil {
-			runErr = err
-			break
-		}
-	}
+		return Write(dir, res)
+	}, &line, &res)
 	line.done()
 	runErr = errors.Join(runErr, clusters.Close(context.WithoutCancel(ctx)))
 	res.Finished = time.Now()
@@ -118,6 +110,96 @@ func Run(ctx context.Context, s Suite, opts Options) (string, Result, error) {
 	res.Tally()
 	// The store's index shows the suite's runs beside the others (index.go).
 	return dir, res, errors.Join(runErr, Write(dir, res), results.WriteIndex(opts.Root))
+}
+
+// runCells runs every cell's seeds, up to opts.Parallel at once, in the suite's order: a
+// cell's seeds follow one another, so the runs side by side are mostly on one system and
+// share its kept clusters. judged is called one call at a time as each cell's last run
+// ends, with its runs in seed order. The first error that stops the suite (see runOnce, or
+// judged's) starts no more runs; the runs under way end as they would, and each cell begun
+// is judged on the runs it has.
+func runCells(cells []Cell, opts Options, run func(Cell, int64) (RunResult, error), judged func(Cell, []RunResult) error, line *progress, res *Result) error {
+	type job struct{ cell, seed int }
+	var (
+		mu             sync.Mutex
+		firstErr       error
+		stop           = make(chan struct{})
+		runs           = make([][]*RunResult, len(cells))
+		left           = make([]int, len(cells))
+		begun, running int
+		jobs           = make(chan job)
+	)
+	fail := func(err error) { // with mu held
+		if firstErr == nil {
+			firstErr = err
+			close(stop)
+		}
+	}
+	for i := range cells {
+		runs[i], left[i] = make([]*RunResult, opts.Seeds), opts.Seeds
+	}
+	go func() {
+		defer close(jobs)
+		for i := range cells {
+			for j := range opts.Seeds {
+				select {
+				case jobs <- job{i, j}:
+				case <-stop:
+					return
+				}
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for range opts.Parallel {
+		wg.Go(func() {
+			for jb := range jobs {
+				c := cells[jb.cell]
+				mu.Lock()
+				if firstErr != nil {
+					mu.Unlock()
+					continue
+				}
+				begun++
+				running++
+				line.show(begun, running, c.Name, *res)
+				mu.Unlock()
+
+				r, err := run(c, int64(jb.seed))
+				mu.Lock()
+				running--
+				if err != nil {
+					fail(err)
+				} else {
+					runs[jb.cell][jb.seed] = &r
+					if left[jb.cell]--; left[jb.cell] == 0 {
+						if err := judged(c, got(runs[jb.cell])); err != nil {
+							fail(err)
+						}
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for i, c := range cells {
+		if ran := got(runs[i]); firstErr != nil && left[i] > 0 && len(ran) > 0 {
+			firstErr = errors.Join(firstErr, judged(c, ran))
+		}
+	}
+	return firstErr
+}
+
+// got are the runs that ended, in seed order.
+func got(runs []*RunResult) []RunResult {
+	var ended []RunResult
+	for _, r := range runs {
+		if r != nil {
+			ended = append(ended, *r)
+		}
+	}
+	return ended
 }
 
 // cellIndex is the cell's place in the whole suite, so that its runs' lock keys are the
@@ -166,17 +248,23 @@ func newSuiteDir(root, name string, now time.Time) (string, error) {
 // progress is the suite's one line for a person watching: where it is, how long it has
 // taken, and the cells' statuses so far.
 type progress struct {
-	w            io.Writer
-	live         bool
-	started      time.Time
-	cells, seeds int
-	shown        bool
+	w              io.Writer
+	live           bool
+	started        time.Time
+	runs, parallel int
+	shown          bool
 }
 
-func (p *progress) show(cell, seed int, name string, so Result) {
+// show says that run number run (counted from 1) of cell name starts, with running runs
+// under way counting it.
+func (p *progress) show(run, running int, name string, so Result) {
 	n := so.Counts()
-	text := fmt.Sprintf("cell %d/%d  seed %d/%d  %s  met %d  failed %d  unknown %d  %s",
-		cell+1, p.cells, seed+1, p.seeds, clock(time.Since(p.started)), n[Met], n[Failed], n[Unknown], name)
+	at := ""
+	if p.parallel > 1 {
+		at = fmt.Sprintf("  %d running", running)
+	}
+	text := fmt.Sprintf("run %d/%d%s  %s  met %d  failed %d  unknown %d  %s",
+		run, p.runs, at, clock(time.Since(p.started)), n[Met], n[Failed], n[Unknown], name)
 	if p.live {
 		fmt.Fprint(p.w, "\r\033[K"+text)
 	} else {

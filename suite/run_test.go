@@ -4,10 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,7 +90,7 @@ func TestRunJudgesEveryCellAndWritesItsFiles(t *testing.T) {
 	if got := []int64{r.Cells[0].Runs[0].Seed, r.Cells[0].Runs[1].Seed}; !slices.Equal(got, []int64{7, 8}) {
 		t.Errorf("seeds %v, want the spec's 7 and the one after", got)
 	}
-	if !strings.Contains(progress.String(), "cell 3/3  seed 2/2") {
+	if !strings.Contains(progress.String(), "run 6/6  ") {
 		t.Errorf("progress never reached the last run:\n%s", progress.String())
 	}
 
@@ -113,6 +118,85 @@ func TestRunJudgesEveryCellAndWritesItsFiles(t *testing.T) {
 	}
 	if index, err := os.ReadFile(filepath.Join(root, results.IndexFile)); err != nil || !strings.Contains(string(index), "<h3>suite local</h3>") {
 		t.Errorf("the store's index does not show the suite: %v", err)
+	}
+}
+
+// Runs go side by side up to Parallel, never more; each cell is judged once, on its runs
+// in seed order, whatever order they ended in.
+func TestRunCellsSideBySide(t *testing.T) {
+	cells := []Cell{{Name: "a"}, {Name: "b"}, {Name: "c"}}
+	const parallel, seeds = 3, 4
+	var (
+		mu            sync.Mutex
+		running, most int
+		allIn         = make(chan struct{})
+		judged        = map[string][]int64{}
+	)
+	run := func(c Cell, seed int64) (RunResult, error) {
+		mu.Lock()
+		running++
+		most = max(most, running)
+		if running == parallel && most == parallel && allIn != nil {
+			close(allIn)
+			allIn = nil
+		}
+		wait := allIn
+		mu.Unlock()
+		if wait != nil { // the first runs wait until as many go at once as may
+			select {
+			case <-wait:
+			case <-time.After(time.Minute):
+				t.Error("never were as many runs under way at once as Parallel allows")
+			}
+		}
+		mu.Lock()
+		running--
+		mu.Unlock()
+		return RunResult{Seed: seed}, nil
+	}
+	judge := func(c Cell, runs []RunResult) error {
+		for _, r := range runs {
+			judged[c.Name] = append(judged[c.Name], r.Seed)
+		}
+		return nil
+	}
+	line := progress{w: io.Discard}
+	if err := runCells(cells, Options{Seeds: seeds, Parallel: parallel}, run, judge, &line, &Result{}); err != nil {
+		t.Fatal(err)
+	}
+	if most != parallel {
+		t.Errorf("at most %d runs at once, want %d", most, parallel)
+	}
+	for _, c := range cells {
+		if !slices.Equal(judged[c.Name], []int64{0, 1, 2, 3}) {
+			t.Errorf("cell %s judged once on seeds %v, want 0 1 2 3 once", c.Name, judged[c.Name])
+		}
+	}
+}
+
+// A run that stops the suite starts no other; the cells begun are judged on what they have.
+func TestRunCellsStopAtTheFirstError(t *testing.T) {
+	cells := []Cell{{Name: "a"}, {Name: "b"}}
+	var started []string
+	judged := map[string]int{}
+	run := func(c Cell, seed int64) (RunResult, error) {
+		started = append(started, fmt.Sprintf("%s%d", c.Name, seed))
+		if c.Name == "a" && seed == 1 {
+			return RunResult{}, errors.New("interrupted")
+		}
+		return RunResult{Seed: seed}, nil
+	}
+	judge := func(c Cell, runs []RunResult) error {
+		judged[c.Name] = len(runs)
+		return nil
+	}
+	line := progress{w: io.Discard}
+	err := runCells(cells, Options{Seeds: 3, Parallel: 1}, run, judge, &line, &Result{})
+	if err == nil || err.Error() != "interrupted" {
+		t.Errorf("error %v, want the run's", err)
+	}
+	if !slices.Equal(started, []string{"a0", "a1"}) || !maps.Equal(judged, map[string]int{"a": 1}) {
+		t.Errorf("started %v, judged %v; want a0 a1 started and a judged on its one run", started, judged)
 	}
 }
 

@@ -101,7 +101,8 @@ time limit, heals and tears everything down, then checks the history. Writes
 		synopsis: "run a matrix of scenarios, each judged against its expected outcome",
 		args:     "[flags] NAME|FILE  |  suite merge [--results DIR] DIR...  |  suite compare OLD NEW",
 		about: `Runs every cell of a suite (a scenario and the verdict each checker is expected to give)
-once per seed, one after another, and judges each cell: a cell expecting a violation
+once per seed, up to --parallel runs at once (each on a cluster and network of its own),
+and judges each cell: a cell expecting a violation
 must find it in at least its threshold of seeds (default 90 %); a cell expecting a
 property to hold fails on any violation. Built-in suites: ` + strings.Join(suite.BuiltinNames(), ", ") + ` (kleppmann is the
 design's expected-outcome table; smoke a few fast cells). FILE is a suite in YAML or
@@ -479,7 +480,7 @@ func cmdRun(ctx context.Context, args []string, stdout io.Writer) (int, error) {
 
 // suiteOptions are suite's flags.
 type suiteOptions struct {
-	seeds          int
+	seeds, parallel int
 	shard, results string
 	list           bool
 }
@@ -488,6 +489,7 @@ func suiteFlags() (*flag.FlagSet, *suiteOptions) {
 	opts := &suiteOptions{}
 	fs := newFlags("suite")
 	fs.IntVar(&opts.seeds, "seeds", 1, "runs per cell, with the cell's seed and the ones after it")
+	fs.IntVar(&opts.parallel, "parallel", defaultParallel, fmt.Sprintf("runs at once, 1 to %d, each on a cluster of its own", maxParallel))
 	fs.StringVar(&opts.shard, "shard", "1/1", "i/n: run only the i-th of n contiguous parts of the suite (one per CI runner)")
 	fs.StringVar(&opts.results, "results", defaultResults, "directory the suite's directory (or the merged one) is made in")
 	fs.BoolVar(&opts.list, "list", false, "list the suite's cells and their expectations, run nothing")
@@ -496,6 +498,14 @@ func suiteFlags() (*flag.FlagSet, *suiteOptions) {
 
 // maxSeeds caps --seeds: a nightly wants tens, not millions.
 const maxSeeds = 1000
+
+// defaultParallel is suite's runs at once: see README.md, "Runs side by side", for what
+// 1, 2 and 3 did on a 2-core machine. maxParallel is what one engine can hold: each run
+// starts up to nine containers and a network of its own.
+const (
+	defaultParallel = 2
+	maxParallel     = 8
+)
 
 func cmdSuite(ctx context.Context, args []string, stdout io.Writer) (int, error) {
 	if len(args) > 0 {
@@ -526,6 +536,9 @@ func cmdSuite(ctx context.Context, args []string, stdout io.Writer) (int, error)
 	if opts.seeds < 1 || opts.seeds > maxSeeds {
 		return 0, badInput{fmt.Errorf("suite: --seeds must be between 1 and %d, got %d", maxSeeds, opts.seeds)}
 	}
+	if opts.parallel < 1 || opts.parallel > maxParallel {
+		return 0, badInput{fmt.Errorf("suite: --parallel must be between 1 and %d, got %d", maxParallel, opts.parallel)}
+	}
 	if opts.results == "" {
 		return 0, badInput{errors.New("suite: --results must name a directory, got an empty string")}
 	}
@@ -542,7 +555,7 @@ func cmdSuite(ctx context.Context, args []string, stdout io.Writer) (int, error)
 		return exitValid, nil
 	}
 	dir, res, err := suite.Run(ctx, s, suite.Options{Seeds: opts.seeds, Shard: shard, Root: opts.results,
-		Progress: stdout, Live: isTerminal(stdout)})
+		Parallel: opts.parallel, Progress: stdout, Live: isTerminal(stdout)})
 	if dir != "" {
 		fmt.Fprint(stdout, "\n"+escapeLines(suite.Summary(dir, res)))
 	}

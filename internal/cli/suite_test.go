@@ -55,6 +55,7 @@ func TestSuiteExitCodes(t *testing.T) {
 		{"two suites", []string{"suite", "smoke", "kleppmann"}, 254, `unexpected argument "kleppmann"`},
 		{"a typo in the file", []string{"suite", typo}, 254, `unknown field "nemesiss"`},
 		{"no seeds", []string{"suite", "--seeds", "0", "smoke"}, 254, "--seeds must be between 1 and 1000"},
+		{"parallel out of range", []string{"suite", "--parallel", "9", "smoke"}, 254, "--parallel must be between 1 and 8"},
 		{"a bad shard", []string{"suite", "--shard", "3/2", "smoke"}, 254, "--shard must be i/n"},
 		{"no results", []string{"suite", "--results", "", "smoke"}, 254, "--results must name a directory"},
 		{"help of merge", []string{"suite", "merge", "-h"}, 0, "suite merge DIR... joins the shards of one suite run"},
