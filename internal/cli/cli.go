@@ -481,8 +481,8 @@ func cmdRun(ctx context.Context, args []string, stdout io.Writer) (int, error) {
 // suiteOptions are suite's flags.
 type suiteOptions struct {
 	seeds, parallel int
-	shard, results string
-	list           bool
+	shard, results  string
+	list            bool
 }
 
 func suiteFlags() (*flag.FlagSet, *suiteOptions) {
