@@ -40,12 +40,12 @@ run: deps build
 	else exit $$code; fi
 
 # The node image is built first (with its progress shown), so no test waits on it.
-# Packages run one at a time: they share the Docker engine (clean removes every
-# labelled container) and two cores. examples/ is a module of its own (a user's lock
-# built with lockbreaker.Main, and Python locks run over the exec protocol), which ./...
-# does not reach.
+# Packages run two at a time: every run has its own containers, network and addresses,
+# and a test's clean removes only its own runs. examples/ is a module of its own (a
+# user's lock built with lockbreaker.Main, and Python locks run over the exec protocol),
+# which ./... does not reach.
 test: deps vet image
-	$(GO) test -p 1 -count=1 -timeout 28m ./...
+	$(GO) test -p 2 -count=1 -timeout 28m ./...
 	cd examples && $(GO) test -count=1 -timeout 10m ./...
 
 unit:

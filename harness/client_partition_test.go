@@ -156,9 +156,11 @@ func heldUntil(all []history.Op, acquire history.Op) int64 {
 }
 
 // holderCutSpec is ZooKeeper whose holders work three sessions long: safe while each
-// holder's session lives, so a second holder is the partition's doing.
+// holder's session lives, so a second holder is the partition's doing. Each cut lasts
+// until another client holds the lock (a session timeout and a grant, about 2 s) and the
+// cut holder's work (3 s): 12 s see two of them.
 func holderCutSpec(client string, nemesis string, fencing bool) Spec {
-	s := zkSpec([]string{nemesis}, fencing, 20*time.Second)
+	s := zkSpec([]string{nemesis}, fencing, 12*time.Second)
 	s.Client, s.Seed = client, 5
 	s.TTL, s.Work, s.Pause = Duration(time.Second), Duration(3*time.Second), 0
 	return s

@@ -190,7 +190,9 @@ func localExecSpec(t *testing.T, nemesis []string, fencing bool, behaviour strin
 // paused holder breaks the lock, fencing keeps the data, and a killed client's program
 // dies with it and a new one takes its place.
 func TestExecClientTrials(t *testing.T) {
+	t.Parallel()
 	t.Run("paused holder, fenced", func(t *testing.T) {
+		t.Parallel()
 		s := runScenario(t, localExecSpec(t, []string{"pause-holder"}, true, ""))
 		expectLockBrokenDataSafe(t, s)
 		if !slices.ContainsFunc(s.Notes, func(n string) bool {
@@ -200,12 +202,14 @@ func TestExecClientTrials(t *testing.T) {
 		}
 	})
 	t.Run("paused holder, unfenced", func(t *testing.T) {
+		t.Parallel()
 		expect(t, runScenario(t, localExecSpec(t, []string{"pause-holder"}, false, "")), map[string]checkers.Verdict{
 			"mutual-exclusion": checkers.Invalid,
 			"data-safety":      checkers.Invalid,
 		})
 	})
 	t.Run("killed clients", func(t *testing.T) {
+		t.Parallel()
 		spec := localExecSpec(t, []string{"kill-client"}, true, "")
 		dir, s := runTrial(t, spec)
 		expectAllValid(t, s)
@@ -223,9 +227,10 @@ func TestExecClientTrials(t *testing.T) {
 	})
 }
 
-// A program that breaks the protocol, or cannot start, ends the run at once with a
-// harness error naming it: the run judges the client, not the lock.
+// A program that breaks the protocol, or cannot start, ends the run with a harness error
+// naming it, long before its hour is up: the run judges the client, not the lock.
 func TestBrokenExecClientEndsTheRun(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		behaviour string
 		says      string
@@ -235,22 +240,21 @@ func TestBrokenExecClientEndsTheRun(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.behaviour, func(t *testing.T) {
+			t.Parallel()
 			spec := localExecSpec(t, []string{"none"}, false, c.behaviour)
-			spec.TimeLimit = Duration(time.Minute)
+			spec.TimeLimit = Duration(time.Hour)
 			exe, _ := os.Executable()
 			r := Runner{ResultsRoot: t.TempDir(), Worker: []string{exe}}
-			started := time.Now()
-			_, summary, err := r.Run(context.Background(), spec)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			_, summary, err := r.Run(ctx, spec)
 			if err == nil || !strings.Contains(err.Error(), c.says) {
 				t.Fatalf("run: %v; want an error saying %q", err, c.says)
-			}
-			if took := time.Since(started); took > 20*time.Second {
-				t.Errorf("the run took %s: the broken client did not end it", took)
 			}
 			if summary.Verdict == checkers.Valid || summary.Error == "" {
 				t.Errorf("verdict %s, error %q: want no pass and the error in the summary", summary.Verdict, summary.Error)
 			}
-			expectNothingLeft(t, system.System{}, summary.RunID)
+			expectNothingLeft(t, system.System{}, summary.RunID, false)
 			if c.behaviour == "exits" && !strings.Contains(err.Error(), "its stderr ended: ModuleNotFoundError") {
 				t.Errorf("the error does not quote the program's stderr: %v", err)
 			}

@@ -159,16 +159,20 @@ func (cs *Clusters) start(ctx context.Context, sys system.System, spec Spec, set
 }
 
 // take takes an idle cluster out of the pool for a run of system: the last one given back
-// of that system, else the oldest of another (which the run stops), else nil. With mu held.
+// of that system; else, when the pool is full, the oldest, which the run stops to make
+// room; else nil. With mu held.
 func (cs *Clusters) take(system string) *kept {
-	if len(cs.idle) == 0 {
-		return nil
-	}
-	i := 0
+	i := -1
 	for j, k := range cs.idle {
 		if k.system == system {
 			i = j
 		}
+	}
+	if i < 0 {
+		if len(cs.idle) < max(cs.Keep, 1) {
+			return nil
+		}
+		i = 0
 	}
 	k := cs.idle[i]
 	cs.idle = slices.Delete(cs.idle, i, i+1)

@@ -48,14 +48,18 @@ func TestKeptClusterServesOnlyWhatIsSound(t *testing.T) {
 }
 
 // Runs side by side each take an idle cluster of their own system, the one given back
-// last, and only when none is left one of another system (which they stop).
+// last; another system's only when the pool is full (to stop it, making room).
 func TestRunsTakeTheirSystemsIdleCluster(t *testing.T) {
 	redis1, zk, redis2 := &kept{system: "redis"}, &kept{system: "zookeeper"}, &kept{system: "redis"}
 	cs := &Clusters{Keep: 3, idle: []*kept{redis1, zk, redis2}}
-	for i, want := range []*kept{redis2, redis1, zk, nil} {
+	for i, want := range []*kept{redis2, redis1, nil} {
 		if got := cs.take("redis"); got != want {
 			t.Fatalf("take %d: got %+v, want %+v", i+1, got, want)
 		}
+	}
+	full := &Clusters{Keep: 1, idle: []*kept{zk}}
+	if got := full.take("redis"); got != zk {
+		t.Errorf("from a full pool: got %+v, want the zookeeper cluster to stop", got)
 	}
 }
 

@@ -16,7 +16,8 @@ import (
 
 // Whole trials against the lock service the harness serves itself: real worker
 // processes, real SIGSTOP and SIGKILL, the real checkers, and no Docker, so they run
-// under -short and show the run loop itself works.
+// under -short and show the run loop itself works. Each serves its own lock, so they run
+// side by side.
 
 // localSpec is a short trial on the in-process lock: leases of 500ms, so a pause of
 // twice that always outlives the holder's lease.
@@ -31,10 +32,12 @@ func localSpec(system string, nemesis []string, fencing bool) Spec {
 }
 
 func TestLocalLockWithoutFaultsIsSafe(t *testing.T) {
+	t.Parallel()
 	expectAllValid(t, runScenario(t, localSpec("local", []string{"none"}, true)))
 }
 
 func TestBrokenLocalLockIsCaught(t *testing.T) {
+	t.Parallel()
 	s := runScenario(t, localSpec("local-broken", []string{"none"}, false))
 	expect(t, s, map[string]checkers.Verdict{
 		"lock-linearizable": checkers.Invalid,
@@ -47,6 +50,7 @@ func TestBrokenLocalLockIsCaught(t *testing.T) {
 }
 
 func TestLocalPausedHolderWithoutFencingCorruptsStorage(t *testing.T) {
+	t.Parallel()
 	s := runScenario(t, localSpec("local", []string{"pause-holder"}, false))
 	expect(t, s, map[string]checkers.Verdict{
 		"lock-linearizable": checkers.Invalid,
@@ -56,12 +60,14 @@ func TestLocalPausedHolderWithoutFencingCorruptsStorage(t *testing.T) {
 }
 
 func TestLocalPausedHolderWithFencingKeepsStorageSafe(t *testing.T) {
+	t.Parallel()
 	expectLockBrokenDataSafe(t, runScenario(t, localSpec("local", []string{"pause-holder"}, true)))
 }
 
 // A worker killed while it waits for the lock: its acquire becomes indeterminate, a new
 // process takes its place, and the checkers still decide.
 func TestKilledWorkerLeavesAnIndeterminateOpAndIsReplaced(t *testing.T) {
+	t.Parallel()
 	spec := localSpec("local", []string{"kill-client"}, true)
 	dir, s := runTrial(t, spec)
 	expectAllValid(t, s)

@@ -81,9 +81,21 @@ func (w logWriter) Write(b []byte) (int, error) {
 // (any run: "") still exists: a run must remove all it made.
 func NothingLeft(tb testing.TB, runID string) {
 	tb.Helper()
-	cli, err := client.New(client.FromEnv)
+	left, err := Left(runID)
 	if err != nil {
 		tb.Fatal(err)
+	}
+	if len(left) > 0 {
+		tb.Errorf("left behind: %s", strings.Join(left, "; "))
+	}
+}
+
+// Left lists the containers and networks this process created for run runID (any run:
+// "") that still exist; a TestMain checks with it once every test has ended.
+func Left(runID string) ([]string, error) {
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		return nil, err
 	}
 	defer cli.Close()
 	host, _ := os.Hostname()
@@ -96,11 +108,11 @@ func NothingLeft(tb testing.TB, runID string) {
 	ctx := context.Background()
 	ctrs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: mine})
 	if err != nil {
-		tb.Fatal(err)
+		return nil, err
 	}
 	nets, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: mine})
 	if err != nil {
-		tb.Fatal(err)
+		return nil, err
 	}
 	var left []string
 	for _, c := range ctrs.Items {
@@ -109,7 +121,5 @@ func NothingLeft(tb testing.TB, runID string) {
 	for _, n := range nets.Items {
 		left = append(left, "network "+n.Name)
 	}
-	if len(left) > 0 {
-		tb.Errorf("left behind: %s", strings.Join(left, "; "))
-	}
+	return left, nil
 }
