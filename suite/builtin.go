@@ -92,6 +92,15 @@ func cell(system, client string, nemesis string, fencing bool, row tableRow, tun
 	return Cell{Spec: s, Expect: row.expect(client, fencing), Why: row.why}
 }
 
+// alone marks a cell whose runs go with none beside them (suite --parallel): its servers
+// must serve again, or its clients learn of a new primary, within a lease, which a busy
+// machine makes them miss (measured: with three runs at once, Redlock's kill-node found
+// its violation in 1 of 15 runs; Sentinel's unfenced failover in 4 of 5).
+func alone(c Cell) Cell {
+	c.Alone = true
+	return c
+}
+
 func timeLimit(d time.Duration) func(*harness.Spec) {
 	return func(s *harness.Spec) { s.TimeLimit = harness.Duration(d) }
 }
@@ -137,17 +146,17 @@ func kleppmann() Suite {
 			cell("redlock", client, "pause-holder", false, pausedUnfenced),
 			cell("redlock", client, "kleppmann-clock", false, kleppmannClock),
 			cell("redlock", client, "partition-clients-from", false, minority),
-			cell("redlock", client, "kill-node", false, crashForgets),
+			alone(cell("redlock", client, "kill-node", false, crashForgets)),
 		)
 	}
-	cells = append(cells, cell("redlock", "redlock", "kill-node", false, crashDelayed, restartDelayTTL))
+	cells = append(cells, alone(cell("redlock", "redlock", "kill-node", false, crashDelayed, restartDelayTTL)))
 	// Sentinel: a primary that serves like a single Redis, until it fails or is cut off.
 	cells = append(cells,
 		cell("sentinel", "redis", "none", false, safe, timeLimit(6*time.Second)),
 		cell("sentinel", "redis", "pause-holder", false, pausedUnfenced),
 		cell("sentinel", "redis", "pause-holder", true, pausedFenced),
-		cell("sentinel", "redis", "failover", false, failoverUnfenced),
-		cell("sentinel", "redis", "failover", true, failover),
+		alone(cell("sentinel", "redis", "failover", false, failoverUnfenced)),
+		alone(cell("sentinel", "redis", "failover", true, failover)),
 		cell("sentinel", "redis", "partition-primary", false, splitBrain),
 	)
 	// ZooKeeper: the lease is the session.
@@ -243,6 +252,9 @@ func Describe(s Suite) string {
 		}
 		for _, h := range slices.Sorted(maps.Keys(c.Hazards)) {
 			expects = append(expects, fmt.Sprintf("at least %d %s a run", c.Hazards[h], h))
+		}
+		if c.Alone {
+			expects = append(expects, "runs alone")
 		}
 		fmt.Fprintf(&b, "%3d  %-50s %s\n", i+1, c.Name, strings.Join(expects, "; "))
 	}

@@ -31,6 +31,7 @@ import (
 //	    spec: {nemesis: [pause-holder]}
 //	    expect: {mutual-exclusion: invalid, data-safety: invalid}
 //	    hazards: {granted-in-pause: 1}   # optional: the least per run (history.Hazard)
+//	    alone: true               # optional: no other run beside this cell's (--parallel)
 //	    why: Kleppmann's GC pause
 type fileFormat struct {
 	Name      string          `json:"name"`

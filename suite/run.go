@@ -112,14 +112,16 @@ func Run(ctx context.Context, s Suite, opts Options) (string, Result, error) {
 	return dir, res, errors.Join(runErr, Write(dir, res), results.WriteIndex(opts.Root))
 }
 
-// runCells runs every cell's seeds, up to opts.Parallel at once, in the suite's order: a
-// cell's seeds follow one another, so the runs side by side are mostly on one system and
-// share its kept clusters. judged is called one call at a time as each cell's last run
+// runCells runs every cell's seeds, up to opts.Parallel at once (an Alone cell's with
+// none beside them), in the suite's order: a cell's seeds follow one another, so the runs
+// side by side are mostly on one system and share its kept clusters. judged is called one call at a time as each cell's last run
 // ends, with its runs in seed order. The first error that stops the suite (see runOnce, or
 // judged's) starts no more runs; the runs under way end as they would, and each cell begun
 // is judged on the runs it has.
 func runCells(cells []Cell, opts Options, run func(Cell, int64) (RunResult, error), judged func(Cell, []RunResult) error, line *progress, res *Result) error {
 	type job struct{ cell, seed int }
+	// side is held shared by every run and alone by an Alone cell's.
+	var side sync.RWMutex
 	var (
 		mu             sync.Mutex
 		firstErr       error
@@ -165,7 +167,13 @@ func runCells(cells []Cell, opts Options, run func(Cell, int64) (RunResult, erro
 				line.show(begun, running, c.Name, *res)
 				mu.Unlock()
 
+				lock, unlock := side.RLock, side.RUnlock
+				if c.Alone {
+					lock, unlock = side.Lock, side.Unlock
+				}
+				lock()
 				r, err := run(c, int64(jb.seed))
+				unlock()
 				mu.Lock()
 				running--
 				if err != nil {

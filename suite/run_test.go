@@ -174,6 +174,35 @@ func TestRunCellsSideBySide(t *testing.T) {
 	}
 }
 
+// An Alone cell's runs go with no other beside them.
+func TestAloneCellsRunWithNoneBeside(t *testing.T) {
+	cells := []Cell{{Name: "a"}, {Name: "b", Alone: true}, {Name: "c"}}
+	var (
+		mu      sync.Mutex
+		running int
+	)
+	run := func(c Cell, seed int64) (RunResult, error) {
+		mu.Lock()
+		running++
+		if c.Alone && running != 1 {
+			t.Errorf("cell %s seed %d began beside %d other runs", c.Name, seed, running-1)
+		}
+		mu.Unlock()
+		time.Sleep(10 * time.Millisecond) // time for a run that should not be beside it to begin
+		mu.Lock()
+		if c.Alone && running != 1 {
+			t.Errorf("cell %s seed %d ended beside %d other runs", c.Name, seed, running-1)
+		}
+		running--
+		mu.Unlock()
+		return RunResult{Seed: seed}, nil
+	}
+	line := progress{w: io.Discard}
+	if err := runCells(cells, Options{Seeds: 4, Parallel: 3}, run, func(Cell, []RunResult) error { return nil }, &line, &Result{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A run that stops the suite starts no other; the cells begun are judged on what they have.
 func TestRunCellsStopAtTheFirstError(t *testing.T) {
 	cells := []Cell{{Name: "a"}, {Name: "b"}}

@@ -77,6 +77,9 @@ type Cell struct {
 	// Hazards are the least number of times each hazard must occur in one run, e.g.
 	// {grant-lost: 3}: a run short of one did not test what the cell is about (see Judge).
 	Hazards map[history.Hazard]int `json:"hazards,omitempty"`
+	// Alone runs the cell's runs with no other run beside them (suite --parallel): a cell
+	// whose fault must land within a lease on a machine that is not busy.
+	Alone bool `json:"alone,omitempty"`
 }
 
 // threshold is the cell's threshold with the default filled in.
