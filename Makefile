@@ -41,11 +41,12 @@ run: deps build
 
 # The node image is built first (with its progress shown), so no test waits on it.
 # Packages run two at a time: every run has its own containers, network and addresses,
-# and a test's clean removes only its own runs. examples/ is a module of its own (a
+# and a test's clean removes only its own runs. Within harness the container tests run
+# in lanes (harness/lanes_test.go), eight tests at most at once. examples/ is a module of its own (a
 # user's lock built with lockbreaker.Main, and Python locks run over the exec protocol),
 # which ./... does not reach.
 test: deps vet image
-	$(GO) test -p 2 -count=1 -timeout 28m ./...
+	$(GO) test -p 2 -parallel 8 -count=1 -timeout 28m ./...
 	cd examples && $(GO) test -count=1 -timeout 10m ./...
 
 unit:
@@ -53,16 +54,16 @@ unit:
 	cd examples && $(GO) test -count=1 -short ./...
 
 # The long tier, for a nightly job (not in make test): the whole kleppmann suite, SEEDS
-# runs per cell, only the SHARD-th of its parts (one per CI runner). Its exit code is the
-# suite's: 0 when every cell met its expectation, 1 when one did not, 2 when one could
-# not say. The matrix is store/suite-kleppmann/<time>/suite.html, beside its junit.xml.
+# runs per cell, only the SHARD-th of its parts (one per CI runner), PARALLEL runs at once
+# (default: suite's). Its exit code is the suite's: 0 when every cell met its expectation,
+# 1 when one did not, 2 when one could not say. The matrix is store/suite-kleppmann/<time>/suite.html, beside its junit.xml.
 # The shards' stores are joined into one matrix by `bin/lockbreaker suite merge STORE...`
 # (the workflow's last job); `bin/lockbreaker suite compare OLD NEW` exits 1 when a cell
 # regressed since an earlier run, and the store's index.html shows every suite's trend.
 SEEDS ?= 5
 SHARD ?= 1/1
 nightly: deps image
-	$(BIN) suite kleppmann --seeds $(SEEDS) --shard $(SHARD) --results $(RESULTS)
+	$(BIN) suite kleppmann --seeds $(SEEDS) --shard $(SHARD) $(if $(PARALLEL),--parallel $(PARALLEL)) --results $(RESULTS)
 
 # The whole kleppmann suite once, as a test that logs its wall time (about 6 minutes).
 kleppmann-time: deps image

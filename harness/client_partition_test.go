@@ -107,7 +107,7 @@ func clientFaults(t *testing.T, events []history.Event, kind string) (faults []h
 // (n4, n5) while the others can. Client 1 is granted the lock by A, B, C; C's clock
 // jumps; client 2 is granted C, D, E while client 1 still holds it.
 func TestRedlockKleppmannLiveGivesTwoHoldersNamingTheirNodes(t *testing.T) {
-	t.Parallel()
+	inLane(t, laneRedis)
 	needClientAddrs(t)
 	s := DefaultSpec()
 	s.System, s.Client, s.Nemesis = "redlock", "redlock", []string{"kleppmann-clock"}
@@ -170,6 +170,7 @@ func holderCutSpec(client string, nemesis string, fencing bool) Spec {
 // its session expires, the lock moves to a client that was never cut, and the cut holder
 // goes on to write. Without fencing the storage is corrupted; with it, it stays safe.
 func TestZooKeeperHolderPartitionedFromTheEnsemble(t *testing.T) {
+	inLane(t, laneZooKeeper1s)
 	needClientAddrs(t)
 	t.Run("unfenced", func(t *testing.T) {
 		s := runScenario(t, holderCutSpec("zookeeper", "partition-holder", false))
@@ -184,6 +185,7 @@ func TestZooKeeperHolderPartitionedFromTheEnsemble(t *testing.T) {
 // it is cut: accepted without fencing (corrupting it), rejected as stale with fencing. The
 // reverse, a holder cut from the storage only, cannot write at all and breaks no data.
 func TestHolderCutFromTheLockServiceStillReachesTheStorage(t *testing.T) {
+	inLane(t, laneZooKeeper1s)
 	needClientAddrs(t)
 	for _, fencing := range []bool{false, true} {
 		t.Run(map[bool]string{false: "unfenced", true: "fenced"}[fencing], func(t *testing.T) {
@@ -246,7 +248,7 @@ func TestHolderCutFromTheLockServiceStillReachesTheStorage(t *testing.T) {
 // granted just after the heal; holders work a second, so no later one fits in that gap
 // (and within their lease, so the lock holds).
 func TestGrudgeCutsOneClientOnly(t *testing.T) {
-	t.Parallel()
+	inLane(t, laneRedis)
 	needClientAddrs(t)
 	s := spec("redis", "", []string{"partition-client"}, true, 12*time.Second)
 	s.TTL, s.Work, s.Pause, s.Interval, s.Seed = Duration(3*time.Second), Duration(time.Second), Duration(4*time.Second), Duration(time.Second), 2
@@ -296,7 +298,7 @@ func TestGrudgeCutsOneClientOnly(t *testing.T) {
 // replica while the old primary goes on granting the lock to the clients on its side: two
 // primaries at once, and clients on both sides holding the lock at once.
 func TestSentinelPartitionedPrimaryKeepsGrantingToItsSide(t *testing.T) {
-	t.Parallel()
+	inLane(t, laneRedis)
 	needClientAddrs(t)
 	s := sentinelSpec([]string{"partition-primary"}, 8*time.Second)
 	s.TTL, s.Seed = DefaultSpec().TTL, 4

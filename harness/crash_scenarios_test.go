@@ -53,7 +53,7 @@ func sentinelSpec(nemesis []string, limit time.Duration) Spec {
 
 // redislock runs on Sentinel as well; workloads' real-cluster test shows it is a mutex there.
 func TestSentinelWithoutFaultsIsSafe(t *testing.T) {
-	t.Parallel()
+	inLane(t, laneRedis)
 	summary, events := runEvents(t, sentinelSpec(none, 6*time.Second))
 	expectAllValid(t, summary)
 	if !rolesShow(events, map[string]string{"n1": "primary", "n2": "replica", "n3": "replica"}) {
@@ -79,6 +79,7 @@ func failoverSpec(minReplicas int) Spec {
 // has the key; the promoted replica grants it again, and its token counter, which missed
 // the grants made during the cut, hands out tokens that were already given.
 func TestSentinelFailoverLosesTheLockAndTokensGoBack(t *testing.T) {
+	alone(t)
 	s, events := runEvents(t, failoverSpec(0))
 	expect(t, s, map[string]checkers.Verdict{
 		"mutual-exclusion": checkers.Invalid,
@@ -121,6 +122,7 @@ func rolesShow(events []history.Event, want map[string]string) bool {
 // and the run says why, rather than claiming the lock survived a failover that could not
 // hurt it.
 func TestSentinelMinReplicasRefusesTheGrantAFailoverWouldLose(t *testing.T) {
+	alone(t)
 	s, events := runEvents(t, failoverSpec(1))
 	expect(t, s, map[string]checkers.Verdict{
 		"mutual-exclusion":  checkers.Unknown,
@@ -162,6 +164,7 @@ func redlockKillSpec(delayed bool) Spec {
 }
 
 func TestRedlockKilledNodeWithoutPersistenceGivesTwoHolders(t *testing.T) {
+	alone(t)
 	s, events := runEvents(t, redlockKillSpec(false))
 	expect(t, s, map[string]checkers.Verdict{"mutual-exclusion": checkers.Invalid})
 	expectHoldersNodeKilled(t, events)
@@ -169,6 +172,7 @@ func TestRedlockKilledNodeWithoutPersistenceGivesTwoHolders(t *testing.T) {
 }
 
 func TestRedlockKilledNodeRestartedAfterATTLKeepsMutualExclusion(t *testing.T) {
+	alone(t)
 	s, events := runEvents(t, redlockKillSpec(true))
 	expectLockKept(t, s)
 	expectHoldersNodeKilled(t, events)
@@ -215,6 +219,7 @@ func expectHoldersNodeKilled(t *testing.T, events []history.Event) {
 
 // Seed 6 kills n3, n2, n1 in turn, so whichever node leads is killed within three crashes.
 func TestZooKeeperKilledLeaderAndFollowerKeepMutualExclusion(t *testing.T) {
+	inLane(t, laneZooKeeper)
 	s := zkSpec([]string{"kill-node"}, true, 15*time.Second)
 	s.RestartAfter, s.Seed = Duration(time.Second), 6
 	summary, events := runEvents(t, s)
@@ -229,6 +234,7 @@ func TestZooKeeperKilledLeaderAndFollowerKeepMutualExclusion(t *testing.T) {
 }
 
 func TestZooKeeperKilledClientHandsTheLockOnAfterSessionExpiry(t *testing.T) {
+	inLane(t, laneZooKeeper)
 	s := zkSpec([]string{"kill-client"}, true, 12*time.Second)
 	s.Interval = Duration(3 * time.Second)
 	dir, summary := runTrial(t, s)

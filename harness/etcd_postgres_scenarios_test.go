@@ -41,11 +41,13 @@ func brokenThenFenced(t *testing.T, system, client, nemesis string, h history.Ha
 // lock another client was given. Unfenced the storage is corrupted; fenced by the lock
 // key's create revision it is not.
 func TestEtcdPausedHolder(t *testing.T) {
+	inLane(t, laneEtcd)
 	brokenThenFenced(t, "etcd", "etcd", "pause-holder", history.GrantedInPause)
 }
 
 // Five members, no faults: the lock holds.
 func TestEtcdFiveMembersWithoutFaultsAreSafe(t *testing.T) {
+	inLane(t, laneEtcd)
 	spec := shortSpec("etcd", "etcd", "none", true, 5*time.Second)
 	spec.Nodes = 5
 	expectAllValid(t, runScenario(t, spec))
@@ -54,6 +56,7 @@ func TestEtcdFiveMembersWithoutFaultsAreSafe(t *testing.T) {
 // A member killed under a held lock (the holder kept inside its lease meanwhile) and
 // started again on its log: Raft keeps the lock, and no second client is let in.
 func TestEtcdKilledMemberKeepsTheLock(t *testing.T) {
+	inLane(t, laneEtcd)
 	s := runScenario(t, shortSpec("etcd", "etcd", "kill-node", true, 8*time.Second))
 	expectLockKept(t, s)
 	expectHazard(t, s, history.CrashUnderGrant)
@@ -62,6 +65,7 @@ func TestEtcdKilledMemberKeepsTheLock(t *testing.T) {
 // A Postgres advisory lock's holder cut off the database, not the storage: the server's
 // keepalives end its session, another client takes the lock, and the cut holder writes.
 func TestPostgresAdvisoryHolderCutFromTheDatabase(t *testing.T) {
+	inLane(t, lanePostgres)
 	needClientAddrs(t)
 	brokenThenFenced(t, "postgres", "pg-advisory", "partition-holder", history.GrantedInCut)
 }
@@ -69,11 +73,13 @@ func TestPostgresAdvisoryHolderCutFromTheDatabase(t *testing.T) {
 // A lease row's holder paused past the TTL stops renewing it, a waiter takes it over, and
 // the paused holder writes: corruption unfenced, none fenced by the record version number.
 func TestPostgresLeasePausedHolder(t *testing.T) {
+	inLane(t, lanePostgres)
 	brokenThenFenced(t, "postgres", "pg-lease", "pause-holder", history.GrantedInPause)
 }
 
 // Both Postgres locks hold without faults.
 func TestPostgresWithoutFaultsIsSafe(t *testing.T) {
+	inLane(t, lanePostgres)
 	for _, client := range []string{"pg-advisory", "pg-lease"} {
 		t.Run(client, func(t *testing.T) {
 			expectAllValid(t, runScenario(t, shortSpec("postgres", client, "none", true, 4*time.Second)))

@@ -190,9 +190,8 @@ func localExecSpec(t *testing.T, nemesis []string, fencing bool, behaviour strin
 // paused holder breaks the lock, fencing keeps the data, and a killed client's program
 // dies with it and a new one takes its place.
 func TestExecClientTrials(t *testing.T) {
-	t.Parallel()
+	inLane(t, laneLocal)
 	t.Run("paused holder, fenced", func(t *testing.T) {
-		t.Parallel()
 		s := runScenario(t, localExecSpec(t, []string{"pause-holder"}, true, ""))
 		expectLockBrokenDataSafe(t, s)
 		if !slices.ContainsFunc(s.Notes, func(n string) bool {
@@ -202,14 +201,12 @@ func TestExecClientTrials(t *testing.T) {
 		}
 	})
 	t.Run("paused holder, unfenced", func(t *testing.T) {
-		t.Parallel()
 		expect(t, runScenario(t, localExecSpec(t, []string{"pause-holder"}, false, "")), map[string]checkers.Verdict{
 			"mutual-exclusion": checkers.Invalid,
 			"data-safety":      checkers.Invalid,
 		})
 	})
 	t.Run("killed clients", func(t *testing.T) {
-		t.Parallel()
 		spec := localExecSpec(t, []string{"kill-client"}, true, "")
 		dir, s := runTrial(t, spec)
 		expectAllValid(t, s)
@@ -230,7 +227,7 @@ func TestExecClientTrials(t *testing.T) {
 // A program that breaks the protocol, or cannot start, ends the run with a harness error
 // naming it, long before its hour is up: the run judges the client, not the lock.
 func TestBrokenExecClientEndsTheRun(t *testing.T) {
-	t.Parallel()
+	inLane(t, laneLocal)
 	cases := []struct {
 		behaviour string
 		says      string
@@ -240,7 +237,6 @@ func TestBrokenExecClientEndsTheRun(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.behaviour, func(t *testing.T) {
-			t.Parallel()
 			spec := localExecSpec(t, []string{"none"}, false, c.behaviour)
 			spec.TimeLimit = Duration(time.Hour)
 			exe, _ := os.Executable()

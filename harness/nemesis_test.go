@@ -98,7 +98,7 @@ func assertHealed(t *testing.T, c *containers.Cluster) {
 }
 
 func TestNemesesOnRealNodesAreHealed(t *testing.T) {
-	t.Parallel()
+	inLane(t, laneRedis)
 	c := containerstest.Start(t, containers.Spec{System: "redlock", Faketime: true, Partitions: true})
 	ctx := context.Background()
 

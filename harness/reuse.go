@@ -123,12 +123,12 @@ func (cs *Clusters) start(ctx context.Context, sys system.System, spec Spec, set
 	if err != nil {
 		return nil, err
 	}
+	setup.nodes = sh.nodes
 	cs.mu.Lock()
-	idle := cs.take(sys.Name)
+	idle := cs.take(func(k *kept) bool { return k.unfit(sys.Name, setup, spec.Nemesis, spec.Key) == "" })
 	faults := slices.Concat(spec.Nemesis, cs.faults[sh])
 	cs.mu.Unlock()
 
-	setup.nodes = sh.nodes
 	if idle != nil {
 		if reason := idle.unfit(sys.Name, setup, spec.Nemesis, spec.Key); reason != "" {
 			fmt.Fprintf(setup.progress, "stopping the %s cluster kept from the last run: %s\n", idle.system, reason)
@@ -158,13 +158,13 @@ func (cs *Clusters) start(ctx context.Context, sys system.System, spec Spec, set
 	return &kept{Cluster: cc, pool: cs, system: sys.Name, setup: setup, faults: faults, keys: []string{spec.Key}}, nil
 }
 
-// take takes an idle cluster out of the pool for a run of system: the last one given back
-// of that system; else, when the pool is full, the oldest, which the run stops to make
-// room; else nil. With mu held.
-func (cs *Clusters) take(system string) *kept {
+// take takes an idle cluster out of the pool: the last one given back that fits the run;
+// else, when the pool is full, the oldest, which the run stops to make room; else nil.
+// With mu held.
+func (cs *Clusters) take(fits func(*kept) bool) *kept {
 	i := -1
 	for j, k := range cs.idle {
-		if k.system == system {
+		if fits(k) {
 			i = j
 		}
 	}

@@ -47,18 +47,19 @@ func TestKeptClusterServesOnlyWhatIsSound(t *testing.T) {
 	}
 }
 
-// Runs side by side each take an idle cluster of their own system, the one given back
-// last; another system's only when the pool is full (to stop it, making room).
-func TestRunsTakeTheirSystemsIdleCluster(t *testing.T) {
+// Runs side by side each take an idle cluster that fits them, the one given back last;
+// one that does not only when the pool is full (to stop it, making room).
+func TestRunsTakeAnIdleClusterThatFits(t *testing.T) {
 	redis1, zk, redis2 := &kept{system: "redis"}, &kept{system: "zookeeper"}, &kept{system: "redis"}
+	isRedis := func(k *kept) bool { return k.system == "redis" }
 	cs := &Clusters{Keep: 3, idle: []*kept{redis1, zk, redis2}}
 	for i, want := range []*kept{redis2, redis1, nil} {
-		if got := cs.take("redis"); got != want {
+		if got := cs.take(isRedis); got != want {
 			t.Fatalf("take %d: got %+v, want %+v", i+1, got, want)
 		}
 	}
 	full := &Clusters{Keep: 1, idle: []*kept{zk}}
-	if got := full.take("redis"); got != zk {
+	if got := full.take(isRedis); got != zk {
 		t.Errorf("from a full pool: got %+v, want the zookeeper cluster to stop", got)
 	}
 }
@@ -66,7 +67,7 @@ func TestRunsTakeTheirSystemsIdleCluster(t *testing.T) {
 // Runs on one system share its containers: the second run finds the first's cluster,
 // healed and serving, and both judge their own key only.
 func TestRunsShareAKeptCluster(t *testing.T) {
-	t.Parallel()
+	inLane(t, laneRedis)
 	if testing.Short() {
 		t.Skip("needs Docker: real containers")
 	}

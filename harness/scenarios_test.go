@@ -20,10 +20,9 @@ import (
 )
 
 // The test binary doubles as the worker: the runner starts it again with WorkerEnv set.
-// Most container tests on Redis systems run side by side, each on a cluster and network of
-// its own (t.Parallel); those on systems slow to start (ZooKeeper's three JVMs take a core
-// to start, etcd's members elect) one after another before them, sharing kept clusters
-// (sharedClusters). A process one left is told by its run (expectNothingLeft); one left
+// The container tests run in lanes side by side (lanes_test.go): those on systems slow to
+// start (ZooKeeper's three JVMs take a core to start, etcd's members elect) one after
+// another in their system's lane, sharing kept clusters (sharedClusters). A process one left is told by its run (expectNothingLeft); one left
 // unreaped, which tells nobody its run, and a container or network of any run once the
 // shared clusters are stopped, fail the package when all have ended.
 func TestMain(m *testing.M) {
@@ -47,7 +46,7 @@ func TestMain(m *testing.M) {
 
 // sharedClusters lends the runs of the tests on systems slow to start a cluster kept from
 // the test before, as a suite's runs share theirs (Clusters says when that is sound): one
-// per system, each started with the levers of every nemesis its tests pull.
+// per lane, each started with the levers of every nemesis its tests pull.
 var sharedClusters = func() *Clusters {
 	zk := zkSpec([]string{"pause-holder", "partition-leader", "partition-isolate-one", "partition-halves",
 		"pause-node", "clock-strobe", "kill-node", "kill-client"}, true, time.Second)
@@ -58,7 +57,7 @@ var sharedClusters = func() *Clusters {
 	pg := shortSpec("postgres", "pg-advisory", "partition-holder", true, time.Second)
 	pg.Nemesis = append(pg.Nemesis, "pause-holder")
 	cs := NewClusters(zk, zkCut, etcd, pg)
-	cs.Keep = 3
+	cs.Keep = 4 // one for each lane that shares
 	return cs
 }()
 
@@ -189,7 +188,7 @@ func expect(t *testing.T, s results.Summary, want map[string]checkers.Verdict) {
 }
 
 func TestRedisPausedHolderWithoutFencingCorruptsStorage(t *testing.T) {
-	t.Parallel()
+	inLane(t, laneRedis)
 	s := runScenario(t, kleppmannSpec(false))
 	expect(t, s, map[string]checkers.Verdict{
 		"lock-linearizable": checkers.Invalid,
@@ -206,7 +205,7 @@ func TestRedisPausedHolderWithoutFencingCorruptsStorage(t *testing.T) {
 }
 
 func TestRedisPausedHolderWithFencingKeepsStorageSafe(t *testing.T) {
-	t.Parallel()
+	inLane(t, laneRedis)
 	expectLockBrokenDataSafe(t, runScenario(t, kleppmannSpec(true)))
 }
 
@@ -227,7 +226,7 @@ func expectLockBrokenDataSafe(t *testing.T, s results.Summary) {
 }
 
 func TestRedisWithoutFaultsIsSafe(t *testing.T) {
-	t.Parallel()
+	inLane(t, laneRedis)
 	spec := kleppmannSpec(true)
 	spec.Nemesis = []string{"none"}
 	spec.TimeLimit = Duration(6 * time.Second)
@@ -293,7 +292,7 @@ var none = []string{"none"}
 // Redlock: five independent masters.
 
 func TestRedlockClientsWithoutFaultsAreSafe(t *testing.T) {
-	t.Parallel()
+	inLane(t, laneRedis)
 	for _, client := range []string{"redlock", "redsync"} {
 		t.Run(client, func(t *testing.T) {
 			s := runScenario(t, spec("redlock", client, none, false, 6*time.Second))
@@ -308,7 +307,7 @@ func TestRedlockClientsWithoutFaultsAreSafe(t *testing.T) {
 // A pause after the grant is invisible to both clients: redsync checks validity with Go's
 // monotonic clock, but only while acquiring.
 func TestRedlockPausedHolderCorruptsStorage(t *testing.T) {
-	t.Parallel()
+	inLane(t, laneRedis)
 	for _, client := range []string{"redlock", "redsync"} {
 		t.Run(client, func(t *testing.T) {
 			s := runScenario(t, spec("redlock", client, []string{"pause-holder"}, false, 12*time.Second))
@@ -325,7 +324,7 @@ func TestRedlockPausedHolderCorruptsStorage(t *testing.T) {
 // default TTL and work: the nemesis keeps client 1 in its critical section, within its
 // lease, for as long as staging the rest takes.
 func TestRedlockKleppmannClockJumpGivesTwoHolders(t *testing.T) {
-	t.Parallel()
+	inLane(t, laneRedis)
 	s := DefaultSpec()
 	s.System, s.Nemesis, s.TimeLimit = "redlock", []string{"kleppmann-clock"}, Duration(10*time.Second)
 	dir, summary := runTrial(t, s)
@@ -344,7 +343,7 @@ func TestRedlockKleppmannClockJumpGivesTwoHolders(t *testing.T) {
 }
 
 func TestRedlockMinorityPartitionKeepsMutualExclusion(t *testing.T) {
-	t.Parallel()
+	inLane(t, laneRedis)
 	s := runScenario(t, spec("redlock", "redlock", []string{"partition-clients-from"}, false, 12*time.Second))
 	expectLockKept(t, s)
 	expectFaults(t, s, 2)
@@ -368,6 +367,7 @@ func zkSpec(nemesis []string, fencing bool, limit time.Duration) Spec {
 }
 
 func TestZooKeeperWithoutFaultsIsSafeWithGrowingTokens(t *testing.T) {
+	inLane(t, laneZooKeeper)
 	for _, client := range []string{"zookeeper", "zk-recipe-lib"} {
 		t.Run(client, func(t *testing.T) {
 			s := zkSpec(none, true, 8*time.Second)
@@ -383,6 +383,7 @@ func TestZooKeeperWithoutFaultsIsSafeWithGrowingTokens(t *testing.T) {
 
 // A holder paused for 5 s, past its 2 s session: 12 s see two pauses.
 func TestZooKeeperHolderPausedPastItsSessionCorruptsStorage(t *testing.T) {
+	inLane(t, laneZooKeeper)
 	s := runScenario(t, zkSpec([]string{"pause-holder"}, false, 12*time.Second))
 	expect(t, s, map[string]checkers.Verdict{
 		"mutual-exclusion": checkers.Invalid,
@@ -391,10 +392,12 @@ func TestZooKeeperHolderPausedPastItsSessionCorruptsStorage(t *testing.T) {
 }
 
 func TestZooKeeperFencingKeepsStorageSafe(t *testing.T) {
+	inLane(t, laneZooKeeper)
 	expectLockBrokenDataSafe(t, runScenario(t, zkSpec([]string{"pause-holder"}, true, 12*time.Second)))
 }
 
 func TestZooKeeperMinorityPartitionsKeepMutualExclusion(t *testing.T) {
+	inLane(t, laneZooKeeper)
 	for _, shape := range []string{"partition-leader", "partition-isolate-one", "partition-halves"} {
 		t.Run(shape, func(t *testing.T) {
 			s := runScenario(t, zkSpec([]string{shape}, true, 15*time.Second))
@@ -408,6 +411,7 @@ func TestZooKeeperMinorityPartitionsKeepMutualExclusion(t *testing.T) {
 // clients connected to it, the holder's included: the lock then passes on while the holder
 // still believes in it (seen here). Fencing keeps the storage safe all the same.
 func TestZooKeeperPausedServerWithFencingKeepsStorageSafe(t *testing.T) {
+	inLane(t, laneZooKeeper)
 	s := runScenario(t, zkSpec([]string{"pause-node"}, true, 15*time.Second))
 	expect(t, s, map[string]checkers.Verdict{
 		"data-safety":  checkers.Valid,
@@ -419,6 +423,7 @@ func TestZooKeeperPausedServerWithFencingKeepsStorageSafe(t *testing.T) {
 
 // The recipe watches only its predecessor: one handoff wakes one waiter.
 func TestZooKeeperRecipeWakesOneWaiterPerRelease(t *testing.T) {
+	inLane(t, laneZooKeeper)
 	s := zkSpec(none, false, 8*time.Second)
 	s.Clients = 6 // five waiting behind the holder
 	summary := runScenario(t, s)
@@ -433,7 +438,7 @@ func TestZooKeeperRecipeWakesOneWaiterPerRelease(t *testing.T) {
 // drops the holder's key and grants the lock again. With seed 7 the schedule jumps forward
 // while a client holds the lock (and the reset after a backward jump is a forward jump too).
 func TestRedisClockJumpBreaksTheLock(t *testing.T) {
-	t.Parallel()
+	inLane(t, laneRedis)
 	s := runScenario(t, spec("redis", "redis", []string{"clock-bump"}, false, 12*time.Second))
 	expect(t, s, map[string]checkers.Verdict{
 		"lock-linearizable": checkers.Invalid,
@@ -447,6 +452,7 @@ func TestRedisClockJumpBreaksTheLock(t *testing.T) {
 // second, so the clock faults' hazard surely occurs; a bump may go back, and a clock run
 // faster moves past no lease held for a holder's 100 ms.
 func TestZooKeeperIgnoresClockJumps(t *testing.T) {
+	inLane(t, laneZooKeeper)
 	s := runScenario(t, zkSpec([]string{"clock-strobe"}, true, 10*time.Second))
 	expectAllValid(t, s)
 	expectHazard(t, s, history.ClockPastLease)

@@ -32,12 +32,12 @@ func localSpec(system string, nemesis []string, fencing bool) Spec {
 }
 
 func TestLocalLockWithoutFaultsIsSafe(t *testing.T) {
-	t.Parallel()
+	inLane(t, laneLocal)
 	expectAllValid(t, runScenario(t, localSpec("local", []string{"none"}, true)))
 }
 
 func TestBrokenLocalLockIsCaught(t *testing.T) {
-	t.Parallel()
+	inLane(t, laneLocal)
 	s := runScenario(t, localSpec("local-broken", []string{"none"}, false))
 	expect(t, s, map[string]checkers.Verdict{
 		"lock-linearizable": checkers.Invalid,
@@ -50,7 +50,7 @@ func TestBrokenLocalLockIsCaught(t *testing.T) {
 }
 
 func TestLocalPausedHolderWithoutFencingCorruptsStorage(t *testing.T) {
-	t.Parallel()
+	inLane(t, laneLocal)
 	s := runScenario(t, localSpec("local", []string{"pause-holder"}, false))
 	expect(t, s, map[string]checkers.Verdict{
 		"lock-linearizable": checkers.Invalid,
@@ -60,14 +60,14 @@ func TestLocalPausedHolderWithoutFencingCorruptsStorage(t *testing.T) {
 }
 
 func TestLocalPausedHolderWithFencingKeepsStorageSafe(t *testing.T) {
-	t.Parallel()
+	inLane(t, laneLocal)
 	expectLockBrokenDataSafe(t, runScenario(t, localSpec("local", []string{"pause-holder"}, true)))
 }
 
 // A worker killed while it waits for the lock: its acquire becomes indeterminate, a new
 // process takes its place, and the checkers still decide.
 func TestKilledWorkerLeavesAnIndeterminateOpAndIsReplaced(t *testing.T) {
-	t.Parallel()
+	inLane(t, laneLocal)
 	spec := localSpec("local", []string{"kill-client"}, true)
 	dir, s := runTrial(t, spec)
 	expectAllValid(t, s)
