@@ -91,6 +91,9 @@ type Options struct {
 
 	// pairErr is why the history did not pair, when RunAll paired it.
 	pairErr error
+	// carry is what the pieces before this one left, when a history is judged piece by
+	// piece (Stream); nil when it is judged whole.
+	carry *carry
 }
 
 // pair pairs the history, or hands over what was paired once for all checkers. The
