@@ -148,7 +148,11 @@ func Worst(results []Result) Verdict {
 // becomes unknown and says why. An invalid verdict stands: a violation found is proven
 // however little else happened.
 func Judge(ctx context.Context, events []history.Event, opts Options) []Result {
-	results := RunAll(ctx, All(), events, opts)
+	return precondition(RunAll(ctx, All(), events, opts))
+}
+
+// precondition holds the results of every checker to the stats precondition (see Judge).
+func precondition(results []Result) []Result {
 	var stats Result
 	for _, r := range results {
 		if r.Property == PropertyPrecondition && r.Verdict != Valid {
