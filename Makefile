@@ -85,7 +85,7 @@ bench: deps image
 	@mkdir -p $(BENCHDIR)
 	$(GO) build -o $(BENCHDIR)/lockbreaker ./cmd/lockbreaker
 	$(GO) build -o $(BENCHDIR)/histgen ./history/histgen/cmd/histgen
-	@for run in 100000:5 100000:20 100000:50 1000000:20; do ops=$${run%:*}; clients=$${run#*:}; \
+	@for run in 100000:5 100000:20 100000:50 1000000:5 1000000:20 1000000:50 10000000:5 10000000:20 10000000:50; do ops=$${run%:*}; clients=$${run#*:}; \
 	  for fencing in false true; do dir=$(BENCHDIR)/run-$$ops-$$clients-$$fencing; rm -rf $$dir; \
 	    $(BENCHDIR)/histgen -ops $$ops -clients $$clients -fencing=$$fencing $$dir || exit 1; \
 	    /usr/bin/time -f "%e s, max RSS %M KB" -o $$dir/time $(BENCHDIR)/lockbreaker check $$dir >$$dir/check.txt 2>&1; \
