@@ -4,7 +4,6 @@ package checkers
 
 import (
 	"math"
-	"slices"
 
 	"github.com/lockbreaker/lockbreaker/history"
 )
@@ -17,36 +16,25 @@ const never = math.MaxInt64
 // last cut.
 func findCut(ops []*history.Op, storage map[string]guarded) (t int64, after map[string]guarded, ok bool) {
 	ends := blockingEnds(ops)
-	order := make([]int, len(ops))
-	for i := range order {
-		order[i] = i
+	starts := make([]int64, len(ops))
+	for i, op := range ops {
+		starts[i], _ = op.Window()
 	}
-	start := func(i int) int64 { s, _ := ops[i].Window(); return s }
-	slices.SortStableFunc(order, func(a, b int) int { return compareInt64(start(a), start(b)) })
+	order := orderBy(starts)
+	start := func(n int) int64 { return starts[order[n]] }
 
-	keys := map[string]*storageFacts{}
-	for key, g := range storage {
-		keys[key] = &storageFacts{state: g, known: true, lastWrite: math.MinInt64}
-	}
+	var keys map[string]*storageFacts
 	unknown := 0 // keys whose storage is not known
-	reach := int64(math.MinInt64)
-	for n, i := range order {
-		if n > 0 && start(order[n-1]) < start(i) && reach < start(i) && unknown == 0 {
-			t, ok = start(i)-1, true
-			after = make(map[string]guarded, len(keys))
-			for key, k := range keys {
-				after[key] = k.state
-			}
-		}
-		reach = max(reach, ends[i])
-		op := ops[i]
+	// see takes in the n-th operation to start.
+	see := func(n int) {
+		op := ops[order[n]]
 		k := keys[op.Invoke.Key]
 		if k == nil {
 			k = &storageFacts{known: true, lastWrite: math.MinInt64}
 			keys[op.Invoke.Key] = k
 		}
 		wasKnown := k.known && k.fenceKnown()
-		k.see(op, start(i), ends[i])
+		k.see(op, start(n), ends[order[n]])
 		if isKnown := k.known && k.fenceKnown(); wasKnown != isKnown {
 			if isKnown {
 				unknown--
@@ -55,7 +43,36 @@ func findCut(ops []*history.Op, storage map[string]guarded) (t int64, after map[
 			}
 		}
 	}
-	return t, after, ok
+	reset := func() {
+		keys, unknown = map[string]*storageFacts{}, 0
+		for key, g := range storage {
+			keys[key] = &storageFacts{state: g, known: true, lastWrite: math.MinInt64}
+		}
+	}
+
+	reset()
+	cut := 0 // the operations before the latest cut found
+	reach := int64(math.MinInt64)
+	for n, i := range order {
+		if n > 0 && start(n-1) < start(n) && reach < start(n) && unknown == 0 {
+			cut, t, ok = n, start(n)-1, true
+		}
+		reach = max(reach, ends[i])
+		see(n)
+	}
+	if !ok {
+		return 0, nil, false
+	}
+	// The storage at the cut: its operations taken in again.
+	reset()
+	for n := range cut {
+		see(n)
+	}
+	after = make(map[string]guarded, len(keys))
+	for key, k := range keys {
+		after[key] = k.state
+	}
+	return t, after, true
 }
 
 // storageFacts is what is known of a key's register and fence, following its operations
