@@ -12,7 +12,7 @@ import (
 	"github.com/lockbreaker/lockbreaker/history"
 )
 
-// carry is shared by the pieces of one history.
+// carry is what one piece of a history is judged with.
 type carry struct {
 	// start is the history's first event's time, from which evidence counts times.
 	start int64
@@ -21,28 +21,33 @@ type carry struct {
 	infinity int64
 	// storage is the register and fence of each key at the piece's start (data-safety).
 	storage map[string]guarded
+	// states are the checkers' states, shared by the pieces of one history.
+	states *states
+}
 
-	mu     sync.Mutex // RunAll runs checkers at once
-	states map[string]any
+// states are the checkers' states, by checker.
+type states struct {
+	mu sync.Mutex // RunAll runs checkers at once
+	m  map[string]any
 }
 
 // stateOf is the checker's state carried from the pieces before, made on first use; a
 // fresh one when the history is judged whole.
 func stateOf[T any](opts Options, checker string) *T {
-	c := opts.carry
-	if c == nil {
+	if opts.carry == nil {
 		return new(T)
 	}
+	c := opts.carry.states
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if s, ok := c.states[checker]; ok {
+	if s, ok := c.m[checker]; ok {
 		return s.(*T)
 	}
 	s := new(T)
-	if c.states == nil {
-		c.states = map[string]any{}
+	if c.m == nil {
+		c.m = map[string]any{}
 	}
-	c.states[checker] = s
+	c.m[checker] = s
 	return s
 }
 

@@ -57,27 +57,46 @@ type Limits struct {
 // a history recorded by the harness never comes near without a cut.
 var DefaultLimits = Limits{PieceOps: 50_000, MaxOps: 1_000_000, LongOps: 200_000}
 
-// Stream judges a history fed to it event by event (history.Scan), piece by piece.
+// Stream judges a history fed to it event by event (history.Scan), piece by piece. A
+// piece is judged while the next one is read: two pieces are held at most, besides the
+// operations not yet cut.
 type Stream struct {
 	ctx    context.Context
 	opts   Options
 	limits Limits
-	carry  carry
+	carry  carry // of the next piece
 
 	ops     []*history.Op // operations since the last cut, in the order they were invoked
+	events  []heldEvent   // their events and the nemesis's, in the history's order
 	open    map[int]*history.Op
-	nemesis []history.Event
 	seen    bool  // whether an event came
 	lastCut int64 // the last cut's time; 0 before the first
 	cuts    int
 	tryAt   int // look for a cut when this many operations are held
 	notes   []string
 	failed  string // why the stream gave up
+
+	pieces chan piece    // to the judge, one at a time
+	judged chan struct{} // closed when the judge has judged every piece sent
+}
+
+// heldEvent is an event held until its piece is cut: an operation's (op), or the nemesis's.
+type heldEvent struct {
+	event *history.Event
+	op    *history.Op
+}
+
+// piece is a piece of the history cut off, to judge.
+type piece struct {
+	events []history.Event
+	ops    []*history.Op
+	carry  carry
 }
 
 // NewStream starts judging a history with every checker (All), as Judge does.
 func NewStream(ctx context.Context, opts Options, limits Limits) *Stream {
-	return &Stream{ctx: ctx, opts: opts, limits: limits, open: map[int]*history.Op{}, tryAt: limits.PieceOps}
+	return &Stream{ctx: ctx, opts: opts, limits: limits, open: map[int]*history.Op{}, tryAt: limits.PieceOps,
+		carry: carry{states: &states{}}}
 }
 
 // Add takes the history's next event. Events must come in the order of their times, as a
@@ -93,7 +112,7 @@ func (s *Stream) Add(e history.Event) {
 	s.carry.infinity = max(s.carry.infinity, e.Time+1)
 	switch {
 	case e.Process == history.NemesisProcess:
-		s.nemesis = append(s.nemesis, e)
+		s.events = append(s.events, heldEvent{event: &e})
 		return
 	case e.Type == history.Invoke:
 		if s.cuts > 0 && e.Time <= s.lastCut {
@@ -102,6 +121,7 @@ func (s *Stream) Add(e history.Event) {
 		}
 		op := &history.Op{Invoke: e}
 		s.ops = append(s.ops, op)
+		s.events = append(s.events, heldEvent{&op.Invoke, op})
 		s.open[e.Process] = op
 	default:
 		op := s.open[e.Process]
@@ -110,6 +130,7 @@ func (s *Stream) Add(e history.Event) {
 			return
 		}
 		op.Complete = &e
+		s.events = append(s.events, heldEvent{&e, op})
 		delete(s.open, e.Process)
 	}
 	if len(s.ops) >= s.tryAt {
@@ -123,7 +144,7 @@ func (s *Stream) Add(e history.Event) {
 
 func (s *Stream) fail(why string) {
 	s.failed = why
-	s.ops, s.open, s.nemesis = nil, nil, nil
+	s.ops, s.open, s.events = nil, nil, nil
 }
 
 // at is a time of the history as evidence prints it; the start for 0.
@@ -137,8 +158,13 @@ func (s *Stream) Notes() []string { return s.notes }
 // Results judges what is left and returns every checker's verdict on the whole history,
 // held to the stats precondition as Judge holds them.
 func (s *Stream) Results() []Result {
+	if s.pieces != nil {
+		close(s.pieces)
+		<-s.judged
+		s.pieces = nil
+	}
 	if s.failed != "" {
-		results := s.judge(nil, nil)
+		results := s.judge(piece{carry: s.carry})
 		for i, r := range results {
 			if r.Verdict != Invalid && r.Verdict != NotApplicable && r.Property != PropertyMetric {
 				results[i].Verdict, results[i].Summary = Unknown, s.failed+" (judged until then: "+r.Summary+")"
@@ -146,48 +172,63 @@ func (s *Stream) Results() []Result {
 		}
 		return results
 	}
-	events := s.events(s.ops, math.MaxInt64)
+	last := s.take(math.MaxInt64)
 	if s.cuts == 0 { // never cut: judged whole, exactly as Judge does
-		return Judge(s.ctx, events, s.opts)
+		return Judge(s.ctx, last.events, s.opts)
 	}
-	s.note(s.ops)
-	return precondition(s.judge(events, s.ops))
+	s.note(last.ops)
+	return precondition(s.judge(last))
 }
 
 // judge runs every checker on one piece, from where the pieces before left them.
-func (s *Stream) judge(events []history.Event, ops []*history.Op) []Result {
+func (s *Stream) judge(p piece) []Result {
 	opts := s.opts
-	opts.carry = &s.carry
-	opts.Ops = make([]history.Op, 0, len(ops))
-	for _, op := range ops {
-		opts.Ops = append(opts.Ops, *op)
-	}
+	opts.carry = &p.carry
 	// In the order history.Pair gives, with which the pieces were invoked.
-	slices.SortStableFunc(opts.Ops, func(a, b history.Op) int { return compareInt64(a.Invoke.Time, b.Invoke.Time) })
-	return RunAll(s.ctx, All(), events, opts)
+	slices.SortStableFunc(p.ops, func(a, b *history.Op) int { return compareInt64(a.Invoke.Time, b.Invoke.Time) })
+	// The completions side by side, in that order, as Pair holds them: every checker
+	// reads them all, several times.
+	opts.Ops = make([]history.Op, len(p.ops))
+	done := make([]history.Event, 0, len(p.ops))
+	for i, op := range p.ops {
+		opts.Ops[i].Invoke = op.Invoke
+		if op.Complete != nil {
+			done = append(done, *op.Complete)
+			opts.Ops[i].Complete = &done[len(done)-1]
+		}
+	}
+	return RunAll(s.ctx, All(), p.events, opts)
 }
 
-// events are the events of ops and the nemesis events up to until, in the history's order.
-func (s *Stream) events(ops []*history.Op, until int64) []history.Event {
-	var events []history.Event
-	keep := s.nemesis[:0]
-	for _, e := range s.nemesis {
-		if e.Time <= until {
-			events = append(events, e)
+// take cuts off the operations whose windows start by t, their events and the nemesis
+// events up to t, in the history's order, as a piece judged with the carry as it is.
+func (s *Stream) take(t int64) piece {
+	p := piece{carry: s.carry}
+	rest := s.ops[:0]
+	for _, op := range s.ops {
+		if start, _ := op.Window(); start <= t {
+			p.ops = append(p.ops, op)
 		} else {
-			keep = append(keep, e)
+			rest = append(rest, op)
 		}
 	}
-	s.nemesis = keep
-	for _, op := range ops {
-		events = append(events, op.Invoke)
-		if op.Complete != nil {
-			events = append(events, *op.Complete)
+	clear(s.ops[len(rest):]) // let the piece's operations go once judged
+	s.ops = rest
+	p.events = make([]history.Event, 0, 2*len(p.ops))
+	keep := s.events[:0]
+	for _, h := range s.events {
+		if h.op == nil && h.event.Time <= t || h.op != nil && windowStart(h.op) <= t {
+			p.events = append(p.events, *h.event)
+		} else {
+			keep = append(keep, h)
 		}
 	}
-	slices.SortFunc(events, func(a, b history.Event) int { return a.Index - b.Index })
-	return events
+	clear(s.events[len(keep):])
+	s.events = keep
+	return p
 }
+
+func windowStart(op *history.Op) int64 { start, _ := op.Window(); return start }
 
 // note says so when a piece is a long stretch without a cut.
 func (s *Stream) note(piece []*history.Op) {
@@ -202,26 +243,29 @@ func (s *Stream) note(piece []*history.Op) {
 		s.at(from), s.at(to), len(piece)))
 }
 
-// cut judges the operations before the latest safe cut among those held, if there is one.
+// cut hands the operations before the latest safe cut among those held, if there is one,
+// to the judge, which judges them while the stream reads on.
 func (s *Stream) cut() {
 	t, storage, ok := findCut(s.ops, s.carry.storage)
 	if !ok {
 		s.tryAt = len(s.ops) + max(s.limits.PieceOps/4, 1)
 		return
 	}
-	var piece, rest []*history.Op
-	for _, op := range s.ops {
-		if start, _ := op.Window(); start <= t {
-			piece = append(piece, op)
-		} else {
-			rest = append(rest, op)
-		}
-	}
-	s.note(piece)
 	infinity := s.carry.infinity
 	s.carry.infinity = t
-	s.judge(s.events(piece, t), piece)
+	p := s.take(t)
 	s.carry.infinity, s.carry.storage = infinity, storage
-	s.ops, s.lastCut, s.tryAt = rest, t, len(rest)+s.limits.PieceOps
+	s.note(p.ops)
+	if s.pieces == nil {
+		s.pieces, s.judged = make(chan piece), make(chan struct{})
+		go func() {
+			defer close(s.judged)
+			for p := range s.pieces {
+				s.judge(p)
+			}
+		}()
+	}
+	s.pieces <- p
+	s.lastCut, s.tryAt = t, len(s.ops)+s.limits.PieceOps
 	s.cuts++
 }
