@@ -68,7 +68,7 @@ type Stream struct {
 
 	ops     []*history.Op // operations since the last cut, in the order they were invoked
 	events  []heldEvent   // their events and the nemesis's, in the history's order
-	open    map[int]*history.Op
+	open    map[int]*heldOp
 	seen    bool  // whether an event came
 	lastCut int64 // the last cut's time; 0 before the first
 	cuts    int
@@ -86,16 +86,32 @@ type heldEvent struct {
 	op    *history.Op
 }
 
+// heldOp is an operation held until its piece is cut, with room for its completion: one
+// allocation for both.
+type heldOp struct {
+	history.Op
+	done history.Event
+}
+
 // piece is a piece of the history cut off, to judge.
 type piece struct {
-	events []history.Event
+	events []*history.Event
 	ops    []*history.Op
 	carry  carry
 }
 
+// history is the piece's events, in the history's order.
+func (p piece) history() []history.Event {
+	events := make([]history.Event, len(p.events))
+	for i, e := range p.events {
+		events[i] = *e
+	}
+	return events
+}
+
 // NewStream starts judging a history with every checker (All), as Judge does.
 func NewStream(ctx context.Context, opts Options, limits Limits) *Stream {
-	return &Stream{ctx: ctx, opts: opts, limits: limits, open: map[int]*history.Op{}, tryAt: limits.PieceOps,
+	return &Stream{ctx: ctx, opts: opts, limits: limits, open: map[int]*heldOp{}, tryAt: limits.PieceOps,
 		carry: carry{states: &states{}}}
 }
 
@@ -119,9 +135,9 @@ func (s *Stream) Add(e history.Event) {
 			s.fail(fmt.Sprintf("event #%d comes before the history was cut at %s", e.Index, s.opts.timeline(nil).at(s.lastCut)))
 			return
 		}
-		op := &history.Op{Invoke: e}
-		s.ops = append(s.ops, op)
-		s.events = append(s.events, heldEvent{&op.Invoke, op})
+		op := &heldOp{Op: history.Op{Invoke: e}}
+		s.ops = append(s.ops, &op.Op)
+		s.events = append(s.events, heldEvent{&op.Invoke, &op.Op})
 		s.open[e.Process] = op
 	default:
 		op := s.open[e.Process]
@@ -129,8 +145,9 @@ func (s *Stream) Add(e history.Event) {
 			s.fail(fmt.Sprintf("event #%d completes no operation", e.Index))
 			return
 		}
-		op.Complete = &e
-		s.events = append(s.events, heldEvent{&e, op})
+		op.done = e
+		op.Complete = &op.done
+		s.events = append(s.events, heldEvent{op.Complete, &op.Op})
 		delete(s.open, e.Process)
 	}
 	if len(s.ops) >= s.tryAt {
@@ -174,7 +191,7 @@ func (s *Stream) Results() []Result {
 	}
 	last := s.take(math.MaxInt64)
 	if s.cuts == 0 { // never cut: judged whole, exactly as Judge does
-		return Judge(s.ctx, last.events, s.opts)
+		return Judge(s.ctx, last.history(), s.opts)
 	}
 	s.note(last.ops)
 	return precondition(s.judge(last))
@@ -197,7 +214,7 @@ func (s *Stream) judge(p piece) []Result {
 			opts.Ops[i].Complete = &done[len(done)-1]
 		}
 	}
-	return RunAll(s.ctx, All(), p.events, opts)
+	return RunAll(s.ctx, All(), p.history(), opts)
 }
 
 // take cuts off the operations whose windows start by t, their events and the nemesis
@@ -214,11 +231,11 @@ func (s *Stream) take(t int64) piece {
 	}
 	clear(s.ops[len(rest):]) // let the piece's operations go once judged
 	s.ops = rest
-	p.events = make([]history.Event, 0, 2*len(p.ops))
+	p.events = make([]*history.Event, 0, 2*len(p.ops))
 	keep := s.events[:0]
 	for _, h := range s.events {
 		if h.op == nil && h.event.Time <= t || h.op != nil && windowStart(h.op) <= t {
-			p.events = append(p.events, *h.event)
+			p.events = append(p.events, h.event)
 		} else {
 			keep = append(keep, h)
 		}
