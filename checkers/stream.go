@@ -100,15 +100,6 @@ type piece struct {
 	carry  carry
 }
 
-// history is the piece's events, in the history's order.
-func (p piece) history() []history.Event {
-	events := make([]history.Event, len(p.events))
-	for i, e := range p.events {
-		events[i] = *e
-	}
-	return events
-}
-
 // NewStream starts judging a history with every checker (All), as Judge does.
 func NewStream(ctx context.Context, opts Options, limits Limits) *Stream {
 	return &Stream{ctx: ctx, opts: opts, limits: limits, open: map[int]*heldOp{}, tryAt: limits.PieceOps,
@@ -191,7 +182,8 @@ func (s *Stream) Results() []Result {
 	}
 	last := s.take(math.MaxInt64)
 	if s.cuts == 0 { // never cut: judged whole, exactly as Judge does
-		return Judge(s.ctx, last.history(), s.opts)
+		events, opts := last.unpack(s.opts)
+		return Judge(s.ctx, events, opts)
 	}
 	s.note(last.ops)
 	return precondition(s.judge(last))
@@ -199,12 +191,21 @@ func (s *Stream) Results() []Result {
 
 // judge runs every checker on one piece, from where the pieces before left them.
 func (s *Stream) judge(p piece) []Result {
-	opts := s.opts
+	events, opts := p.unpack(s.opts)
 	opts.carry = &p.carry
-	// In the order history.Pair gives, with which the pieces were invoked.
+	p.events, p.ops = nil, nil // the carry keeps p: held once, as judged
+	return RunAll(s.ctx, All(), events, opts)
+}
+
+// unpack is the piece's events, in the history's order, and opts with its operations in
+// the order history.Pair gives, their completions side by side as Pair holds them: every
+// checker reads them all, several times.
+func (p piece) unpack(opts Options) ([]history.Event, Options) {
+	events := make([]history.Event, len(p.events))
+	for i, e := range p.events {
+		events[i] = *e
+	}
 	slices.SortStableFunc(p.ops, func(a, b *history.Op) int { return compareInt64(a.Invoke.Time, b.Invoke.Time) })
-	// The completions side by side, in that order, as Pair holds them: every checker
-	// reads them all, several times.
 	opts.Ops = make([]history.Op, len(p.ops))
 	done := make([]history.Event, 0, len(p.ops))
 	for i, op := range p.ops {
@@ -214,7 +215,7 @@ func (s *Stream) judge(p piece) []Result {
 			opts.Ops[i].Complete = &done[len(done)-1]
 		}
 	}
-	return RunAll(s.ctx, All(), p.history(), opts)
+	return events, opts
 }
 
 // take cuts off the operations whose windows start by t, their events and the nemesis
