@@ -81,15 +81,17 @@ vet:
 # then an acquire and release through the exec protocol (docs/protocol.md) against the
 # same Go lock called in-process, and redis-py's Lock through it (real Redis node).
 BENCHDIR ?= $(or $(TMPDIR),/tmp)/lockbreaker-bench
+# ops:clients of the generated histories checked, each with fencing off and on.
+BENCHCHECKS ?= 100000:5 100000:20 100000:50 1000000:5 1000000:20 1000000:50 10000000:5 10000000:20 10000000:50
 bench: deps image
 	$(GO) test -run '^$$' -bench . -benchtime 1x -benchmem ./checkers/
 	@mkdir -p $(BENCHDIR)
 	$(GO) build -o $(BENCHDIR)/lockbreaker ./cmd/lockbreaker
 	$(GO) build -o $(BENCHDIR)/histgen ./history/histgen/cmd/histgen
-	@for run in 100000:5 100000:20 100000:50 1000000:20; do ops=$${run%:*}; clients=$${run#*:}; \
+	@for run in $(BENCHCHECKS); do ops=$${run%:*}; clients=$${run#*:}; \
 	  for fencing in false true; do dir=$(BENCHDIR)/run-$$ops-$$clients-$$fencing; rm -rf $$dir; \
 	    $(BENCHDIR)/histgen -ops $$ops -clients $$clients -fencing=$$fencing $$dir || exit 1; \
-	    /usr/bin/time -f "%e s, max RSS %M KB" -o $$dir/time $(BENCHDIR)/lockbreaker check $$dir >$$dir/check.txt 2>&1; \
+	    /usr/bin/time -f "%e s (%U s user), max RSS %M KB" -o $$dir/time $(BENCHDIR)/lockbreaker check $$dir >$$dir/check.txt 2>&1; \
 	    printf 'check ops=%-8s clients=%-3s fencing=%-6s %s; %s\n' $$ops $$clients $$fencing "$$(cat $$dir/time | tail -1)" \
 	      "$$(grep -E '^  [a-z-]+ +[A-Z-]+' $$dir/check.txt | awk '{printf "%s=%s ", $$1, $$2}')"; \
 	  done; done

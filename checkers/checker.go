@@ -91,6 +91,9 @@ type Options struct {
 
 	// pairErr is why the history did not pair, when RunAll paired it.
 	pairErr error
+	// carry is what the pieces before this one left, when a history is judged piece by
+	// piece (Stream); nil when it is judged whole.
+	carry *carry
 }
 
 // pair pairs the history, or hands over what was paired once for all checkers. The
@@ -145,7 +148,11 @@ func Worst(results []Result) Verdict {
 // becomes unknown and says why. An invalid verdict stands: a violation found is proven
 // however little else happened.
 func Judge(ctx context.Context, events []history.Event, opts Options) []Result {
-	results := RunAll(ctx, All(), events, opts)
+	return precondition(RunAll(ctx, All(), events, opts))
+}
+
+// precondition holds the results of every checker to the stats precondition (see Judge).
+func precondition(results []Result) []Result {
 	var stats Result
 	for _, r := range results {
 		if r.Property == PropertyPrecondition && r.Verdict != Valid {

@@ -251,12 +251,14 @@ func TestSearchesEndUnknownWhenOutOfTime(t *testing.T) {
 func TestSearchCutShortIsUnknown(t *testing.T) {
 	stuck := linearizability{
 		name: "stuck",
-		model: porcupine.Model{
-			Init: func() any { return nobody },
-			StepContext: func(ctx context.Context, state, _, _ any) (bool, any) {
-				<-ctx.Done() // porcupine cancels it when its time is up
-				return true, state
-			},
+		model: func(Options, string) porcupine.Model {
+			return porcupine.Model{
+				Init: func() any { return nobody },
+				StepContext: func(ctx context.Context, state, _, _ any) (bool, any) {
+					<-ctx.Done() // porcupine cancels it when its time is up
+					return true, state
+				},
+			}
 		},
 		models: isLockOp,
 	}

@@ -56,23 +56,37 @@ func opKey(op history.Op) string { return op.Invoke.Key }
 // is unknown. Two sorts and one pass make it O(n log n) where comparing every pair would be
 // quadratic. On equal ranks the earlier end wins.
 func sweepCompletedBefore(ops []history.Op, rank func(history.Op) int64, visit func(op, best history.Op, found bool)) {
-	start := func(op history.Op) int64 { s, _ := op.Window(); return s }
-	end := func(op history.Op) int64 { _, e := op.Window(); return e }
-	byStart := slices.Clone(ops)
-	slices.SortStableFunc(byStart, func(a, b history.Op) int { return compareInt64(start(a), start(b)) })
-	byEnd := slices.Clone(ops)
-	slices.SortStableFunc(byEnd, func(a, b history.Op) int { return compareInt64(end(a), end(b)) })
-
+	starts, ends := make([]int64, len(ops)), make([]int64, len(ops))
+	for i, op := range ops {
+		starts[i], ends[i] = op.Window()
+	}
+	byEnd := orderBy(ends)
 	var best history.Op
-	found, next := false, 0
-	for _, op := range byStart {
-		for ; next < len(byEnd) && end(byEnd[next]) < start(op); next++ {
-			if c := byEnd[next]; !found || rank(c) > rank(best) {
-				best, found = c, true
+	bestRank, found, next := int64(0), false, 0
+	for _, i := range orderBy(starts) {
+		for ; next < len(byEnd) && ends[byEnd[next]] < starts[i]; next++ {
+			if c := ops[byEnd[next]]; !found || rank(c) > bestRank {
+				best, bestRank, found = c, rank(c), true
 			}
 		}
-		visit(op, best, found)
+		visit(ops[i], best, found)
 	}
+}
+
+// orderBy is the indexes of keys in the order of their keys, equal keys in the order they
+// come: a stable sort that moves indexes, not the (large) operations they stand for.
+func orderBy(keys []int64) []int {
+	order := make([]int, len(keys))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		if c := compareInt64(keys[a], keys[b]); c != 0 {
+			return c
+		}
+		return a - b
+	})
+	return order
 }
 
 func compareInt64(a, b int64) int {

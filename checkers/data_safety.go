@@ -35,18 +35,19 @@ func (DataSafety) Name() string       { return "data-safety" }
 func (DataSafety) Property() Property { return PropertyDataSafety }
 
 func (c DataSafety) Check(ctx context.Context, events []history.Event, opts Options) Result {
-	r := linearizability{name: c.Name(), model: guardedRegister, models: isGuardedOp}.check(ctx, events, opts)
+	r := linearizability{name: c.Name(), model: storedModel, models: isGuardedOp}.check(ctx, events, opts)
 	if r.Counts == nil { // a corrupt history: nothing was counted
 		return r
 	}
-	accepted, rejected := 0, 0
+	st := stateOf[writeCounts](opts, "data-safety writes")
 	for _, e := range events {
 		if e.Func == history.Write && e.Type == history.OK {
-			accepted++
+			st.accepted++
 		} else if e.Func == history.Write && e.Type == history.Fail {
-			rejected++
+			st.rejected++
 		}
 	}
+	accepted, rejected := st.accepted, st.rejected
 	r.Counts["writes-accepted"], r.Counts["writes-rejected"] = accepted, rejected
 	r.Summary += fmt.Sprintf("; %s accepted, %d rejected", plural(accepted, "write"), rejected)
 	return r
@@ -88,26 +89,45 @@ func (s guarded) admit(req request) (guarded, bool) {
 	return s, true
 }
 
-var guardedRegister = (&porcupine.NondeterministicModel{
-	Init: func() []any { return []any{guarded{holder: nobody}} },
-	Step: func(state, in, out any) []any {
-		return guardedStep(state.(guarded), in.(request), out.(response))
-	},
-	Hash: func(state any) uint64 {
-		s := state.(guarded)
-		fence := mix(uint64(s.highest) ^ mix(uint64(s.fencer)))
-		return mix(s.holder.hash() ^ mix(uint64(s.register)^fence))
-	},
-	DescribeOperation: describeRequest,
-	DescribeState: func(state any) string {
-		s := state.(guarded)
-		if s.fenced {
-			return fmt.Sprintf("%s, register %d, fenced at token %d of %s", describeHolder(s.holder), s.register, s.highest, processName(s.fencer))
-		}
-		return fmt.Sprintf("%s, register %d", describeHolder(s.holder), s.register)
-	},
-	DescribeOperationMetadata: describeEvents,
-}).ToModel()
+// writeCounts counts the writes accepted and rejected, over the pieces judged so far.
+type writeCounts struct{ accepted, rejected int }
+
+// storedModel is guardedRegister from where the pieces before left the key: a piece
+// starts where nobody holds the lock, with the register and fence the cutter found.
+func storedModel(opts Options, key string) porcupine.Model {
+	if opts.carry == nil {
+		return guardedRegister
+	}
+	return guardedFrom(opts.carry.storage[key])
+}
+
+var guardedRegister = guardedFrom(guarded{})
+
+// guardedFrom is the model of a register guarded by a lock, starting from s with nobody
+// holding the lock.
+func guardedFrom(s guarded) porcupine.Model {
+	s.holder = nobody
+	return (&porcupine.NondeterministicModel{
+		Init: func() []any { return []any{s} },
+		Step: func(state, in, out any) []any {
+			return guardedStep(state.(guarded), in.(request), out.(response))
+		},
+		Hash: func(state any) uint64 {
+			s := state.(guarded)
+			fence := mix(uint64(s.highest) ^ mix(uint64(s.fencer)))
+			return mix(s.holder.hash() ^ mix(uint64(s.register)^fence))
+		},
+		DescribeOperation: describeRequest,
+		DescribeState: func(state any) string {
+			s := state.(guarded)
+			if s.fenced {
+				return fmt.Sprintf("%s, register %d, fenced at token %d of %s", describeHolder(s.holder), s.register, s.highest, processName(s.fencer))
+			}
+			return fmt.Sprintf("%s, register %d", describeHolder(s.holder), s.register)
+		},
+		DescribeOperationMetadata: describeEvents,
+	}).ToModel()
+}
 
 // guardedStep returns every state the request may leave behind; none when the response is
 // impossible from s. An indeterminate request may have taken effect or not: both states.

@@ -37,8 +37,11 @@ func (Fencing) Check(_ context.Context, events []history.Event, opts Options) Re
 	if err != nil {
 		return corrupt(err)
 	}
+	st := stateOf[fencingState](opts, "fencing")
+	if st.keys == nil {
+		st.keys = map[string]*keyFencing{}
+	}
 	var grants, accepted []history.Op
-	staleRejected := 0
 	for _, op := range ops {
 		storage := op.Func() == history.Read || op.Func() == history.Write
 		switch {
@@ -47,36 +50,44 @@ func (Fencing) Check(_ context.Context, events []history.Event, opts Options) Re
 		case storage && op.Type() == history.OK && op.Invoke.Token != nil:
 			accepted = append(accepted, op)
 		case storage && op.Type() == history.Fail && op.Complete.Error == history.ErrStaleToken:
-			staleRejected++
+			st.staleRejected++
 		}
 	}
-	if len(grants) == 0 && len(accepted) == 0 && staleRejected == 0 {
+	st.grants += len(grants)
+	st.accepted += len(accepted)
+	staleRejected := st.staleRejected
+	if st.grants == 0 && st.accepted == 0 && staleRejected == 0 {
 		return Result{Verdict: NotApplicable, Summary: "no fencing tokens in this history: nothing to check",
 			Counts: map[string]int{"grants-with-token": 0}}
 	}
 
-	tl := newTimeline(events)
-	var regressions, duplicates, staleAccepted evidence
-	var violation earliest
+	tl := opts.timeline(events)
+	regressions, duplicates, staleAccepted, violation := &st.regressions, &st.duplicates, &st.staleAccepted, &st.violation
+	keyOf := func(key string) *keyFencing {
+		if st.keys[key] == nil {
+			st.keys[key] = &keyFencing{first: map[int64]grantOf{}}
+		}
+		return st.keys[key]
+	}
 	keys, grantsByKey := byKey(grants, opKey)
 	for _, key := range keys {
-		first := map[int64]history.Op{} // token -> its first grant
+		k := keyOf(key)
 		for _, g := range grantsByKey[key] {
 			t := *g.Complete.Token
-			earlier, seen := first[t]
+			earlier, seen := k.first[t]
 			switch {
 			case !seen:
-				first[t] = g
-			case earlier.Process() == g.Process():
+				k.first[t] = grantOf{g.Process(), g.Complete.Index}
+			case earlier.process == g.Process():
 				violation.see(g.Complete.Time)
-				duplicates.addf("key %s: token %d granted twice to %s (#%d and #%d)", key, t, processName(g.Process()), earlier.Complete.Index, g.Complete.Index)
+				duplicates.addf("key %s: token %d granted twice to %s (#%d and #%d)", key, t, processName(g.Process()), earlier.index, g.Complete.Index)
 			default:
 				violation.see(g.Complete.Time)
 				duplicates.addf("key %s: token %d granted to %s (#%d) and to %s (#%d)", key, t,
-					processName(earlier.Process()), earlier.Complete.Index, processName(g.Process()), g.Complete.Index)
+					processName(earlier.process), earlier.index, processName(g.Process()), g.Complete.Index)
 			}
 		}
-		sweepCompletedBefore(grantsByKey[key], grantedToken, func(g, best history.Op, found bool) {
+		sweepAfter(&k.grant, grantsByKey[key], grantedToken, func(g, best history.Op, found bool) {
 			if found && grantedToken(g) < grantedToken(best) {
 				violation.see(g.Complete.Time)
 				regressions.addf("key %s: token %d granted to %s at %s after token %d was granted to %s at %s",
@@ -87,7 +98,7 @@ func (Fencing) Check(_ context.Context, events []history.Event, opts Options) Re
 	}
 	keys, acceptedByKey := byKey(accepted, opKey)
 	for _, key := range keys {
-		sweepCompletedBefore(acceptedByKey[key], carriedToken, func(req, best history.Op, found bool) {
+		sweepAfter(&keyOf(key).accepted, acceptedByKey[key], carriedToken, func(req, best history.Op, found bool) {
 			if found && carriedToken(req) < carriedToken(best) {
 				violation.see(req.Complete.Time)
 				staleAccepted.addf("key %s: storage accepted %s after accepting token %d from %s at %s",
@@ -99,7 +110,7 @@ func (Fencing) Check(_ context.Context, events []history.Event, opts Options) Re
 	r := Result{
 		Evidence: append(append(regressions.list(), duplicates.list()...), staleAccepted.list()...),
 		Counts: map[string]int{
-			"grants-with-token": len(grants),
+			"grants-with-token": st.grants,
 			CountStaleRejected:  staleRejected,
 			"regressions":       regressions.count(),
 			"duplicates":        duplicates.count(),
@@ -121,12 +132,30 @@ func (Fencing) Check(_ context.Context, events []history.Event, opts Options) Re
 		r.Verdict, r.Summary = Invalid, strings.Join(failures, ", ")
 	} else {
 		r.Verdict, r.Summary = Valid, "tokens increase; "+plural(staleRejected, "stale request")+" rejected"
-		if len(grants) == 0 {
+		if st.grants == 0 {
 			r.Summary = "no grant carried a token; the storage accepted no stale one and rejected " + plural(staleRejected, "stale request")
 		}
 	}
 	return r
 }
+
+// fencingState is what Fencing found, over the pieces judged so far.
+type fencingState struct {
+	grants, accepted, staleRejected        int
+	keys                                   map[string]*keyFencing
+	regressions, duplicates, staleAccepted evidence
+	violation                              earliest
+}
+
+// keyFencing is one key's tokens: every token granted, by its first grant (a duplicate
+// may come any time later), and the highest token granted and accepted so far.
+type keyFencing struct {
+	first           map[int64]grantOf
+	grant, accepted best
+}
+
+// grantOf is a token's first grant: to whom, at which event.
+type grantOf struct{ process, index int }
 
 func grantedToken(op history.Op) int64 { return *op.Complete.Token }
 func carriedToken(op history.Op) int64 { return *op.Invoke.Token }

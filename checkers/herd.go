@@ -41,18 +41,22 @@ func (Herd) Check(_ context.Context, events []history.Event, opts Options) Resul
 	// Every grant of a key but its first is a handoff, however the hold before it ended:
 	// an ok release, a release that failed not-held because the session had expired, or
 	// none at all.
-	notifications, handoffs := 0, 0
-	granted := map[string]bool{}
+	st := stateOf[herdState](opts, "herd")
+	if st.granted == nil {
+		st.granted = map[string]bool{}
+	}
+	granted := st.granted
 	for _, op := range ops {
 		if op.Func() != history.Acquire || op.Type() != history.OK || op.Complete.WatchEvents == nil {
 			continue
 		}
-		notifications += *op.Complete.WatchEvents
+		st.notifications += *op.Complete.WatchEvents
 		if granted[op.Invoke.Key] {
-			handoffs++
+			st.handoffs++
 		}
 		granted[op.Invoke.Key] = true
 	}
+	notifications, handoffs := st.notifications, st.handoffs
 	counts := map[string]int{"notifications": notifications, "handoffs": handoffs}
 	switch {
 	case len(granted) == 0:
@@ -68,4 +72,10 @@ func (Herd) Check(_ context.Context, events []history.Event, opts Options) Resul
 		r.Summary += fmt.Sprintf(": a thundering herd (more than %.0f)", herdLimit)
 	}
 	return r
+}
+
+// herdState is what Herd counts, over the pieces judged so far.
+type herdState struct {
+	notifications, handoffs int
+	granted                 map[string]bool // keys granted at least once
 }

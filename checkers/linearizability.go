@@ -22,6 +22,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"path/filepath"
 	"slices"
@@ -111,8 +112,10 @@ type response struct {
 
 // linearizability is one porcupine checker: its model and the operations the model speaks of.
 type linearizability struct {
-	name  string
-	model porcupine.Model
+	name string
+	// model is the model of a key, starting from the state the pieces before left it in
+	// (carry.storage); a key's first piece starts where a whole history does.
+	model func(opts Options, key string) porcupine.Model
 	// models says whether op takes part in the search; any other op is left out.
 	models func(op history.Op, o outcome) bool
 }
@@ -120,6 +123,7 @@ type linearizability struct {
 // keySearch is one key's search and what is needed to explain it.
 type keySearch struct {
 	key        string
+	model      porcupine.Model
 	ops        []*history.Op
 	operations []porcupine.Operation
 	result     porcupine.CheckResult
@@ -150,35 +154,44 @@ func (l linearizability) check(ctx context.Context, events []history.Event, opts
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	infinity := history.Span(events) + 1
-	tl := newTimeline(events)
+	infinity := opts.infinity(events)
+	tl := opts.timeline(events)
 	var page visualisation
 	if opts.Dir != "" {
 		page = newVisualisation(events, tl, infinity)
 	}
 
-	r := Result{Counts: map[string]int{"keys": len(keys), "operations": len(modelled)}}
-	var illegal, undecided []string
-	var proof, doubt evidence
-	files := fileNames{}
+	st := stateOf[searchState](opts, l.name)
+	if st.keys == nil {
+		st.keys, st.illegal, st.undecided, st.files = map[string]bool{}, map[string]bool{}, map[string]bool{}, fileNames{}
+	}
+	st.operations += len(modelled)
+	proof, doubt := &st.proof, &st.doubt
 	for _, key := range keys {
-		s := l.search(ctx, deadline, key, groups[key], infinity, opts.Dir != "")
+		st.keys[key] = true
+		// A piece of a key already found illegal is drawn no more: one page shows why.
+		// so is it explained: its later pieces are only searched.
+		first := opts.carry == nil || !st.illegal[key]
+		draw := opts.Dir != "" && first
+		s := l.search(ctx, deadline, l.model(opts, key), key, groups[key], infinity, draw, first)
 		switch {
 		case !s.searched || s.result == porcupine.Unknown:
-			undecided = append(undecided, key)
+			st.undecided[key] = true
 			doubt.addf("key %s: no answer in time (%d operations)", key, len(s.ops))
+		case s.result == porcupine.Illegal && !first:
 		case s.result == porcupine.Illegal:
-			illegal = append(illegal, key)
+			st.illegal[key] = true
 			for _, line := range l.explain(s, tl) {
 				proof.addf("%s", line)
 			}
 		}
-		if opts.Dir != "" && s.verbose {
-			name := files.next(l.name, key)
-			if err := page.write(filepath.Join(opts.Dir, name), l.model, s); err != nil {
+		// A history judged in pieces draws only where a search found it illegal.
+		if draw && s.verbose && (opts.carry == nil || s.result == porcupine.Illegal) {
+			name := st.files.next(l.name, key)
+			if err := page.write(filepath.Join(opts.Dir, name), s.model, s); err != nil {
 				doubt.addf("key %s: %v", key, err)
 			} else {
-				r.Files = append(r.Files, name)
+				st.drawn = append(st.drawn, name)
 			}
 			if len(s.ops) > visualiseLimit {
 				lo, hi := s.shown()
@@ -188,6 +201,8 @@ func (l linearizability) check(ctx context.Context, events []history.Event, opts
 		}
 	}
 
+	r := Result{Counts: map[string]int{"keys": len(st.keys), "operations": st.operations}, Files: st.drawn}
+	illegal, undecided := slices.Sorted(maps.Keys(st.illegal)), slices.Sorted(maps.Keys(st.undecided))
 	r.Evidence = append(proof.list(), doubt.list()...)
 	switch {
 	case len(illegal) > 0:
@@ -199,9 +214,18 @@ func (l linearizability) check(ctx context.Context, events []history.Event, opts
 		}
 		r.Verdict, r.Summary = Unknown, fmt.Sprintf("search did not finish on key %s (%s)", strings.Join(undecided, ", "), why)
 	default:
-		r.Verdict, r.Summary = Valid, fmt.Sprintf("linearizable: %s, %s", plural(len(keys), "key"), plural(len(modelled), "operation"))
+		r.Verdict, r.Summary = Valid, fmt.Sprintf("linearizable: %s, %s", plural(len(st.keys), "key"), plural(st.operations, "operation"))
 	}
 	return r
+}
+
+// searchState is what a porcupine checker found, over the pieces judged so far.
+type searchState struct {
+	keys, illegal, undecided map[string]bool
+	operations               int
+	proof, doubt             evidence
+	files                    fileNames
+	drawn                    []string // the pages written
 }
 
 // search runs porcupine on one key with the time left. Porcupine takes no context: a
@@ -210,23 +234,24 @@ func (l linearizability) check(ctx context.Context, events []history.Event, opts
 // The first search keeps no record of where it went, which costs porcupine most of its
 // time and memory on a long history; only an illegal answer, which must be explained, is
 // searched again with the record (in the time still left). A key small enough to draw
-// (visualiseLimit) is searched once, with the record, when the pages are wanted.
-func (l linearizability) search(ctx context.Context, deadline time.Time, key string, ops []*history.Op, infinity int64, draw bool) keySearch {
-	s := keySearch{key: key, ops: ops, operations: operations(ops, infinity)}
+// (visualiseLimit) is searched once, with the record, when the pages are wanted. Without
+// explain, an illegal answer is not searched again.
+func (l linearizability) search(ctx context.Context, deadline time.Time, model porcupine.Model, key string, ops []*history.Op, infinity int64, draw, explain bool) keySearch {
+	s := keySearch{key: key, model: model, ops: ops, operations: operations(ops, infinity)}
 	left := time.Until(deadline)
 	if left <= 0 || ctx.Err() != nil {
 		return s
 	}
 	s.searched = true
 	if !draw || len(ops) > visualiseLimit {
-		if s.result = porcupine.CheckOperationsTimeout(l.model, s.operations, left); s.result != porcupine.Illegal {
+		if s.result = porcupine.CheckOperationsTimeout(model, s.operations, left); s.result != porcupine.Illegal || !explain {
 			return s
 		}
 		if left = time.Until(deadline); left <= 0 { // explained without the record
 			return s
 		}
 	}
-	result, info := porcupine.CheckOperationsVerbose(l.model, s.operations, left)
+	result, info := porcupine.CheckOperationsVerbose(model, s.operations, left)
 	if s.result != porcupine.Illegal { // an illegal answer stands even if the second search ran out of time
 		s.result = result
 	}
@@ -277,6 +302,11 @@ func operations(ops []*history.Op, infinity int64) []porcupine.Operation {
 		}
 	}
 	settle(out, ops)
+	// A piece of a history ends where none of its operations can take effect any more
+	// (see cutter): none returns later.
+	for i := range out {
+		out[i].Return = min(out[i].Return, infinity)
+	}
 	return out
 }
 
@@ -365,14 +395,14 @@ func (l linearizability) explain(s keySearch, tl timeline) []string {
 	longest, stuck := s.stuck()
 	lines := []string{fmt.Sprintf("key %s: no order of its %d operations is legal; the longest legal prefix has %d",
 		s.key, len(s.ops), len(longest))}
-	state := l.model.Init()
+	state := s.model.Init()
 	for _, id := range longest {
-		_, state = l.model.Step(state, s.operations[id].Input, s.operations[id].Output)
+		_, state = s.model.Step(state, s.operations[id].Input, s.operations[id].Output)
 	}
 	for _, id := range longest[max(0, len(longest)-3):] {
 		lines = append(lines, "  last placed: "+tl.describe(*s.ops[id]))
 	}
-	lines = append(lines, "  state then: "+l.model.DescribeState(state))
+	lines = append(lines, "  state then: "+s.model.DescribeState(state))
 	if stuck >= 0 {
 		lines = append(lines, "  cannot come next: "+tl.describe(*s.ops[stuck]))
 	}

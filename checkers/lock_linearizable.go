@@ -24,7 +24,7 @@ func (LockLinearizable) Name() string       { return "lock-linearizable" }
 func (LockLinearizable) Property() Property { return PropertyLockSafety }
 
 func (c LockLinearizable) Check(ctx context.Context, events []history.Event, opts Options) Result {
-	return linearizability{name: c.Name(), model: strictMutex, models: isLockOp}.check(ctx, events, opts)
+	return linearizability{name: c.Name(), model: func(Options, string) porcupine.Model { return strictMutex }, models: isLockOp}.check(ctx, events, opts)
 }
 
 // isLockOp keeps acquires and releases that may have had an effect. A failed acquire

@@ -13,6 +13,8 @@ package checkers
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/lockbreaker/lockbreaker/history"
@@ -32,41 +34,53 @@ func (LostUpdates) Check(_ context.Context, events []history.Event, opts Options
 	if err != nil {
 		return corrupt(err)
 	}
-	tl := newTimeline(events)
+	tl := opts.timeline(events)
+	st := stateOf[updatesState](opts, "lost-updates")
+	if st.keys == nil {
+		st.keys = map[string]*keyUpdates{}
+	}
 	keys, groups := byKey(ops, opKey)
-	var counted, acknowledged, indeterminate, final, lost int
-	var damage, stale evidence
-	var unread, broken []string
-	var first earliest
 	for _, key := range keys {
 		var accepted []history.Op
-		var finalRead *history.Event
-		unsure, finalValue, read := 0, int64(0), false
+		k := st.keys[key]
+		if k == nil {
+			k = &keyUpdates{}
+		}
 		for _, op := range groups[key] {
 			switch {
 			case op.Func() == history.Write && op.Type() == history.OK:
 				accepted = append(accepted, op)
 			case op.Func() == history.Write && op.Type() == history.Info:
-				unsure++
+				k.unsure++
 			case op.Func() == history.FinalRead && op.Type() == history.OK && op.Complete.Value != nil:
-				finalValue, read, finalRead = *op.Complete.Value, true, op.Complete
+				k.final, k.read, k.finalRead = *op.Complete.Value, true, *op.Complete
 			}
 		}
-		if len(accepted)+unsure == 0 && !read {
+		if len(accepted)+k.unsure == 0 && !k.read {
 			continue // a key that was locked but never written
 		}
-		counted++
-		acknowledged += len(accepted)
-		indeterminate += unsure
-		overwrites := 0
-		sweepCompletedBefore(accepted, writtenValue, func(w, earlier history.Op, found bool) {
+		st.keys[key] = k
+		k.acknowledged += len(accepted)
+		sweepAfter(&k.last, accepted, writtenValue, func(w, earlier history.Op, found bool) {
 			if found && writtenValue(w) <= writtenValue(earlier) {
-				overwrites++
-				first.see(w.Complete.Time)
-				stale.addf("stale overwrite: %s wrote %d after %s had written %d: %s",
+				k.overwrites++
+				st.first.see(w.Complete.Time)
+				st.stale.addf("stale overwrite: %s wrote %d after %s had written %d: %s",
 					processName(w.Process()), writtenValue(w), processName(earlier.Process()), writtenValue(earlier), tl.describe(w))
 			}
 		})
+	}
+
+	var counted, acknowledged, indeterminate, final, lost int
+	var damage evidence
+	var unread, broken []string
+	first := st.first
+	for _, key := range slices.Sorted(maps.Keys(st.keys)) {
+		k := st.keys[key]
+		unsure, overwrites, finalValue, read, finalRead := k.unsure, k.overwrites, k.final, k.read, &k.finalRead
+		counted++
+		acknowledged += k.acknowledged
+		indeterminate += unsure
 		// Increments only grow the counter: an acknowledged write that did not, wrote over
 		// increments, even when an indeterminate write later made the final count add up.
 		if overwrites > 0 {
@@ -77,7 +91,7 @@ func (LostUpdates) Check(_ context.Context, events []history.Event, opts Options
 			unread = append(unread, key)
 			continue
 		}
-		w, f := int64(len(accepted)), finalValue
+		w, f := int64(k.acknowledged), finalValue
 		final += int(f)
 		switch {
 		case f < w && overwrites > 0:
@@ -97,7 +111,7 @@ func (LostUpdates) Check(_ context.Context, events []history.Event, opts Options
 	}
 
 	r := Result{
-		Evidence: append(damage.list(), stale.list()...),
+		Evidence: append(damage.list(), st.stale.list()...),
 		Counts:   map[string]int{"acknowledged": acknowledged, "indeterminate": indeterminate, "final": final, "lost": lost},
 	}
 	r.FirstViolation = first.since(tl)
@@ -116,6 +130,23 @@ func (LostUpdates) Check(_ context.Context, events []history.Event, opts Options
 			plural(acknowledged, "acknowledged increment"), final, indeterminate)
 	}
 	return r
+}
+
+// updatesState is what LostUpdates counted, over the pieces judged so far; the verdict
+// is made anew from it after each piece, as the final read comes last.
+type updatesState struct {
+	keys  map[string]*keyUpdates // the keys written or read finally
+	stale evidence
+	first earliest
+}
+
+// keyUpdates is one key's writes and final read.
+type keyUpdates struct {
+	acknowledged, unsure, overwrites int
+	last                             best // the highest value acknowledged
+	final                            int64
+	read                             bool
+	finalRead                        history.Event
 }
 
 func writtenValue(op history.Op) int64 { return valueOf(op.Invoke.Value) }

@@ -41,16 +41,17 @@ func (MutualExclusion) Check(_ context.Context, events []history.Event, opts Opt
 	if err != nil {
 		return corrupt(err)
 	}
-	tl := newTimeline(events)
+	tl := opts.timeline(events)
 	keys, groups := byKey(holds(ops, lastEvents(events)), func(h hold) string { return h.key })
-	var found evidence
-	var r Result
-	var first earliest
-	overlaps, total := 0, 0
+	st := stateOf[exclusionState](opts, "mutual-exclusion")
+	if st.keys == nil {
+		st.keys = map[string]bool{}
+	}
+	found, first := &st.found, &st.first
 	for _, key := range keys {
-		total += len(groups[key])
+		st.keys[key] = true
+		st.total += len(groups[key])
 		for _, p := range overlapping(groups[key]) {
-			overlaps++
 			earlier, later := p[0], p[1]
 			ended := "its last event"
 			if earlier.released {
@@ -58,20 +59,31 @@ func (MutualExclusion) Check(_ context.Context, events []history.Event, opts Opt
 			}
 			overlap := time.Duration(min(earlier.until.Time, later.until.Time) - later.granted.Time)
 			first.see(later.granted.Time)
-			r.Overlaps = append(r.Overlaps, Overlap{Key: key, Earlier: earlier.holding(), Later: later.holding(), Length: overlap})
+			st.overlaps = append(st.overlaps, Overlap{Key: key, Earlier: earlier.holding(), Later: later.holding(), Length: overlap})
 			found.addf("%s held %s from %s to %s, %s; %s acquired %s at %s while %s still believed it held it; overlap %v",
 				processName(earlier.process), key, tl.event(earlier.granted), tl.event(earlier.until), ended,
 				processName(later.process), key, tl.event(later.granted), processName(earlier.process), overlap)
 		}
 	}
-	r.Evidence, r.Counts = found.list(), map[string]int{"holds": total, "overlaps": overlaps}
+	overlaps, total := len(st.overlaps), st.total
+	r := Result{Overlaps: st.overlaps, Evidence: found.list(), Counts: map[string]int{"holds": total, "overlaps": overlaps}}
 	r.FirstViolation = first.since(tl)
 	if overlaps > 0 {
 		r.Verdict, r.Summary = Invalid, plural(overlaps, "overlapping hold")
 	} else {
-		r.Verdict, r.Summary = Valid, fmt.Sprintf("no overlapping holds (%s on %s)", plural(total, "hold"), plural(len(keys), "key"))
+		r.Verdict, r.Summary = Valid, fmt.Sprintf("no overlapping holds (%s on %s)", plural(total, "hold"), plural(len(st.keys), "key"))
 	}
 	return r
+}
+
+// exclusionState is what MutualExclusion found, over the pieces judged so far. A piece
+// ends where no hold is open (see cutter), so no hold spans two.
+type exclusionState struct {
+	keys     map[string]bool
+	total    int
+	overlaps []Overlap
+	found    evidence
+	first    earliest
 }
 
 // holds finds every hold in ops (ordered by invocation, so a process's operations come in

@@ -31,19 +31,26 @@ func (Stats) Check(_ context.Context, events []history.Event, opts Options) Resu
 	if err != nil {
 		return corrupt(err)
 	}
-	acquired, written := 0, 0
+	st := stateOf[statsState](opts, "stats")
 	for _, op := range ops {
 		if op.Type() == history.OK {
 			switch op.Func() {
 			case history.Acquire:
-				acquired++
+				st.acquired++
 			case history.Write:
-				written++
+				st.written++
 			}
 		}
 	}
-	faults := len(history.Faults(events))
-	hazards := history.CountHazards(events)
+	// A fault is counted by its start, so one that spans two pieces counts once.
+	st.faults += len(history.Faults(events))
+	if st.hazards == nil {
+		st.hazards = map[history.Hazard]int{}
+	}
+	for h, n := range history.CountHazards(events) {
+		st.hazards[h] += n
+	}
+	acquired, written, faults, hazards := st.acquired, st.written, st.faults, st.hazards
 	r := Result{Counts: map[string]int{"acquires-granted": acquired, "writes-accepted": written, "faults": faults}}
 	for h, n := range hazards {
 		r.Counts[HazardCount(h)] = n
@@ -74,6 +81,12 @@ func (Stats) Check(_ context.Context, events []history.Event, opts Options) Resu
 		r.Summary += ", " + h.Count(hazards[h])
 	}
 	return r
+}
+
+// statsState is what Stats counts, over the pieces judged so far.
+type statsState struct {
+	acquired, written, faults int
+	hazards                   map[history.Hazard]int
 }
 
 // HazardCount is the name under which Stats counts a hazard's occurrences.

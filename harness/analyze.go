@@ -3,6 +3,8 @@ package harness
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/checkers"
@@ -25,17 +27,84 @@ const DefaultCheckTimeout = time.Minute
 func Analyze(ctx context.Context, dir string, events []history.Event, s results.Summary, timeout time.Duration) (results.Summary, error) {
 	// Paired once for the checkers, the counts and the report.
 	ops, pairErr := history.Pair(events)
-	faults, hazards := requested(s.Spec)
-	opts := checkers.Options{Dir: dir, Timeout: timeout, FaultsRequested: faults, Hazards: hazards, Ops: ops}
+	opts := options(dir, s, timeout)
+	opts.Ops = ops
 	s.Results = checkers.Judge(ctx, events, opts)
-	s.Verdict = overall(s.Results, s.Error)
 	// A history that does not pair has no counts; every checker's verdict names why.
 	s.Ops = nil
 	if pairErr == nil {
 		s.Ops = results.Count(ops)
 	}
-	s.Faults = len(history.Faults(events))
-	s.Hazards = results.CountHazards(events, hazards)
+	return finish(dir, s, events, ops, len(history.Faults(events)), events, opts.Hazards)
+}
+
+// reportEvents is how many events of a history AnalyzeFile keeps for the report.
+const reportEvents = 200_000
+
+// AnalyzeFile is Analyze of a history file read as it is judged (checkers.Stream), so that
+// a history larger than memory is judged in bounded memory; the report then draws its first
+// reportEvents events, as a note says. An error reading the history leaves s without results.
+func AnalyzeFile(ctx context.Context, dir, path string, s results.Summary, timeout time.Duration, limits checkers.Limits) (results.Summary, error) {
+	opts := options(dir, s, timeout)
+	stream := checkers.NewStream(ctx, opts, limits)
+	var sample, nemesis []history.Event
+	counts, open := results.OpCounts{}, map[int]history.Func{}
+	faults, total := 0, 0
+	note, err := history.Scan(path, func(e history.Event) error {
+		stream.Add(e)
+		total++
+		if len(sample) < reportEvents {
+			sample = append(sample, e)
+		}
+		switch {
+		case e.Process == history.NemesisProcess:
+			nemesis = append(nemesis, e)
+			if e.Func == history.Start {
+				faults++
+			}
+		case e.Type == history.Invoke:
+			open[e.Process] = e.Func
+		default:
+			delete(open, e.Process)
+			counts.Add(e.Func, e.Type)
+		}
+		return nil
+	})
+	if err != nil {
+		return s, err
+	}
+	for _, f := range open { // never completed: indeterminate, as the checkers count it
+		counts.Add(f, history.Info)
+	}
+	s.Results, s.Ops = stream.Results(), counts
+	var notes []string
+	if note != "" {
+		notes = append(notes, note)
+	}
+	notes = append(notes, stream.Notes()...)
+	if total > len(sample) {
+		notes = append(notes, fmt.Sprintf("the report draws the first %d of the history's %d events; verdicts and counts are of them all", len(sample), total))
+	}
+	for _, n := range notes { // a check run again finds the notes of the last one
+		if !slices.Contains(s.Notes, n) {
+			s.Notes = append(s.Notes, n)
+		}
+	}
+	return finish(dir, s, sample, nil, faults, nemesis, opts.Hazards)
+}
+
+// options are the checkers' options for a run's history.
+func options(dir string, s results.Summary, timeout time.Duration) checkers.Options {
+	faults, hazards := requested(s.Spec)
+	return checkers.Options{Dir: dir, Timeout: timeout, FaultsRequested: faults, Hazards: hazards}
+}
+
+// finish completes the summary from the verdicts and writes the files; events (paired as
+// ops, or nil) are drawn in the report, nemesis holds at least the hazard events.
+func finish(dir string, s results.Summary, events []history.Event, ops []history.Op, faults int, nemesis []history.Event, hazards map[string]history.Hazard) (results.Summary, error) {
+	s.Verdict = overall(s.Results, s.Error)
+	s.Faults = faults
+	s.Hazards = results.CountHazards(nemesis, hazards)
 	s.Command = ReproduceCommand(s.Spec)
 	return s, results.WriteAll(dir, s, events, ops)
 }

@@ -183,6 +183,32 @@ func parse(r io.Reader, path string, lines int) (File, error) {
 	if lines > 0 {
 		file.Events = make([]Event, 0, lines)
 	}
+	note, err := scan(r, path, func(e Event) error {
+		file.Events = append(file.Events, e)
+		return nil
+	})
+	if err != nil {
+		return File{}, err
+	}
+	file.Note = note
+	return file, nil
+}
+
+// Scan reads a history file as ReadFile does, but hands each event to visit as it is read
+// and keeps none, so that a history larger than memory can be judged (checkers.Stream). It
+// refuses what ReadFile refuses, possibly after visit has seen the events before the bad
+// line; the note is File.Note's. An error from visit stops the scan and is returned.
+func Scan(path string, visit func(Event) error) (note string, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("read history: %w", err)
+	}
+	defer f.Close()
+	return scan(bufio.NewReaderSize(f, 1<<20), path, visit)
+}
+
+// scan reads JSON lines, refusing what Parse refuses, and hands every event to visit.
+func scan(r io.Reader, path string, visit func(Event) error) (note string, err error) {
 	unterminated := false // the last line read had no newline
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), maxLine)
@@ -204,12 +230,12 @@ func parse(r io.Reader, path string, lines int) (File, error) {
 		e, indexed, err := d.decode(b)
 		if err != nil {
 			if unterminated {
-				file.Note = (&CorruptError{Path: path, Line: line,
+				note = (&CorruptError{Path: path, Line: line,
 					Reason: "last line cut short by a crash was dropped; the operation it would have completed counts as indeterminate"}).Error()
 				break
 			}
 			// encoding/json shows a number it cannot take whole, however long.
-			return File{}, &CorruptError{Path: path, Line: line, Reason: "not a JSON event: " + quote.ShortenAll(err.Error())}
+			return "", &CorruptError{Path: path, Line: line, Reason: "not a JSON event: " + quote.ShortenAll(err.Error())}
 		}
 		// Empty lists read as absent, so an event reads back as it was written.
 		if len(e.Targets) == 0 {
@@ -219,26 +245,28 @@ func parse(r io.Reader, path string, lines int) (File, error) {
 			e.Detail = nil
 		}
 		if err := e.validate(); err != nil {
-			return File{}, &CorruptError{Path: path, Line: line, Reason: err.Error()}
+			return "", &CorruptError{Path: path, Line: line, Reason: err.Error()}
 		}
 		if !indexed {
-			return File{}, &CorruptError{Path: path, Line: line, Reason: "event has no index"}
+			return "", &CorruptError{Path: path, Line: line, Reason: "event has no index"}
 		}
 		if first := indexes.use(e.Index, line); first != 0 {
-			return File{}, &CorruptError{Path: path, Line: line, Reason: fmt.Sprintf("index %d already used on line %d", e.Index, first)}
+			return "", &CorruptError{Path: path, Line: line, Reason: fmt.Sprintf("index %d already used on line %d", e.Index, first)}
 		}
 		if _, err := p.next(e, line); err != nil {
-			return File{}, &CorruptError{Path: path, Line: line, Reason: err.Error()}
+			return "", &CorruptError{Path: path, Line: line, Reason: err.Error()}
 		}
-		file.Events = append(file.Events, e)
+		if err := visit(e); err != nil {
+			return "", err
+		}
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return File{}, &CorruptError{Path: path, Line: line + 1, Reason: fmt.Sprintf("line longer than %d MiB", maxLine>>20)}
+			return "", &CorruptError{Path: path, Line: line + 1, Reason: fmt.Sprintf("line longer than %d MiB", maxLine>>20)}
 		}
-		return File{}, fmt.Errorf("read history: %w", err)
+		return "", fmt.Errorf("read history: %w", err)
 	}
-	return file, nil
+	return note, nil
 }
 
 // usedIndexes remembers the line that used each index. A recorder numbers events 0, 1,

@@ -162,18 +162,23 @@ func ReadSummaryLenient(dir string) (s Summary, setAside []string, err error) {
 func Count(ops []history.Op) OpCounts {
 	counts := OpCounts{}
 	for _, op := range ops {
-		o := counts[op.Func()]
-		switch op.Type() {
-		case history.OK:
-			o.OK++
-		case history.Fail:
-			o.Fail++
-		default:
-			o.Info++
-		}
-		counts[op.Func()] = o
+		counts.Add(op.Func(), op.Type())
 	}
 	return counts
+}
+
+// Add counts one operation of f that ended as t.
+func (c OpCounts) Add(f history.Func, t history.Type) {
+	o := c[f]
+	switch t {
+	case history.OK:
+		o.OK++
+	case history.Fail:
+		o.Fail++
+	default:
+		o.Info++
+	}
+	c[f] = o
 }
 
 // WriteAll writes results.json, junit.xml and report.html (in that order, so the report

@@ -23,14 +23,13 @@ package histgen
 
 import (
 	"bufio"
-	"cmp"
 	"container/heap"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
@@ -116,10 +115,15 @@ func (q *queue) Pop() any {
 
 // world is the lock service, the storage and the history being written.
 type world struct {
-	cfg    Config
-	rng    *rand.Rand
-	events []history.Event
-	ops    int
+	cfg Config
+	rng *rand.Rand
+	// pending are the events made and not yet handed over: a paused client's, a lost
+	// reply's, a pause's stop come later than the step that made them.
+	pending pendingEvents
+	made    int // events made so far, which orders those made at the same time
+	next    int // the next event's index
+	out     func(history.Event) error
+	ops     int
 	// the lease lock
 	holder  int // -1: free
 	expires int64
@@ -133,7 +137,19 @@ type world struct {
 // Generate returns the history: client operations, pause faults and a final read, numbered
 // and ordered by time.
 func Generate(cfg Config) []history.Event {
-	w := &world{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.Clients))), holder: -1}
+	var events []history.Event
+	Emit(cfg, func(e history.Event) error {
+		events = append(events, e)
+		return nil
+	})
+	return events
+}
+
+// Emit hands the history Generate returns to emit event by event, holding only the
+// events not yet due, so that a history of any length is made in bounded memory. An
+// error from emit stops it and is returned.
+func Emit(cfg Config, emit func(history.Event) error) error {
+	w := &world{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.Clients))), holder: -1, out: emit}
 	const start = int64(1e9)
 	w.nextPause = start + w.exp(pauseEvery)
 	q := make(queue, cfg.Clients)
@@ -147,21 +163,70 @@ func Generate(cfg Config) []history.Event {
 		end = max(end, c.at)
 		if !w.run(c) {
 			heap.Pop(&q)
-			continue
+		} else {
+			heap.Fix(&q, 0)
 		}
-		heap.Fix(&q, 0)
+		// Every step comes at or after the one before and makes events after its own
+		// time less resumeJitter (a paused client's step and its events both come just
+		// after the pause, in either order): those before that are final.
+		due := int64(math.MaxInt64)
+		if q.Len() > 0 {
+			due = q[0].at - resumeJitter
+		}
+		if err := w.flush(due); err != nil {
+			return err
+		}
 	}
 	end += int64(time.Millisecond)
-	w.events = append(w.events,
-		history.Event{Type: history.Invoke, Process: history.HarnessProcess, Func: history.FinalRead, Key: Key, Time: end},
-		history.Event{Type: history.OK, Process: history.HarnessProcess, Func: history.FinalRead, Key: Key, Time: end + 100e3,
-			Value: history.Int64(w.register)})
-	// A paused client's events were emitted with the times it resumed at.
-	slices.SortStableFunc(w.events, func(a, b history.Event) int { return cmp.Compare(a.Time, b.Time) })
-	for i := range w.events {
-		w.events[i].Index = i
+	w.add(history.Event{Type: history.Invoke, Process: history.HarnessProcess, Func: history.FinalRead, Key: Key, Time: end})
+	w.add(history.Event{Type: history.OK, Process: history.HarnessProcess, Func: history.FinalRead, Key: Key, Time: end + 100e3,
+		Value: history.Int64(w.register)})
+	return w.flush(math.MaxInt64)
+}
+
+// add makes an event, handed over when it is due.
+func (w *world) add(e history.Event) {
+	heap.Push(&w.pending, made{e, w.made})
+	w.made++
+}
+
+// flush hands over, numbered, the events before due in the order of their times, those at
+// the same time in the order they were made.
+func (w *world) flush(due int64) error {
+	for w.pending.Len() > 0 && w.pending[0].event.Time < due {
+		e := heap.Pop(&w.pending).(made).event
+		e.Index = w.next
+		w.next++
+		if err := w.out(e); err != nil {
+			return err
+		}
 	}
-	return w.events
+	return nil
+}
+
+// made is an event and the order it was made in.
+type made struct {
+	event history.Event
+	order int
+}
+
+// pendingEvents is a heap of events by time, then the order made.
+type pendingEvents []made
+
+func (p pendingEvents) Len() int { return len(p) }
+func (p pendingEvents) Less(i, j int) bool {
+	if p[i].event.Time != p[j].event.Time {
+		return p[i].event.Time < p[j].event.Time
+	}
+	return p[i].order < p[j].order
+}
+func (p pendingEvents) Swap(i, j int) { p[i], p[j] = p[j], p[i] }
+func (p *pendingEvents) Push(x any)   { *p = append(*p, x.(made)) }
+func (p *pendingEvents) Pop() any {
+	old := *p
+	e := old[len(old)-1]
+	*p = old[:len(old)-1]
+	return e
 }
 
 // exp is an exponentially distributed duration with mean d, in nanoseconds.
@@ -170,13 +235,19 @@ func (w *world) exp(d time.Duration) int64 { return int64(w.rng.ExpFloat64() * f
 // latency is one network hop: 100 µs to 600 µs.
 func (w *world) latency() int64 { return 100e3 + w.rng.Int64N(500e3) }
 
+// resumeJitter bounds how long after its pause a client's next event or step comes.
+const resumeJitter = 100e3
+
+// resumed is a time just after c's pause: its steps and events come then.
+func (w *world) resumed(c *client) int64 { return c.pausedUntil + w.rng.Int64N(resumeJitter) + 1 }
+
 // emit records an event of c's at time t; a paused client's events wait for it to resume.
 func (w *world) emit(c *client, e history.Event) history.Event {
 	e.Process, e.Key = c.process, Key
 	if e.Time < c.pausedUntil {
-		e.Time = c.pausedUntil + w.rng.Int64N(100e3) + 1
+		e.Time = w.resumed(c)
 	}
-	w.events = append(w.events, e)
+	w.add(e)
 	return e
 }
 
@@ -218,7 +289,7 @@ func (w *world) tokenOf(c *client) *int64 {
 // run does c's next step and says whether c goes on.
 func (w *world) run(c *client) bool {
 	if c.next != attempt && c.next != readServed && c.next != writeServed && c.next != releaseServed && c.at < c.pausedUntil {
-		c.at = c.pausedUntil + w.rng.Int64N(100e3) + 1
+		c.at = w.resumed(c)
 		return true
 	}
 	now := c.at
@@ -350,9 +421,9 @@ func (w *world) maybePause(c *client, now int64) {
 	fault := history.Event{Type: history.Info, Process: history.NemesisProcess, Fault: "pause",
 		Targets: []string{fmt.Sprintf("worker%d", c.process)}}
 	fault.Func, fault.Time = history.Start, start
-	w.events = append(w.events, fault)
+	w.add(fault)
 	fault.Func, fault.Time = history.Stop, stop
-	w.events = append(w.events, fault)
+	w.add(fault)
 }
 
 // WriteRun writes a run directory that `lockbreaker check` reads: the generated history as
@@ -367,11 +438,9 @@ func WriteRun(dir string, cfg Config) error {
 	}
 	out := bufio.NewWriter(f)
 	enc := json.NewEncoder(out)
-	for _, e := range Generate(cfg) {
-		if err := enc.Encode(e); err != nil {
-			f.Close()
-			return err
-		}
+	if err := Emit(cfg, func(e history.Event) error { return enc.Encode(e) }); err != nil {
+		f.Close()
+		return err
 	}
 	if err := out.Flush(); err != nil {
 		f.Close()

@@ -30,6 +30,11 @@ func TestGeneratedHistoriesParse(t *testing.T) {
 		if !reflect.DeepEqual(file.Events, events) {
 			t.Fatalf("%+v: history reads back differently", cfg)
 		}
+		for i, e := range events {
+			if e.Index != i || i > 0 && e.Time < events[i-1].Time {
+				t.Fatalf("%+v: event %d (index %d, time %d) out of order", cfg, i, e.Index, e.Time)
+			}
+		}
 		ops, err := history.Pair(events)
 		if err != nil {
 			t.Fatal(err)

@@ -26,6 +26,10 @@ func cmdReport(_ context.Context, args []string, stdout io.Writer) (int, error) 
 	if err != nil {
 		return 0, err
 	}
+	file, err := history.ReadFile(filepath.Join(run.dir, results.HistoryFile))
+	if err != nil {
+		return 0, err
+	}
 	if !run.judged {
 		return 0, badInput{fmt.Errorf("report: %s has no %s (lockbreaker check %s judges the run first)", run.dir, results.SummaryFile, run.dir)}
 	}
@@ -37,7 +41,7 @@ func cmdReport(_ context.Context, args []string, stdout io.Writer) (int, error) 
 	if summary.Command == "" { // a run saved before results.json kept its command
 		summary.Command = harness.ReproduceCommand(summary.Spec)
 	}
-	if err := errors.Join(results.WriteReport(run.dir, summary, run.history.Events), results.RefreshIndex(run.dir)); err != nil {
+	if err := errors.Join(results.WriteReport(run.dir, summary, file.Events), results.RefreshIndex(run.dir)); err != nil {
 		return 0, fmt.Errorf("report: %w", err)
 	}
 	fmt.Fprintf(stdout, "report: %s\n", escape(filepath.Join(run.dir, results.ReportFile)))
@@ -47,7 +51,6 @@ func cmdReport(_ context.Context, args []string, stdout io.Writer) (int, error) 
 // savedRun is a run directory as check and report read it.
 type savedRun struct {
 	dir     string // symlinks resolved
-	history history.File
 	summary results.Summary
 	judged  bool // whether it has a results.json
 	// setAside is what of results.json this version cannot read (see
@@ -67,9 +70,6 @@ func openRun(fs *flag.FlagSet) (savedRun, error) {
 		return run, badInput{err}
 	}
 	run.dir = dir
-	if run.history, err = history.ReadFile(filepath.Join(dir, results.HistoryFile)); err != nil {
-		return run, err
-	}
 	run.summary, run.setAside, err = results.ReadSummaryLenient(dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return run, badInput{err}

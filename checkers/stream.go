@@ -1,0 +1,289 @@
+package checkers
+
+// Judging a history in pieces, so that one too long to hold (ten million operations) is
+// judged in bounded memory with the verdicts the whole of it would get.
+//
+// The rule. A history is cut at a time T where, on every key:
+//   - every operation whose window (history.Op.Window) starts by T has ended by T, where an
+//     operation that never completed never ends, an indeterminate write ends where settle
+//     bounds it (it cannot take effect later), and an acquire that did not succeed (failed,
+//     indeterminate) does not count: a failed one changed nothing, and an indeterminate one
+//     changes no verdict either way (in both models the state it leaves when it takes effect,
+//     a lock held by an identity that never acts again, allows nothing the state it leaves
+//     when it has no effect does not);
+//   - no client holds the lock: every ok acquire's process invoked its next release of the
+//     key by T, and that release ended by T;
+//   - the storage's state is known: the register (a write or read that began after every
+//     other write ended: its value, in every legal order) and its fence (the highest token
+//     of an accepted request, no indeterminate write carrying a higher one).
+//
+// Why it is sound. No operation spans T, so in every legal order of the whole history the
+// operations before T come first, and the history is legal exactly when the part before T
+// is legal and the part after is legal from a state the part before can end in. At T that
+// state is known: in the strict mutex the holder is nobody or an identity that never acts
+// again, which allows exactly what nobody allows; in the guarded register the same holds
+// of the holder, and the register and fence are the ones found. So each piece is searched
+// from that state (carry.storage), and the porcupine verdicts of the pieces together are
+// the whole history's. The other checkers' questions are about operations whose windows do
+// not span T either (holds, grants, accepted requests): each carries what it needs across
+// (the highest token and value so far, every token granted, counts), and its result after
+// the last piece is the one for the whole history.
+//
+// Where no such T comes for a long stretch, the stretch is judged as one piece and a note
+// says so; past Limits.MaxOps held at once the stream gives up, and every verdict not
+// already invalid is unknown with that reason: never an exhausted memory.
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/lockbreaker/lockbreaker/history"
+)
+
+// Limits bound what a Stream holds.
+type Limits struct {
+	// PieceOps is how many operations a piece gathers before the stream looks for a cut.
+	PieceOps int
+	// MaxOps is the most operations held at once, waiting for a cut: more makes the
+	// verdicts unknown. Judging takes about 2.5 KB per operation held.
+	MaxOps int
+	// LongOps is a stretch without a cut worth a note in the results.
+	LongOps int
+}
+
+// DefaultLimits hold up to a million operations at once (about 2.5 GB while judged), which
+// a history recorded by the harness never comes near without a cut.
+var DefaultLimits = Limits{PieceOps: 50_000, MaxOps: 1_000_000, LongOps: 200_000}
+
+// Stream judges a history fed to it event by event (history.Scan), piece by piece. A
+// piece is judged while the next one is read: two pieces are held at most, besides the
+// operations not yet cut.
+type Stream struct {
+	ctx    context.Context
+	opts   Options
+	limits Limits
+	carry  carry // of the next piece
+
+	ops     []*history.Op // operations since the last cut, in the order they were invoked
+	events  []heldEvent   // their events and the nemesis's, in the history's order
+	open    map[int]*heldOp
+	seen    bool  // whether an event came
+	lastCut int64 // the last cut's time; 0 before the first
+	cuts    int
+	tryAt   int // look for a cut when this many operations are held
+	notes   []string
+	failed  string // why the stream gave up
+
+	pieces chan piece    // to the judge, one at a time
+	judged chan struct{} // closed when the judge has judged every piece sent
+}
+
+// heldEvent is an event held until its piece is cut: an operation's (op), or the nemesis's.
+type heldEvent struct {
+	event *history.Event
+	op    *history.Op
+}
+
+// heldOp is an operation held until its piece is cut, with room for its completion: one
+// allocation for both.
+type heldOp struct {
+	history.Op
+	done history.Event
+}
+
+// piece is a piece of the history cut off, to judge.
+type piece struct {
+	events []*history.Event
+	ops    []*history.Op
+	carry  carry
+}
+
+// NewStream starts judging a history with every checker (All), as Judge does.
+func NewStream(ctx context.Context, opts Options, limits Limits) *Stream {
+	return &Stream{ctx: ctx, opts: opts, limits: limits, open: map[int]*heldOp{}, tryAt: limits.PieceOps,
+		carry: carry{states: &states{}}}
+}
+
+// Add takes the history's next event. Events must come in the order of their times, as a
+// recorder writes them, near enough that none comes before a cut already made.
+func (s *Stream) Add(e history.Event) {
+	if s.failed != "" {
+		return
+	}
+	if !s.seen || e.Time < s.carry.start {
+		s.carry.start = e.Time
+	}
+	s.seen = true
+	s.carry.infinity = max(s.carry.infinity, e.Time+1)
+	switch {
+	case e.Process == history.NemesisProcess:
+		s.events = append(s.events, heldEvent{event: &e})
+		return
+	case e.Type == history.Invoke:
+		if s.cuts > 0 && e.Time <= s.lastCut {
+			s.fail(fmt.Sprintf("event #%d comes before the history was cut at %s", e.Index, s.opts.timeline(nil).at(s.lastCut)))
+			return
+		}
+		op := &heldOp{Op: history.Op{Invoke: e}}
+		s.ops = append(s.ops, &op.Op)
+		s.events = append(s.events, heldEvent{&op.Invoke, &op.Op})
+		s.open[e.Process] = op
+	default:
+		op := s.open[e.Process]
+		if op == nil {
+			s.fail(fmt.Sprintf("event #%d completes no operation", e.Index))
+			return
+		}
+		op.done = e
+		op.Complete = &op.done
+		s.events = append(s.events, heldEvent{op.Complete, &op.Op})
+		delete(s.open, e.Process)
+	}
+	if len(s.ops) >= s.tryAt {
+		s.cut()
+	}
+	if len(s.ops) > s.limits.MaxOps {
+		s.fail(fmt.Sprintf("no safe place to cut the history after %s: more than %d operations held at once (the memory limit)",
+			s.at(s.lastCut), s.limits.MaxOps))
+	}
+}
+
+func (s *Stream) fail(why string) {
+	s.failed = why
+	s.ops, s.open, s.events = nil, nil, nil
+}
+
+// at is a time of the history as evidence prints it; the start for 0.
+func (s *Stream) at(t int64) string {
+	return timeline{start: s.carry.start}.at(max(t, s.carry.start))
+}
+
+// Notes say where the history had no place to cut for a long stretch.
+func (s *Stream) Notes() []string { return s.notes }
+
+// Results judges what is left and returns every checker's verdict on the whole history,
+// held to the stats precondition as Judge holds them.
+func (s *Stream) Results() []Result {
+	if s.pieces != nil {
+		close(s.pieces)
+		<-s.judged
+		s.pieces = nil
+	}
+	if s.failed != "" {
+		results := s.judge(piece{carry: s.carry})
+		for i, r := range results {
+			if r.Verdict != Invalid && r.Verdict != NotApplicable && r.Property != PropertyMetric {
+				results[i].Verdict, results[i].Summary = Unknown, s.failed+" (judged until then: "+r.Summary+")"
+			}
+		}
+		return results
+	}
+	last := s.take(math.MaxInt64)
+	if s.cuts == 0 { // never cut: judged whole, exactly as Judge does
+		events, opts := last.unpack(s.opts)
+		return Judge(s.ctx, events, opts)
+	}
+	s.note(last.ops)
+	return precondition(s.judge(last))
+}
+
+// judge runs every checker on one piece, from where the pieces before left them.
+func (s *Stream) judge(p piece) []Result {
+	events, opts := p.unpack(s.opts)
+	opts.carry = &p.carry
+	p.events, p.ops = nil, nil // the carry keeps p: held once, as judged
+	return RunAll(s.ctx, All(), events, opts)
+}
+
+// unpack is the piece's events, in the history's order, and opts with its operations in
+// the order history.Pair gives, their completions side by side as Pair holds them: every
+// checker reads them all, several times.
+func (p piece) unpack(opts Options) ([]history.Event, Options) {
+	events := make([]history.Event, len(p.events))
+	for i, e := range p.events {
+		events[i] = *e
+	}
+	slices.SortStableFunc(p.ops, func(a, b *history.Op) int { return compareInt64(a.Invoke.Time, b.Invoke.Time) })
+	opts.Ops = make([]history.Op, len(p.ops))
+	done := make([]history.Event, 0, len(p.ops))
+	for i, op := range p.ops {
+		opts.Ops[i].Invoke = op.Invoke
+		if op.Complete != nil {
+			done = append(done, *op.Complete)
+			opts.Ops[i].Complete = &done[len(done)-1]
+		}
+	}
+	return events, opts
+}
+
+// take cuts off the operations whose windows start by t, their events and the nemesis
+// events up to t, in the history's order, as a piece judged with the carry as it is.
+func (s *Stream) take(t int64) piece {
+	p := piece{carry: s.carry}
+	rest := s.ops[:0]
+	for _, op := range s.ops {
+		if start, _ := op.Window(); start <= t {
+			p.ops = append(p.ops, op)
+		} else {
+			rest = append(rest, op)
+		}
+	}
+	clear(s.ops[len(rest):]) // let the piece's operations go once judged
+	s.ops = rest
+	p.events = make([]*history.Event, 0, 2*len(p.ops))
+	keep := s.events[:0]
+	for _, h := range s.events {
+		if h.op == nil && h.event.Time <= t || h.op != nil && windowStart(h.op) <= t {
+			p.events = append(p.events, h.event)
+		} else {
+			keep = append(keep, h)
+		}
+	}
+	clear(s.events[len(keep):])
+	s.events = keep
+	return p
+}
+
+func windowStart(op *history.Op) int64 { start, _ := op.Window(); return start }
+
+// note says so when a piece is a long stretch without a cut.
+func (s *Stream) note(piece []*history.Op) {
+	if len(piece) < s.limits.LongOps || len(piece) == 0 {
+		return
+	}
+	from, to := piece[0].Invoke.Time, piece[0].Invoke.Time
+	for _, op := range piece {
+		from, to = min(from, op.Invoke.Time), max(to, op.Invoke.Time)
+	}
+	s.notes = append(s.notes, fmt.Sprintf("no safe place to cut the history from %s to %s: %d operations judged as one piece",
+		s.at(from), s.at(to), len(piece)))
+}
+
+// cut hands the operations before the latest safe cut among those held, if there is one,
+// to the judge, which judges them while the stream reads on.
+func (s *Stream) cut() {
+	t, storage, ok := findCut(s.ops, s.carry.storage)
+	if !ok {
+		s.tryAt = len(s.ops) + max(s.limits.PieceOps/4, 1)
+		return
+	}
+	infinity := s.carry.infinity
+	s.carry.infinity = t
+	p := s.take(t)
+	s.carry.infinity, s.carry.storage = infinity, storage
+	s.note(p.ops)
+	if s.pieces == nil {
+		s.pieces, s.judged = make(chan piece), make(chan struct{})
+		go func() {
+			defer close(s.judged)
+			for p := range s.pieces {
+				s.judge(p)
+			}
+		}()
+	}
+	s.pieces <- p
+	s.lastCut, s.tryAt = t, len(s.ops)+s.limits.PieceOps
+	s.cuts++
+}

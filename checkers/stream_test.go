@@ -1,0 +1,173 @@
+package checkers
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/history/histgen"
+)
+
+// streamed judges events with a Stream that cuts as often as it can.
+func streamed(t *testing.T, events []history.Event, limits Limits) (results []Result, cuts int, s *Stream) {
+	t.Helper()
+	s = NewStream(t.Context(), Options{Timeout: time.Minute}, limits)
+	for _, e := range events {
+		s.Add(e)
+	}
+	return s.Results(), s.cuts, s
+}
+
+// sameVerdicts requires the streamed results to give every checker the whole history's verdict.
+func sameVerdicts(t *testing.T, name string, events []history.Event, limits Limits) int {
+	t.Helper()
+	whole := Judge(t.Context(), events, Options{Timeout: time.Minute})
+	pieces, cuts, _ := streamed(t, events, limits)
+	for i := range whole {
+		if whole[i].Verdict != pieces[i].Verdict {
+			t.Errorf("%s, %d cuts: %s: whole %s (%s), in pieces %s (%s)", name, cuts, whole[i].Checker,
+				whole[i].Verdict, whole[i].Summary, pieces[i].Verdict, pieces[i].Summary)
+		}
+	}
+	return cuts
+}
+
+var tinyPieces = Limits{PieceOps: 20, MaxOps: 1 << 30, LongOps: 1 << 30}
+
+// Cut as often as the rule allows, generated histories of every kind (valid and violated,
+// with and without fencing and effects, several seeds and sizes) get the verdicts their
+// whole gets.
+func TestStreamGivesTheWholeHistorysVerdicts(t *testing.T) {
+	cuts := 0
+	for _, ops := range []int{300, 3000} {
+		for _, clients := range []int{1, 2, 5, 20} {
+			for _, fencing := range []bool{false, true} {
+				for _, effects := range []bool{false, true} {
+					if !effects && ops > 300 { // porcupine is slow on the whole of long histories without effects
+						continue
+					}
+					for seed := range uint64(3) {
+						cfg := histgen.Config{Ops: ops, Clients: clients, Fencing: fencing, Effects: effects, Seed: seed}
+						cuts += sameVerdicts(t, fmt.Sprintf("%+v", cfg), histgen.Generate(cfg), tinyPieces)
+					}
+				}
+			}
+		}
+	}
+	for seed := range uint64(5) {
+		w := workload{ops: 4000, keys: 3, clientsPerKey: 3, seed: seed}
+		cuts += sameVerdicts(t, fmt.Sprintf("%+v", w), w.generate(), tinyPieces)
+	}
+	if cuts < 1000 {
+		t.Errorf("only %d cuts: the rule is not exercised", cuts)
+	}
+}
+
+// So do the hand-made histories and the fuzz corpus, where they pair (a Stream takes the
+// events history.Scan hands over, which pair).
+func TestStreamGivesTheCorpussVerdicts(t *testing.T) {
+	var inputs [][]byte
+	jsonl, _ := filepath.Glob("testdata/*.jsonl")
+	for _, path := range jsonl {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inputs = append(inputs, data)
+	}
+	for _, dir := range []string{"testdata/fuzz/FuzzCheckers", "../history/testdata/fuzz/FuzzParse"} {
+		seeds, _ := filepath.Glob(filepath.Join(dir, "*"))
+		for _, path := range seeds {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, quoted, _ := strings.Cut(string(data), "[]byte(")
+			if unquoted, err := strconv.Unquote(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(quoted), ")"))); err == nil {
+				inputs = append(inputs, []byte(unquoted))
+			}
+		}
+	}
+	if len(inputs) < 40 {
+		t.Fatalf("only %d inputs found", len(inputs))
+	}
+	for i, data := range inputs {
+		var candidates [][]history.Event
+		if file, err := history.Parse(bytes.NewReader(data)); err == nil {
+			candidates = append(candidates, file.Events)
+		}
+		candidates = append(candidates, compactEvents(data))
+		for _, events := range candidates {
+			if _, err := history.Pair(events); err != nil {
+				continue
+			}
+			sameVerdicts(t, fmt.Sprintf("input %d", i), events, Limits{PieceOps: 1, MaxOps: 1 << 30, LongOps: 1 << 30})
+		}
+	}
+}
+
+// A history in which some client always holds the lock has no place to cut: it is judged
+// as one piece and the results say so.
+func TestStreamSaysWhereItCouldNotCut(t *testing.T) {
+	var events []history.Event
+	add := func(typ history.Type, process int, f history.Func, at int64) {
+		events = append(events, history.Event{Index: len(events), Type: typ, Process: process, Func: f, Key: "k", Time: at})
+	}
+	// p0 and p1 hand the lock over with the next grant made before the last release ends.
+	at := int64(1e9)
+	for i := range 200 {
+		p := i % 2
+		add(history.Invoke, p, history.Acquire, at)
+		add(history.OK, p, history.Acquire, at+10)
+		if i > 0 {
+			add(history.Invoke, 1-p, history.Release, at+20)
+			add(history.OK, 1-p, history.Release, at+30)
+		}
+		at += 100
+	}
+	limits := Limits{PieceOps: 10, MaxOps: 1 << 30, LongOps: 100}
+	results, cuts, s := streamed(t, events, limits)
+	if cuts != 0 || len(s.Notes()) != 0 {
+		// Never cut, it is judged whole.
+		t.Fatalf("%d cuts, notes %q", cuts, s.Notes())
+	}
+	// With one place to cut at the start, the rest is a long stretch, noted.
+	events = append([]history.Event{
+		{Type: history.Invoke, Process: 5, Func: history.Read, Key: "k", Time: 1},
+		{Type: history.OK, Process: 5, Func: history.Read, Key: "k", Value: history.Int64(0), Time: 2},
+	}, events...)
+	for i := range events {
+		events[i].Index = i
+	}
+	results, cuts, s = streamed(t, events, limits)
+	if cuts != 1 || len(s.Notes()) != 1 || !strings.Contains(s.Notes()[0], "no safe place to cut the history from t=") {
+		t.Fatalf("%d cuts, notes %q", cuts, s.Notes())
+	}
+	for _, r := range results {
+		if r.Checker == "mutual-exclusion" && r.Verdict != Invalid {
+			t.Errorf("mutual-exclusion: %s (%s)", r.Verdict, r.Summary)
+		}
+	}
+}
+
+// Past its memory limit, a stream gives up: every verdict not already invalid is unknown
+// and says why.
+func TestStreamPastItsLimitIsUnknown(t *testing.T) {
+	events := histgen.Generate(histgen.Config{Ops: 2000, Clients: 20, Effects: true, Seed: 1})
+	results, _, _ := streamed(t, events, Limits{PieceOps: 1 << 20, MaxOps: 100, LongOps: 1 << 30})
+	for _, r := range results {
+		switch {
+		case r.Property == PropertyMetric || r.Verdict == NotApplicable:
+		case r.Verdict != Unknown:
+			t.Errorf("%s: %s (%s)", r.Checker, r.Verdict, r.Summary)
+		case !strings.Contains(r.Summary, "more than 100 operations held at once (the memory limit)"):
+			t.Errorf("%s: %s", r.Checker, r.Summary)
+		}
+	}
+}
