@@ -17,7 +17,9 @@ import (
 // gives more (lockbreaker check --timeout).
 const DefaultCheckTimeout = time.Minute
 
-// reportEvents is how many events of a history AnalyzeFile keeps for the report.
+// reportEvents is how many events of a history AnalyzeFile keeps for the report's timeline,
+// which draws at most 10000 operations of them (results' timelineLimit): enough to find
+// the first violation's neighbourhood in, and some tens of MB held while the report is made.
 const reportEvents = 200_000
 
 // AnalyzeFile judges a history file as it reads it (checkers.Stream, its searches bounded by
@@ -34,10 +36,12 @@ func AnalyzeFile(ctx context.Context, dir, path string, s results.Summary, timeo
 	opts := options(dir, s, timeout)
 	stream := checkers.NewStream(ctx, opts, limits)
 	var sample, nemesis []history.Event
+	plots := results.NewPlots()
 	counts, open := results.OpCounts{}, map[int]history.Func{}
 	faults, total := 0, 0
 	note, err := history.Scan(path, func(e history.Event) error {
 		stream.Add(e)
+		plots.Add(e)
 		total++
 		if len(sample) < reportEvents {
 			sample = append(sample, e)
@@ -69,14 +73,14 @@ func AnalyzeFile(ctx context.Context, dir, path string, s results.Summary, timeo
 	}
 	notes = append(notes, stream.Notes()...)
 	if total > len(sample) {
-		notes = append(notes, fmt.Sprintf("the report draws the first %d of the history's %d events; verdicts and counts are of them all", len(sample), total))
+		notes = append(notes, fmt.Sprintf("the report's timeline is drawn from the first %d of the history's %d events; verdicts, counts and plots are of them all", len(sample), total))
 	}
 	for _, n := range notes { // a check run again finds the notes of the last one
 		if !slices.Contains(s.Notes, n) {
 			s.Notes = append(s.Notes, n)
 		}
 	}
-	return finish(dir, s, sample, faults, nemesis, opts.Hazards)
+	return finish(dir, s, sample, plots, faults, nemesis, opts.Hazards)
 }
 
 // options are the checkers' options for a run's history.
@@ -86,13 +90,13 @@ func options(dir string, s results.Summary, timeout time.Duration) checkers.Opti
 }
 
 // finish completes the summary from the verdicts and writes the files; events are drawn in
-// the report, nemesis holds at least the hazard events.
-func finish(dir string, s results.Summary, events []history.Event, faults int, nemesis []history.Event, hazards map[string]history.Hazard) (results.Summary, error) {
+// the report's timeline, plots in its plots, nemesis holds at least the hazard events.
+func finish(dir string, s results.Summary, events []history.Event, plots *results.Plots, faults int, nemesis []history.Event, hazards map[string]history.Hazard) (results.Summary, error) {
 	s.Verdict = overall(s.Results, s.Error)
 	s.Faults = faults
 	s.Hazards = results.CountHazards(nemesis, hazards)
 	s.Command = ReproduceCommand(s.Spec)
-	return s, results.WriteAll(dir, s, events, nil)
+	return s, results.WriteAll(dir, s, events, plots)
 }
 
 // overall is a run's verdict: the worst of the checkers' (unknown when none decided) and

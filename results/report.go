@@ -33,13 +33,14 @@ import (
 // are s's, as given; events are drawn, never judged. Every value comes through
 // html/template, and the page's policy lets no script run but its own.
 func WriteReport(dir string, s Summary, events []history.Event) error {
-	return writeReport(dir, s, events, nil)
+	return writeReport(dir, s, events, PlotsOf(events))
 }
 
-// writeReport is WriteReport of events paired as ops (history.Pair), or paired here when nil.
-func writeReport(dir string, s Summary, events []history.Event, ops []history.Op) error {
+// writeReport is WriteReport with the plots of a history of which events may be only the
+// start.
+func writeReport(dir string, s Summary, events []history.Event, plots *Plots) error {
 	var buf bytes.Buffer
-	if err := reportTemplate.Execute(&buf, newReport(dir, s, events, ops)); err != nil {
+	if err := reportTemplate.Execute(&buf, newReport(dir, s, events, plots)); err != nil {
 		return fmt.Errorf("render %s: %w", ReportFile, err)
 	}
 	return WriteAtomic(filepath.Join(dir, ReportFile), buf.Bytes())
@@ -118,7 +119,7 @@ type opRow struct {
 	Outcomes
 }
 
-func newReport(dir string, s Summary, events []history.Event, ops []history.Op) report {
+func newReport(dir string, s Summary, events []history.Event, plots *Plots) report {
 	r := report{Policy: reportPolicy, Script: template.JS(reportScript), Test: s.Test, RunID: s.RunID, Overall: viewVerdict(s.Verdict), Error: s.Error, Notes: s.Notes,
 		Command: s.Command, MaxLabels: maxLabels}
 	if !s.Started.IsZero() {
@@ -129,10 +130,7 @@ func newReport(dir string, s Summary, events []history.Event, ops []history.Op) 
 	}
 	r.Setup = ReadSetup(s.Spec).facts()
 	r.Headline, r.Lesson = headline(s.Results)
-	var pairErr error
-	if ops == nil {
-		ops, pairErr = history.Pair(events)
-	}
+	ops, pairErr := history.Pair(events)
 	var overlaps []checkers.Overlap
 	focus := firstTime(events) // the earliest violation any checker found, or the start
 	var earliest *time.Duration
@@ -153,13 +151,7 @@ func newReport(dir string, s Summary, events []history.Event, ops []history.Op) 
 	default:
 		tl := newTimeline(events, ops, overlaps, focus)
 		r.Timeline = &tl
-		f := newFrame(events)
-		r.Plots = []plotView{latencyPlot(f, ops), throughputPlot(f, ops)}
-		for _, p := range []*plotView{tokensPlot(f, ops), clockPlot(f, events)} {
-			if p != nil {
-				r.Plots = append(r.Plots, *p)
-			}
-		}
+		r.Plots = plots.views()
 	}
 	base := 0 // the first of a checker's overlaps among all of them
 	for _, res := range s.Results {

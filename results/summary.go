@@ -182,12 +182,13 @@ func (c OpCounts) Add(f history.Func, t history.Type) {
 }
 
 // WriteAll writes results.json, junit.xml and report.html (in that order, so the report
-// links the other two) from s as given, and returns every error, not just the first. ops
-// are the events paired (history.Pair), or nil to pair them here.
-func WriteAll(dir string, s Summary, events []history.Event, ops []history.Op) error {
+// links the other two) from s as given, and returns every error, not just the first. The
+// report's timeline draws events, which may be only the start of the history; its plots
+// are plots, gathered from the whole history.
+func WriteAll(dir string, s Summary, events []history.Event, plots *Plots) error {
 	return errors.Join(
 		WriteSummary(dir, s),
 		WriteJUnit(dir, s),
-		writeReport(dir, s, events, ops),
+		writeReport(dir, s, events, plots),
 	)
 }
