@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"time"
 
@@ -17,11 +16,6 @@ import (
 // gives more (lockbreaker check --timeout).
 const DefaultCheckTimeout = time.Minute
 
-// reportEvents is how many events of a history AnalyzeFile keeps for the report's timeline,
-// which draws at most 10000 operations of them (results' timelineLimit): enough to find
-// the first violation's neighbourhood in, and some tens of MB held while the report is made.
-const reportEvents = 200_000
-
 // AnalyzeFile judges a history file as it reads it (checkers.Stream, its searches bounded by
 // timeout and its memory by limits), completes the summary from it (results, verdict, op
 // and fault counts, rerun command) and writes results.json, report.html and junit.xml into
@@ -29,23 +23,19 @@ const reportEvents = 200_000
 // `lockbreaker check` of it later get the same verdicts. The summary's times and error are
 // the caller's and are kept, and so are its notes, to which it adds its own once: checking
 // again changes no byte of results.json. A history larger than memory is judged in bounded
-// memory; the report then draws its first reportEvents events, as a note says. An error
-// reading the history leaves s without results; any other is about writing the files, and
-// the summary is complete either way.
+// memory; the report's timeline is then drawn from its first events (results.Drawing), as
+// a note says. An error reading the history leaves s without results; any other is about
+// writing the files, and the summary is complete either way.
 func AnalyzeFile(ctx context.Context, dir, path string, s results.Summary, timeout time.Duration, limits checkers.Limits) (results.Summary, error) {
 	opts := options(dir, s, timeout)
 	stream := checkers.NewStream(ctx, opts, limits)
-	var sample, nemesis []history.Event
-	plots := results.NewPlots()
+	var nemesis []history.Event
+	drawing := results.NewDrawing()
 	counts, open := results.OpCounts{}, map[int]history.Func{}
-	faults, total := 0, 0
+	faults := 0
 	note, err := history.Scan(path, func(e history.Event) error {
 		stream.Add(e)
-		plots.Add(e)
-		total++
-		if len(sample) < reportEvents {
-			sample = append(sample, e)
-		}
+		drawing.Add(e)
 		switch {
 		case e.Process == history.NemesisProcess:
 			nemesis = append(nemesis, e)
@@ -72,15 +62,15 @@ func AnalyzeFile(ctx context.Context, dir, path string, s results.Summary, timeo
 		notes = append(notes, note)
 	}
 	notes = append(notes, stream.Notes()...)
-	if total > len(sample) {
-		notes = append(notes, fmt.Sprintf("the report's timeline is drawn from the first %d of the history's %d events; verdicts, counts and plots are of them all", len(sample), total))
+	if n := drawing.Note(); n != "" {
+		notes = append(notes, n)
 	}
 	for _, n := range notes { // a check run again finds the notes of the last one
 		if !slices.Contains(s.Notes, n) {
 			s.Notes = append(s.Notes, n)
 		}
 	}
-	return finish(dir, s, sample, plots, faults, nemesis, opts.Hazards)
+	return finish(dir, s, drawing, faults, nemesis, opts.Hazards)
 }
 
 // options are the checkers' options for a run's history.
@@ -89,14 +79,14 @@ func options(dir string, s results.Summary, timeout time.Duration) checkers.Opti
 	return checkers.Options{Dir: dir, Timeout: timeout, FaultsRequested: faults, Hazards: hazards}
 }
 
-// finish completes the summary from the verdicts and writes the files; events are drawn in
-// the report's timeline, plots in its plots, nemesis holds at least the hazard events.
-func finish(dir string, s results.Summary, events []history.Event, plots *results.Plots, faults int, nemesis []history.Event, hazards map[string]history.Hazard) (results.Summary, error) {
+// finish completes the summary from the verdicts and writes the files, the report drawing
+// d; nemesis holds at least the hazard events.
+func finish(dir string, s results.Summary, d *results.Drawing, faults int, nemesis []history.Event, hazards map[string]history.Hazard) (results.Summary, error) {
 	s.Verdict = overall(s.Results, s.Error)
 	s.Faults = faults
 	s.Hazards = results.CountHazards(nemesis, hazards)
 	s.Command = ReproduceCommand(s.Spec)
-	return s, results.WriteAll(dir, s, events, plots)
+	return s, results.WriteAll(dir, s, d)
 }
 
 // overall is a run's verdict: the worst of the checkers' (unknown when none decided) and

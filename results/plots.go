@@ -94,15 +94,6 @@ func NewPlots() *Plots {
 		processes: map[int]bool{}}
 }
 
-// PlotsOf gathers the plots of events.
-func PlotsOf(events []history.Event) *Plots {
-	p := NewPlots()
-	for _, e := range events {
-		p.Add(e)
-	}
-	return p
-}
-
 // plotFuncs are the functions the throughput plot draws, in its legend's order.
 var plotFuncs = []history.Func{history.Acquire, history.Release, history.Read, history.Write}
 

@@ -182,13 +182,11 @@ func (c OpCounts) Add(f history.Func, t history.Type) {
 }
 
 // WriteAll writes results.json, junit.xml and report.html (in that order, so the report
-// links the other two) from s as given, and returns every error, not just the first. The
-// report's timeline draws events, which may be only the start of the history; its plots
-// are plots, gathered from the whole history.
-func WriteAll(dir string, s Summary, events []history.Event, plots *Plots) error {
+// links the other two) from s as given, and returns every error, not just the first.
+func WriteAll(dir string, s Summary, d *Drawing) error {
 	return errors.Join(
 		WriteSummary(dir, s),
 		WriteJUnit(dir, s),
-		writeReport(dir, s, events, plots),
+		WriteReport(dir, s, d),
 	)
 }
