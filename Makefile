@@ -98,6 +98,20 @@ bench: deps image
 	$(GO) test -p 1 -run '^$$' -bench 'RecordingPath' -benchtime 200000x ./harness/
 	$(GO) test -p 1 -run '^$$' -bench 'RunVersusBareLoop' -benchtime 1x ./harness/
 	$(GO) test -p 1 -run '^$$' -bench 'ExecRoundTrip' -benchtime 2000x ./workloads/execlock/
+	@# A soak: the harness's resident memory (VmRSS of /proc/PID/status, sampled each second) at 1,
+	@# 5 and 15 minutes of a full-rate run on the in-process lock, and its peak (VmHWM) over the
+	@# run and the analysis after it (a process that has ended has none); the history is on disk, so
+	@# the first three should be level.
+	@dir=$(BENCHDIR)/soak; rm -rf $$dir; mkdir -p $$dir; \
+	$(BENCHDIR)/lockbreaker run --system local --nemesis none --clients 5 --rate 0 --work 0 --time-limit 15m30s \
+	  --results $$dir >$$dir/run.txt 2>&1 & pid=$$!; start=$$(date +%s); marks="60 300 900"; at=""; peak=0; \
+	while hwm=$$(awk '/^VmHWM/ {print int($$2/1024)}' /proc/$$pid/status 2>/dev/null) && [ -n "$$hwm" ]; do \
+	  rss=$$(awk '/^VmRSS/ {print int($$2/1024)}' /proc/$$pid/status 2>/dev/null); peak=$$hwm; \
+	  mark=$${marks%% *}; if [ -n "$$marks" ] && [ $$(( $$(date +%s) - start )) -ge $$mark ]; then \
+	    at="$$at $$((mark / 60)) min $$rss MB,"; marks=$$(echo $${marks#$$mark}); fi; \
+	  sleep 1; done; \
+	wait $$pid; ops=$$(grep -c '"type":"ok"' $$dir/latest/history.jsonl); \
+	echo "soak (local, 5 clients, --rate 0 --work 0): harness RSS$$at peak $$peak MB; $$ops ok operations"
 
 # Each fuzz target runs for FUZZTIME; an input that fails lands in the package's
 # testdata/fuzz/<target>/, to commit with the fix so it stays a test.

@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"time"
 
@@ -17,45 +16,26 @@ import (
 // gives more (lockbreaker check --timeout).
 const DefaultCheckTimeout = time.Minute
 
-// Analyze judges a history (checkers.Judge, its searches bounded by timeout), completes the
-// summary from it (results, verdict, op and fault counts, rerun command) and writes results.json,
-// report.html and junit.xml into dir. It needs nothing but the history and the summary's
-// spec, so `lockbreaker check` calls it on a saved run and gets the verdicts the run itself
-// got. The summary's times, notes and error are the caller's and are kept: checking again
-// changes no byte of results.json. The error is about writing the files; the summary is
-// complete either way.
-func Analyze(ctx context.Context, dir string, events []history.Event, s results.Summary, timeout time.Duration) (results.Summary, error) {
-	// Paired once for the checkers, the counts and the report.
-	ops, pairErr := history.Pair(events)
-	opts := options(dir, s, timeout)
-	opts.Ops = ops
-	s.Results = checkers.Judge(ctx, events, opts)
-	// A history that does not pair has no counts; every checker's verdict names why.
-	s.Ops = nil
-	if pairErr == nil {
-		s.Ops = results.Count(ops)
-	}
-	return finish(dir, s, events, ops, len(history.Faults(events)), events, opts.Hazards)
-}
-
-// reportEvents is how many events of a history AnalyzeFile keeps for the report.
-const reportEvents = 200_000
-
-// AnalyzeFile is Analyze of a history file read as it is judged (checkers.Stream), so that
-// a history larger than memory is judged in bounded memory; the report then draws its first
-// reportEvents events, as a note says. An error reading the history leaves s without results.
+// AnalyzeFile judges a history file as it reads it (checkers.Stream, its searches bounded by
+// timeout and its memory by limits), completes the summary from it (results, verdict, op
+// and fault counts, rerun command) and writes results.json, report.html and junit.xml into
+// dir. It needs nothing but the history and the summary's spec, so a run and a
+// `lockbreaker check` of it later get the same verdicts. The summary's times and error are
+// the caller's and are kept, and so are its notes, to which it adds its own once: checking
+// again changes no byte of results.json. A history larger than memory is judged in bounded
+// memory; the report's timeline is then drawn from its first events (results.Drawing), as
+// a note says. An error reading the history leaves s without results; any other is about
+// writing the files, and the summary is complete either way.
 func AnalyzeFile(ctx context.Context, dir, path string, s results.Summary, timeout time.Duration, limits checkers.Limits) (results.Summary, error) {
 	opts := options(dir, s, timeout)
 	stream := checkers.NewStream(ctx, opts, limits)
-	var sample, nemesis []history.Event
+	var nemesis []history.Event
+	drawing := results.NewDrawing()
 	counts, open := results.OpCounts{}, map[int]history.Func{}
-	faults, total := 0, 0
+	faults := 0
 	note, err := history.Scan(path, func(e history.Event) error {
 		stream.Add(e)
-		total++
-		if len(sample) < reportEvents {
-			sample = append(sample, e)
-		}
+		drawing.Add(e)
 		switch {
 		case e.Process == history.NemesisProcess:
 			nemesis = append(nemesis, e)
@@ -82,15 +62,15 @@ func AnalyzeFile(ctx context.Context, dir, path string, s results.Summary, timeo
 		notes = append(notes, note)
 	}
 	notes = append(notes, stream.Notes()...)
-	if total > len(sample) {
-		notes = append(notes, fmt.Sprintf("the report draws the first %d of the history's %d events; verdicts and counts are of them all", len(sample), total))
+	if n := drawing.Note(); n != "" {
+		notes = append(notes, n)
 	}
 	for _, n := range notes { // a check run again finds the notes of the last one
 		if !slices.Contains(s.Notes, n) {
 			s.Notes = append(s.Notes, n)
 		}
 	}
-	return finish(dir, s, sample, nil, faults, nemesis, opts.Hazards)
+	return finish(dir, s, drawing, faults, nemesis, opts.Hazards)
 }
 
 // options are the checkers' options for a run's history.
@@ -99,14 +79,14 @@ func options(dir string, s results.Summary, timeout time.Duration) checkers.Opti
 	return checkers.Options{Dir: dir, Timeout: timeout, FaultsRequested: faults, Hazards: hazards}
 }
 
-// finish completes the summary from the verdicts and writes the files; events (paired as
-// ops, or nil) are drawn in the report, nemesis holds at least the hazard events.
-func finish(dir string, s results.Summary, events []history.Event, ops []history.Op, faults int, nemesis []history.Event, hazards map[string]history.Hazard) (results.Summary, error) {
+// finish completes the summary from the verdicts and writes the files, the report drawing
+// d; nemesis holds at least the hazard events.
+func finish(dir string, s results.Summary, d *results.Drawing, faults int, nemesis []history.Event, hazards map[string]history.Hazard) (results.Summary, error) {
 	s.Verdict = overall(s.Results, s.Error)
 	s.Faults = faults
 	s.Hazards = results.CountHazards(nemesis, hazards)
 	s.Command = ReproduceCommand(s.Spec)
-	return s, results.WriteAll(dir, s, events, ops)
+	return s, results.WriteAll(dir, s, d)
 }
 
 // overall is a run's verdict: the worst of the checkers' (unknown when none decided) and

@@ -3,7 +3,10 @@ package harness
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -31,17 +34,23 @@ const staleWrite = `{"index":0,"type":"invoke","process":0,"f":"acquire","key":"
 {"index":12,"type":"invoke","process":1,"f":"release","key":"lock","time":5600}
 `
 
-// Analyze builds the whole summary itself: what a saved results.json said about verdicts
-// and counts is replaced, what the run said about itself (times, notes) is kept.
-func TestAnalyzeCompletesTheSummary(t *testing.T) {
-	file, err := history.Parse(strings.NewReader(staleWrite))
-	if err != nil {
+// analyze writes text as a run's history in dir and judges it.
+func analyze(t *testing.T, dir, text string, s results.Summary) (results.Summary, error) {
+	t.Helper()
+	path := filepath.Join(dir, results.HistoryFile)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return AnalyzeFile(context.Background(), dir, path, s, DefaultCheckTimeout, checkers.DefaultLimits)
+}
+
+// AnalyzeFile builds the whole summary itself: what a saved results.json said about
+// verdicts and counts is replaced, what the run said about itself (times, notes) is kept.
+func TestAnalyzeCompletesTheSummary(t *testing.T) {
 	dir := t.TempDir()
 	saved := results.Summary{Test: "redis-pause", Notes: []string{"fencing off"}, Verdict: checkers.Valid,
 		Ops: results.OpCounts{history.Acquire: {OK: 99}}, Faults: 7}
-	got, err := Analyze(context.Background(), dir, file.Events, saved, DefaultCheckTimeout)
+	got, err := analyze(t, dir, staleWrite, saved)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,25 +67,20 @@ func TestAnalyzeCompletesTheSummary(t *testing.T) {
 	}
 }
 
-// A history that does not pair is not counted at all: a partial count would read as a
-// whole one. Every checker's verdict says why.
-func TestAnalyzeDoesNotCountAHistoryThatDoesNotPair(t *testing.T) {
-	file, err := history.Parse(strings.NewReader(staleWrite))
-	if err != nil {
-		t.Fatal(err)
-	}
+// A history that does not pair is refused, naming its line: no verdict, no count and no
+// results.json, since a partial judgement would read as a whole one.
+func TestAnalyzeRefusesAHistoryThatDoesNotPair(t *testing.T) {
+	dir := t.TempDir()
 	saved := results.Summary{Ops: results.OpCounts{history.Acquire: {OK: 99}}}
-	got, err := Analyze(context.Background(), t.TempDir(), file.Events[1:], saved, DefaultCheckTimeout)
-	if err != nil {
-		t.Fatal(err)
+	got, err := analyze(t, dir, staleWrite[strings.IndexByte(staleWrite, '\n')+1:], saved)
+	if err == nil || !strings.Contains(err.Error(), "history.jsonl:1: ") || !strings.Contains(err.Error(), "without an invocation") {
+		t.Errorf("error %v, want line 1 named as a completion without an invocation", err)
 	}
-	if got.Ops != nil || got.Verdict != checkers.Unknown {
-		t.Errorf("ops %v, verdict %s; want no counts and unknown", got.Ops, got.Verdict)
+	if len(got.Results) != 0 || !reflect.DeepEqual(got.Ops, saved.Ops) {
+		t.Errorf("results %v, ops %v; want none and the caller's", got.Results, got.Ops)
 	}
-	for _, r := range got.Results {
-		if !strings.Contains(r.Summary, "completion without an invocation") {
-			t.Errorf("%s: %q does not say why", r.Checker, r.Summary)
-		}
+	if _, err := os.Stat(filepath.Join(dir, results.SummaryFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("results.json written (%v)", err)
 	}
 }
 
@@ -142,11 +146,7 @@ func TestARunWhoseHazardNeverOccurredIsNeverValid(t *testing.T) {
 				history string
 				want    checkers.Verdict
 			}{{cleanRun, checkers.Unknown}, {cleanRun + occurred, checkers.Valid}} {
-				file, err := history.Parse(strings.NewReader(tt.history))
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, err := Analyze(context.Background(), t.TempDir(), file.Events, results.Summary{Spec: spec}, DefaultCheckTimeout)
+				got, err := analyze(t, t.TempDir(), tt.history, results.Summary{Spec: spec})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -275,7 +275,7 @@ func BenchmarkRecordingPath(b *testing.B) {
 				b.Fatal(err)
 			}
 			events := 2 * clients * b.N
-			if got := len(rec.Events()); got != events {
+			if got := rec.Tally().Events; got != events {
 				b.Fatalf("recorded %d events, want %d", got, events)
 			}
 			b.ReportMetric(float64(events)/elapsed.Seconds(), "events/s")

@@ -101,7 +101,7 @@ func TestPauseStopsTheExecProgram(t *testing.T) {
 	for strings.Count(logged(), "beat ") < 5 {
 		time.Sleep(10 * time.Millisecond)
 	}
-	worker := workers.all[0].cmd.Process.Pid
+	worker := workers.slots[0].cmd.Process.Pid
 	program := childOf(t, worker)
 
 	const pause = 3 * time.Second // the acquire's 300 ms and execlock's 2 s grace, and more
@@ -146,7 +146,7 @@ func TestPauseStopsTheExecProgram(t *testing.T) {
 	if note := workers.lostNote(); note != "" || workers.clientErr() != nil {
 		t.Errorf("the pause lost the client: %s %v", note, workers.clientErr())
 	}
-	if n := len(workers.all); n != 1 {
+	if n := started(workers); n != 1 {
 		t.Errorf("%d workers started; the pause replaced the client", n)
 	}
 	t.Logf("%d heartbeats after the pause", after)

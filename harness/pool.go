@@ -44,9 +44,10 @@ type pool struct {
 	// addrs gives each worker an address of its own; nil when they share the host's.
 	addrs *clientAddrs
 
-	mu       sync.Mutex
-	slots    []*worker       // the worker running in each slot now
-	all      map[int]*worker // every worker ever started, by process number
+	mu sync.Mutex
+	// slots hold the worker running in each slot now. Only those are kept: a long run
+	// with a kill a second replaces thousands.
+	slots    []*worker
 	stopping bool
 	// unready counts, per slot, the workers in a row whose client was lost before it was
 	// ready (before it recorded anything).
@@ -112,7 +113,7 @@ func startPool(command []string, configs []WorkerConfig, rec *history.Recorder, 
 // startPoolOn starts the pool with each worker on its own address (addrs; nil: the host's).
 // A worker is on its address before it reads its configuration, so it never dials before.
 func startPoolOn(addrs *clientAddrs, command []string, configs []WorkerConfig, rec *history.Recorder, logs io.Writer) (*pool, error) {
-	p := &pool{rec: rec, command: command, logs: logs, addrs: addrs, slots: make([]*worker, len(configs)), all: map[int]*worker{},
+	p := &pool{rec: rec, command: command, logs: logs, addrs: addrs, slots: make([]*worker, len(configs)),
 		unready: make([]int, len(configs)), broke: make(chan struct{})}
 	for slot, cfg := range configs {
 		w, stdout, err := p.launch(slot, cfg)
@@ -166,7 +167,7 @@ func (p *pool) launch(slot int, cfg WorkerConfig) (*worker, io.Reader, error) {
 
 // add puts a launched worker in its slot and records its events; the caller holds p.mu.
 func (p *pool) add(w *worker, stdout io.Reader) {
-	p.slots[w.slot], p.all[w.cfg.Process] = w, w
+	p.slots[w.slot] = w
 	p.wg.Add(1)
 	go p.pump(w, stdout)
 }
@@ -336,16 +337,33 @@ func (p *pool) Processes() []int {
 // already exited takes no signal and that is no error: a pause's SIGCONT may come after a
 // kill.
 func (p *pool) Signal(process int, sig syscall.Signal) error {
-	p.mu.Lock()
-	w, ok := p.all[process]
-	p.mu.Unlock()
-	if !ok {
-		return fmt.Errorf("no worker %d", process)
+	w, err := p.find(process)
+	if w == nil || err != nil {
+		return err
 	}
 	if err := w.signal(sig); err != nil {
 		return fmt.Errorf("signal worker %d: %w", process, err)
 	}
 	return nil
+}
+
+// find is the worker with a process number; nil with no error for one that has exited and
+// been replaced. A slot's process numbers are its index plus multiples of the number of
+// slots (workerConfigs numbers the first, replace the next), so a number below its slot's
+// worker's is one replaced.
+func (p *pool) find(process int) (*worker, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if process >= 0 && len(p.slots) > 0 {
+		switch w := p.slots[process%len(p.slots)]; {
+		case w == nil:
+		case w.cfg.Process == process:
+			return w, nil
+		case w.cfg.Process > process:
+			return nil, nil
+		}
+	}
+	return nil, fmt.Errorf("no worker %d", process)
 }
 
 // signal signals the worker's process group, unless the worker has exited and been
@@ -366,16 +384,15 @@ func (w *worker) signal(sig syscall.Signal) error {
 // ClientIP, ClientDropFrom, DelayClient and HealClients make the pool a
 // nemesis.ClientNetwork when its workers have addresses of their own.
 func (p *pool) ClientIP(process int) (string, error) {
-	w, err := p.worker(process)
-	if err != nil {
+	if _, err := p.worker(process); err != nil {
 		return "", err
 	}
-	return p.addrs.net.Addr(w.slot).String(), nil
+	return p.addrs.net.Addr(process % len(p.slots)).String(), nil // replaced or not, its slot's
 }
 
 func (p *pool) ClientDropFrom(ctx context.Context, process int, sources ...string) error {
 	w, err := p.worker(process)
-	if err != nil {
+	if w == nil || err != nil {
 		return err
 	}
 	pid := w.cmd.Process.Pid
@@ -393,7 +410,7 @@ func (p *pool) ClientDropFrom(ctx context.Context, process int, sources ...strin
 
 func (p *pool) DelayClient(ctx context.Context, process int, d time.Duration) error {
 	w, err := p.worker(process)
-	if err != nil {
+	if w == nil || err != nil {
 		return err
 	}
 	return w.ignoreExited(p.addrs.net.Delay(ctx, w.cmd.Process.Pid, d))
@@ -413,18 +430,12 @@ func (p *pool) HealClients(ctx context.Context) error {
 }
 
 // worker finds a worker by its process number, on a pool whose workers have addresses of
-// their own.
+// their own; nil with no error for one that has exited and been replaced.
 func (p *pool) worker(process int) (*worker, error) {
 	if p.addrs == nil {
 		return nil, errors.New("the workers share the host's network address")
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	w, ok := p.all[process]
-	if !ok {
-		return nil, fmt.Errorf("no worker %d", process)
-	}
-	return w, nil
+	return p.find(process)
 }
 
 // ignoreExited drops the error of an act on a worker's namespace that failed because the

@@ -35,28 +35,38 @@ func TestStopEndsWorkersThatReplacedDeadOnes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Wait until each slot has been taken over a few times.
-	for {
-		workers.mu.Lock()
-		started := len(workers.all)
-		workers.mu.Unlock()
-		if started >= 30 {
-			break
-		}
+	// Wait until the slots have been taken over a few times.
+	for started(workers) < 30 {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if err := os.WriteFile(marker, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	workers.stop(time.Hour)
-	workers.mu.Lock()
-	defer workers.mu.Unlock()
-	for p, w := range workers.all {
+	for _, w := range workers.slots {
 		if w.cmd.ProcessState == nil {
-			t.Errorf("worker %d was never reaped", p)
+			t.Errorf("worker %d was never reaped", w.cfg.Process)
 		}
 	}
-	t.Logf("%d workers started in all", len(workers.all))
+	t.Logf("%d workers started in all", started(workers))
+	// A replaced worker takes no signal, and that is no error; a number never given is one.
+	if err := workers.Signal(0, syscall.SIGCONT); err != nil {
+		t.Errorf("signal a replaced worker: %v", err)
+	}
+	if err := workers.Signal(started(workers)*len(configs), syscall.SIGCONT); err == nil {
+		t.Error("signalled a worker never started")
+	}
+}
+
+// started is how many workers a pool has started: its slots' process numbers count them.
+func started(p *pool) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, w := range p.slots {
+		n += w.cfg.Process/len(p.slots) + 1
+	}
+	return n
 }
 
 // stuckNet is a client network whose addresses never leave the bridge.
@@ -81,7 +91,7 @@ func TestSlotWhoseAddressStaysTakesNoNewWorker(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	workers.stop(time.Hour)
-	if n := len(workers.all); n != 1 {
+	if n := started(workers); n != 1 {
 		t.Errorf("%d workers started, want only the first", n)
 	}
 }

@@ -1,6 +1,8 @@
 package harness
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -8,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/results"
 )
 
@@ -23,6 +26,31 @@ func TestRunRebuildsTheIndex(t *testing.T) {
 		if !strings.Contains(string(page), want) {
 			t.Errorf("index lacks %s:\n%s", want, page)
 		}
+	}
+}
+
+// A run judges its history read back from the file, as check does, so judging the run
+// again changes no byte of the results.json it wrote.
+func TestARunsResultsAreACheckOfItsHistory(t *testing.T) {
+	dir, _ := runTrial(t, localSpec("local-broken", []string{"pause-holder"}, false))
+	path := filepath.Join(dir, results.SummaryFile)
+	written, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved, err := results.ReadSummary(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := AnalyzeFile(context.Background(), dir, filepath.Join(dir, results.HistoryFile), saved, DefaultCheckTimeout, checkers.DefaultLimits); err != nil {
+		t.Fatal(err)
+	}
+	checked, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(checked, written) {
+		t.Errorf("the run wrote\n%s\na check of its history\n%s", written, checked)
 	}
 }
 

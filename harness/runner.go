@@ -10,9 +10,12 @@ import (
 	"math/rand"
 	"net/netip"
 	"os"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/internal/shellwords"
 	"github.com/lockbreaker/lockbreaker/nemesis"
@@ -132,7 +135,10 @@ func (t *trial) execute(ctx context.Context) (results.Summary, error) {
 	if runErr != nil {
 		summary.Error = runErr.Error()
 	}
-	summary, err = Analyze(context.WithoutCancel(ctx), t.run.Dir(), rec.Events(), summary, DefaultCheckTimeout)
+	// Judged from the file, as check judges it, so that the run's memory does not grow with
+	// its length and a check of it later writes the same results.json.
+	summary, err = AnalyzeFile(context.WithoutCancel(ctx), t.run.Dir(), t.run.Path(results.HistoryFile), summary,
+		DefaultCheckTimeout, checkers.DefaultLimits)
 	return summary, errors.Join(runErr, err)
 }
 
@@ -414,7 +420,8 @@ func (t *trial) finalRead(ctx context.Context, rec *history.Recorder, addr strin
 }
 
 // reportProgress prints a line every few seconds until stopped, so a long run is
-// visibly alive.
+// visibly alive: time, operations by outcome, faults, and the harness's own resident
+// memory, which stays flat however long the run (the history is on disk, not in memory).
 func (t *trial) reportProgress(ctx context.Context, rec *history.Recorder) (stop func()) {
 	start := time.Now()
 	done := make(chan struct{})
@@ -430,17 +437,31 @@ func (t *trial) reportProgress(ctx context.Context, rec *history.Recorder) (stop
 			case <-ctx.Done():
 				return
 			case <-tick.C:
-				events := rec.Events()
-				done := map[history.Type]int{}
-				for _, e := range events {
-					if e.Process != history.NemesisProcess {
-						done[e.Type]++
-					}
+				n := rec.Tally()
+				line := fmt.Sprintf("  %3.0fs/%s  ok %d  fail %d  info %d  faults %d", time.Since(start).Seconds(),
+					t.spec.TimeLimit.Std(), n.OK, n.Fail, n.Info, n.Faults)
+				if rss, ok := residentMemory(); ok {
+					line += fmt.Sprintf("  harness RSS %d MB", rss>>20)
 				}
-				t.say("  %3.0fs/%s  ok %d  fail %d  info %d  faults %d", time.Since(start).Seconds(),
-					t.spec.TimeLimit.Std(), done[history.OK], done[history.Fail], done[history.Info], len(history.Faults(events)))
+				t.say("%s", line)
 			}
 		}
 	}()
 	return func() { close(done); <-finished }
+}
+
+// residentMemory is this process's resident set size in bytes, VmRSS in
+// /proc/self/status; false where there is no such file.
+func residentMemory() (int64, bool) {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10, err == nil
+		}
+	}
+	return 0, false
 }

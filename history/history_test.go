@@ -37,6 +37,31 @@ func TestRecorderWritesWhatParseReads(t *testing.T) {
 	}
 }
 
+// A recorder keeps counts, not events: what a progress line shows.
+func TestRecorderTallies(t *testing.T) {
+	rec, err := Create(filepath.Join(t.TempDir(), FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	for _, e := range []Event{
+		{Type: Invoke, Process: 0, Func: Acquire, Time: 10},
+		{Type: Info, Process: NemesisProcess, Func: Start, Fault: "pause", Time: 11},
+		{Type: OK, Process: 0, Func: Acquire, Time: 20},
+		{Type: Invoke, Process: 1, Func: Acquire, Time: 21},
+		{Type: Fail, Process: 1, Func: Acquire, Time: 22},
+		{Type: Info, Process: NemesisProcess, Func: Stop, Fault: "pause", Time: 23},
+		{Type: Invoke, Process: 0, Func: Write, Value: Int64(1), Time: 30},
+		{Type: Info, Process: 0, Func: Write, Value: Int64(1), Time: 40},
+	} {
+		rec.Record(e)
+	}
+	want := Tally{Events: 8, OK: 1, Fail: 1, Info: 1, Faults: 1}
+	if got := rec.Tally(); got != want {
+		t.Errorf("tally %+v, want %+v", got, want)
+	}
+}
+
 // ev is one history line.
 func ev(index int, typ Type, process int, f Func, time int64) string {
 	return fmt.Sprintf(`{"index":%d,"type":%q,"process":%d,"f":%q,"time":%d}`, index, typ, process, f, time)

@@ -77,7 +77,7 @@ func TestReportShowsHazards(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			s := Summary{Test: "sentinel-failover", Verdict: checkers.Invalid, Results: pauseFencingResults(), Hazards: tt.hazards}
-			if err := WriteReport(dir, s, tt.events); err != nil {
+			if err := WriteReport(dir, s, Draw(tt.events)); err != nil {
 				t.Fatal(err)
 			}
 			page := readFile(t, filepath.Join(dir, ReportFile))
@@ -116,7 +116,7 @@ func TestCappedTimelineDrawsItsHazards(t *testing.T) {
 	}
 	s := judged(events)
 	dir := t.TempDir()
-	if err := WriteReport(dir, s, events); err != nil {
+	if err := WriteReport(dir, s, Draw(events)); err != nil {
 		t.Fatal(err)
 	}
 	page := readFile(t, filepath.Join(dir, ReportFile))
@@ -138,7 +138,7 @@ func TestCappedTimelineDrawsItsHazards(t *testing.T) {
 func TestHazardsAreNotFaults(t *testing.T) {
 	events := hazardEvent(pauseHistory(), pauseHistory()[3].Time, history.ClockPastLease, "clock-bump", map[string]string{"offset": "+9.000"}, "n1")
 	dir := t.TempDir()
-	if err := WriteReport(dir, Summary{Test: "t", Results: pauseFencingResults()}, events); err != nil {
+	if err := WriteReport(dir, Summary{Test: "t", Results: pauseFencingResults()}, Draw(events)); err != nil {
 		t.Fatal(err)
 	}
 	page := readFile(t, filepath.Join(dir, ReportFile))

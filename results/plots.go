@@ -1,11 +1,14 @@
 package results
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
 )
@@ -13,7 +16,8 @@ import (
 // The report's plots, Jepsen's first look at a fault's effect: lock latency over time,
 // throughput over time, fencing tokens over time per client and, when clock faults ran,
 // each node's clock offset. Every plot shares the x axis (seconds since the history's
-// first event) and shades the nemesis faults. They draw the history; they judge nothing.
+// first event) and shades the nemesis faults. They draw the whole history, however long,
+// from what Plots gathered of it in bounded memory; they judge nothing.
 
 // Layout of a plot, in the SVG's user units.
 const (
@@ -66,6 +70,140 @@ func paletteColor(i int) string { return palette[paletteIndex(i)] }
 
 func paletteIndex(i int) int { return ((i % len(palette)) + len(palette)) % len(palette) }
 
+// Plots is what the plots draw of a history, gathered one event at a time in memory that
+// does not grow with the history's length: operations are counted in cells of time (and
+// of latency or token) that grow coarser as the history grows longer (grid), so a long
+// run's plots are of the whole run at a coarser grain. Only the nemesis's fault events,
+// and each process's open operation, are kept as they are.
+type Plots struct {
+	start, end int64 // the earliest and latest event times
+	seen       bool
+	open       map[int]history.Event // each process's invocation not yet completed
+	// latency counts acquires and releases by invocation time and latencyBins of their
+	// duration, classed by outcome and function (latencyClass); throughput counts ok
+	// operations by completion time, classed by funcIndex; tokens counts grants by their
+	// time and token, classed by their process's palette colour.
+	latency, throughput, tokens grid
+	processes                   map[int]bool // the processes tokens were granted to
+	nemesis                     []history.Event
+}
+
+// NewPlots returns an empty Plots.
+func NewPlots() *Plots {
+	return &Plots{open: map[int]history.Event{}, latency: newGrid(false), throughput: newGrid(false), tokens: newGrid(true),
+		processes: map[int]bool{}}
+}
+
+// plotFuncs are the functions the throughput plot draws, in its legend's order.
+var plotFuncs = []history.Func{history.Acquire, history.Release, history.Read, history.Write}
+
+// latencyBins is how many cells of latency a decade has: finer than the plot's height shows.
+const latencyBins = 200
+
+// Add takes the next event of the history into account.
+func (p *Plots) Add(e history.Event) {
+	if !p.seen || e.Time < p.start {
+		p.start = e.Time
+	}
+	p.end, p.seen = max(p.end, e.Time), true
+	switch {
+	case e.Process == history.NemesisProcess:
+		if e.Func == history.Start || e.Func == history.Stop {
+			p.nemesis = append(p.nemesis, e)
+		}
+		return
+	case e.Type == history.Invoke:
+		p.open[e.Process] = e
+		return
+	}
+	inv, ok := p.open[e.Process]
+	if !ok {
+		return
+	}
+	delete(p.open, e.Process)
+	f := inv.Func
+	if e.Type == history.OK && slices.Contains(plotFuncs, f) {
+		p.throughput.add(e.Time, 0, uint8(slices.Index(plotFuncs, f)))
+	}
+	if f == history.Acquire || f == history.Release {
+		ms := max(float64(e.Time-inv.Time)/1e6, 0.001)
+		p.latency.add(inv.Time, int64(math.Floor(math.Log10(ms)*latencyBins)), latencyClass(e.Type, f == history.Release))
+	}
+	if f == history.Acquire && e.Type == history.OK && e.Token != nil {
+		p.tokens.add(e.Time, *e.Token, uint8(paletteIndex(e.Process)))
+		p.processes[e.Process] = true
+	}
+}
+
+// latencyClass packs a latency dot's outcome and shape into a cell's class.
+func latencyClass(t history.Type, release bool) uint8 {
+	c := uint8(slices.Index([]history.Type{history.OK, history.Fail, history.Info}, t)) << 1
+	if release {
+		c |= 1
+	}
+	return c
+}
+
+// maxCells bounds the cells a grid holds.
+const maxCells = 1 << 15
+
+// grid counts points by cell: width nanoseconds of time from origin, by height units of a
+// value, and a class. Whenever it holds more than maxCells, the width (and the height,
+// when scaled) doubles and neighbouring cells merge, so it holds a history of any length
+// in bounded memory, the longer the coarser.
+type grid struct {
+	origin        int64 // the first point's time
+	width, height int64
+	scaled        bool
+	cells         map[cell]int
+}
+
+type cell struct {
+	x, y  int64
+	class uint8
+}
+
+func newGrid(scaled bool) grid {
+	return grid{width: int64(time.Microsecond), height: 1, scaled: scaled}
+}
+
+func (g *grid) add(t, v int64, class uint8) {
+	if g.cells == nil {
+		g.cells, g.origin = map[cell]int{}, t
+	}
+	g.cells[cell{floorDiv(t-g.origin, g.width), floorDiv(v, g.height), class}]++
+	for len(g.cells) > maxCells {
+		g.coarsen()
+	}
+}
+
+// coarsen doubles the cells' width (and height when scaled), merging their counts.
+func (g *grid) coarsen() {
+	g.width *= 2
+	dy := int64(1)
+	if g.scaled {
+		g.height, dy = g.height*2, 2
+	}
+	cells := make(map[cell]int, len(g.cells)/2)
+	for c, n := range g.cells {
+		cells[cell{floorDiv(c.x, 2), floorDiv(c.y, dy), c.class}] += n
+	}
+	g.cells = cells
+}
+
+// at is the middle of a cell's times and of its values: a value itself in a cell of one.
+func (g *grid) at(c cell) (t int64, v float64) {
+	return g.origin + c.x*g.width + (g.width-1)/2, float64(c.y*g.height) + float64(g.height-1)/2
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
 // frame is what every plot of one history shares: the x axis and the faults.
 type frame struct {
 	c      clock
@@ -73,10 +211,10 @@ type frame struct {
 	xticks []tick
 }
 
-func newFrame(events []history.Event) frame {
-	c := newClock(events)
+func (p *Plots) frame() frame {
+	c := clock{start: p.start, span: max(p.end-p.start, int64(time.Millisecond))}
 	f := frame{c: c}
-	for _, fault := range history.Faults(events) {
+	for _, fault := range history.Faults(p.nemesis) {
 		f.faults = append(f.faults, plotBand{X: f.x(fault.Start), Width: max(f.x(fault.Stop)-f.x(fault.Start), 1),
 			Title: strings.TrimSpace(fault.Description + " " + strings.Join(fault.Targets, ","))})
 	}
@@ -84,12 +222,29 @@ func newFrame(events []history.Event) frame {
 	return f
 }
 
+// x is time t's place, within the plot even for a cell's middle past the history's end.
 func (f frame) x(t int64) float64 {
+	t = min(max(t, f.c.start), f.c.start+f.c.span)
 	return round1(plotLeft + float64(t-f.c.start)/float64(f.c.span)*(plotRight-plotLeft))
 }
 
 func (f frame) plot(title, caption string) plotView {
 	return plotView{Title: title, Caption: caption, Faults: f.faults, XTicks: f.xticks}
+}
+
+// views are the plots to draw; none for a history without events.
+func (p *Plots) views() []plotView {
+	if !p.seen {
+		return nil
+	}
+	f := p.frame()
+	views := []plotView{p.latencyPlot(f), p.throughputPlot(f)}
+	for _, v := range []*plotView{p.tokensPlot(f), clockPlot(f, p.nemesis)} {
+		if v != nil {
+			views = append(views, *v)
+		}
+	}
+	return views
 }
 
 // linearY maps 0..top onto the plot's height and gives round ticks.
@@ -106,55 +261,58 @@ func linearY(top float64) (func(float64) float64, []tick) {
 }
 
 // latencyPlot is acquire and release latency against invocation time, log scale.
-func latencyPlot(f frame, ops []history.Op) plotView {
-	p := f.plot("Lock latency", "Each acquire (circle) and release (square) at its invocation, by how long it took; log scale.")
-	type point struct {
-		x, ms float64
-		t     history.Type
-		sq    bool
-	}
-	var points []point
+func (p *Plots) latencyPlot(f frame) plotView {
+	v := f.plot("Lock latency", "Each acquire (circle) and release (square) at its invocation, by how long it took; log scale.")
 	open := 0
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, op := range ops {
-		if op.Func() != history.Acquire && op.Func() != history.Release {
-			continue
-		}
-		if op.Complete == nil {
+	for _, inv := range p.open {
+		if inv.Func == history.Acquire || inv.Func == history.Release {
 			open++
-			continue
 		}
-		ms := max(float64(op.Complete.Time-op.Invoke.Time)/1e6, 0.001)
-		lo, hi = min(lo, ms), max(hi, ms)
-		points = append(points, point{x: f.x(op.Invoke.Time), ms: ms, t: op.Type(), sq: op.Func() == history.Release})
 	}
 	if open > 0 {
-		p.Caption += fmt.Sprintf(" %d never completed and are not drawn.", open)
+		v.Caption += fmt.Sprintf(" %d never completed and are not drawn.", open)
 	}
-	if len(points) == 0 {
-		return p
+	g := &p.latency
+	if len(g.cells) == 0 {
+		return v
 	}
-	decadeLo, decadeHi := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	for c := range g.cells {
+		lo, hi = min(lo, c.y), max(hi, c.y)
+	}
+	decadeLo, decadeHi := math.Floor(float64(lo)/latencyBins), math.Ceil(float64(hi+1)/latencyBins)
 	if decadeHi == decadeLo {
 		decadeHi++
 	}
-	y := func(ms float64) float64 {
-		return round1(plotBottom - (math.Log10(ms)-decadeLo)/(decadeHi-decadeLo)*(plotBottom-plotTop))
+	y := func(decades float64) float64 {
+		return round1(plotBottom - (decades-decadeLo)/(decadeHi-decadeLo)*(plotBottom-plotTop))
 	}
 	for d := decadeLo; d <= decadeHi; d++ {
-		p.YTicks = append(p.YTicks, tick{X: y(math.Pow(10, d)), Text: formatMS(math.Pow(10, d))})
+		v.YTicks = append(v.YTicks, tick{X: y(d), Text: formatMS(math.Pow(10, d))})
 	}
-	for _, pt := range points {
-		d := dot{X: pt.x, Y: y(pt.ms), Class: outcomeClass(pt.t), Square: pt.sq}
+	classes := []string{outcomeClass(history.OK), outcomeClass(history.Fail), outcomeClass(history.Info)}
+	for _, c := range sortedCells(g) {
+		t, bin := g.at(c)
+		d := dot{X: f.x(t), Y: y(bin / latencyBins), Class: classes[c.class>>1], Square: c.class&1 == 1}
 		if d.Square { // a square's place is its corner
 			d.X, d.Y = d.X-2, d.Y-2
 		}
-		p.Dots = append(p.Dots, d)
+		v.Dots = append(v.Dots, d)
 	}
-	p.Dots = distinct(&p, p.Dots)
-	p.Legend = []legendItem{{Color: outcomeColors[history.OK], Text: "ok"}, {Color: outcomeColors[history.Fail], Text: "fail"},
+	v.Dots = distinct(&v, v.Dots)
+	v.Legend = []legendItem{{Color: outcomeColors[history.OK], Text: "ok"}, {Color: outcomeColors[history.Fail], Text: "fail"},
 		{Color: outcomeColors[history.Info], Text: "info (unknown)"}, {Color: "#57606a", Text: "release", Square: true}}
-	return p
+	return v
+}
+
+// sortedCells are a grid's cells in order of time, value and class, so a plot's dots
+// are drawn in the same order every time.
+func sortedCells(g *grid) []cell {
+	cells := slices.Collect(maps.Keys(g.cells))
+	slices.SortFunc(cells, func(a, b cell) int {
+		return cmp.Or(cmp.Compare(a.x, b.x), cmp.Compare(a.y, b.y), cmp.Compare(a.class, b.class))
+	})
+	return cells
 }
 
 // formatMS labels a latency axis: 1ms, 10ms, 1s.
@@ -170,79 +328,67 @@ func formatMS(ms float64) string {
 
 // throughputPlot is successful operations per second by function, counted in buckets of
 // about a sixtieth of the run by their completion time.
-func throughputPlot(f frame, ops []history.Op) plotView {
-	p := f.plot("Throughput", "Operations that completed ok, per second, by function.")
+func (p *Plots) throughputPlot(f frame) plotView {
+	v := f.plot("Throughput", "Operations that completed ok, per second, by function.")
 	bucket := int64(niceStep(float64(f.c.span) / 60))
 	n := int(f.c.span/bucket) + 1
-	counts := map[history.Func][]float64{}
-	for _, op := range ops {
-		if op.Type() != history.OK || funcColors[op.Func()] == "" {
-			continue
+	counts := make([][]float64, len(plotFuncs))
+	g := &p.throughput
+	for c, k := range g.cells {
+		if counts[c.class] == nil {
+			counts[c.class] = make([]float64, n)
 		}
-		if counts[op.Func()] == nil {
-			counts[op.Func()] = make([]float64, n)
-		}
-		counts[op.Func()][(op.Complete.Time-f.c.start)/bucket]++
+		t, _ := g.at(c)
+		counts[c.class][min(max(t-f.c.start, 0)/bucket, int64(n-1))] += float64(k)
 	}
 	perSecond := 1e9 / float64(bucket)
 	top := 0.0
 	for _, cs := range counts {
-		top = max(top, slices.Max(cs)*perSecond)
+		if cs != nil {
+			top = max(top, slices.Max(cs)*perSecond)
+		}
 	}
 	y, yticks := linearY(top)
-	p.YTicks = yticks
-	for _, fn := range []history.Func{history.Acquire, history.Release, history.Read, history.Write} {
-		cs := counts[fn]
-		if cs == nil {
+	v.YTicks = yticks
+	for i, fn := range plotFuncs {
+		if counts[i] == nil {
 			continue
 		}
 		var pts []string
-		for i, v := range cs {
-			mid := f.c.start + int64(i)*bucket + bucket/2
-			pts = append(pts, fmt.Sprintf("%g,%g", f.x(min(mid, f.c.start+f.c.span)), y(v*perSecond)))
+		for j, k := range counts[i] {
+			mid := f.c.start + int64(j)*bucket + bucket/2
+			pts = append(pts, fmt.Sprintf("%g,%g", f.x(mid), y(k*perSecond)))
 		}
-		p.Lines = append(p.Lines, polyline{Color: funcColors[fn], Points: strings.Join(pts, " ")})
-		p.Legend = append(p.Legend, legendItem{Color: funcColors[fn], Text: string(fn)})
+		v.Lines = append(v.Lines, polyline{Color: funcColors[fn], Points: strings.Join(pts, " ")})
+		v.Legend = append(v.Legend, legendItem{Color: funcColors[fn], Text: string(fn)})
 	}
-	return p
+	return v
 }
 
 // tokensPlot is the fencing token every grant carried, by client; nil without tokens.
-func tokensPlot(f frame, ops []history.Op) *plotView {
-	type grant struct {
-		x       float64
-		process int
-		token   int64
-	}
-	var grants []grant
-	top := 0.0
-	for _, op := range ops {
-		if op.Func() == history.Acquire && op.Type() == history.OK && op.Complete.Token != nil {
-			grants = append(grants, grant{f.x(op.Complete.Time), op.Process(), *op.Complete.Token})
-			top = max(top, float64(*op.Complete.Token))
-		}
-	}
-	if len(grants) == 0 {
+func (p *Plots) tokensPlot(f frame) *plotView {
+	g := &p.tokens
+	if len(g.cells) == 0 {
 		return nil
 	}
-	p := f.plot("Fencing tokens", "The token each granted acquire carried, at its grant, by client: tokens should only go up.")
+	top := 0.0
+	for c := range g.cells {
+		_, token := g.at(c)
+		top = max(top, token)
+	}
+	v := f.plot("Fencing tokens", "The token each granted acquire carried, at its grant, by client: tokens should only go up.")
 	y, yticks := linearY(top)
-	p.YTicks = yticks
-	seen := map[int]bool{}
-	var processes []int
-	for _, g := range grants {
-		p.Dots = append(p.Dots, dot{X: g.x, Y: y(float64(g.token)), Class: paletteClass(g.process)})
-		if !seen[g.process] {
-			seen[g.process] = true
-			processes = append(processes, g.process)
-		}
+	v.YTicks = yticks
+	for _, c := range sortedCells(g) {
+		t, token := g.at(c)
+		v.Dots = append(v.Dots, dot{X: f.x(t), Y: y(token), Class: paletteClass(int(c.class))})
 	}
-	p.Dots = distinct(&p, p.Dots)
-	slices.Sort(processes)
+	v.Dots = distinct(&v, v.Dots)
+	processes := slices.Sorted(maps.Keys(p.processes))
 	for _, proc := range processes {
-		p.Legend = append(p.Legend, legendItem{Color: paletteColor(proc), Text: lane{process: proc}.String()})
+		v.Legend = append(v.Legend, legendItem{Color: paletteColor(proc), Text: lane{process: proc}.String()})
 	}
-	return &p
+	return &v
 }
 
 // clockPlot is each node's clock offset as the clock faults recorded it (the offset at a

@@ -32,17 +32,56 @@ import (
 // timeline), the op counts and the spec. The verdicts and counts
 // are s's, as given; events are drawn, never judged. Every value comes through
 // html/template, and the page's policy lets no script run but its own.
-func WriteReport(dir string, s Summary, events []history.Event) error {
-	return writeReport(dir, s, events, nil)
-}
-
-// writeReport is WriteReport of events paired as ops (history.Pair), or paired here when nil.
-func writeReport(dir string, s Summary, events []history.Event, ops []history.Op) error {
+func WriteReport(dir string, s Summary, d *Drawing) error {
 	var buf bytes.Buffer
-	if err := reportTemplate.Execute(&buf, newReport(dir, s, events, ops)); err != nil {
+	if err := reportTemplate.Execute(&buf, newReport(dir, s, d.Events, d.Plots)); err != nil {
 		return fmt.Errorf("render %s: %w", ReportFile, err)
 	}
 	return WriteAtomic(filepath.Join(dir, ReportFile), buf.Bytes())
+}
+
+// TimelineEvents is how many of a history's first events a report's timeline is drawn
+// from. It draws at most timelineLimit operations of them, so this bounds not what the
+// browser gets but the memory the report takes to make (some tens of MB), and leaves
+// room to find the first violation's neighbourhood in.
+const TimelineEvents = 200_000
+
+// Drawing is what a report draws of a history read one event at a time, in bounded
+// memory: its first TimelineEvents events for the timeline, and the plots of all of it.
+type Drawing struct {
+	Events []history.Event
+	Plots  *Plots
+	// Total counts the history's events.
+	Total int
+}
+
+// NewDrawing returns a Drawing of no events yet.
+func NewDrawing() *Drawing { return &Drawing{Plots: NewPlots()} }
+
+// Draw is the Drawing of a whole history.
+func Draw(events []history.Event) *Drawing {
+	d := NewDrawing()
+	for _, e := range events {
+		d.Add(e)
+	}
+	return d
+}
+
+// Add takes the history's next event.
+func (d *Drawing) Add(e history.Event) {
+	if len(d.Events) < TimelineEvents {
+		d.Events = append(d.Events, e)
+	}
+	d.Plots.Add(e)
+	d.Total++
+}
+
+// Note says that the timeline is of only the first events, or is "" when it is of all.
+func (d *Drawing) Note() string {
+	if d.Total <= len(d.Events) {
+		return ""
+	}
+	return fmt.Sprintf("the report's timeline is drawn from the first %d of the history's %d events; verdicts, counts and plots are of them all", len(d.Events), d.Total)
 }
 
 type report struct {
@@ -118,7 +157,7 @@ type opRow struct {
 	Outcomes
 }
 
-func newReport(dir string, s Summary, events []history.Event, ops []history.Op) report {
+func newReport(dir string, s Summary, events []history.Event, plots *Plots) report {
 	r := report{Policy: reportPolicy, Script: template.JS(reportScript), Test: s.Test, RunID: s.RunID, Overall: viewVerdict(s.Verdict), Error: s.Error, Notes: s.Notes,
 		Command: s.Command, MaxLabels: maxLabels}
 	if !s.Started.IsZero() {
@@ -129,10 +168,7 @@ func newReport(dir string, s Summary, events []history.Event, ops []history.Op) 
 	}
 	r.Setup = ReadSetup(s.Spec).facts()
 	r.Headline, r.Lesson = headline(s.Results)
-	var pairErr error
-	if ops == nil {
-		ops, pairErr = history.Pair(events)
-	}
+	ops, pairErr := history.Pair(events)
 	var overlaps []checkers.Overlap
 	focus := firstTime(events) // the earliest violation any checker found, or the start
 	var earliest *time.Duration
@@ -153,13 +189,7 @@ func newReport(dir string, s Summary, events []history.Event, ops []history.Op) 
 	default:
 		tl := newTimeline(events, ops, overlaps, focus)
 		r.Timeline = &tl
-		f := newFrame(events)
-		r.Plots = []plotView{latencyPlot(f, ops), throughputPlot(f, ops)}
-		for _, p := range []*plotView{tokensPlot(f, ops), clockPlot(f, events)} {
-			if p != nil {
-				r.Plots = append(r.Plots, *p)
-			}
-		}
+		r.Plots = plots.views()
 	}
 	base := 0 // the first of a checker's overlaps among all of them
 	for _, res := range s.Results {

@@ -108,7 +108,7 @@ func TestReport(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := WriteReport(dir, tt.s, pauseHistory()); err != nil {
+			if err := WriteReport(dir, tt.s, Draw(pauseHistory())); err != nil {
 				t.Fatal(err)
 			}
 			page := readFile(t, filepath.Join(dir, ReportFile))
@@ -230,7 +230,7 @@ func TestWritersRenderTheSummaryAsGiven(t *testing.T) {
 	// The checkers' results say invalid and the history holds two faults and two acquires.
 	want := Summary{Test: "redis-pause-fencing", Verdict: checkers.Unknown, Results: pauseFencingResults(),
 		Ops: OpCounts{history.Acquire: {OK: 7}}, Faults: 9}
-	if err := WriteAll(dir, want, pauseHistory(), nil); err != nil {
+	if err := WriteAll(dir, want, Draw(pauseHistory())); err != nil {
 		t.Fatal(err)
 	}
 	got, err := ReadSummary(dir)

@@ -24,7 +24,7 @@ func TestReportShowsRoleChanges(t *testing.T) {
 		roles(3*second, []string{"<n3>"}, map[string]string{"n1": "down", "n2": "primary", "<n3>": "replica"}),
 	)
 	dir := t.TempDir()
-	if err := WriteReport(dir, judged(events), events); err != nil {
+	if err := WriteReport(dir, judged(events), Draw(events)); err != nil {
 		t.Fatal(err)
 	}
 	page := readFile(t, filepath.Join(dir, ReportFile))
@@ -38,7 +38,7 @@ func TestReportShowsRoleChanges(t *testing.T) {
 			t.Errorf("report lacks %s", want)
 		}
 	}
-	if err := WriteReport(dir, judged(events[:10]), events[:10]); err != nil {
+	if err := WriteReport(dir, judged(events[:10]), Draw(events[:10])); err != nil {
 		t.Fatal(err)
 	}
 	if page := readFile(t, filepath.Join(dir, ReportFile)); strings.Contains(page, "<h2>Roles</h2>") {

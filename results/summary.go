@@ -182,12 +182,11 @@ func (c OpCounts) Add(f history.Func, t history.Type) {
 }
 
 // WriteAll writes results.json, junit.xml and report.html (in that order, so the report
-// links the other two) from s as given, and returns every error, not just the first. ops
-// are the events paired (history.Pair), or nil to pair them here.
-func WriteAll(dir string, s Summary, events []history.Event, ops []history.Op) error {
+// links the other two) from s as given, and returns every error, not just the first.
+func WriteAll(dir string, s Summary, d *Drawing) error {
 	return errors.Join(
 		WriteSummary(dir, s),
 		WriteJUnit(dir, s),
-		writeReport(dir, s, events, ops),
+		WriteReport(dir, s, d),
 	)
 }

@@ -131,7 +131,7 @@ func TestReportDrawsTheRun(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			if err := WriteReport(dir, judged(tt.events), tt.events); err != nil {
+			if err := WriteReport(dir, judged(tt.events), Draw(tt.events)); err != nil {
 				t.Fatal(err)
 			}
 			page := readFile(t, filepath.Join(dir, ReportFile))
@@ -168,7 +168,7 @@ func TestReportOfTenThousandOperationsStaysSmall(t *testing.T) {
 		t.Fatalf("the history has %d operations and %d overlaps; want nearly %d and hundreds", ops, overlaps, timelineLimit)
 	}
 	dir := t.TempDir()
-	if err := WriteReport(dir, s, events); err != nil {
+	if err := WriteReport(dir, s, Draw(events)); err != nil {
 		t.Fatal(err)
 	}
 	page := readFile(t, filepath.Join(dir, ReportFile))
@@ -193,7 +193,7 @@ func TestReportOfALongRunIsCapped(t *testing.T) {
 	events := kleppmann(4000, 5, true)
 	s := judged(events)
 	dir := t.TempDir()
-	if err := WriteReport(dir, s, events); err != nil {
+	if err := WriteReport(dir, s, Draw(events)); err != nil {
 		t.Fatal(err)
 	}
 	page := readFile(t, filepath.Join(dir, ReportFile))
@@ -227,7 +227,7 @@ func TestTimelineEscapesHostileHistories(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	if err := WriteReport(dir, judged(events), events); err != nil {
+	if err := WriteReport(dir, judged(events), Draw(events)); err != nil {
 		t.Fatal(err)
 	}
 	page := readFile(t, filepath.Join(dir, ReportFile))

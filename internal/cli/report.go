@@ -26,8 +26,12 @@ func cmdReport(_ context.Context, args []string, stdout io.Writer) (int, error) 
 	if err != nil {
 		return 0, err
 	}
-	file, err := history.ReadFile(filepath.Join(run.dir, results.HistoryFile))
-	if err != nil {
+	// Read as check reads it, so a soak's history is drawn in bounded memory.
+	drawing := results.NewDrawing()
+	if _, err := history.Scan(filepath.Join(run.dir, results.HistoryFile), func(e history.Event) error {
+		drawing.Add(e)
+		return nil
+	}); err != nil {
 		return 0, err
 	}
 	if !run.judged {
@@ -41,7 +45,7 @@ func cmdReport(_ context.Context, args []string, stdout io.Writer) (int, error) 
 	if summary.Command == "" { // a run saved before results.json kept its command
 		summary.Command = harness.ReproduceCommand(summary.Spec)
 	}
-	if err := errors.Join(results.WriteReport(run.dir, summary, file.Events), results.RefreshIndex(run.dir)); err != nil {
+	if err := errors.Join(results.WriteReport(run.dir, summary, drawing), results.RefreshIndex(run.dir)); err != nil {
 		return 0, fmt.Errorf("report: %w", err)
 	}
 	fmt.Fprintf(stdout, "report: %s\n", escape(filepath.Join(run.dir, results.ReportFile)))
