@@ -63,7 +63,7 @@ unit:
 SEEDS ?= 5
 SHARD ?= 1/1
 nightly: deps image
-	$(BIN) suite kleppmann --seeds $(SEEDS) --shard $(SHARD) $(if $(PARALLEL),--parallel $(PARALLEL)) --results $(RESULTS)
+	$(BIN) suite kleppmann --seeds $(SEEDS) --shard $(SHARD)$(if $(PARALLEL), --parallel $(PARALLEL)) --results $(RESULTS)
 
 # The whole kleppmann suite once, as a test that logs its wall time (about 6 minutes).
 kleppmann-time: deps image
