@@ -42,12 +42,12 @@ run: deps build
 # The node image is built first (with its progress shown), so no test waits on it.
 # Packages run two at a time: every run has its own containers, network and addresses,
 # and a test's clean removes only its own runs. Within harness the container tests run
-# in lanes (harness/lanes_test.go), eight tests at most at once. The examples run beside
+# in lanes (harness/lanes_test.go), nine tests at most at once. The examples run beside
 # them: most of their time is spent waiting on leases. examples/ is a module of its own (a
 # user's lock built with lockbreaker.Main, and Python locks run over the exec protocol),
 # which ./... does not reach.
 test: deps vet image
-	@$(GO) test -p 2 -parallel 8 -count=1 -timeout 28m ./... & main=$$!; \
+	@$(GO) test -p 2 -parallel 9 -count=1 -timeout 28m ./... & main=$$!; \
 	(cd examples && $(GO) test -count=1 -timeout 10m ./...); examples=$$?; \
 	wait $$main; main=$$?; \
 	test $$main -eq 0 && test $$examples -eq 0

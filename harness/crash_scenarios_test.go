@@ -79,7 +79,6 @@ func failoverSpec(minReplicas int) Spec {
 // has the key; the promoted replica grants it again, and its token counter, which missed
 // the grants made during the cut, hands out tokens that were already given.
 func TestSentinelFailoverLosesTheLockAndTokensGoBack(t *testing.T) {
-	alone(t)
 	s, events := runEvents(t, failoverSpec(0))
 	expect(t, s, map[string]checkers.Verdict{
 		"mutual-exclusion": checkers.Invalid,
@@ -122,7 +121,6 @@ func rolesShow(events []history.Event, want map[string]string) bool {
 // and the run says why, rather than claiming the lock survived a failover that could not
 // hurt it.
 func TestSentinelMinReplicasRefusesTheGrantAFailoverWouldLose(t *testing.T) {
-	alone(t)
 	s, events := runEvents(t, failoverSpec(1))
 	expect(t, s, map[string]checkers.Verdict{
 		"mutual-exclusion":  checkers.Unknown,
@@ -153,7 +151,7 @@ func TestSentinelMinReplicasRefusesTheGrantAFailoverWouldLose(t *testing.T) {
 // every lease they granted is over. At run's defaults: kill-node keeps the holder in its
 // critical section, within its lease, while it crashes three of the five masters. The
 // masters must serve again within the lease, so these tests, like the failover's, run
-// alone rather than beside another (19 of 20 seeds find the violation in 10 s on a busy
+// before the lanes rather than beside another (19 of 20 seeds find the violation in 10 s on a busy
 // machine; 12 s give each run about six rounds).
 
 func redlockKillSpec(delayed bool) Spec {
@@ -164,7 +162,6 @@ func redlockKillSpec(delayed bool) Spec {
 }
 
 func TestRedlockKilledNodeWithoutPersistenceGivesTwoHolders(t *testing.T) {
-	alone(t)
 	s, events := runEvents(t, redlockKillSpec(false))
 	expect(t, s, map[string]checkers.Verdict{"mutual-exclusion": checkers.Invalid})
 	expectHoldersNodeKilled(t, events)
@@ -172,7 +169,6 @@ func TestRedlockKilledNodeWithoutPersistenceGivesTwoHolders(t *testing.T) {
 }
 
 func TestRedlockKilledNodeRestartedAfterATTLKeepsMutualExclusion(t *testing.T) {
-	alone(t)
 	s, events := runEvents(t, redlockKillSpec(true))
 	expectLockKept(t, s)
 	expectHoldersNodeKilled(t, events)
@@ -219,7 +215,7 @@ func expectHoldersNodeKilled(t *testing.T, events []history.Event) {
 
 // Seed 6 kills n3, n2, n1 in turn, so whichever node leads is killed within three crashes.
 func TestZooKeeperKilledLeaderAndFollowerKeepMutualExclusion(t *testing.T) {
-	inLane(t, laneZooKeeper)
+	inLane(t, laneZooKeeperCrash)
 	s := zkSpec([]string{"kill-node"}, true, 15*time.Second)
 	s.RestartAfter, s.Seed = Duration(time.Second), 6
 	summary, events := runEvents(t, s)
@@ -234,7 +230,7 @@ func TestZooKeeperKilledLeaderAndFollowerKeepMutualExclusion(t *testing.T) {
 }
 
 func TestZooKeeperKilledClientHandsTheLockOnAfterSessionExpiry(t *testing.T) {
-	inLane(t, laneZooKeeper)
+	inLane(t, laneZooKeeperCrash)
 	s := zkSpec([]string{"kill-client"}, true, 12*time.Second)
 	s.Interval = Duration(3 * time.Second)
 	dir, summary := runTrial(t, s)

@@ -8,27 +8,28 @@ import (
 // The real-container tests run in lanes, side by side: the runs on a system slow to start
 // one after another on its kept cluster (sharedClusters), the Redis family's two at a
 // time, the in-process trials two at a time. The few whose servers must come back within
-// a lease run alone, while nothing else runs: beside another test, a restarted Redis
-// master can serve again too late for a second holder.
+// a lease are not in a lane: they run first, one after another, before any lane starts
+// (Go runs a package's sequential tests before its parallel ones), since beside another
+// test a restarted Redis master can serve again too late for a second holder.
 //
 // Go's -parallel caps how many tests run at once, waiting ones included: the Makefile
 // gives enough for every lane's width at once.
 
 // Lanes, and how many of their tests run at once.
 const (
-	laneZooKeeper   = "zookeeper"    // TTL 2 s: zkSpec
-	laneZooKeeper1s = "zookeeper-1s" // TTL 1 s: holderCutSpec
-	laneEtcd        = "etcd"
-	lanePostgres    = "postgres"
-	laneRedis       = "redis"
-	laneLocal       = "local"
+	laneZooKeeper      = "zookeeper"       // TTL 2 s: zkSpec
+	laneZooKeeperCrash = "zookeeper-crash" // zkSpec's, whose nodes and clients are killed
+	laneZooKeeper1s    = "zookeeper-1s"    // TTL 1 s: holderCutSpec
+	laneEtcd           = "etcd"
+	lanePostgres       = "postgres"
+	laneRedis          = "redis"
+	laneLocal          = "local"
 )
 
-var laneWidth = map[string]int{laneZooKeeper: 1, laneZooKeeper1s: 1, laneEtcd: 1, lanePostgres: 1, laneRedis: 2, laneLocal: 2}
+var laneWidth = map[string]int{laneZooKeeper: 1, laneZooKeeperCrash: 1, laneZooKeeper1s: 1, laneEtcd: 1, lanePostgres: 1,
+	laneRedis: 2, laneLocal: 2}
 
 var (
-	// everyone is held shared by every lane's test and exclusively by a test that runs alone.
-	everyone  sync.RWMutex
 	lanesOnce sync.Once
 	lanes     map[string]chan struct{}
 )
@@ -48,18 +49,6 @@ func inLane(t *testing.T, lane string) {
 	if !ok {
 		t.Fatalf("no lane %q", lane)
 	}
-	everyone.RLock()
 	slots <- struct{}{}
-	t.Cleanup(func() {
-		<-slots
-		everyone.RUnlock()
-	})
-}
-
-// alone runs t after the tests under way have ended, and none beside it.
-func alone(t *testing.T) {
-	t.Helper()
-	t.Parallel()
-	everyone.Lock()
-	t.Cleanup(everyone.Unlock)
+	t.Cleanup(func() { <-slots })
 }

@@ -57,7 +57,7 @@ var sharedClusters = func() *Clusters {
 	pg := shortSpec("postgres", "pg-advisory", "partition-holder", true, time.Second)
 	pg.Nemesis = append(pg.Nemesis, "pause-holder")
 	cs := NewClusters(zk, zkCut, etcd, pg)
-	cs.Keep = 4 // one for each lane that shares
+	cs.Keep = 5 // one for each lane that shares
 	return cs
 }()
 
