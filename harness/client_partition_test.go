@@ -246,12 +246,14 @@ func TestHolderCutFromTheLockServiceStillReachesTheStorage(t *testing.T) {
 // during the cut fail, while other clients are granted the lock meanwhile. The fault's stop
 // is recorded once the heal is done, so the cut client's last acquire of a cut may be
 // granted just after the heal; holders work a second, so no later one fits in that gap
-// (and within their lease, so the lock holds).
+// (and within their lease, so the lock holds). A client cut while it holds the lock keeps
+// the others out until its lease ends, a TTL after its grant: each cut lasts two TTLs, so
+// the others have a TTL to be granted in.
 func TestGrudgeCutsOneClientOnly(t *testing.T) {
 	inLane(t, laneRedis)
 	needClientAddrs(t)
-	s := spec("redis", "", []string{"partition-client"}, true, 12*time.Second)
-	s.TTL, s.Work, s.Pause, s.Interval, s.Seed = Duration(3*time.Second), Duration(time.Second), Duration(4*time.Second), Duration(time.Second), 2
+	s := spec("redis", "", []string{"partition-client"}, true, 15*time.Second)
+	s.TTL, s.Work, s.Pause, s.Interval, s.Seed = Duration(3*time.Second), Duration(time.Second), Duration(6*time.Second), Duration(time.Second), 2
 	_, events := runEvents(t, s)
 	faults, cut := clientFaults(t, events, "partition-client")
 	all := ops(t, events)
