@@ -79,13 +79,6 @@ func runScenario(t *testing.T, spec Spec) results.Summary {
 // is skipped under -short; one the harness serves itself always runs.
 func runTrial(t *testing.T, spec Spec) (string, results.Summary) {
 	t.Helper()
-	return runTrialOn(t, spec, shared(spec.System))
-}
-
-// runTrialOn is runTrial on a kept cluster when share says so, else on a cluster of the
-// run's own.
-func runTrialOn(t *testing.T, spec Spec, share bool) (string, results.Summary) {
-	t.Helper()
 	sys, err := system.Lookup(spec.System)
 	if err == nil && sys.Container != nil && testing.Short() {
 		t.Skip("needs Docker: real containers")
@@ -97,7 +90,7 @@ func runTrialOn(t *testing.T, spec Spec, share bool) (string, results.Summary) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	r := Runner{ResultsRoot: testStore(t), Progress: testWriter{t}, Worker: []string{exe}}
-	if share {
+	if shared(spec.System) {
 		// A key of its own: a kept cluster never shows a run the state another left.
 		r.Clusters, spec.Key = sharedClusters, strings.ReplaceAll(t.Name(), "/", "-")
 	}
