@@ -215,10 +215,11 @@ func expectHoldersNodeKilled(t *testing.T, events []history.Event) {
 
 // Undirected, seed 6 kills n3, n2, n1 in turn, so whichever node leads is killed within
 // three crashes. (Directed, kill-node crashes the nodes the holder's grant came from,
-// which for ZooKeeper may be followers only.)
+// which for ZooKeeper may be followers only.) A crash ends once the ensemble serves
+// again, after a leader's an election: one run saw a single crash in 15 s; 25 s see four.
 func TestZooKeeperKilledLeaderAndFollowerKeepMutualExclusion(t *testing.T) {
 	inLane(t, laneZooKeeperCrash)
-	s := zkSpec([]string{"kill-node"}, true, 15*time.Second)
+	s := zkSpec([]string{"kill-node"}, true, 25*time.Second)
 	s.RestartAfter, s.Seed, s.Undirected = Duration(time.Second), 6, true
 	summary, events := runEvents(t, s)
 	expectLockKept(t, summary)
