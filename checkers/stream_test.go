@@ -42,8 +42,12 @@ var tinyPieces = Limits{PieceOps: 20, MaxOps: 1 << 30, LongOps: 1 << 30}
 
 // Cut as often as the rule allows, generated histories of every kind (valid and violated,
 // with and without fencing and effects, several seeds and sizes) get the verdicts their
-// whole gets.
+// whole gets. Under -short (the fast tier) each kind gets one seed.
 func TestStreamGivesTheWholeHistorysVerdicts(t *testing.T) {
+	seeds, workloads := uint64(3), uint64(5)
+	if testing.Short() {
+		seeds, workloads = 1, 1
+	}
 	cuts := 0
 	for _, ops := range []int{300, 3000} {
 		for _, clients := range []int{1, 2, 5, 20} {
@@ -52,7 +56,7 @@ func TestStreamGivesTheWholeHistorysVerdicts(t *testing.T) {
 					if !effects && ops > 300 { // porcupine is slow on the whole of long histories without effects
 						continue
 					}
-					for seed := range uint64(3) {
+					for seed := range seeds {
 						cfg := histgen.Config{Ops: ops, Clients: clients, Fencing: fencing, Effects: effects, Seed: seed}
 						cuts += sameVerdicts(t, fmt.Sprintf("%+v", cfg), histgen.Generate(cfg), tinyPieces)
 					}
@@ -60,7 +64,7 @@ func TestStreamGivesTheWholeHistorysVerdicts(t *testing.T) {
 			}
 		}
 	}
-	for seed := range uint64(5) {
+	for seed := range workloads {
 		w := workload{ops: 4000, keys: 3, clientsPerKey: 3, seed: seed}
 		cuts += sameVerdicts(t, fmt.Sprintf("%+v", w), w.generate(), tinyPieces)
 	}
