@@ -88,6 +88,7 @@ func testProgram(t *testing.T, behaviour string) []string {
 // program was answering when it stopped is not held against it: a pause far longer than
 // the request's bound and its grace loses no client.
 func TestPauseStopsTheExecProgram(t *testing.T) {
+	inLane(t, laneLocal)
 	rec, logs, logged := poolRecords(t)
 	exe, _ := os.Executable()
 	cfg := WorkerConfig{Process: 0, Client: execlock.Name, AcquireTimeout: 300 * time.Millisecond, OpTimeout: time.Second,

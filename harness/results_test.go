@@ -16,6 +16,7 @@ import (
 
 // A run rebuilds the store's index, which lists it with its verdict and links its report.
 func TestRunRebuildsTheIndex(t *testing.T) {
+	inLane(t, laneLocal)
 	dir, s := runTrial(t, localSpec("local-broken", []string{"none"}, false))
 	test, id := filepath.Base(filepath.Dir(dir)), filepath.Base(dir)
 	page, err := os.ReadFile(filepath.Join(filepath.Dir(filepath.Dir(dir)), results.IndexFile))
