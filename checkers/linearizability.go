@@ -169,16 +169,18 @@ func (l linearizability) check(ctx context.Context, events []history.Event, opts
 	proof, doubt := &st.proof, &st.doubt
 	for _, key := range keys {
 		st.keys[key] = true
-		// A piece of a key already found illegal is drawn no more: one page shows why.
-		// so is it explained: its later pieces are only searched.
-		first := opts.carry == nil || !st.illegal[key]
-		draw := opts.Dir != "" && first
-		s := l.search(ctx, deadline, l.model(opts, key), key, groups[key], infinity, draw, first)
+		// A key found illegal in a piece before is illegal in the whole history, whatever
+		// its later pieces hold: they are not searched (an illegal piece can cost porcupine
+		// an exhaustive search), and the one page drawn shows why.
+		if st.illegal[key] {
+			continue
+		}
+		draw := opts.Dir != ""
+		s := l.search(ctx, deadline, l.model(opts, key), key, groups[key], infinity, draw)
 		switch {
 		case !s.searched || s.result == porcupine.Unknown:
 			st.undecided[key] = true
 			doubt.addf("key %s: no answer in time (%d operations)", key, len(s.ops))
-		case s.result == porcupine.Illegal && !first:
 		case s.result == porcupine.Illegal:
 			st.illegal[key] = true
 			for _, line := range l.explain(s, tl) {
@@ -234,9 +236,8 @@ type searchState struct {
 // The first search keeps no record of where it went, which costs porcupine most of its
 // time and memory on a long history; only an illegal answer, which must be explained, is
 // searched again with the record (in the time still left). A key small enough to draw
-// (visualiseLimit) is searched once, with the record, when the pages are wanted. Without
-// explain, an illegal answer is not searched again.
-func (l linearizability) search(ctx context.Context, deadline time.Time, model porcupine.Model, key string, ops []*history.Op, infinity int64, draw, explain bool) keySearch {
+// (visualiseLimit) is searched once, with the record, when the pages are wanted.
+func (l linearizability) search(ctx context.Context, deadline time.Time, model porcupine.Model, key string, ops []*history.Op, infinity int64, draw bool) keySearch {
 	s := keySearch{key: key, model: model, ops: ops, operations: operations(ops, infinity)}
 	left := time.Until(deadline)
 	if left <= 0 || ctx.Err() != nil {
@@ -244,7 +245,7 @@ func (l linearizability) search(ctx context.Context, deadline time.Time, model p
 	}
 	s.searched = true
 	if !draw || len(ops) > visualiseLimit {
-		if s.result = porcupine.CheckOperationsTimeout(model, s.operations, left); s.result != porcupine.Illegal || !explain {
+		if s.result = porcupine.CheckOperationsTimeout(model, s.operations, left); s.result != porcupine.Illegal {
 			return s
 		}
 		if left = time.Until(deadline); left <= 0 { // explained without the record
