@@ -55,7 +55,7 @@ type Limits struct {
 
 // DefaultLimits hold up to a million operations at once (about 2.5 GB while judged), which
 // a history recorded by the harness never comes near without a cut.
-var DefaultLimits = Limits{PieceOps: 50_000, MaxOps: 1_000_000, LongOps: 200_000}
+var DefaultLimits = Limits{PieceOps: 10_000, MaxOps: 1_000_000, LongOps: 200_000}
 
 // Stream judges a history fed to it event by event (history.Scan), piece by piece. A
 // piece is judged while the next one is read: two pieces are held at most, besides the
