@@ -296,31 +296,34 @@ func scan(r io.Reader, path string, visit func(Event) error) (note string, err e
 	return note, nil
 }
 
-// usedIndexes remembers the line that used each index. A recorder numbers events 0, 1,
-// 2...: those are kept in a slice by index, any other in a map.
+// usedIndexes remembers the line that used each index, in about a bit per event: a
+// recorder numbers events 0, 1, 2... on lines 1, 2, 3..., so an index on its own line is
+// only marked used (in a bitset), and any other is kept with its line in a map.
 type usedIndexes struct {
-	dense  []int // index -> its line, 0 when unused
-	sparse map[int]int
+	marked []uint64    // index i is used on line i+1
+	moved  map[int]int // index -> its line, for the others
 }
 
 // use records that line uses index and returns the line that used it before, or 0.
 func (u *usedIndexes) use(index, line int) (first int) {
-	if index >= 0 && index < line+1024 { // as many as there can be lines, and some
-		if index >= len(u.dense) {
-			u.dense = append(u.dense, make([]int, index+1-len(u.dense))...)
-		}
-		if first = u.dense[index]; first == 0 {
-			u.dense[index] = line
-		}
+	if first = u.moved[index]; first != 0 {
 		return first
 	}
-	if first = u.sparse[index]; first == 0 {
-		if u.sparse == nil {
-			u.sparse = map[int]int{}
-		}
-		u.sparse[index] = line
+	if index >= 0 && index/64 < len(u.marked) && u.marked[index/64]&(1<<(index%64)) != 0 {
+		return index + 1
 	}
-	return first
+	if index != line-1 {
+		if u.moved == nil {
+			u.moved = map[int]int{}
+		}
+		u.moved[index] = line
+		return 0
+	}
+	if index/64 >= len(u.marked) {
+		u.marked = append(u.marked, make([]uint64, index/64+1-len(u.marked))...)
+	}
+	u.marked[index/64] |= 1 << (index % 64)
+	return 0
 }
 
 // decoder reads the lines a recorder writes (json.Marshal of an Event) several times

@@ -95,6 +95,12 @@ func TestParseNamesTheCorruptLine(t *testing.T) {
 		{"invoked again", lines("", acquire, ev(1, OK, 0, Acquire, 20), ev(2, Invoke, 0, Read, 30), "", ev(3, Invoke, 0, Write, 40)), 6,
 			"process 0 invoked write before completing its read (line 4)"},
 		{"duplicate index", lines(acquire, "", ev(0, Info, NemesisProcess, Start, 20)), 3, "index 0 already used on line 1"},
+		// Indexes off their own line (index i on line i+1) are kept apart from the others.
+		{"duplicate of an index off its line", lines("", ev(7, Invoke, 0, Acquire, 10), ev(7, OK, 0, Acquire, 20)), 3, "index 7 already used on line 2"},
+		{"index off its line, then on it", lines(ev(2, Invoke, 0, Acquire, 10), ev(1, OK, 0, Acquire, 20), ev(2, Invoke, 0, Read, 30)), 3,
+			"index 2 already used on line 1"},
+		{"index on its line, then off it", lines(acquire, ev(1, OK, 0, Acquire, 20), "", ev(1, Invoke, 0, Read, 30)), 4,
+			"index 1 already used on line 2"},
 		// Index 0 is the first event's: only the field's absence says an index is missing.
 		{"no index", lines(acquire, `{"type":"ok","process":0,"f":"acquire","time":20}`), 2, "event has no index"},
 		{"no index on the first line", lines(`{"type":"invoke","process":0,"f":"acquire","time":10}`), 1, "event has no index"},
