@@ -367,13 +367,13 @@ func fillDefault(model Model) Model {
 	return model
 }
 
-func checkParallel(model Model, history [][]entry, computeInfo bool, timeout time.Duration) (CheckResult, LinearizationInfo) {
+func checkParallel(parent context.Context, model Model, history [][]entry, computeInfo bool, timeout time.Duration) (CheckResult, LinearizationInfo) {
 	if len(history) == 0 {
 		return Ok, LinearizationInfo{}
 	}
 	ok := true
 	timedOut := false
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	results := make(chan bool, len(history))
 	longest := make([][]*[]int, len(history))
@@ -406,6 +406,8 @@ loop:
 			timedOut = true
 			cancel()
 			break loop // if we time out, we might get a false positive
+		case <-parent.Done():
+			break loop
 		}
 	}
 	var info LinearizationInfo
@@ -438,34 +440,35 @@ loop:
 		info.partialLinearizations = partialLinearizations
 	}
 	var result CheckResult
-	if !ok {
+	switch {
+	case parent.Err() != nil: // a search the parent stopped answers false, which is no verdict
+		result = Unknown
+	case !ok:
 		result = Illegal
-	} else {
-		if timedOut {
-			result = Unknown
-		} else {
-			result = Ok
-		}
+	case timedOut:
+		result = Unknown
+	default:
+		result = Ok
 	}
 	return result, info
 }
 
-func checkEvents(model Model, history []Event, verbose bool, timeout time.Duration) (CheckResult, LinearizationInfo) {
+func checkEvents(ctx context.Context, model Model, history []Event, verbose bool, timeout time.Duration) (CheckResult, LinearizationInfo) {
 	model = fillDefault(model)
 	partitions := model.PartitionEvent(history)
 	l := make([][]entry, len(partitions))
 	for i, subhistory := range partitions {
 		l[i] = convertEntries(renumber(subhistory))
 	}
-	return checkParallel(model, l, verbose, timeout)
+	return checkParallel(ctx, model, l, verbose, timeout)
 }
 
-func checkOperations(model Model, history []Operation, verbose bool, timeout time.Duration) (CheckResult, LinearizationInfo) {
+func checkOperations(ctx context.Context, model Model, history []Operation, verbose bool, timeout time.Duration) (CheckResult, LinearizationInfo) {
 	model = fillDefault(model)
 	partitions := model.Partition(history)
 	l := make([][]entry, len(partitions))
 	for i, subhistory := range partitions {
 		l[i] = makeEntries(subhistory)
 	}
-	return checkParallel(model, l, verbose, timeout)
+	return checkParallel(ctx, model, l, verbose, timeout)
 }
