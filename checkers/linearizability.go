@@ -211,8 +211,8 @@ func (l linearizability) check(ctx context.Context, events []history.Event, opts
 		r.Verdict, r.Summary = Invalid, "not linearizable on key "+strings.Join(illegal, ", ")
 	case len(undecided) > 0:
 		why := fmt.Sprintf("time limit %v", timeout)
-		if err := ctx.Err(); err != nil {
-			why = err.Error()
+		if ctx.Err() != nil {
+			why = context.Cause(ctx).Error()
 		}
 		r.Verdict, r.Summary = Unknown, fmt.Sprintf("search did not finish on key %s (%s)", strings.Join(undecided, ", "), why)
 	default:
@@ -230,8 +230,8 @@ type searchState struct {
 	drawn                    []string // the pages written
 }
 
-// search runs porcupine on one key with the time left. Porcupine takes no context: a
-// cancellation is seen between keys, a deadline also during a search.
+// search runs porcupine on one key with the time left; a cancelled context (its cause: a
+// memory limit, see guard.go) also stops a search under way.
 //
 // The first search keeps no record of where it went, which costs porcupine most of its
 // time and memory on a long history; only an illegal answer, which must be explained, is
@@ -245,14 +245,14 @@ func (l linearizability) search(ctx context.Context, deadline time.Time, model p
 	}
 	s.searched = true
 	if !draw || len(ops) > visualiseLimit {
-		if s.result = porcupine.CheckOperationsTimeout(model, s.operations, left); s.result != porcupine.Illegal {
+		if s.result, _ = porcupine.CheckOperationsContext(ctx, model, s.operations, false, left); s.result != porcupine.Illegal {
 			return s
 		}
 		if left = time.Until(deadline); left <= 0 { // explained without the record
 			return s
 		}
 	}
-	result, info := porcupine.CheckOperationsVerbose(model, s.operations, left)
+	result, info := porcupine.CheckOperationsContext(ctx, model, s.operations, true, left)
 	if s.result != porcupine.Illegal { // an illegal answer stands even if the second search ran out of time
 		s.result = result
 	}

@@ -30,14 +30,16 @@ package checkers
 // the last piece is the one for the whole history.
 //
 // Where no such T comes for a long stretch, the stretch is judged as one piece and a note
-// says so; past Limits.MaxOps held at once the stream gives up, and every verdict not
-// already invalid is unknown with that reason: never an exhausted memory.
+// says so; past Limits.MaxOps held at once, or Limits.MaxHeap of live heap while a piece
+// is searched (guard.go), the stream gives up, and every verdict not already invalid is
+// unknown with that reason: never an exhausted memory.
 
 import (
 	"context"
 	"fmt"
 	"math"
 	"slices"
+	"sync/atomic"
 
 	"github.com/lockbreaker/lockbreaker/history"
 )
@@ -51,11 +53,15 @@ type Limits struct {
 	MaxOps int
 	// LongOps is a stretch without a cut worth a note in the results.
 	LongOps int
+	// MaxHeap is the most bytes of live heap the process may hold while the stream judges
+	// (porcupine's search of a piece grows with the orders it tries); 0: no limit.
+	MaxHeap uint64
 }
 
 // DefaultLimits hold up to a million operations at once (about 2.5 GB while judged), which
-// a history recorded by the harness never comes near without a cut.
-var DefaultLimits = Limits{PieceOps: 10_000, MaxOps: 1_000_000, LongOps: 200_000}
+// a history recorded by the harness never comes near without a cut, and stop a search
+// past 2 GiB of heap.
+var DefaultLimits = Limits{PieceOps: 10_000, MaxOps: 1_000_000, LongOps: 200_000, MaxHeap: 2 << 30}
 
 // Stream judges a history fed to it event by event (history.Scan), piece by piece. A
 // piece is judged while the next one is read: two pieces are held at most, besides the
@@ -75,6 +81,8 @@ type Stream struct {
 	tryAt   int // look for a cut when this many operations are held
 	notes   []string
 	failed  string // why the stream gave up
+	// overHeap is the guard's reason when it stopped the judging of a piece (guard.go).
+	overHeap atomic.Pointer[memoryLimit]
 
 	pieces chan piece    // to the judge, one at a time
 	judged chan struct{} // closed when the judge has judged every piece sent
@@ -155,6 +163,15 @@ func (s *Stream) fail(why string) {
 	s.ops, s.open, s.events = nil, nil, nil
 }
 
+// heapFull fails the stream once the guard stopped the judging of a piece, and says
+// whether the stream has failed.
+func (s *Stream) heapFull() bool {
+	if m := s.overHeap.Load(); m != nil && s.failed == "" {
+		s.fail(m.Error())
+	}
+	return s.failed != ""
+}
+
 // at is a time of the history as evidence prints it; the start for 0.
 func (s *Stream) at(t int64) string {
 	return timeline{start: s.carry.start}.at(max(t, s.carry.start))
@@ -171,30 +188,50 @@ func (s *Stream) Results() []Result {
 		<-s.judged
 		s.pieces = nil
 	}
-	if s.failed != "" {
-		results := s.judge(piece{carry: s.carry})
-		for i, r := range results {
-			if r.Verdict != Invalid && r.Verdict != NotApplicable && r.Property != PropertyMetric {
-				results[i].Verdict, results[i].Summary = Unknown, s.failed+" (judged until then: "+r.Summary+")"
-			}
-		}
-		return results
+	if s.heapFull() {
+		return s.givenUp(s.judge(piece{carry: s.carry}))
 	}
 	last := s.take(math.MaxInt64)
+	var results []Result
 	if s.cuts == 0 { // never cut: judged whole, exactly as Judge does
 		events, opts := last.unpack(s.opts)
-		return Judge(s.ctx, events, opts)
+		s.guard(func(ctx context.Context) { results = Judge(ctx, events, opts) })
+	} else {
+		s.note(last.ops)
+		results = precondition(s.judge(last))
 	}
-	s.note(last.ops)
-	return precondition(s.judge(last))
+	if s.heapFull() {
+		return s.givenUp(results)
+	}
+	return results
+}
+
+// givenUp makes every verdict not already invalid unknown, with the reason the stream
+// gave up.
+func (s *Stream) givenUp(results []Result) []Result {
+	for i, r := range results {
+		if r.Verdict != Invalid && r.Verdict != NotApplicable && r.Property != PropertyMetric {
+			results[i].Verdict, results[i].Summary = Unknown, s.failed+" (judged until then: "+r.Summary+")"
+		}
+	}
+	return results
 }
 
 // judge runs every checker on one piece, from where the pieces before left them.
-func (s *Stream) judge(p piece) []Result {
+func (s *Stream) judge(p piece) (results []Result) {
 	events, opts := p.unpack(s.opts)
 	opts.carry = &p.carry
 	p.events, p.ops = nil, nil // the carry keeps p: held once, as judged
-	return RunAll(s.ctx, All(), events, opts)
+	s.guard(func(ctx context.Context) { results = RunAll(ctx, All(), events, opts) })
+	return results
+}
+
+// guard runs judge under the heap limit, and keeps the reason when the guard stopped it.
+func (s *Stream) guard(judge func(context.Context)) {
+	if err := withinHeap(s.ctx, s.limits.MaxHeap, judge); err != nil {
+		m := err.(memoryLimit)
+		s.overHeap.CompareAndSwap(nil, &m)
+	}
 }
 
 // unpack is the piece's events, in the history's order, and opts with its operations in
@@ -264,6 +301,9 @@ func (s *Stream) note(piece []*history.Op) {
 // cut hands the operations before the latest safe cut among those held, if there is one,
 // to the judge, which judges them while the stream reads on.
 func (s *Stream) cut() {
+	if s.heapFull() {
+		return
+	}
 	t, storage, ok := findCut(s.ops, s.carry.storage)
 	if !ok {
 		s.tryAt = len(s.ops) + max(s.limits.PieceOps/4, 1)

@@ -2,6 +2,7 @@ package checkers
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -172,6 +173,35 @@ func TestStreamPastItsLimitIsUnknown(t *testing.T) {
 			t.Errorf("%s: %s (%s)", r.Checker, r.Verdict, r.Summary)
 		case !strings.Contains(r.Summary, "more than 100 operations held at once (the memory limit)"):
 			t.Errorf("%s: %s", r.Checker, r.Summary)
+		}
+	}
+}
+
+// Past its heap limit, a stream gives up in the same way, saying so; the limit is looked
+// at before each piece is judged, so a limit the heap is already over stops it at once.
+func TestStreamPastItsHeapLimitIsUnknown(t *testing.T) {
+	events := histgen.Generate(histgen.Config{Ops: 2000, Clients: 20, Effects: true, Seed: 1})
+	results, _, _ := streamed(t, events, Limits{PieceOps: 50, MaxOps: 1 << 30, LongOps: 1 << 30, MaxHeap: 1})
+	for _, r := range results {
+		switch {
+		case r.Property == PropertyMetric || r.Verdict == NotApplicable:
+		case r.Verdict != Unknown:
+			t.Errorf("%s: %s (%s)", r.Checker, r.Verdict, r.Summary)
+		case !strings.Contains(r.Summary, "memory limit reached"):
+			t.Errorf("%s: %s", r.Checker, r.Summary)
+		}
+	}
+}
+
+// A search the guard stopped is undecided, and its summary gives the guard's reason.
+func TestSearchStoppedByTheGuardSaysWhy(t *testing.T) {
+	events := histgen.Generate(histgen.Config{Ops: 200, Clients: 5, Effects: true, Fencing: true, Seed: 1})
+	ctx, cancel := context.WithCancelCause(t.Context())
+	cancel(memoryLimit{limit: 1 << 30})
+	for _, c := range []Checker{LockLinearizable{}, DataSafety{}} {
+		r := c.Check(ctx, events, Options{Timeout: time.Minute})
+		if r.Verdict != Unknown || !strings.Contains(r.Summary, "memory limit reached: the checkers held more than 1024 MiB") {
+			t.Errorf("%s: %s (%s)", r.Checker, r.Verdict, r.Summary)
 		}
 	}
 }
