@@ -21,7 +21,7 @@ const guardEvery = 100 * time.Millisecond
 type memoryLimit struct{ limit uint64 }
 
 func (m memoryLimit) Error() string {
-	return fmt.Sprintf("memory limit reached: the checkers held more than %d MiB (Limits.MaxHeap)", m.limit>>20)
+	return fmt.Sprintf("memory limit reached: the checkers held more than %d MiB of heap", m.limit>>20)
 }
 
 // withinHeap runs judge with a context that is cancelled, with a memoryLimit cause, if the
