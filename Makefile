@@ -78,13 +78,17 @@ vet:
 	cd examples && $(GO) vet ./...
 
 # Each checker once on generated histories (ns/op, B/op), then the whole `lockbreaker
-# check` of generated run directories: wall time and peak memory (max RSS) per history;
+# check` of generated run directories: wall time, peak memory (max RSS) and verdicts per
+# history;
 # then the harness's own cost: the recording path (worker -> history.jsonl) at full rate,
 # and a run at --rate 0 against a bare loop making the same requests (real Redis node);
 # then an acquire and release through the exec protocol (docs/protocol.md) against the
 # same Go lock called in-process, and redis-py's Lock through it (real Redis node).
 BENCHDIR ?= $(or $(TMPDIR),/tmp)/lockbreaker-bench
-# ops:clients of the generated histories checked, each with fencing off and on.
+# ops:clients of the generated histories checked, each with fencing off and on; those of
+# up to BENCHWHOLE operations are also judged whole (check --whole, about 2.5 KB an
+# operation), which must give the verdicts of the pieces.
+BENCHWHOLE ?= 1000000
 BENCHCHECKS ?= 100000:5 100000:20 100000:50 1000000:5 1000000:20 1000000:50 10000000:5 10000000:20 10000000:50
 bench: deps image
 	$(GO) test -run '^$$' -bench . -benchtime 1x -benchmem ./checkers/
@@ -95,8 +99,13 @@ bench: deps image
 	  for fencing in false true; do dir=$(BENCHDIR)/run-$$ops-$$clients-$$fencing; rm -rf $$dir; \
 	    $(BENCHDIR)/histgen -ops $$ops -clients $$clients -fencing=$$fencing $$dir || exit 1; \
 	    /usr/bin/time -f "%e s (%U s user), max RSS %M KB" -o $$dir/time $(BENCHDIR)/lockbreaker check $$dir >$$dir/check.txt 2>&1; \
-	    printf 'check ops=%-8s clients=%-3s fencing=%-6s %s; %s\n' $$ops $$clients $$fencing "$$(cat $$dir/time | tail -1)" \
-	      "$$(grep -E '^  [a-z-]+ +[A-Z-]+' $$dir/check.txt | awk '{printf "%s=%s ", $$1, $$2}')"; \
+	    verdicts=$$(grep -E '^  [a-z-]+ +[A-Z-]+' $$dir/check.txt | awk '{printf "%s=%s ", $$1, $$2}'); same=""; \
+	    if [ $$ops -le $(BENCHWHOLE) ]; then \
+	      $(BENCHDIR)/lockbreaker check --whole $$dir >$$dir/whole.txt 2>&1; \
+	      whole=$$(grep -E '^  [a-z-]+ +[A-Z-]+' $$dir/whole.txt | awk '{printf "%s=%s ", $$1, $$2}'); \
+	      if [ "$$whole" = "$$verdicts" ]; then same="; judged whole: the same"; else same="; judged whole: DIFFERENT: $$whole"; fi; \
+	    fi; \
+	    printf 'check ops=%-8s clients=%-3s fencing=%-6s %s; %s%s\n' $$ops $$clients $$fencing "$$(cat $$dir/time | tail -1)" "$$verdicts" "$$same"; \
 	  done; done
 	$(GO) test -p 1 -run '^$$' -bench 'RecordingPath' -benchtime 200000x ./harness/
 	$(GO) test -p 1 -run '^$$' -bench 'RunVersusBareLoop' -benchtime 1x ./harness/

@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -151,7 +152,7 @@ report.html and junit.xml. RUN is a run directory, a latest link, a test directo
 results root (then its latest run). Only the history is judged: of a results.json another
 version wrote, what this one cannot read is set aside (said on stderr). Needs no Docker.`,
 		flags: func() *flag.FlagSet {
-			fs, _, _ := checkFlags()
+			fs, _, _, _ := checkFlags()
 			return fs
 		},
 		examples: []string{
@@ -376,6 +377,12 @@ func newFlags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	return fs
+}
+
+// isSet says whether the command line set the flag.
+func isSet(fs *flag.FlagSet, name string) (set bool) {
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // parseFlags parses flags only. -h and --help come back as flag.ErrHelp itself, for
@@ -736,21 +743,26 @@ const checkMemoryLimit = 2400 << 20
 // still bounds.
 const checkGCPercent = 200
 
-// checkFlags makes check's flag set; timeout holds --timeout, maxOps --max-ops.
-func checkFlags() (fs *flag.FlagSet, timeout *harness.Duration, maxOps *int) {
+// checkFlags makes check's flag set; timeout holds --timeout, maxOps --max-ops, whole --whole.
+func checkFlags() (fs *flag.FlagSet, timeout *harness.Duration, maxOps *int, whole *bool) {
 	timeout = new(harness.Duration)
 	*timeout = harness.Duration(harness.DefaultCheckTimeout)
 	fs = newFlags("check")
 	fs.Var((*durationValue)(timeout), "timeout", "how long a checker may search (porcupine) before its verdict is unknown")
 	maxOps = fs.Int("max-ops", checkers.DefaultLimits.MaxOps,
 		"the memory limit: the most operations held at once while the history has no safe place to cut (about 2.5 KB each); past it the verdicts are unknown")
-	return fs, timeout, maxOps
+	whole = fs.Bool("whole", false,
+		"judge the history as one piece, never cut: the reference the pieces' verdicts are tested against, in memory that grows with the history (about 2.5 KB an operation)")
+	return fs, timeout, maxOps, whole
 }
 
 func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error) {
-	fs, timeout, maxOps := checkFlags()
+	fs, timeout, maxOps, whole := checkFlags()
 	if err := parseFlags(fs, args); err != nil {
 		return 0, err
+	}
+	if *whole && isSet(fs, "max-ops") {
+		return 0, badInput{errors.New("check: --whole holds the whole history: --max-ops does not go with it")}
 	}
 	if t := timeout.Std(); t < time.Millisecond || t > maxCheckTimeout {
 		return 0, badInput{fmt.Errorf("check: --timeout must be between 1ms and 24h, got %s", t)}
@@ -760,6 +772,9 @@ func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error)
 	}
 	limits := checkers.DefaultLimits
 	limits.MaxOps = *maxOps
+	if *whole {
+		limits.PieceOps, limits.MaxOps, limits.LongOps = math.MaxInt, math.MaxInt, math.MaxInt
+	}
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(checkMemoryLimit)
 	}

@@ -96,6 +96,7 @@ func TestBadInputGetsOneLineAndItsExitCode(t *testing.T) {
 		{"not a run", nil, []string{"check", t.TempDir()}, 254, "not a run directory"},
 		{"zero check timeout", nil, []string{"check", "--timeout", "0s", t.TempDir()}, 254, "check: --timeout must be between 1ms and 24h, got 0s"},
 		{"huge check timeout", nil, []string{"check", "--timeout", "25h", t.TempDir()}, 254, "--timeout must be between 1ms and 24h"},
+		{"whole with a limit", nil, []string{"check", "--whole", "--max-ops", "10", t.TempDir()}, 254, "check: --whole holds the whole history: --max-ops does not go with it"},
 		{"bad check timeout", nil, []string{"check", "--timeout", "soon", t.TempDir()}, 254, "invalid value"},
 		{"docker unreachable", []string{"DOCKER_HOST=unix:///nonexistent/docker.sock"},
 			[]string{"run", "--results", t.TempDir()}, 255, "docker is not reachable"},

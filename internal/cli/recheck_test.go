@@ -106,3 +106,20 @@ func TestCheckSetsAsideAForeignResultsFile(t *testing.T) {
 		})
 	}
 }
+
+// check --whole judges the history as one piece and gives the verdicts check gives it in
+// pieces: the reference make bench compares the pieces with.
+func TestCheckWholeGivesTheVerdictsOfThePieces(t *testing.T) {
+	dir := runDir(t, "testdata/stale-write.jsonl")
+	code, pieces, stderr := lockbreaker(t, nil, "check", dir)
+	if code != exitInvalid {
+		t.Fatalf("check: exit %d\n%s%s", code, pieces, stderr)
+	}
+	code, whole, stderr := lockbreaker(t, nil, "check", "--whole", dir)
+	if code != exitInvalid {
+		t.Fatalf("check --whole: exit %d\n%s%s", code, whole, stderr)
+	}
+	if whole != pieces {
+		t.Errorf("check --whole says\n%s\ncheck says\n%s", whole, pieces)
+	}
+}
