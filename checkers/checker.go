@@ -62,8 +62,8 @@ type Result struct {
 	Counts map[string]int `json:"counts,omitempty"`
 	// Files are artifacts the checker wrote into Options.Dir (names relative to it).
 	Files []string `json:"files,omitempty"`
-	// Overlaps are every pair of overlapping holds mutual-exclusion found, none left out:
-	// Evidence shows only the first few.
+	// Overlaps are the pairs of overlapping holds mutual-exclusion found, the first
+	// overlapLimit of them (Counts["overlaps"] counts all): Evidence shows only the first few.
 	Overlaps []Overlap `json:"overlaps,omitempty"`
 	// FirstViolation is when the earliest violating event this checker found happened,
 	// counted from the history's first event; nil when it found none, and from the

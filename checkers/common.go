@@ -16,6 +16,11 @@ import (
 // still give a report a person can read, and the first violations are the telling ones.
 const evidenceLimit = 20
 
+// overlapLimit bounds the overlaps mutual-exclusion keeps as data (Result.Overlaps) for the
+// report to draw: a soak of a broken lock has millions, which made results.json 277 MB and
+// held as much while it was written; the report draws 10,000 operations at most.
+const overlapLimit = 10_000
+
 // corrupt is the result for a history whose operations cannot be paired: nothing can be
 // decided from it, which is Unknown and never a pass.
 func corrupt(err error) Result {

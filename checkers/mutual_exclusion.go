@@ -59,13 +59,15 @@ func (MutualExclusion) Check(_ context.Context, events []history.Event, opts Opt
 			}
 			overlap := time.Duration(min(earlier.until.Time, later.until.Time) - later.granted.Time)
 			first.see(later.granted.Time)
-			st.overlaps = append(st.overlaps, Overlap{Key: key, Earlier: earlier.holding(), Later: later.holding(), Length: overlap})
+			if found.count() < overlapLimit {
+				st.overlaps = append(st.overlaps, Overlap{Key: key, Earlier: earlier.holding(), Later: later.holding(), Length: overlap})
+			}
 			found.addf("%s held %s from %s to %s, %s; %s acquired %s at %s while %s still believed it held it; overlap %v",
 				processName(earlier.process), key, tl.event(earlier.granted), tl.event(earlier.until), ended,
 				processName(later.process), key, tl.event(later.granted), processName(earlier.process), overlap)
 		}
 	}
-	overlaps, total := len(st.overlaps), st.total
+	overlaps, total := found.count(), st.total
 	r := Result{Overlaps: st.overlaps, Evidence: found.list(), Counts: map[string]int{"holds": total, "overlaps": overlaps}}
 	r.FirstViolation = first.since(tl)
 	if overlaps > 0 {

@@ -8,14 +8,15 @@ import (
 	"github.com/lockbreaker/lockbreaker/history"
 )
 
-// mutual-exclusion keeps every overlap as typed data, however many there are, while its
-// evidence lines stop at evidenceLimit.
-func TestMutualExclusionKeepsEveryOverlap(t *testing.T) {
+// mutual-exclusion keeps overlaps as typed data up to overlapLimit, and counts them all,
+// while its evidence lines stop at evidenceLimit.
+func TestMutualExclusionKeepsOverlapsUpToItsLimit(t *testing.T) {
 	tests := []struct {
 		name   string
 		events []history.Event
 		want   []Overlap
 		count  int
+		kept   int
 	}{
 		{
 			name:   "three holders",
@@ -25,15 +26,16 @@ func TestMutualExclusionKeepsEveryOverlap(t *testing.T) {
 				{Key: "k", Earlier: Holding{Process: 0, Granted: 1, Until: 11}, Later: Holding{Process: 2, Granted: 5, Until: 8, Released: true}, Length: 9 * time.Millisecond},
 				{Key: "k", Earlier: Holding{Process: 1, Granted: 3, Until: 6, Released: true}, Later: Holding{Process: 2, Granted: 5, Until: 8, Released: true}, Length: 7 * time.Millisecond},
 			},
-			count: 3,
+			count: 3, kept: 3,
 		},
-		{name: "more than the evidence shows", events: holderNeverLeaves(evidenceLimit + 10), count: evidenceLimit + 10},
+		{name: "more than the evidence shows", events: holderNeverLeaves(evidenceLimit + 10), count: evidenceLimit + 10, kept: evidenceLimit + 10},
+		{name: "more than are kept", events: holderNeverLeaves(overlapLimit + 10), count: overlapLimit + 10, kept: overlapLimit},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := NewMutualExclusion().Check(t.Context(), tt.events, Options{})
-			if len(r.Overlaps) != tt.count || r.Counts["overlaps"] != tt.count {
-				t.Fatalf("%d overlaps kept, count %d, want %d", len(r.Overlaps), r.Counts["overlaps"], tt.count)
+			if len(r.Overlaps) != tt.kept || r.Counts["overlaps"] != tt.count || r.Verdict != Invalid {
+				t.Fatalf("%s, %d overlaps kept, count %d, want %d kept of %d", r.Verdict, len(r.Overlaps), r.Counts["overlaps"], tt.kept, tt.count)
 			}
 			if tt.want != nil && !reflect.DeepEqual(r.Overlaps, tt.want) {
 				t.Errorf("overlaps\n%+v\nwant\n%+v", r.Overlaps, tt.want)

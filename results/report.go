@@ -128,6 +128,8 @@ type checkerView struct {
 	Evidence []string
 	More     int // evidence lines not shown
 	Overlaps []overlapGroup
+	// Listed are the overlaps results.json keeps (Result.Overlaps) of the Found.
+	Listed, Found int
 	// First links the first violation: an anchor in the page, and a time in milliseconds
 	// when the timeline can show it.
 	First *firstLink
@@ -201,6 +203,7 @@ func newReport(dir string, s Summary, events []history.Event, plots *Plots) repo
 				anchored = r.Timeline.anchored
 			}
 			c.Overlaps = groupOverlaps(res.Overlaps, events, base, anchored)
+			c.Listed, c.Found = len(res.Overlaps), res.Counts["overlaps"]
 			c.Evidence = nil
 			c.First = &firstLink{Href: "#checker-" + res.Checker, Text: c.Overlaps[0].Occurrences[0].Text}
 			if id := c.Overlaps[0].First; id != "" {
@@ -592,7 +595,7 @@ const reportBody = `<h1>{{.Test}} <span class="verdict {{.Overall.Class}}">{{.Ov
 <ul class="evidence overlaps">
 {{- range .Overlaps}}<li>{{if .First}}<a class="to-timeline" href="#{{.First}}">{{.Text}}</a>{{else}}{{.Text}}{{end}}{{if gt (len .Occurrences) 1}}<br><span class="occurrences">in the timeline: {{range .Occurrences}}{{if .ID}}<a class="to-timeline" href="#{{.ID}}">{{.Text}}</a>{{else}}<span>{{.Text}}</span>{{end}}{{end}}{{if .More}}<span class="more">and {{.More}} more</span>{{end}}</span>{{end}}</li>{{end}}
 </ul>
-<p class="muted">One line per pair of clients that held the key at once; results.json lists every occurrence (overlaps).</p>
+<p class="muted">One line per pair of clients that held the key at once; results.json lists {{if gt .Found .Listed}}the first {{.Listed}} occurrences of {{.Found}}{{else}}every occurrence{{end}} (overlaps).</p>
 {{- else if .Evidence}}
 <ul class="evidence">
 {{- range .Evidence}}<li>{{.}}</li>{{end}}

@@ -188,7 +188,7 @@ func TestReportOfTenThousandOperationsStaysSmall(t *testing.T) {
 
 // A run of more operations than the timeline draws is drawn around its first violation,
 // with that stretch's overlaps anchored, the others listed unlinked, and a sentence saying
-// what was capped; results.json is not the page's business and keeps every overlap.
+// what was capped; results.json is not the page's business and keeps its overlaps.
 func TestReportOfALongRunIsCapped(t *testing.T) {
 	events := kleppmann(4000, 5, true)
 	s := judged(events)
@@ -259,5 +259,26 @@ func TestPlotOfManyDotsIsGridded(t *testing.T) {
 	}
 	if want := fmt.Sprintf("Of its %d dots", 3*maxDots); !strings.Contains(p.Caption, want) {
 		t.Errorf("caption %q does not say %q", p.Caption, want)
+	}
+}
+
+// When mutual-exclusion found more overlaps than it keeps, the page says how many it lists.
+func TestReportSaysWhenOverlapsAreCapped(t *testing.T) {
+	s := judged(kleppmann(200, 5, true))
+	kept := len(s.Results[0].Overlaps)
+	for _, found := range []int{kept, kept + 5} {
+		s.Results[0].Counts["overlaps"] = found
+		dir := t.TempDir()
+		if err := WriteReport(dir, s, Draw(kleppmann(200, 5, true))); err != nil {
+			t.Fatal(err)
+		}
+		page := readFile(t, filepath.Join(dir, ReportFile))
+		want := "results.json lists every occurrence (overlaps)"
+		if found > kept {
+			want = fmt.Sprintf("results.json lists the first %d occurrences of %d (overlaps)", kept, found)
+		}
+		if kept == 0 || !strings.Contains(page, want) {
+			t.Errorf("%d overlaps kept of %d: the page lacks %q", kept, found, want)
+		}
 	}
 }
