@@ -65,7 +65,7 @@ func (Fencing) Check(_ context.Context, events []history.Event, opts Options) Re
 	regressions, duplicates, staleAccepted, violation := &st.regressions, &st.duplicates, &st.staleAccepted, &st.violation
 	keyOf := func(key string) *keyFencing {
 		if st.keys[key] == nil {
-			st.keys[key] = &keyFencing{first: map[int64]grantOf{}}
+			st.keys[key] = &keyFencing{}
 		}
 		return st.keys[key]
 	}
@@ -74,10 +74,13 @@ func (Fencing) Check(_ context.Context, events []history.Event, opts Options) Re
 		k := keyOf(key)
 		for _, g := range grantsByKey[key] {
 			t := *g.Complete.Token
-			earlier, seen := k.first[t]
+			before, earlier, known := k.granted.grant(t, grantOf{g.Process(), g.Complete.Index})
 			switch {
-			case !seen:
-				k.first[t] = grantOf{g.Process(), g.Complete.Index}
+			case !before:
+			case !known:
+				violation.see(g.Complete.Time)
+				duplicates.addf("key %s: token %d granted to %s (#%d), and before it more than %d grants ago", key, t,
+					processName(g.Process()), g.Complete.Index, recentGrants)
 			case earlier.process == g.Process():
 				violation.see(g.Complete.Time)
 				duplicates.addf("key %s: token %d granted twice to %s (#%d and #%d)", key, t, processName(g.Process()), earlier.index, g.Complete.Index)
@@ -147,15 +150,12 @@ type fencingState struct {
 	violation                              earliest
 }
 
-// keyFencing is one key's tokens: every token granted, by its first grant (a duplicate
-// may come any time later), and the highest token granted and accepted so far.
+// keyFencing is one key's tokens: every token granted (a duplicate may come any time
+// later), and the highest token granted and accepted so far.
 type keyFencing struct {
-	first           map[int64]grantOf
+	granted         grantedTokens
 	grant, accepted best
 }
-
-// grantOf is a token's first grant: to whom, at which event.
-type grantOf struct{ process, index int }
 
 func grantedToken(op history.Op) int64 { return *op.Complete.Token }
 func carriedToken(op history.Op) int64 { return *op.Invoke.Token }
