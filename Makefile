@@ -45,16 +45,18 @@ run: deps build
 # in lanes (harness/lanes_test.go), nine tests at most at once. The examples run beside
 # them: most of their time is spent waiting on leases. examples/ is a module of its own (a
 # user's lock built with lockbreaker.Main, and Python locks run over the exec protocol),
-# which ./... does not reach.
+# which ./... does not reach; nor is third_party/porcupine (our copy, with its own tests).
 test: deps vet image
 	@$(GO) test -p 2 -parallel 9 -count=1 -timeout 28m ./... & main=$$!; \
-	(cd examples && $(GO) test -count=1 -timeout 10m ./...); examples=$$?; \
+	(cd examples && $(GO) test -count=1 -timeout 10m ./...) && \
+	(cd third_party/porcupine && $(GO) test -count=1 -timeout 10m ./...); others=$$?; \
 	wait $$main; main=$$?; \
-	test $$main -eq 0 && test $$examples -eq 0
+	test $$main -eq 0 && test $$others -eq 0
 
 unit:
 	$(GO) test -count=1 -short ./...
 	cd examples && $(GO) test -count=1 -short ./...
+	cd third_party/porcupine && $(GO) test -count=1 -short ./...
 
 # The long tier, for a nightly job (not in make test): the whole kleppmann suite, SEEDS
 # runs per cell, only the SHARD-th of its parts (one per CI runner), PARALLEL runs at once
@@ -76,6 +78,7 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
 	cd examples && $(GO) vet ./...
+	cd third_party/porcupine && $(GO) vet ./...
 
 # Each checker once on generated histories (ns/op, B/op), then the whole `lockbreaker
 # check` of generated run directories: wall time, peak memory (max RSS) and verdicts per

@@ -605,3 +605,35 @@ func TestVisualisationEscapesHistoryStrings(t *testing.T) {
 		}
 	}
 }
+
+// A search whose context is cancelled while it runs (the heap guard) takes no further
+// step of its model and is Unknown, with the cancellation's cause: never the Illegal that
+// steps refused would make of a legal history.
+func TestSearchStoppedMidwayIsUnknown(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(t.Context())
+	steps, after := 0, 0
+	counting := linearizability{
+		name: "counting",
+		model: func(Options, string) porcupine.Model {
+			m := strictMutex
+			step := m.StepContext
+			m.StepContext = func(c context.Context, state, in, out any) (bool, any) {
+				if steps++; steps == 3 {
+					cancel(memoryLimit{limit: 1 << 20})
+				} else if steps > 3 {
+					after++
+				}
+				return step(c, state, in, out)
+			}
+			return m
+		},
+		models: isLockOp,
+	}
+	r := counting.check(ctx, readHistory(t, "clean.jsonl"), Options{Timeout: time.Minute})
+	if r.Verdict != Unknown || !strings.Contains(r.Summary, "search did not finish on key k (memory limit reached") {
+		t.Errorf("got %s: %s, want unknown: search did not finish, memory limit reached", r.Verdict, r.Summary)
+	}
+	if steps < 3 || after > 0 {
+		t.Errorf("%d steps, %d of them after the cancellation; want the search stopped at the third", steps, after)
+	}
+}

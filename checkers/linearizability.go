@@ -237,27 +237,50 @@ type searchState struct {
 // time and memory on a long history; only an illegal answer, which must be explained, is
 // searched again with the record (in the time still left). A key small enough to draw
 // (visualiseLimit) is searched once, with the record, when the pages are wanted.
-func (l linearizability) search(ctx context.Context, deadline time.Time, model porcupine.Model, key string, ops []*history.Op, infinity int64, draw bool) keySearch {
-	s := keySearch{key: key, model: model, ops: ops, operations: operations(ops, infinity)}
+func (l linearizability) search(ctx context.Context, deadline time.Time, model porcupine.Model, key string, ops []*history.Op, infinity int64, draw bool) (s keySearch) {
+	s = keySearch{key: key, model: model, ops: ops, operations: operations(ops, infinity)}
+	defer func() {
+		if ctx.Err() != nil { // stopped: an answer may come from the steps refused
+			s.result = porcupine.Unknown
+		}
+	}()
 	left := time.Until(deadline)
 	if left <= 0 || ctx.Err() != nil {
 		return s
 	}
 	s.searched = true
 	if !draw || len(ops) > visualiseLimit {
-		if s.result, _ = porcupine.CheckOperationsContext(ctx, model, s.operations, false, left); s.result != porcupine.Illegal {
+		if s.result = porcupine.CheckOperationsTimeout(stoppable(ctx, model), s.operations, left); s.result != porcupine.Illegal {
 			return s
 		}
 		if left = time.Until(deadline); left <= 0 { // explained without the record
 			return s
 		}
 	}
-	result, info := porcupine.CheckOperationsContext(ctx, model, s.operations, true, left)
+	result, info := porcupine.CheckOperationsVerbose(stoppable(ctx, model), s.operations, left)
 	if s.result != porcupine.Illegal { // an illegal answer stands even if the second search ran out of time
 		s.result = result
 	}
 	s.info, s.verbose = info, true
 	return s
+}
+
+// stoppable is m refusing every step once ctx is done, which ends a search soon after
+// (porcupine stops one by itself only at its timeout). What such a search answers is no
+// verdict: search makes it Unknown.
+func stoppable(ctx context.Context, m porcupine.Model) porcupine.Model {
+	step := m.StepContext
+	if step == nil {
+		plain := m.Step
+		step = func(_ context.Context, state, in, out any) (bool, any) { return plain(state, in, out) }
+	}
+	m.Step, m.StepContext = nil, func(c context.Context, state, in, out any) (bool, any) {
+		if ctx.Err() != nil {
+			return false, state
+		}
+		return step(c, state, in, out)
+	}
+	return m
 }
 
 // operations converts one key's operations (in invocation order) to porcupine's, applying

@@ -367,13 +367,13 @@ func fillDefault(model Model) Model {
 	return model
 }
 
-func checkParallel(parent context.Context, model Model, history [][]entry, computeInfo bool, timeout time.Duration) (CheckResult, LinearizationInfo) {
+func checkParallel(model Model, history [][]entry, computeInfo bool, timeout time.Duration) (CheckResult, LinearizationInfo) {
 	if len(history) == 0 {
 		return Ok, LinearizationInfo{}
 	}
 	ok := true
 	timedOut := false
-	ctx, cancel := context.WithCancel(parent)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	results := make(chan bool, len(history))
 	longest := make([][]*[]int, len(history))
@@ -406,8 +406,6 @@ loop:
 			timedOut = true
 			cancel()
 			break loop // if we time out, we might get a false positive
-		case <-parent.Done():
-			break loop
 		}
 	}
 	var info LinearizationInfo
@@ -440,35 +438,34 @@ loop:
 		info.partialLinearizations = partialLinearizations
 	}
 	var result CheckResult
-	switch {
-	case parent.Err() != nil: // a search the parent stopped answers false, which is no verdict
-		result = Unknown
-	case !ok:
+	if !ok {
 		result = Illegal
-	case timedOut:
-		result = Unknown
-	default:
-		result = Ok
+	} else {
+		if timedOut {
+			result = Unknown
+		} else {
+			result = Ok
+		}
 	}
 	return result, info
 }
 
-func checkEvents(ctx context.Context, model Model, history []Event, verbose bool, timeout time.Duration) (CheckResult, LinearizationInfo) {
+func checkEvents(model Model, history []Event, verbose bool, timeout time.Duration) (CheckResult, LinearizationInfo) {
 	model = fillDefault(model)
 	partitions := model.PartitionEvent(history)
 	l := make([][]entry, len(partitions))
 	for i, subhistory := range partitions {
 		l[i] = convertEntries(renumber(subhistory))
 	}
-	return checkParallel(ctx, model, l, verbose, timeout)
+	return checkParallel(model, l, verbose, timeout)
 }
 
-func checkOperations(ctx context.Context, model Model, history []Operation, verbose bool, timeout time.Duration) (CheckResult, LinearizationInfo) {
+func checkOperations(model Model, history []Operation, verbose bool, timeout time.Duration) (CheckResult, LinearizationInfo) {
 	model = fillDefault(model)
 	partitions := model.Partition(history)
 	l := make([][]entry, len(partitions))
 	for i, subhistory := range partitions {
 		l[i] = makeEntries(subhistory)
 	}
-	return checkParallel(ctx, model, l, verbose, timeout)
+	return checkParallel(model, l, verbose, timeout)
 }

@@ -1,13 +1,10 @@
 package porcupine
 
-import (
-	"context"
-	"time"
-)
+import "time"
 
 // CheckOperations checks whether a history is linearizable.
 func CheckOperations(model Model, history []Operation) bool {
-	res, _ := checkOperations(context.Background(), model, history, false, 0)
+	res, _ := checkOperations(model, history, false, 0)
 	return res == Ok
 }
 
@@ -16,7 +13,7 @@ func CheckOperations(model Model, history []Operation) bool {
 //
 // A timeout of 0 is interpreted as an unlimited timeout.
 func CheckOperationsTimeout(model Model, history []Operation, timeout time.Duration) CheckResult {
-	res, _ := checkOperations(context.Background(), model, history, false, timeout)
+	res, _ := checkOperations(model, history, false, timeout)
 	return res
 }
 
@@ -25,18 +22,12 @@ func CheckOperationsTimeout(model Model, history []Operation, timeout time.Durat
 //
 // The returned LinearizationInfo can be used with [Visualize].
 func CheckOperationsVerbose(model Model, history []Operation, timeout time.Duration) (CheckResult, LinearizationInfo) {
-	return checkOperations(context.Background(), model, history, true, timeout)
-}
-
-// CheckOperationsContext is CheckOperationsTimeout that also gives up, with Unknown, when
-// ctx is done; verbose is CheckOperationsVerbose's.
-func CheckOperationsContext(ctx context.Context, model Model, history []Operation, verbose bool, timeout time.Duration) (CheckResult, LinearizationInfo) {
-	return checkOperations(ctx, model, history, verbose, timeout)
+	return checkOperations(model, history, true, timeout)
 }
 
 // CheckEvents checks whether a history is linearizable.
 func CheckEvents(model Model, history []Event) bool {
-	res, _ := checkEvents(context.Background(), model, history, false, 0)
+	res, _ := checkEvents(model, history, false, 0)
 	return res == Ok
 }
 
@@ -44,7 +35,7 @@ func CheckEvents(model Model, history []Event) bool {
 //
 // A timeout of 0 is interpreted as an unlimited timeout.
 func CheckEventsTimeout(model Model, history []Event, timeout time.Duration) CheckResult {
-	res, _ := checkEvents(context.Background(), model, history, false, timeout)
+	res, _ := checkEvents(model, history, false, timeout)
 	return res
 }
 
@@ -53,5 +44,5 @@ func CheckEventsTimeout(model Model, history []Event, timeout time.Duration) Che
 //
 // The returned LinearizationInfo can be used with [Visualize].
 func CheckEventsVerbose(model Model, history []Event, timeout time.Duration) (CheckResult, LinearizationInfo) {
-	return checkEvents(context.Background(), model, history, true, timeout)
+	return checkEvents(model, history, true, timeout)
 }
