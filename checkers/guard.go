@@ -27,7 +27,7 @@ func (m memoryLimit) Error() string {
 // withinHeap runs judge with a context that is cancelled, with a memoryLimit cause, if the
 // process's live heap is over limit when judge begins or while it runs; it returns that
 // cause, or nil. A limit of 0 guards nothing.
-func withinHeap(ctx context.Context, limit uint64, judge func(context.Context)) error {
+func withinHeap(ctx context.Context, limit uint64, judge func(context.Context)) *memoryLimit {
 	if limit == 0 {
 		judge(ctx)
 		return nil
@@ -58,7 +58,7 @@ func withinHeap(ctx context.Context, limit uint64, judge func(context.Context)) 
 	judge(ctx)
 	var m memoryLimit
 	if errors.As(context.Cause(ctx), &m) {
-		return m
+		return &m
 	}
 	return nil
 }

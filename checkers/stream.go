@@ -228,9 +228,8 @@ func (s *Stream) judge(p piece) (results []Result) {
 
 // guard runs judge under the heap limit, and keeps the reason when the guard stopped it.
 func (s *Stream) guard(judge func(context.Context)) {
-	if err := withinHeap(s.ctx, s.limits.MaxHeap, judge); err != nil {
-		m := err.(memoryLimit)
-		s.overHeap.CompareAndSwap(nil, &m)
+	if m := withinHeap(s.ctx, s.limits.MaxHeap, judge); m != nil {
+		s.overHeap.CompareAndSwap(nil, m)
 	}
 }
 
