@@ -120,8 +120,7 @@ func Run(ctx context.Context, s Suite, opts Options) (string, Result, error) {
 // is judged on the runs it has.
 func runCells(cells []Cell, opts Options, run func(Cell, int64) (RunResult, error), judged func(Cell, []RunResult) error, line *progress, res *Result) error {
 	type job struct{ cell, seed int }
-	// side is held shared by every run and alone by an Alone cell's.
-	var side sync.RWMutex
+	side := newGate(opts.Parallel)
 	var (
 		mu             sync.Mutex
 		firstErr       error
@@ -167,13 +166,9 @@ func runCells(cells []Cell, opts Options, run func(Cell, int64) (RunResult, erro
 				line.show(begun, running, c.Name, *res)
 				mu.Unlock()
 
-				lock, unlock := side.RLock, side.RUnlock
-				if c.Alone {
-					lock, unlock = side.Lock, side.Unlock
-				}
-				lock()
+				leave := side.enter(c.Alone)
 				r, err := run(c, int64(jb.seed))
-				unlock()
+				leave()
 				mu.Lock()
 				running--
 				if err != nil {
@@ -331,4 +326,37 @@ func Summary(dir string, r Result) string {
 	}
 	fmt.Fprintf(&b, "matrix: %s\n", filepath.Join(dir, HTMLFile))
 	return b.String()
+}
+
+// gate lets up to n runs go side by side, or one run alone. It is made of channels, whose
+// waiting testing/synctest sees (a mutex's it does not): a slot per run beside others, all
+// n of them for a run alone, which takes them one after another behind any other alone run.
+// A run waiting for a slot is queued behind the alone run that asked first.
+type gate struct {
+	slots chan struct{}
+	alone chan struct{}
+}
+
+func newGate(n int) *gate {
+	return &gate{slots: make(chan struct{}, n), alone: make(chan struct{}, 1)}
+}
+
+// enter waits until the run may go, alone or not, and returns what lets it out.
+func (g *gate) enter(alone bool) (leave func()) {
+	n := 1
+	if alone {
+		g.alone <- struct{}{}
+		n = cap(g.slots)
+	}
+	for range n {
+		g.slots <- struct{}{}
+	}
+	return func() {
+		for range n {
+			<-g.slots
+		}
+		if alone {
+			<-g.alone
+		}
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/harness"
@@ -175,32 +176,45 @@ func TestRunCellsSideBySide(t *testing.T) {
 }
 
 // An Alone cell's runs go with no other beside them.
+//
+// In a synctest bubble a run's sleep ends only once every other goroutine waits: every
+// run that could begin beside an alone run has begun before the alone run's ends, so a
+// gate that let one through is caught every time, on any machine.
 func TestAloneCellsRunWithNoneBeside(t *testing.T) {
-	cells := []Cell{{Name: "a"}, {Name: "b", Alone: true}, {Name: "c"}}
-	var (
-		mu      sync.Mutex
-		running int
-	)
-	run := func(c Cell, seed int64) (RunResult, error) {
-		mu.Lock()
-		running++
-		if c.Alone && running != 1 {
-			t.Errorf("cell %s seed %d began beside %d other runs", c.Name, seed, running-1)
+	synctest.Test(t, func(t *testing.T) {
+		cells := []Cell{{Name: "a"}, {Name: "b", Alone: true}, {Name: "c"}}
+		var (
+			mu                         sync.Mutex
+			running, beside, aloneRuns int
+		)
+		run := func(c Cell, seed int64) (RunResult, error) {
+			mu.Lock()
+			running++
+			beside = max(beside, running)
+			if c.Alone {
+				aloneRuns++
+				if running != 1 {
+					t.Errorf("cell %s seed %d began beside %d other runs", c.Name, seed, running-1)
+				}
+			}
+			mu.Unlock()
+			time.Sleep(time.Second)
+			mu.Lock()
+			if c.Alone && running != 1 {
+				t.Errorf("cell %s seed %d ended beside %d other runs", c.Name, seed, running-1)
+			}
+			running--
+			mu.Unlock()
+			return RunResult{Seed: seed}, nil
 		}
-		mu.Unlock()
-		time.Sleep(10 * time.Millisecond) // time for a run that should not be beside it to begin
-		mu.Lock()
-		if c.Alone && running != 1 {
-			t.Errorf("cell %s seed %d ended beside %d other runs", c.Name, seed, running-1)
+		line := progress{w: io.Discard}
+		if err := runCells(cells, Options{Seeds: 4, Parallel: 3}, run, func(Cell, []RunResult) error { return nil }, &line, &Result{}); err != nil {
+			t.Fatal(err)
 		}
-		running--
-		mu.Unlock()
-		return RunResult{Seed: seed}, nil
-	}
-	line := progress{w: io.Discard}
-	if err := runCells(cells, Options{Seeds: 4, Parallel: 3}, run, func(Cell, []RunResult) error { return nil }, &line, &Result{}); err != nil {
-		t.Fatal(err)
-	}
+		if aloneRuns != 4 || beside != 3 {
+			t.Errorf("%d alone runs, at most %d runs at once; want 4, and the other cells' 3 side by side", aloneRuns, beside)
+		}
+	})
 }
 
 // A run that stops the suite starts no other; the cells begun are judged on what they have.
