@@ -79,7 +79,7 @@ func (Fencing) Check(_ context.Context, events []history.Event, opts Options) Re
 			case !before:
 			case !known:
 				violation.see(g.Complete.Time)
-				duplicates.addf("key %s: token %d granted to %s (#%d), and before it more than %d grants ago", key, t,
+				duplicates.addf("key %s: token %d granted to %s (#%d) had been granted before, more than %d grants earlier", key, t,
 					processName(g.Process()), g.Complete.Index, recentGrants)
 			case earlier.process == g.Process():
 				violation.see(g.Complete.Time)
