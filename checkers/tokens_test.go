@@ -2,7 +2,10 @@ package checkers
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
+
+	"github.com/lockbreaker/lockbreaker/history"
 )
 
 // The runs answer "granted before?" as a set of every token would, whatever the order the
@@ -63,5 +66,29 @@ func TestGrantedTokensKeepTheRecentGrants(t *testing.T) {
 	}
 	if before, _, known := k.grant(3, grantOf{}); !before || known {
 		t.Errorf("an old token again: before %v, known %v; want true, false", before, known)
+	}
+}
+
+// A token granted again long after its first grant is still a duplicate, its evidence
+// saying the first grant is no longer known.
+func TestFencingFindsAnOldDuplicate(t *testing.T) {
+	var events []history.Event
+	grant := func(process int, token int64) {
+		at := int64(len(events)+1) * 1000
+		events = append(events,
+			history.Event{Index: len(events), Type: history.Invoke, Process: process, Func: history.Acquire, Key: "k", Time: at},
+			history.Event{Index: len(events) + 1, Type: history.OK, Process: process, Func: history.Acquire, Key: "k", Time: at + 1, Token: history.Int64(token)},
+			history.Event{Index: len(events) + 2, Type: history.Invoke, Process: process, Func: history.Release, Key: "k", Time: at + 2},
+			history.Event{Index: len(events) + 3, Type: history.OK, Process: process, Func: history.Release, Key: "k", Time: at + 3})
+	}
+	for tok := range int64(recentGrants + 5) {
+		grant(int(tok%3), tok+1)
+	}
+	grant(0, 1)
+	r := NewFencing().Check(t.Context(), events, Options{})
+	if r.Verdict != Invalid || r.Counts["duplicates"] != 1 || len(r.Evidence) == 0 ||
+		!strings.Contains(r.Evidence[len(r.Evidence)-1], "token 1 granted to p0 (#") ||
+		!strings.Contains(r.Evidence[len(r.Evidence)-1], "had been granted before, more than 100000 grants earlier") {
+		t.Errorf("%s: %s %v", r.Verdict, r.Summary, r.Evidence)
 	}
 }
