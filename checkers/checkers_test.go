@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -635,5 +636,57 @@ func TestSearchStoppedMidwayIsUnknown(t *testing.T) {
 	}
 	if steps < 3 || after > 0 {
 		t.Errorf("%d steps, %d of them after the cancellation; want the search stopped at the third", steps, after)
+	}
+}
+
+// A targeted fault whose condition occurred (a grant lost in a failover, a crash under a
+// held grant, a clock moved past a held lease) but under which the lock service answered no
+// other client within the victim's lease proves nothing: the pass is unknown, and says what
+// was seen and what was missing. With that answer recorded, the history is judged on its
+// merits.
+func TestAConditionWithoutItsDangerIsNoPass(t *testing.T) {
+	tests := []struct {
+		nemesis string
+		served  history.Hazard
+		seen    string
+	}{
+		{"failover", history.LostGrantServed, "1 lost grant, but no other client was answered"},
+		{"kill-node", history.RestartServed, "1 crash under a held grant, but no other client was answered"},
+		{"clock-bump", history.ClockServed, "1 clock jump past a held lease, but no other client was answered"},
+	}
+	for _, tt := range tests {
+		for _, answered := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s answered=%v", tt.nemesis, answered), func(t *testing.T) {
+				clean := readHistory(t, "clean.jsonl")
+				events := slices.Clone(clean[:20])
+				hazards := []history.Hazard{tt.served.Condition()}
+				if answered {
+					hazards = append(hazards, tt.served)
+				}
+				for _, h := range hazards {
+					events = append(events, history.Event{Index: len(events), Type: history.Info, Process: history.NemesisProcess,
+						Func: history.HazardFunc, Time: 1021500000, Fault: tt.nemesis, Hazard: h, Targets: []string{"worker-0"}})
+				}
+				for _, e := range clean[20:] {
+					e.Index = len(events)
+					events = append(events, e)
+				}
+				results := Judge(t.Context(), events, Options{FaultsRequested: true, Hazards: map[string]history.Hazard{tt.nemesis: tt.served}})
+				for _, r := range results {
+					if r.Checker != "stats" {
+						continue
+					}
+					switch {
+					case answered && r.Verdict != Valid:
+						t.Errorf("stats %s (%s), want valid", r.Verdict, r.Summary)
+					case !answered && (r.Verdict != Unknown || !strings.Contains(r.Summary, tt.seen) || !strings.Contains(r.Summary, tt.served.Absent())):
+						t.Errorf("stats %s (%s), want unknown saying %q and %q", r.Verdict, r.Summary, tt.seen, tt.served.Absent())
+					}
+				}
+				if got := Worst(results); answered != (got == Valid) {
+					t.Errorf("overall %s with the danger answered=%v", got, answered)
+				}
+			})
+		}
 	}
 }

@@ -67,7 +67,11 @@ func (Stats) Check(_ context.Context, events []history.Event, opts Options) Resu
 	} else {
 		for _, nemesis := range slices.Sorted(maps.Keys(opts.Hazards)) {
 			if h := opts.Hazards[nemesis]; hazards[h] == 0 {
-				missing = append(missing, fmt.Sprintf("%s injected %s and %s", nemesis, plural(faults, "fault"), h.Absent()))
+				m := fmt.Sprintf("%s injected %s and %s", nemesis, plural(faults, "fault"), h.Absent())
+				if c := h.Condition(); hazards[c] > 0 {
+					m += fmt.Sprintf(" (%s, but no other client was answered while it was held: the danger never came)", c.Count(hazards[c]))
+				}
+				missing = append(missing, m)
 			}
 		}
 	}

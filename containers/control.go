@@ -72,6 +72,33 @@ func (c *Cluster) Promote(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// Announced is the node every monitor now gives clients as the primary; "" when they do
+// not all name the same node (a failover under way), or when one cannot be asked.
+func (c *Cluster) Announced(ctx context.Context) (string, error) {
+	m := c.recipe.Monitors
+	if m == nil || m.Primary == nil {
+		return "", fmt.Errorf("a %s cluster has no monitors to ask for its primary", c.spec.System)
+	}
+	named := ""
+	for i, mon := range c.monitors {
+		addr, err := m.Primary(ctx, mon.Addr())
+		if err != nil {
+			return "", fmt.Errorf("monitor %s: %w", mon.Name, err)
+		}
+		node := ""
+		for _, n := range c.nodes {
+			if n.Addr() == addr {
+				node = n.Name
+			}
+		}
+		if node == "" || i > 0 && node != named {
+			return "", nil
+		}
+		named = node
+	}
+	return named, nil
+}
+
 // Exec runs cmd in node name and returns its combined output. A non-zero exit
 // status is an error carrying the output.
 func (c *Cluster) Exec(ctx context.Context, name string, cmd ...string) (output string, err error) {

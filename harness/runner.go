@@ -262,19 +262,20 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 			rec.Subscribe(ch)
 			return ch
 		},
-		Record:       func(e history.Event) { rec.Record(e) },
-		Seed:         t.spec.Seed,
-		Pause:        t.spec.PauseLength(),
-		PauseFixed:   t.spec.Pause != 0,
-		Interval:     t.spec.Interval.Std(),
-		ClockOffset:  t.spec.ClockSkew(),
-		ClockRate:    t.spec.ClockRate,
-		TTL:          t.spec.TTL.Std(),
-		Work:         t.spec.Work.Std(),
-		RestartAfter: t.spec.RestartDelay(),
-		Undirected:   t.spec.Undirected,
-		ReplicaLag:   t.spec.ReplicaLag(),
-		Halt:         ctx.Done(),
+		Record:              func(e history.Event) { rec.Record(e) },
+		Seed:                t.spec.Seed,
+		Pause:               t.spec.PauseLength(),
+		PauseFixed:          t.spec.Pause != 0,
+		Interval:            t.spec.Interval.Std(),
+		ClockOffset:         t.spec.ClockSkew(),
+		ClockRate:           t.spec.ClockRate,
+		TTL:                 t.spec.TTL.Std(),
+		Work:                t.spec.Work.Std(),
+		RestartAfter:        t.spec.RestartDelay(),
+		IndependentMajority: t.sys.IndependentMajority,
+		Undirected:          t.spec.Undirected,
+		ReplicaLag:          t.spec.ReplicaLag(),
+		Halt:                ctx.Done(),
 	}
 	// A fault armed before the clients start meets their first requests.
 	if a, ok := nem.(nemesis.Armer); ok {

@@ -47,6 +47,27 @@ const (
 	// TwoMajorities: a second client was granted the lock while the first, granted by a
 	// majority, was still within its lease (Kleppmann's example against Redlock).
 	TwoMajorities Hazard = "two-majorities"
+
+	// The three below are the danger of the three above them that name only a fault's
+	// condition (grant-lost, crash-under-grant and restart-in-lease, clock-past-lease): the
+	// lock service, in the state the fault left it, answered another client's acquire
+	// (granted it, or refused it as busy, within the attempt the client recorded) while the
+	// victim still held the lock by its own account and within its lease. A lock that
+	// forgot the grant answers with a second grant; a correct one with busy. Without this,
+	// a pass through the condition alone says nothing: the lease may have ended before
+	// anyone asked.
+
+	// LostGrantServed: with the primary that made a lost grant down, the promoted replica
+	// answered another client while that grant was held within its lease.
+	LostGrantServed Hazard = "lost-grant-served"
+	// RestartServed: a node killed under a grant, serving again, answered another client
+	// (alone, or among the majority that granted it) while that grant was held within its
+	// lease; with a restart delayed past the lease (antirez's), the nodes left answered
+	// while the killed one was down.
+	RestartServed Hazard = "restart-served"
+	// ClockServed: a node whose clock had been moved past a held lease answered another
+	// client, its clock still moved, while that lease still ran in real time.
+	ClockServed Hazard = "clock-served"
 )
 
 // hazardWords are a hazard in words: one occurrence, several, and what a run without any
@@ -72,6 +93,12 @@ var hazards = map[Hazard]hazardWords{
 		"no clock was moved past the end of a lease that was still held"},
 	TwoMajorities: {"second majority within a lease", "second majorities within a lease",
 		"no second client was granted the lock while the first was within its lease"},
+	LostGrantServed: {"answer by the promoted replica within a lost grant's lease", "answers by the promoted replica within a lost grant's lease",
+		"the promoted replica answered no other client while a lost grant was held within its lease"},
+	RestartServed: {"answer by a restarted node within a forgotten grant's lease", "answers by a restarted node within a forgotten grant's lease",
+		"no node killed under a grant answered another client while that grant was held within its lease"},
+	ClockServed: {"answer by a moved clock's node within a held lease", "answers by a moved clock's node within a held lease",
+		"no node whose clock was moved past a held lease answered another client while that lease ran"},
 }
 
 // Count says n occurrences of h in words: "1 lost grant", "9 lost grants".
@@ -92,6 +119,12 @@ func (h Hazard) Absent() string {
 		return w.absent
 	}
 	return fmt.Sprintf("hazard %s never occurred", h)
+}
+
+// Condition is the fault's condition that h is the danger of (grant-lost for
+// lost-grant-served...), or "" when h is a danger in itself.
+func (h Hazard) Condition() Hazard {
+	return map[Hazard]Hazard{LostGrantServed: GrantLost, RestartServed: CrashUnderGrant, ClockServed: ClockPastLease}[h]
 }
 
 // Known reports whether h is one of the hazards above.

@@ -95,7 +95,8 @@ type Event struct {
 	// EffectFrom and EffectTo, on a completion, narrow when the operation can have taken
 	// effect, from what the servers saw (zero: the invocation's and the completion's
 	// times stand). An acquire's last attempt began at EffectFrom: the attempts before it
-	// found the lock busy, a definite answer. The storage applied a read or write at
+	// found the lock busy, a definite answer; on a busy fail, the last attempt that found it
+	// busy ran from EffectFrom to EffectTo. The storage applied a read or write at
 	// EffectFrom = EffectTo. Both lie within [invocation time, completion time].
 	EffectFrom int64 `json:"effect_from,omitempty"`
 	EffectTo   int64 `json:"effect_to,omitempty"`
@@ -142,7 +143,8 @@ func (e Event) IsCompletion() bool { return e.Type == OK || e.Type == Fail || e.
 func Duration(from, to int64) time.Duration { return time.Duration(to - from) }
 
 // Conventions the workloads and the nemesis follow (checkers rely on them):
-//   - acquire: invoke{key}; ok{token when the lock has one}; fail{error: busy}; info.
+//   - acquire: invoke{key}; ok{token when the lock has one}; fail{error: busy, effect window:
+//     the last attempt's, when the lock tells}; info.
 //   - read:    invoke{key, token?}; ok{value}; fail{error: stale-token}; info.
 //   - write:   invoke{key, value, token?}; ok; fail{error: stale-token}; info.
 //   - release: invoke{key}; ok; fail{error: not-held}; info.

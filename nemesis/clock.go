@@ -118,8 +118,9 @@ type clockMoves struct {
 	node string
 	// changes are the offsets the node had, from when on.
 	changes []offsetChange
-	// seen are the grants (by index) already recorded as outrun.
-	seen map[int]bool
+	// served watches the grants (by index) already recorded as outrun, for an answer by
+	// the node while its clock is past their lease.
+	served map[int]*served
 }
 
 type offsetChange struct {
@@ -141,26 +142,34 @@ func (m *clockMoves) at(t int64) time.Duration {
 // set notes the node's new offset d and records clock-past-lease for every grant the node
 // made (a grant naming its nodes names it; any grant when they do not) still held, whose
 // lease the clock has been moved past since the grant: a lease that ends in less than the
-// clock moved forward since it was granted has already ended on the node's clock.
+// clock moved forward since it was granted has already ended on the node's clock. From
+// then on, for as long as the clock stays past that lease, the grant's served watch takes
+// the node's answers to other clients as its hazard made real (clock-served).
 func (m *clockMoves) set(env Env, w *watcher, fault string, d time.Duration) {
 	now := history.Now()
 	m.changes = append(m.changes, offsetChange{now, d})
+	for _, s := range m.served {
+		s.end(m.node, now)
+	}
 	for p, grant := range w.holding {
 		named := grant.Detail[grantNodes]
-		if m.seen[grant.Index] || named != "" && !slices.Contains(strings.Split(named, ","), m.node) {
+		if named != "" && !slices.Contains(strings.Split(named, ","), m.node) {
 			continue
 		}
 		moved := d - m.at(grant.Time)
 		if left := time.Duration(w.leaseEnd(p, env.TTL) - now); moved <= 0 || moved < left {
 			continue
 		}
-		if m.seen == nil {
-			m.seen = map[int]bool{}
+		if m.served[grant.Index] == nil {
+			if m.served == nil {
+				m.served = map[int]*served{}
+			}
+			m.served[grant.Index] = w.watchServed(env, fault, history.ClockServed, grant)
+			recordHazard(env, fault, history.ClockPastLease, now, map[string]string{"grant": grantText(grant),
+				"moved": offsetText(moved), "lease left": time.Duration(w.leaseEnd(p, env.TTL) - now).Round(time.Millisecond).String()},
+				m.node, workerName(p))
 		}
-		m.seen[grant.Index] = true
-		recordHazard(env, fault, history.ClockPastLease, now, map[string]string{"grant": grantText(grant),
-			"moved": offsetText(moved), "lease left": time.Duration(w.leaseEnd(p, env.TTL) - now).Round(time.Millisecond).String()},
-			m.node, workerName(p))
+		m.served[grant.Index].begin(m.node, now)
 	}
 }
 
@@ -190,4 +199,4 @@ func clocksOf(env Env) (Clocks, error) {
 	return clocks, nil
 }
 
-func (clockFault) Hazard() history.Hazard { return history.ClockPastLease }
+func (clockFault) Hazard() history.Hazard { return history.ClockServed }

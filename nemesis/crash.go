@@ -33,9 +33,12 @@ type Restarter interface {
 }
 
 // Promoter makes the monitors of a replicated cluster promote a replica now, without
-// waiting until they agree that the primary is down (SENTINEL FAILOVER).
+// waiting until they agree that the primary is down (SENTINEL FAILOVER), and tells whom
+// they name as the primary to clients.
 type Promoter interface {
 	Promote(ctx context.Context) error
+	// Announced is the node every monitor names the primary now; "" while they differ.
+	Announced(ctx context.Context) (string, error)
 }
 
 // Roles tells each node's part in its cluster now: leader or follower, primary or
@@ -58,8 +61,11 @@ type Roles interface {
 // kills on a seeded schedule, preferring a node of the latest held grant not yet killed
 // since that grant, and hopes a holder is still at work.
 //
-// Its hazard is the crash under a held grant (crash-under-grant); a node that serves again
-// while that grant's lease still runs is recorded too (restart-in-lease).
+// Its hazard is the crash made real (restart-served): a node killed under a held grant,
+// serving again, answered another client (a grant naming it, or any grant or busy answer
+// when answers do not name their nodes) while that grant was still held within its lease.
+// The conditions on the way are counted too: the crash under the grant (crash-under-grant)
+// and the node serving again within its lease (restart-in-lease).
 type killNode struct{}
 
 func (killNode) Name() string { return "kill-node" }
@@ -80,13 +86,14 @@ func (k killNode) Run(ctx context.Context, env Env) error {
 	}
 	return afterHolderReads(ctx, env, func(w *watcher, holder int, _ func()) error {
 		grant, end := w.holding[holder], w.leaseEnd(holder, env.TTL)
+		served := w.watchServed(env, "kill-node", history.RestartServed, grant)
 		var mu sync.Mutex
 		var crashErr error
 		var crashes sync.WaitGroup
 		pauseErr := w.pauseInLease(ctx, env, holder, func() bool {
-			for _, node := range victims(grant, nodes, rng) {
+			for _, node := range victims(grant, nodes, env.IndependentMajority, rng) {
 				crashes.Go(func() {
-					err := crash(ctx, env, r, node, &grant, end)
+					err := crash(ctx, env, r, node, &grant, end, served)
 					mu.Lock()
 					crashErr = errors.Join(crashErr, err)
 					mu.Unlock()
@@ -112,10 +119,12 @@ func (killNode) undirected(ctx context.Context, env Env, r Restarter, nodes []st
 		killed[victim] = history.Now()
 		var held *history.Event
 		var end int64
+		var served *served
 		if grant.Time != 0 && (grant.Detail[grantNodes] == "" || slices.Contains(candidates, victim)) {
 			held, end = &grant, w.leaseEnd(grant.Process, env.TTL)
+			served = w.watchServed(env, "kill-node", history.RestartServed, grant)
 		}
-		if err := crash(ctx, env, r, victim, held, end); err != nil {
+		if err := crash(ctx, env, r, victim, held, end, served); err != nil {
 			return err
 		}
 	}
@@ -123,10 +132,14 @@ func (killNode) undirected(ctx context.Context, env Env, r Restarter, nodes []st
 }
 
 // victims are the nodes of grant to kill so that another client can win the lock without
-// them: of a grant that names its nodes, a majority less the nodes it left free; one node,
-// drawn by rng, otherwise.
-func victims(grant history.Event, nodes []string, rng *rand.Rand) []string {
+// them: of a grant that names its nodes, a majority less the nodes it left free; of a
+// majority's grant that does not (redsync's), a majority, as if every node had granted it;
+// one node, drawn by rng, otherwise.
+func victims(grant history.Event, nodes []string, majority bool, rng *rand.Rand) []string {
 	granted := slices.DeleteFunc(strings.Split(grant.Detail[grantNodes], ","), func(n string) bool { return n == "" })
+	if len(granted) == 0 && majority {
+		granted = slices.Clone(nodes)
+	}
 	if len(granted) == 0 {
 		return []string{nodes[rng.Intn(len(nodes))]}
 	}
@@ -146,9 +159,10 @@ const grantNodes = "nodes"
 
 // crash kills node's server, records the crash with the role the node had, and starts it
 // again env.RestartAfter later. held is the grant the node is killed under (nil: none),
-// whose lease ends at leaseEnd: the crash is then the hazard crash-under-grant, and the
-// node serving again before leaseEnd the hazard restart-in-lease.
-func crash(ctx context.Context, env Env, r Restarter, node string, held *history.Event, leaseEnd int64) (err error) {
+// whose lease ends at leaseEnd: the crash is then crash-under-grant, and the node serving
+// again before leaseEnd restart-in-lease, from which on served watches the answers (from
+// the crash on, when the node is to stay down for a lease).
+func crash(ctx context.Context, env Env, r Restarter, node string, held *history.Event, leaseEnd int64, served *served) (err error) {
 	bg := context.WithoutCancel(ctx)
 	detail := map[string]string{"restart-after": env.RestartAfter.String()}
 	if role := roleOf(bg, env, node); role != "" {
@@ -158,6 +172,11 @@ func crash(ctx context.Context, env Env, r Restarter, node string, held *history
 		return fmt.Errorf("kill node %s: %w", node, err)
 	}
 	recordDetail(env, history.Start, "kill-node", detail, node)
+	if env.RestartAfter >= env.TTL {
+		// antirez's delayed restart: the node stays away for the lease on purpose, and the
+		// danger is the service answering without what it held.
+		served.begin(node, history.Now())
+	}
 	if held != nil {
 		recordHazard(env, "kill-node", history.CrashUnderGrant, history.Now(), map[string]string{"grant": grantText(*held)},
 			node, workerName(held.Process))
@@ -167,6 +186,9 @@ func crash(ctx context.Context, env Env, r Restarter, node string, held *history
 		err = errors.Join(err, restartErr)
 		record(env, history.Stop, "kill-node", node)
 		if now := history.Now(); held != nil && restartErr == nil && now < leaseEnd {
+			if env.RestartAfter < env.TTL {
+				served.begin(node, now) // back, having forgotten what it held in memory
+			}
 			recordHazard(env, "kill-node", history.RestartInLease, now,
 				map[string]string{"grant": grantText(*held), "lease left": history.Duration(now, leaseEnd).Round(time.Millisecond).String()},
 				node, workerName(held.Process))
@@ -211,14 +233,19 @@ func (killNode) Heal(ctx context.Context, env Env) error {
 // again. The first round's cut is made before the clients start (Arm), so that the run's
 // first grant is the one lost instead of one a whole holding later.
 //
-// Its hazard is the lost grant: a replica promoted while the grant made after the cut is
-// still held (grant-lost). A holder's work (100 ms by default) is over long before the
-// monitors notice a crash (a second and more with Sentinel), so, directed (the default),
-// the holder is kept inside its critical section and within its lease (pause-in-lease)
-// from the crash until another client has taken the lock over, and the monitors are told
-// to promote a replica at once (Promoter: SENTINEL FAILOVER) instead of waiting out their
-// down-after time. Undirected, the monitors find the crash themselves, and the holder
-// goes on as it will.
+// Its hazard is the lost grant made real (lost-grant-served): with the old primary down,
+// the promoted replica answered another client (granted the lock again, or refused it as
+// busy) while the lost grant was still held within its lease; the promotion under the held
+// grant is counted on the way (grant-lost). A holder's work (100 ms by default) is over
+// long before the monitors notice a crash, and their promotion, seen by their INFO every
+// second, takes about as long as a lease, longer on a busy machine: so, directed (the
+// default), the monitors are told to promote a replica (Promoter: SENTINEL FAILOVER) first,
+// while the cut-off primary still serves, and the grant to lose is the first begun after
+// that, made while every monitor still names the old primary (the clients dial whom they
+// name, so it came from the old one); the primary is killed at once, and the holder is
+// kept inside its critical section and within its lease (pause-in-lease) until another
+// client has taken the lock over. Undirected, the primary is killed after the grant, the
+// monitors find the crash themselves, and the holder goes on as it will.
 type failover struct {
 	// armed is the first round, cut before the clients started (nil when Arm cut nothing),
 	// and w the watcher that has followed the history since Arm (nil without Arm).
@@ -334,10 +361,12 @@ func (c *replicationCut) failOver(ctx context.Context, env Env, net Network, r R
 	bg := context.WithoutCancel(ctx)
 	detail := map[string]string{"primary": c.primary, "grant": "none"}
 	var killed time.Time
+	var served *served // the lost grant's watch, when one is held
 	defer func() {
 		err = errors.Join(err, net.HealNetwork(bg))
 		if !killed.IsZero() {
 			stayDown(env, env.RestartAfter-time.Since(killed))
+			served.end("", history.Now()) // the old primary may answer again, and may remember
 			err = errors.Join(err, r.Restart(bg, c.primary))
 		}
 		recordDetail(env, history.Stop, "failover", detail, c.primary)
@@ -354,12 +383,31 @@ func (c *replicationCut) failOver(ctx context.Context, env Env, net Network, r R
 		}
 		since = history.Now()
 	}
-	grant, granted := w.grantBegunAfter(ctx, since, max(env.Pause, env.TTL))
-	if granted {
-		detail["grant"] = workerName(grant.Process)
+	p, promoting := env.Nodes.(Promoter)
+	promoting = promoting && !env.Undirected
+	if promoting {
+		// The clients are at work (a grant since the cut) before the promotion begins, so
+		// that one of them is granted by the old primary before the monitors name the new.
+		w.grantBegunAfter(ctx, since, max(env.Pause, env.TTL))
+		if err := p.Promote(bg); err != nil {
+			return fmt.Errorf("promote a replica of %s: %w", c.primary, err)
+		}
+		since = history.Now()
 	}
+	grant, granted := w.grantBegunAfter(ctx, since, max(env.Pause, env.TTL))
 	if ctx.Err() != nil {
 		return nil
+	}
+	if granted && promoting {
+		// Once a monitor names the promoted replica, a client may have been granted by it.
+		announced, err := p.Announced(bg)
+		if err != nil {
+			return fmt.Errorf("ask the monitors for the primary: %w", err)
+		}
+		granted = announced == c.primary
+	}
+	if granted {
+		detail["grant"] = workerName(grant.Process)
 	}
 	// The primary's crash and the promotion, and whether the grant was lost in them.
 	failOver := func() error {
@@ -367,11 +415,9 @@ func (c *replicationCut) failOver(ctx context.Context, env Env, net Network, r R
 			return fmt.Errorf("kill primary %s: %w", c.primary, err)
 		}
 		killed = time.Now()
-		if p, ok := env.Nodes.(Promoter); ok && !env.Undirected {
-			if err := p.Promote(bg); err != nil {
-				return fmt.Errorf("promote a replica of %s: %w", c.primary, err)
-			}
-		}
+		// With the old primary down, the clients' definite answers come from the promoted
+		// replica (a replica refuses writes), until the old primary is started again.
+		served.begin("", history.Now())
 		promoted, err := w.promotion(ctx, roles, c.primary)
 		if promoted != "" {
 			detail["primary"] = promoted
@@ -382,6 +428,9 @@ func (c *replicationCut) failOver(ctx context.Context, env Env, net Network, r R
 			}
 		}
 		return err
+	}
+	if granted && w.holds(grant.Process) {
+		served = w.watchServed(env, "failover", history.LostGrantServed, grant)
 	}
 	if !granted || env.Undirected || !w.holds(grant.Process) {
 		return failOver()
@@ -508,5 +557,5 @@ func (w *watcher) promotion(ctx context.Context, r Roles, old string) (string, e
 	return "", fmt.Errorf("no replica was promoted within %s of the crash of primary %s", promotionTimeout, old)
 }
 
-func (killNode) Hazard() history.Hazard  { return history.CrashUnderGrant }
-func (*failover) Hazard() history.Hazard { return history.GrantLost }
+func (killNode) Hazard() history.Hazard  { return history.RestartServed }
+func (*failover) Hazard() history.Hazard { return history.LostGrantServed }

@@ -120,7 +120,7 @@ func TestCrashFaultsSayWhereTheyApply(t *testing.T) {
 func TestCrashKillsRecordsAndRestarts(t *testing.T) {
 	f := newFake(1, 3)
 	env, c := f.crashEnv()
-	if err := crash(context.Background(), env, c, "n1", nil, 0); err != nil {
+	if err := crash(context.Background(), env, c, "n1", nil, 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := f.did(), []string{"kill n1", "restart n1"}; !slices.Equal(got, want) {
@@ -148,7 +148,7 @@ func TestCrashStaysDownPastTheRunButNotPastAnInterrupt(t *testing.T) {
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
 	done := make(chan error)
-	go func() { done <- crash(ended, env, c, "n2", nil, 0) }()
+	go func() { done <- crash(ended, env, c, "n2", nil, 0, nil) }()
 	waitFor(t, "the kill", func() bool { return len(f.faults()) == 1 })
 	if got := f.did(); !slices.Equal(got, []string{"kill n2"}) {
 		t.Fatalf("actions %q: want n2 still down when the run has ended", got)
@@ -229,8 +229,13 @@ func TestDirectedKillNodeCrashesTheHoldersMajorityInItsLease(t *testing.T) {
 	f.events <- history.Event{Index: 7, Type: history.OK, Process: 0, Func: history.Acquire, Time: now,
 		Detail: map[string]string{"nodes": "n1,n2,n3,n4"}}
 	f.events <- history.Event{Type: history.OK, Process: 0, Func: history.Read, Time: now}
+	// Process 2 asked before the nodes came back: its answer may predate them, no hazard.
+	f.events <- history.Event{Type: history.Invoke, Process: 2, Func: history.Acquire, Time: history.Now()}
 	waitFor(t, "two nodes back", func() bool { return len(f.did()) >= 5 })
-	f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Acquire, Time: history.Now()}
+	f.events <- history.Event{Type: history.Fail, Process: 2, Func: history.Acquire, Error: history.ErrLockBusy, Time: history.Now()}
+	f.events <- history.Event{Type: history.Invoke, Process: 1, Func: history.Acquire, Time: history.Now()}
+	f.events <- history.Event{Index: 12, Type: history.OK, Process: 1, Func: history.Acquire, Time: history.Now(),
+		Detail: map[string]string{"nodes": "n5," + strings.Join(killedNodes(f.did()), ",")}}
 	f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Write, Time: history.Now()}
 	waitFor(t, "the holder thawed", func() bool { return slices.Contains(f.did(), "worker-0 CONTINUED") })
 	cancel()
@@ -256,36 +261,55 @@ func TestDirectedKillNodeCrashesTheHoldersMajorityInItsLease(t *testing.T) {
 	}
 	f.mu.Lock()
 	counts := history.CountHazards(f.recorded)
-	var crashed history.Event
+	var crashed, served history.Event
 	for _, e := range f.recorded {
-		if e.Hazard == history.CrashUnderGrant {
+		switch e.Hazard {
+		case history.CrashUnderGrant:
 			crashed = e
+		case history.RestartServed:
+			served = e
 		}
 	}
 	f.mu.Unlock()
-	if counts[history.CrashUnderGrant] != 2 || counts[history.RestartInLease] != 2 {
-		t.Errorf("hazards %v, want 2 crashes under the grant and 2 restarts within its lease", counts)
+	if counts[history.CrashUnderGrant] != 2 || counts[history.RestartInLease] != 2 || counts[history.RestartServed] != 1 {
+		t.Errorf("hazards %v, want 2 crashes under the grant, 2 restarts within its lease, 1 answer by a restarted node", counts)
 	}
 	if crashed.Detail["grant"] != "worker-0 #7" || crashed.Targets[1] != "worker-0" {
 		t.Errorf("crash hazard %+v: want it to name worker-0's grant #7", crashed)
 	}
+	if served.Detail["answer"] != "granted worker-1 #12" || !slices.Equal(served.Targets[1:], []string{"worker-0", "worker-1"}) {
+		t.Errorf("served hazard %+v: want worker-1's grant #12 while worker-0 held", served)
+	}
+}
+
+// killedNodes are the nodes actions killed, in order.
+func killedNodes(actions []string) []string {
+	var killed []string
+	for _, a := range actions {
+		if node, ok := strings.CutPrefix(a, "kill "); ok {
+			killed = append(killed, node)
+		}
+	}
+	return killed
 }
 
 func TestVictimsAreAsManyAsAnotherMajorityNeeds(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
 	nodes := []string{"n1", "n2", "n3", "n4", "n5"}
 	tests := []struct {
-		granted string
-		want    int
+		granted  string
+		majority bool // the nodes are independent, a grant a majority's (Redlock)
+		want     int
 	}{
-		{"n1,n2,n3,n4,n5", 3},
-		{"n1,n2,n3", 1},
-		{"n2,n3,n4,n5", 2},
-		{"", 1}, // a grant that does not name its nodes: one node
+		{"n1,n2,n3,n4,n5", true, 3},
+		{"n1,n2,n3", true, 1},
+		{"n2,n3,n4,n5", true, 2},
+		{"", true, 3},  // a majority's grant that does not name its nodes (redsync): as if all had granted
+		{"", false, 1}, // a grant that does not name its nodes, of one node or a replicated cluster: one node
 	}
 	for _, tt := range tests {
 		grant := history.Event{Detail: map[string]string{"nodes": tt.granted}}
-		got := victims(grant, nodes, rng)
+		got := victims(grant, nodes, tt.majority, rng)
 		if len(got) != tt.want {
 			t.Errorf("grant by %q: victims %q, want %d", tt.granted, got, tt.want)
 		}
@@ -315,58 +339,131 @@ func (f *fake) recordedOf(fn history.Func, fault string) history.Event {
 	return history.Event{}
 }
 
-// The failover cuts replication both ways, kills the primary right after a grant whose
-// acquire began after the cut, heals the cut once a replica is promoted, and starts the old
-// primary again; its stop names the new primary and the client whose grant was lost, and
-// the grant still held at the promotion is its hazard. Directed, the holder is kept in its
-// critical section from the crash until another client has taken the lock over, and the
-// monitors are told to promote at once.
+// Undirected, the failover cuts replication both ways, kills the primary right after a
+// grant whose acquire began after the cut, heals the cut once a replica is promoted, and
+// starts the old primary again; its stop names the new primary and the client whose grant
+// was lost, and the grant still held at the promotion is counted (grant-lost).
 func TestFailoverCutsKillsPromotesAndHeals(t *testing.T) {
 	cut := []string{"n1 drops ip-n2,ip-n3", "n2 drops ip-n1", "n3 drops ip-n1"}
+	f := newFake(2, 3)
+	env, c := f.crashEnv()
+	env.Nodes, env.Undirected = promoting{c}, true
+	env.TTL = time.Minute // the grant below arrives whenever the test gets to send it
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- (&failover{}).Run(ctx, env) }()
+	waitFor(t, "the cut", func() bool { return len(f.faults()) > 0 })
+	// Process 2's acquire began before the cut: its key may have reached the replicas,
+	// and losing it is not what this fault stages. Process 1's began after it.
+	f.events <- history.Event{Type: history.OK, Process: 2, Func: history.Acquire, Time: history.Now()}
+	f.events <- history.Event{Type: history.Invoke, Process: 2, Func: history.Release, Time: history.Now()}
+	f.events <- history.Event{Type: history.Invoke, Process: 1, Func: history.Acquire, Time: history.Now()}
+	f.events <- history.Event{Index: 4, Type: history.OK, Process: 1, Func: history.Acquire, Time: history.Now()}
+	waitFor(t, "the failover to end", func() bool { return f.recordedOf(history.Stop, "failover").Time != 0 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got, want := f.did(), slices.Concat(cut, []string{"kill n1", "heal network", "restart n1"}); len(got) < len(want) || !slices.Equal(got[:len(want)], want) {
+		t.Fatalf("actions %q, want first %q", got, want)
+	}
+	start, stop, hazard := f.recordedOf(history.Start, "failover"), f.recordedOf(history.Stop, "failover"), f.recordedOf(history.HazardFunc, "failover")
+	if start.Detail["primary"] != "n1" || stop.Detail["primary"] != "n2" || stop.Detail["grant"] != "worker-1" {
+		t.Errorf("start %v, stop %v: want primary n1 then n2, the grant lost worker-1's", start.Detail, stop.Detail)
+	}
+	if hazard.Hazard != history.GrantLost || hazard.Detail["grant"] != "worker-1 #4" || hazard.Detail["new primary"] != "n2" {
+		t.Errorf("hazard %+v: want worker-1's grant #4 lost to n2", hazard)
+	}
+}
+
+// Directed, the failover has the monitors promote a replica once the clients are at work,
+// loses the first grant begun after that while the monitors still name the old primary,
+// kills that primary and keeps the holder in its critical section until another client has
+// taken the lock over. The danger made real (lost-grant-served) is another client's answer,
+// granted or busy, from an attempt begun after the crash and within the lost grant's lease;
+// one begun before the crash may have been the old primary's, and is not.
+func TestDirectedFailoverPromotesFirstAndSeesTheLostGrantServed(t *testing.T) {
 	tests := []struct {
-		name       string
-		undirected bool
-		want       []string
+		name   string
+		answer func(now int64) history.Event // process 2's answer, after its invocation
+		asked  string                        // when process 2 asked: "before" or "after" the crash
+		served string                        // the served hazard's answer; "" for none
 	}{
-		{"undirected", true, slices.Concat(cut, []string{"kill n1", "heal network", "restart n1"})},
-		{"directed", false, slices.Concat(cut, []string{"worker-1 STOPPED (SIGNAL)", "kill n1", "promote", "worker-1 CONTINUED",
-			"heal network", "restart n1"})},
+		{"granted again", func(now int64) history.Event {
+			return history.Event{Index: 20, Type: history.OK, Process: 2, Func: history.Acquire, Time: now}
+		}, "after", "granted worker-2 #20"},
+		{"refused as busy", func(now int64) history.Event {
+			return history.Event{Type: history.Fail, Process: 2, Func: history.Acquire, Error: history.ErrLockBusy, Time: now,
+				EffectFrom: now - 1, EffectTo: now}
+		}, "after", "refused it as busy"},
+		{"asked before the crash", func(now int64) history.Event {
+			return history.Event{Index: 20, Type: history.OK, Process: 2, Func: history.Acquire, Time: now}
+		}, "before", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFake(2, 3)
+			f := newFake(3, 3)
 			env, c := f.crashEnv()
-			env.Nodes, env.Undirected = promoting{c}, tt.undirected
-			env.TTL = time.Minute // the grant below arrives whenever the test gets to send it
+			env.Nodes = promoting{c}
+			env.TTL = time.Minute // only the takeover ends the pause
+			if tt.served == "" {
+				env.TTL = 500 * time.Millisecond // no takeover: the lease's end does
+			}
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error)
 			go func() { done <- (&failover{}).Run(ctx, env) }()
 			waitFor(t, "the cut", func() bool { return len(f.faults()) > 0 })
-			// Process 2's acquire began before the cut: its key may have reached the replicas,
-			// and losing it is not what this fault stages. Process 1's began after it.
-			f.events <- history.Event{Type: history.OK, Process: 2, Func: history.Acquire, Time: history.Now()}
-			f.events <- history.Event{Type: history.Invoke, Process: 2, Func: history.Release, Time: history.Now()}
+			// The clients at work: process 1 is granted and releases; then the promotion.
 			f.events <- history.Event{Type: history.Invoke, Process: 1, Func: history.Acquire, Time: history.Now()}
 			f.events <- history.Event{Index: 4, Type: history.OK, Process: 1, Func: history.Acquire, Time: history.Now()}
-			if !tt.undirected {
-				waitFor(t, "the promotion", func() bool { return slices.Contains(f.did(), "promote") })
-				f.events <- history.Event{Type: history.OK, Process: 0, Func: history.Acquire, Time: history.Now()}
-				f.events <- history.Event{Type: history.OK, Process: 0, Func: history.Read, Time: history.Now()}
+			waitFor(t, "the promotion", func() bool { return slices.Contains(f.did(), "promote") })
+			f.events <- history.Event{Type: history.Invoke, Process: 1, Func: history.Release, Time: history.Now()}
+			if tt.asked == "before" {
+				f.events <- history.Event{Type: history.Invoke, Process: 2, Func: history.Acquire, Time: history.Now()}
+			}
+			f.events <- history.Event{Type: history.Invoke, Process: 0, Func: history.Acquire, Time: history.Now()}
+			f.events <- history.Event{Index: 8, Type: history.OK, Process: 0, Func: history.Acquire, Time: history.Now()}
+			waitFor(t, "the crash", func() bool { return slices.Contains(f.did(), "kill n1") })
+			if tt.asked == "after" {
+				f.events <- history.Event{Type: history.Invoke, Process: 2, Func: history.Acquire, Time: history.Now()}
+			}
+			f.events <- tt.answer(history.Now())
+			if tt.served != "" { // the takeover that ends the pause: process 1 granted again, and its read
+				f.events <- history.Event{Type: history.Invoke, Process: 1, Func: history.Acquire, Time: history.Now()}
+				f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Acquire, Time: history.Now()}
+				f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Read, Time: history.Now()}
 			}
 			waitFor(t, "the failover to end", func() bool { return f.recordedOf(history.Stop, "failover").Time != 0 })
 			cancel()
 			if err := <-done; err != nil {
 				t.Fatal(err)
 			}
-			if got := f.did(); len(got) < len(tt.want) || !slices.Equal(got[:len(tt.want)], tt.want) {
-				t.Fatalf("actions %q, want first %q", got, tt.want)
+			want := []string{"n1 drops ip-n2,ip-n3", "n2 drops ip-n1", "n3 drops ip-n1", "promote", "worker-0 STOPPED (SIGNAL)",
+				"kill n1", "worker-0 CONTINUED", "heal network", "restart n1"}
+			if got := f.did(); len(got) < len(want) || !slices.Equal(got[:len(want)], want) {
+				t.Fatalf("actions %q, want first %q", got, want)
 			}
-			start, stop, hazard := f.recordedOf(history.Start, "failover"), f.recordedOf(history.Stop, "failover"), f.recordedOf(history.HazardFunc, "failover")
-			if start.Detail["primary"] != "n1" || stop.Detail["primary"] != "n2" || stop.Detail["grant"] != "worker-1" {
-				t.Errorf("start %v, stop %v: want primary n1 then n2, the grant lost worker-1's", start.Detail, stop.Detail)
+			f.mu.Lock()
+			hazards := history.Hazards(f.recorded)
+			f.mu.Unlock()
+			var lost, served []history.Occurrence
+			for _, h := range hazards {
+				switch h.Hazard {
+				case history.GrantLost:
+					lost = append(lost, h)
+				case history.LostGrantServed:
+					served = append(served, h)
+				}
 			}
-			if hazard.Hazard != history.GrantLost || hazard.Detail["grant"] != "worker-1 #4" || hazard.Detail["new primary"] != "n2" {
-				t.Errorf("hazard %+v: want worker-1's grant #4 lost to n2", hazard)
+			if len(lost) != 1 || lost[0].Detail["grant"] != "worker-0 #8" {
+				t.Errorf("lost grants %+v: want worker-0's grant #8", lost)
+			}
+			switch {
+			case tt.served == "" && len(served) > 0:
+				t.Errorf("served %+v: want none", served)
+			case tt.served != "" && (len(served) != 1 || served[0].Detail["answer"] != tt.served ||
+				!slices.Equal(served[0].Targets, []string{"worker-0", "worker-2"})):
+				t.Errorf("served %+v: want worker-2 answered %q while worker-0 held", served, tt.served)
 			}
 		})
 	}
@@ -453,4 +550,10 @@ func TestWatchRolesRecordsChangesOnly(t *testing.T) {
 	if !slices.Equal(second.Targets, []string{"n1", "n2"}) || second.Detail["n1"] != "down" || second.Detail["n2"] != "primary" {
 		t.Errorf("second %+v: want n1 down and n2 promoted, named as changed", second)
 	}
+}
+
+// Announced names the primary as the monitors would before they hear of a promotion.
+func (p promoting) Announced(context.Context) (string, error) {
+	roles, _ := p.Roles(context.Background())
+	return system.OnePrimary(roles), nil
 }

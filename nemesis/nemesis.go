@@ -83,6 +83,10 @@ type Env struct {
 	Work time.Duration
 	// RestartAfter is how long a killed node stays down.
 	RestartAfter time.Duration
+	// IndependentMajority: a grant is a majority of independent nodes' (Redlock), so a
+	// fault that must make a grant forgotten and cannot tell which nodes made it acts on a
+	// majority of them.
+	IndependentMajority bool
 	// ReplicaLag: a replicated primary refuses writes once its replicas' acknowledgements
 	// are older than this (min-replicas-max-lag); 0 when it never refuses.
 	ReplicaLag time.Duration

@@ -628,3 +628,83 @@ func TestHealBeforeTheWorkersStart(t *testing.T) {
 		t.Errorf("actions %q: want the network healed all the same", f.did())
 	}
 }
+
+// The clock faults' danger made real (clock-served) is an answer to another client by the
+// node whose clock is past a held lease, while that lease still runs: a grant naming the
+// node (any grant, when grants do not name their nodes), a busy answer whose attempt lies in
+// the move, or an acquire kept waiting from the move until the holder released. An answer
+// by other nodes, after the clock was put back, or after the lease is none.
+func TestClockServedIsAnAnswerByTheMovedNodeWithinTheLease(t *testing.T) {
+	type step struct {
+		reset  bool // put the clock back first
+		events func(now int64) []history.Event
+	}
+	busy := func(now int64) []history.Event {
+		return []history.Event{{Type: history.Invoke, Process: 1, Func: history.Acquire, Time: now},
+			{Type: history.Fail, Process: 1, Func: history.Acquire, Error: history.ErrLockBusy, Time: now + 2, EffectFrom: now + 1, EffectTo: now + 2}}
+	}
+	grantBy := func(nodes string) func(now int64) []history.Event {
+		return func(now int64) []history.Event {
+			return []history.Event{{Type: history.Invoke, Process: 1, Func: history.Acquire, Time: now},
+				{Index: 9, Type: history.OK, Process: 1, Func: history.Acquire, Time: now + 1, Detail: map[string]string{"nodes": nodes}}}
+		}
+	}
+	tests := []struct {
+		name    string
+		nodes   string        // the held grant's nodes
+		granted time.Duration // how long ago the held grant was made
+		before  []history.Event
+		then    step
+		want    string // the served hazard's answer; "" for none
+	}{
+		{"refused as busy", "", 0, nil, step{events: busy}, "refused it as busy"},
+		{"granted again by the node", "n1,n2,n3", 0, nil, step{events: grantBy("n2,n4,n5")}, "granted worker-1 #9"},
+		{"granted by other nodes", "n1,n2,n3", 0, nil, step{events: grantBy("n1,n4,n5")}, ""},
+		{"answered after the clock was put back", "", 0, nil, step{reset: true, events: busy}, ""},
+		{"answered after the lease", "", 3 * time.Second, nil, step{events: busy}, ""},
+		{"kept waiting until the release", "", 0,
+			[]history.Event{{Type: history.Invoke, Process: 1, Func: history.Acquire, Time: history.Now()}},
+			step{events: func(now int64) []history.Event {
+				return []history.Event{{Type: history.Invoke, Process: 0, Func: history.Release, Time: now}}
+			}}, "kept it waiting"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake(2, 5)
+			env := f.env()
+			env.TTL = 2 * time.Second
+			w := watch(f.events)
+			follow := func(events []history.Event) {
+				for _, e := range events {
+					f.events <- e
+					w.next(context.Background(), nil)
+				}
+			}
+			granted := history.Now() - tt.granted.Nanoseconds()
+			follow(append(slices.Clone(tt.before),
+				history.Event{Type: history.Invoke, Process: 0, Func: history.Acquire, Time: granted},
+				history.Event{Index: 3, Type: history.OK, Process: 0, Func: history.Acquire, Time: granted, Detail: map[string]string{"nodes": tt.nodes}}))
+			m := clockMoves{node: "n2"}
+			m.set(env, w, "clock-bump +4s", 4*time.Second)
+			if tt.then.reset {
+				m.set(env, w, "clock-bump +4s", 0)
+			}
+			follow(tt.then.events(history.Now()))
+			f.mu.Lock()
+			var served []history.Occurrence
+			for _, h := range history.Hazards(f.recorded) {
+				if h.Hazard == history.ClockServed {
+					served = append(served, h)
+				}
+			}
+			f.mu.Unlock()
+			switch {
+			case tt.want == "" && len(served) > 0:
+				t.Errorf("served %+v: want none", served)
+			case tt.want != "" && (len(served) != 1 || served[0].Detail["answer"] != tt.want ||
+				!slices.Equal(served[0].Targets, []string{"n2", "worker-0", "worker-1"})):
+				t.Errorf("served %+v: want n2 answered worker-1 %q while worker-0 held", served, tt.want)
+			}
+		})
+	}
+}

@@ -3,7 +3,11 @@ package nemesis
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
@@ -22,17 +26,21 @@ type watcher struct {
 	// last is the last grant seen, and lastBegan when its last attempt began.
 	last      history.Event
 	lastBegan int64
-	// acquiring are the open acquires' invocation times, by process.
-	acquiring map[int]int64
+	// acquiring are the latest acquires' invocation times, by process; waiting those of
+	// the acquires not yet completed.
+	acquiring, waiting map[int]int64
 	// latest is the index of each process's last event followed.
 	latest map[int]int
 	// granted, when set, sees every grant as it is followed: how a fault sees its hazard.
 	granted func(grant history.Event)
+	// serving are the held grants whose lease a fault watches for its hazard made real:
+	// an answer to another client by the lock service in the state the fault left it.
+	serving []*served
 }
 
 func watch(events <-chan history.Event) *watcher {
 	return &watcher{events: events, holding: map[int]history.Event{}, began: map[int]int64{}, acquiring: map[int]int64{},
-		latest: map[int]int{}}
+		waiting: map[int]int64{}, latest: map[int]int{}}
 }
 
 // holds reports whether process p holds the lock by its own account.
@@ -57,9 +65,13 @@ func (w *watcher) next(ctx context.Context, deadline <-chan time.Time) (history.
 // follow takes e into the watcher's account of the clients.
 func (w *watcher) follow(e history.Event) {
 	w.latest[e.Process] = e.Index
+	if e.Func == history.Acquire && e.IsCompletion() {
+		delete(w.waiting, e.Process)
+	}
 	switch {
 	case e.Func == history.Acquire && e.Type == history.Invoke:
 		w.acquiring[e.Process] = e.Time
+		w.waiting[e.Process] = e.Time
 	case e.Func == history.Acquire && e.Type == history.OK:
 		// The last attempt's start, when the client knows it: earlier attempts wrote nothing.
 		// 0 for an acquire invoked before the watch began.
@@ -68,7 +80,11 @@ func (w *watcher) follow(e history.Event) {
 		if w.granted != nil {
 			w.granted(e)
 		}
+		w.answered(e)
+	case e.Func == history.Acquire && e.Type == history.Fail && e.Error == history.ErrLockBusy:
+		w.answered(e)
 	case e.Func == history.Release && e.Type == history.Invoke:
+		w.keptWaiting(e)
 		delete(w.holding, e.Process)
 		delete(w.began, e.Process)
 	}
@@ -236,4 +252,147 @@ func grantText(grant history.Event) string {
 		s += fmt.Sprintf(" token %d", *grant.Token)
 	}
 	return s
+}
+
+// served watches one held grant, the victim of a fault, for the fault's hazard made real:
+// while the fault's condition holds on a node (a node killed under the grant serves again,
+// the primary that made it is down, a node's clock is past its lease), that node answers
+// another client's acquire (a grant naming it, a grant or a busy answer when answers do not
+// name their nodes) while the victim still holds the grant by its own account and within
+// its lease. Conditions are added by the fault as they begin and end, from any goroutine;
+// the answers are followed by the watcher's.
+type served struct {
+	env    Env
+	fault  string
+	hazard history.Hazard
+	victim history.Event // the grant
+	mu     sync.Mutex
+	on     []condition
+	seen   bool // recorded already: once per grant
+}
+
+// condition is a fault's condition on node from since until until (0: still on).
+type condition struct {
+	node         string
+	since, until int64
+}
+
+// watchServed starts watching grant for hazard h, seen by fault, for as long as its holder
+// holds it.
+func (w *watcher) watchServed(env Env, fault string, h history.Hazard, grant history.Event) *served {
+	s := &served{env: env, fault: fault, hazard: h, victim: grant}
+	w.serving = append(w.serving, s)
+	return s
+}
+
+// begin notes that the fault's condition holds on node ("": on whichever node answers)
+// from t on; end that it stopped at t. Both do nothing on a nil watch (no grant held).
+func (s *served) begin(node string, t int64) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.on = append(s.on, condition{node: node, since: t})
+}
+
+func (s *served) end(node string, t int64) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.on {
+		if s.on[i].node == node && s.on[i].until == 0 {
+			s.on[i].until = t
+		}
+	}
+}
+
+// answered takes an acquire's answer (a grant, or a busy fail) into every served watch,
+// and ends the watches whose grant is no longer held.
+func (w *watcher) answered(e history.Event) {
+	w.serving = slices.DeleteFunc(w.serving, func(s *served) bool {
+		return s.seen || !w.holds(s.victim.Process) || w.holding[s.victim.Process].Index != s.victim.Index
+	})
+	if len(w.serving) == 0 {
+		return
+	}
+	from, to := max(w.acquiring[e.Process], e.EffectFrom), e.Time
+	if e.EffectTo != 0 {
+		to = e.EffectTo
+	}
+	named := slices.DeleteFunc(strings.Split(e.Detail[grantNodes], ","), func(n string) bool { return n == "" })
+	for _, s := range w.serving {
+		v := s.victim
+		if e.Process == v.Process || to > w.leaseEnd(v.Process, s.env.TTL) {
+			continue
+		}
+		if node, ok := s.holdsOver(from, to, named); ok {
+			what := "refused it as busy"
+			if e.Type == history.OK {
+				what = "granted " + grantText(e)
+			}
+			s.record(w, node, e.Process, to, what)
+		}
+	}
+}
+
+// record writes the hazard: at t, node (or the service) answered process q as what says,
+// while the victim held its grant within its lease. Once per grant.
+func (s *served) record(w *watcher, node string, q int, t int64, what string) {
+	s.seen = true
+	v := s.victim
+	targets := []string{workerName(v.Process), workerName(q)}
+	if node != "" {
+		targets = append([]string{node}, targets...)
+	}
+	recordHazard(s.env, s.fault, s.hazard, t, map[string]string{"holder": grantText(v), "answer": what,
+		"lease left": history.Duration(t, w.leaseEnd(v.Process, s.env.TTL)).Round(time.Millisecond).String()},
+		targets...)
+}
+
+// keptWaiting takes the start of a release as the end of its grant's served watches: a
+// client whose acquire was still waiting then, and had been since the fault's condition
+// held, was refused by the service in that state for as long as the grant was held (a
+// queue lock's waiter kept in its queue, a polling client answered busy each time; a
+// client whose requests went unanswered would have completed its acquire as unknown).
+func (w *watcher) keptWaiting(release history.Event) {
+	for _, s := range w.serving {
+		v := s.victim
+		if s.seen || release.Process != v.Process || w.holding[v.Process].Index != v.Index || release.Time > w.leaseEnd(v.Process, s.env.TTL) {
+			continue
+		}
+		for _, q := range slices.Sorted(maps.Keys(w.waiting)) {
+			if node, ok := s.heldDuring(w.waiting[q], release.Time); ok && q != v.Process {
+				s.record(w, node, q, release.Time, "kept it waiting")
+				break
+			}
+		}
+	}
+}
+
+// heldDuring finds a node on which the condition held at some time in [from, to].
+func (s *served) heldDuring(from, to int64) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.on {
+		if c.since < to && (c.until == 0 || c.until > max(from, c.since)) {
+			return c.node, true
+		}
+	}
+	return "", false
+}
+
+// holdsOver finds a node on which the condition held over the whole answer [from, to]
+// and which the answer involves: one it names, or any when it names none.
+func (s *served) holdsOver(from, to int64, named []string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.on {
+		if from > 0 && c.since <= from && (c.until == 0 || to <= c.until) && (len(named) == 0 || slices.Contains(named, c.node)) {
+			return c.node, true
+		}
+	}
+	return "", false
 }

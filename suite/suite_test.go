@@ -147,7 +147,7 @@ cells:
 		{"two cells of one name", "t.yaml", "cells: [{name: a, spec: {system: local}, expect: {stats: valid}}, {name: a, spec: {system: local}, expect: {stats: valid}}]", nil, "two cells are named a"},
 		{"a threshold above 1", "t.yaml", "cells: [{spec: {system: local}, expect: {stats: valid}, threshold: 90}]", nil, "threshold must be between 0 and 1"},
 		{"an unknown hazard", "t.yaml", "cells: [{spec: {system: local}, expect: {stats: valid}, hazards: {grant-lots: 3}}]", nil,
-			`requires hazard "grant-lots", which does not exist (hazards: clock-past-lease, crash-under-grant, grant-lost,`},
+			`requires hazard "grant-lots", which does not exist (hazards: clock-past-lease, clock-served, crash-under-grant, grant-lost,`},
 		{"a hazard required no times", "t.yaml", "cells: [{spec: {system: local}, expect: {stats: valid}, hazards: {grant-lost: 0}}]", nil,
 			"hazard grant-lost: the least number per run must be at least 1, got 0"},
 		{"a hazard required a fraction of a time", "t.yaml", "cells: [{spec: {system: local}, expect: {stats: valid}, hazards: {grant-lost: 1.5}}]", nil,

@@ -50,7 +50,7 @@ func readBulk(r *bufio.Reader) (string, error) {
 	if !strings.HasPrefix(line, "$") || err != nil || n < 0 {
 		return "", fmt.Errorf("answered %s", quote.Short(line))
 	}
-	b := make([]byte, n)
+	b := make([]byte, n+2) // and its CRLF, so that a reply's next element can be read
 	_, err = io.ReadFull(r, b)
-	return string(b), err
+	return string(b[:n]), err
 }

@@ -1,8 +1,10 @@
 package system
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -48,6 +50,7 @@ func init() {
 				Node:    sentinelMonitor,
 				Ready:   sentinelWatching,
 				Promote: sentinelFailover,
+				Primary: sentinelPrimary,
 			},
 		},
 	})
@@ -128,6 +131,30 @@ func sentinelFailover(ctx context.Context, addr string) error {
 		return fmt.Errorf("SENTINEL FAILOVER answered %q", reply)
 	}
 	return nil
+}
+
+// sentinelPrimary is the primary's address the Sentinel at addr gives clients now (SENTINEL
+// GET-MASTER-ADDR-BY-NAME): the one go-redis's failover client dials.
+func sentinelPrimary(ctx context.Context, addr string) (string, error) {
+	reply, err := ask(ctx, addr, "SENTINEL GET-MASTER-ADDR-BY-NAME "+SentinelMaster+"\r\n", func(r *bufio.Reader) (string, error) {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return "", err
+		}
+		if line = strings.TrimSpace(line); line != "*2" {
+			return "", fmt.Errorf("answered %s", quote.Short(line))
+		}
+		host, err := readBulk(r)
+		if err != nil {
+			return "", err
+		}
+		port, err := readBulk(r)
+		return net.JoinHostPort(host, port), err
+	})
+	if err != nil {
+		return "", fmt.Errorf("SENTINEL GET-MASTER-ADDR-BY-NAME: %w", err)
+	}
+	return reply, nil
 }
 
 // sentinelWatching succeeds when the Sentinel at addr finds the primary healthy and knows

@@ -131,6 +131,9 @@ type Monitors struct {
 	// Promote makes the monitor at addr promote a replica now, without waiting until the
 	// monitors agree that the primary is down; nil when monitors cannot be asked to.
 	Promote func(ctx context.Context, addr string) error
+	// Primary is the address ("ip:port") the monitor at addr gives clients for the primary
+	// now; nil when the monitors cannot be asked.
+	Primary func(ctx context.Context, addr string) (string, error)
 }
 
 // Cluster is what a node's setup depends on.

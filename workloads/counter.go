@@ -102,6 +102,9 @@ func (w *Counter) acquire(ctx context.Context) (Grant, bool) {
 	grant, err := w.Lock.Acquire(actx)
 	w.noteGone(err)
 	done := completion(inv, err, ErrBusy, history.ErrLockBusy)
+	if busy := (*BusyError)(nil); errors.As(err, &busy) {
+		done.EffectFrom, done.EffectTo = busy.AttemptStarted, busy.Answered // when the service said busy
+	}
 	if err == nil {
 		if grant.HasToken {
 			done.Token = history.Int64(grant.Token)
@@ -138,7 +141,7 @@ func completion(inv history.Event, err, definite error, kind history.ErrorKind) 
 		done.Type = history.OK
 	case errors.Is(err, definite):
 		done.Type, done.Error = history.Fail, kind
-		if err != definite { // keep the client's own words, e.g. "session expired"
+		if err.Error() != definite.Error() { // keep the client's own words, e.g. "session expired"
 			done.Message = err.Error()
 		}
 	default:

@@ -51,6 +51,15 @@ type Grant struct {
 	AttemptStarted int64
 }
 
+// BusyError is ErrBusy with the window of the last attempt that found the lock busy
+// (CLOCK_MONOTONIC nanoseconds): when the lock service gave its definite answer. The
+// history keeps it on the acquire's fail, so a fault can tell whether the service, in the
+// state the fault left it, answered another client (nemesis: a hazard made real).
+type BusyError struct{ AttemptStarted, Answered int64 }
+
+func (*BusyError) Error() string        { return ErrBusy.Error() }
+func (*BusyError) Is(target error) bool { return target == ErrBusy }
+
 var (
 	ErrBusy    = errors.New("lock is held by another client")
 	ErrNotHeld = errors.New("lock is not held by this client")

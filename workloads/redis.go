@@ -102,7 +102,8 @@ func (l *redisLock) Acquire(ctx context.Context) (Grant, error) {
 // retryWhileBusy calls try until it returns something other than ErrBusy or ctx ends.
 // ctx only stops new attempts: an attempt in flight runs to its own timeout, so giving up
 // on a busy lock is a definite failure rather than an abandoned request. A grant's
-// AttemptStarted, unless try set it, is when the granted attempt began.
+// AttemptStarted, unless try set it, is when the granted attempt began; a busy outcome is a
+// BusyError naming the last attempt.
 func retryWhileBusy(ctx context.Context, retry time.Duration, try func(context.Context) (Grant, error)) (Grant, error) {
 	for {
 		started := history.Now()
@@ -113,9 +114,10 @@ func retryWhileBusy(ctx context.Context, retry time.Duration, try func(context.C
 		if !errors.Is(err, ErrBusy) {
 			return g, err
 		}
+		busy := &BusyError{AttemptStarted: started, Answered: history.Now()}
 		select {
 		case <-ctx.Done():
-			return Grant{}, ErrBusy
+			return Grant{}, busy
 		case <-time.After(retry):
 		}
 	}
