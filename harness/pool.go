@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -55,6 +57,10 @@ type pool struct {
 	// lost counts the workers whose client was lost; lastLost says why the last one was.
 	lost     int
 	lastLost string
+
+	// armed, while a directed fault waits for a worker to stop itself (ArmStop), gets the
+	// first that does; nil otherwise.
+	armed chan nemesis.SelfStop
 
 	brokeOnce sync.Once
 	broke     chan struct{} // closed when a client broke; brokeErr says how
@@ -178,6 +184,10 @@ func (p *pool) pump(w *worker, stdout io.Reader) {
 	defer p.wg.Done()
 	in := bufio.NewScanner(stdout)
 	for in.Scan() {
+		if at, ok := strings.CutPrefix(in.Text(), stoppedPrefix); ok {
+			p.stoppedItself(w, at)
+			continue
+		}
 		var e history.Event
 		if err := json.Unmarshal(in.Bytes(), &e); err != nil {
 			fmt.Fprintf(w.cmd.Stderr, "unreadable event %s: %v\n", quote.Short(in.Text()), quote.ShortenAll(err.Error()))
@@ -318,6 +328,83 @@ func exitStatus(err error) string {
 	}
 	return err.Error()
 }
+
+// ArmStop arms every worker to stop itself after its next read under the lock (the
+// worker protocol's "arm"), making the pool a nemesis.SelfStoppers.
+func (p *pool) ArmStop() (<-chan nemesis.SelfStop, func()) {
+	stopped := make(chan nemesis.SelfStop, 1)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.armed = stopped
+	p.tellAll(ArmLine)
+	return stopped, func() {
+		p.mu.Lock()
+		if p.armed == stopped {
+			p.armed = nil
+			p.tellAll(DisarmLine)
+		}
+		p.mu.Unlock()
+		select {
+		case untaken := <-stopped: // it stopped as the fault gave up waiting
+			p.Signal(untaken.Process, syscall.SIGCONT)
+		default:
+		}
+	}
+}
+
+// tellAll writes line to every running worker; the caller holds p.mu. A worker that has
+// gone takes nothing, and that is no error.
+func (p *pool) tellAll(line string) {
+	for _, w := range p.slots {
+		if w != nil {
+			w.stdin.Write([]byte(line + "\n"))
+		}
+	}
+}
+
+// stoppedItself takes the line of a worker that is stopping itself (at: when, as it wrote):
+// once its process group has stopped, it goes to the fault that armed the workers, and the
+// others are disarmed; with no fault waiting any more, it is continued at once.
+func (p *pool) stoppedItself(w *worker, at string) {
+	t, err := strconv.ParseInt(at, 10, 64)
+	if err != nil {
+		fmt.Fprintf(w.cmd.Stderr, "unreadable stop %s\n", quote.Short(at))
+	}
+	stopErr := waitStopped(w.cmd.Process.Pid)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.armed == nil || err != nil || stopErr != nil {
+		w.signal(syscall.SIGCONT)
+		return
+	}
+	p.armed <- nemesis.SelfStop{Process: w.cfg.Process, At: t}
+	p.armed = nil
+	p.tellAll(DisarmLine)
+}
+
+// waitStopped waits until process pid is stopped (state T in /proc/PID/stat), for at most
+// stopWait.
+func waitStopped(pid int) error {
+	path := fmt.Sprintf("/proc/%d/stat", pid)
+	for deadline := time.Now().Add(stopWait); ; time.Sleep(100 * time.Microsecond) {
+		stat, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		// The state follows the command, which is in parentheses and may hold anything.
+		if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) && (stat[i+2] == 'T' || stat[i+2] == 't') {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("worker %d did not stop within %s", pid, stopWait)
+		}
+	}
+}
+
+// stopWait bounds the wait for a worker that said it stops itself: a SIGSTOP to oneself
+// takes effect before the call returns, so only a machine that does not run the worker at
+// all takes long.
+const stopWait = 5 * time.Second
 
 // Processes and Signal make the pool a nemesis.Workers.
 func (p *pool) Processes() []int {

@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
@@ -21,7 +23,12 @@ import (
 // The worker protocol. Each lock client is its own OS process (`lockbreaker worker`), so
 // a pause is a real SIGSTOP of a real process. The harness writes one WorkerConfig line to
 // the worker's stdin and later the line "stop" (or closes stdin); the worker writes one
-// history event per line to stdout as it happens and its log to stderr.
+// history event per line to stdout as it happens and its log to stderr. A directed fault
+// arms the workers ("arm"; "disarm" takes it back): the next armed worker to have read the
+// register under the lock writes "stopped <CLOCK_MONOTONIC ns>" and stops its own process
+// group there, before its write, where a GC pause hurts, until the harness continues it.
+// So the fault meets its victim at the exact point it needs, however late the harness
+// hears of the read.
 
 // WorkerConfig is the first line a worker reads.
 type WorkerConfig struct {
@@ -40,8 +47,16 @@ type WorkerConfig struct {
 	Period time.Duration `json:"period"`
 }
 
-// StopLine asks a worker to finish its cycle and exit.
-const StopLine = "stop"
+// StopLine asks a worker to finish its cycle and exit; ArmLine and DisarmLine arm it to
+// stop itself after its next read under the lock, and take that back.
+const (
+	StopLine   = "stop"
+	ArmLine    = "arm"
+	DisarmLine = "disarm"
+)
+
+// stoppedPrefix starts the line an armed worker writes just before it stops itself.
+const stoppedPrefix = "stopped "
 
 // A worker's exit code says how it ended, so the pool knows what to do with its slot.
 const (
@@ -81,8 +96,10 @@ func RunWorker(stdin io.Reader, stdout io.Writer) error {
 
 	// Stop when told to, or when the harness is gone (stdin closed).
 	ctx, stop := context.WithCancel(context.Background())
+	var armed atomic.Bool
 	go func() {
 		for in.Scan() && in.Text() != StopLine {
+			armed.Store(in.Text() == ArmLine)
 		}
 		stop()
 	}()
@@ -112,6 +129,16 @@ func RunWorker(stdin io.Reader, stdout io.Writer) error {
 			if _, err := stdout.Write(batch.Bytes()); err != nil && writeErr == nil {
 				writeErr = err
 				stop() // the harness cannot hear us: nothing we do would be recorded
+			}
+		},
+		Hold: func() {
+			if !armed.CompareAndSwap(true, false) {
+				return
+			}
+			// The harness waits until the group has stopped before it acts, so a SIGCONT
+			// cannot come before the SIGSTOP.
+			if _, err := fmt.Fprintf(stdout, "%s%d\n", stoppedPrefix, history.Now()); err == nil {
+				syscall.Kill(0, syscall.SIGSTOP)
 			}
 		},
 	}

@@ -383,29 +383,32 @@ func (c *replicationCut) failOver(ctx context.Context, env Env, net Network, r R
 		}
 		since = history.Now()
 	}
-	p, promoting := env.Nodes.(Promoter)
-	promoting = promoting && !env.Undirected
-	if promoting {
+	within := max(env.Pause, env.TTL)
+	var grant history.Event
+	var granted bool
+	if p, ok := env.Nodes.(Promoter); ok && !env.Undirected {
 		// The clients are at work (a grant since the cut) before the promotion begins, so
 		// that one of them is granted by the old primary before the monitors name the new.
-		w.grantBegunAfter(ctx, since, max(env.Pause, env.TTL))
+		w.grantBegunAfter(ctx, since, within)
 		if err := p.Promote(bg); err != nil {
 			return fmt.Errorf("promote a replica of %s: %w", c.primary, err)
 		}
-		since = history.Now()
-	}
-	grant, granted := w.grantBegunAfter(ctx, since, max(env.Pause, env.TTL))
-	if ctx.Err() != nil {
-		return nil
-	}
-	if granted && promoting {
-		// Once a monitor names the promoted replica, a client may have been granted by it.
-		announced, err := p.Announced(bg)
+		var err error
+		grant, granted, err = w.readerGrantedAfter(ctx, env, history.Now(), within, func() (bool, error) {
+			// Once a monitor names the promoted replica, a client may have been granted by it.
+			announced, err := p.Announced(bg)
+			return announced == c.primary, err
+		})
 		if err != nil {
 			return fmt.Errorf("ask the monitors for the primary: %w", err)
 		}
-		granted = announced == c.primary
+	} else {
+		grant, granted = w.grantBegunAfter(ctx, since, within)
 	}
+	if ctx.Err() != nil {
+		return errors.Join(err, w.letGo(env, grant.Process))
+	}
+	defer func() { err = errors.Join(err, w.letGo(env, grant.Process)) }()
 	if granted {
 		detail["grant"] = workerName(grant.Process)
 	}

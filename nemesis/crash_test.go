@@ -377,8 +377,8 @@ func TestFailoverCutsKillsPromotesAndHeals(t *testing.T) {
 }
 
 // Directed, the failover has the monitors promote a replica once the clients are at work,
-// loses the first grant begun after that while the monitors still name the old primary,
-// kills that primary and keeps the holder in its critical section until another client has
+// loses the first grant begun after that, whose holder reads while the monitors still name
+// the old primary, kills that primary and keeps the holder in its critical section until another client has
 // taken the lock over. The danger made real (lost-grant-served) is another client's answer,
 // granted or busy, from an attempt begun after the crash and within the lost grant's lease;
 // one begun before the crash may have been the old primary's, and is not.
@@ -423,6 +423,7 @@ func TestDirectedFailoverPromotesFirstAndSeesTheLostGrantServed(t *testing.T) {
 			}
 			f.events <- history.Event{Type: history.Invoke, Process: 0, Func: history.Acquire, Time: history.Now()}
 			f.events <- history.Event{Index: 8, Type: history.OK, Process: 0, Func: history.Acquire, Time: history.Now()}
+			f.events <- history.Event{Index: 9, Type: history.OK, Process: 0, Func: history.Read, Time: history.Now()}
 			waitFor(t, "the crash", func() bool { return slices.Contains(f.did(), "kill n1") })
 			if tt.asked == "after" {
 				f.events <- history.Event{Type: history.Invoke, Process: 2, Func: history.Acquire, Time: history.Now()}

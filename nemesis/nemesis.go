@@ -44,6 +44,24 @@ type Workers interface {
 	Signal(process int, sig syscall.Signal) error
 }
 
+// SelfStoppers are workers that a directed fault can arm to stop themselves where it needs
+// them: after a read under the lock, before the write, where a GC pause hurts. The fault
+// then meets its victim at that point however late it hears of the read (a busy machine's
+// harness hears it tens of milliseconds late, by which time a holder may have written).
+type SelfStoppers interface {
+	// ArmStop arms every worker running now. stopped gets the first to stop itself (its
+	// whole process group, as SIGSTOP stops it) once it has, and the others are disarmed
+	// then; disarm takes the arming back. A worker that stops itself when nobody waits is
+	// continued at once.
+	ArmStop() (stopped <-chan SelfStop, disarm func())
+}
+
+// SelfStop is a worker that stopped itself, and when (CLOCK_MONOTONIC).
+type SelfStop struct {
+	Process int
+	At      int64
+}
+
 // Nodes reaches the lock service's nodes (containers).
 type Nodes interface {
 	Names() []string

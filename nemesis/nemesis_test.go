@@ -708,3 +708,52 @@ func TestClockServedIsAnAnswerByTheMovedNodeWithinTheLease(t *testing.T) {
 		})
 	}
 }
+
+// selfStopping is the fake's workers, able to stop themselves when armed (SelfStoppers):
+// the test stops one by sending it on stopped.
+type selfStopping struct {
+	*fake
+	stopped chan SelfStop
+}
+
+func (s selfStopping) ArmStop() (<-chan SelfStop, func()) {
+	s.act("arm")
+	return s.stopped, func() { s.act("disarm") }
+}
+
+// Directed faults arm the workers and take the first to stop itself after its read as it
+// is: no SIGSTOP of their own, the pause recorded from when it stopped, and thawed as any.
+// A worker that stopped itself without holding the lock (by the history) is let go and the
+// workers armed again.
+func TestADirectedPauseTakesTheWorkerThatStoppedItself(t *testing.T) {
+	f := newFake(3, 1)
+	env := f.env()
+	workers := selfStopping{f, make(chan SelfStop)}
+	env.Workers, env.TTL = workers, time.Hour // only the takeover ends the pause
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan error)
+	go func() { done <- pauseHolder{}.Run(ctx, env) }()
+	waitFor(t, "the arming", func() bool { return slices.Contains(f.did(), "arm") })
+	workers.stopped <- SelfStop{Process: 2, At: history.Now()} // holds nothing
+	waitFor(t, "the second arming", func() bool { return len(f.did()) >= 3 })
+	f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Acquire, Time: history.Now()}
+	f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Read, Time: history.Now()}
+	stoppedAt := history.Now()
+	workers.stopped <- SelfStop{Process: 1, At: stoppedAt}
+	waitFor(t, "the pause", func() bool { return len(f.faults()) > 0 })
+	f.events <- history.Event{Type: history.OK, Process: 0, Func: history.Acquire, Time: history.Now()}
+	f.events <- history.Event{Type: history.OK, Process: 0, Func: history.Read, Time: history.Now()}
+	waitFor(t, "the pause to be healed", func() bool { return f.faults()[0].Healed })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"arm", "worker-2 CONTINUED", "disarm", "arm", "disarm", "worker-1 CONTINUED"}
+	if got := f.did(); len(got) < len(want) || !slices.Equal(got[:len(want)], want) {
+		t.Fatalf("actions %q, want first %q", got, want)
+	}
+	if fl := f.faults()[0]; fl.Targets[0] != "worker-1" || fl.Start != stoppedAt {
+		t.Errorf("fault %+v: want worker-1's pause from when it stopped itself (%d)", fl, stoppedAt)
+	}
+}

@@ -437,7 +437,7 @@ func (p partitionHolder) Run(ctx context.Context, env Env) error {
 				hold()
 			})
 		}
-		thaw, err := stopWorker(env, sectionPause, holder)
+		thaw, err := w.stopWorker(env, sectionPause, holder)
 		if err != nil {
 			return err
 		}

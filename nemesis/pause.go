@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand"
 	"syscall"
+	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/system"
@@ -17,8 +18,8 @@ import (
 
 // pauseWorker stops lock client p, records the pause, holds it for as long as hold takes,
 // and thaws it however hold ended.
-func pauseWorker(ctx context.Context, env Env, fault string, p int, hold func()) error {
-	thaw, err := stopWorker(env, fault, p)
+func (w *watcher) pauseWorker(ctx context.Context, env Env, fault string, p int, hold func()) error {
+	thaw, err := w.stopWorker(env, fault, p)
 	if err != nil {
 		return err
 	}
@@ -27,18 +28,34 @@ func pauseWorker(ctx context.Context, env Env, fault string, p int, hold func())
 }
 
 // stopWorker stops lock client p and records the pause; thaw continues it and records
-// the pause's end.
-func stopWorker(env Env, fault string, p int) (thaw func() error, err error) {
+// the pause's end. A client that stopped itself for the watcher (nextReader) is taken as it
+// is, its pause recorded from when it stopped.
+func (w *watcher) stopWorker(env Env, fault string, p int) (thaw func() error, err error) {
 	target := workerName(p)
-	if err := env.Workers.Signal(p, syscall.SIGSTOP); err != nil {
-		return nil, fmt.Errorf("pause %s: %w", target, err)
+	at, stopped := w.selfStopped[p]
+	delete(w.selfStopped, p)
+	if !stopped {
+		if err := env.Workers.Signal(p, syscall.SIGSTOP); err != nil {
+			return nil, fmt.Errorf("pause %s: %w", target, err)
+		}
+		at = history.Now()
 	}
-	record(env, history.Start, fault, target)
+	env.Record(history.Event{Type: history.Info, Process: history.NemesisProcess, Func: history.Start, Time: at,
+		Fault: fault, Targets: []string{target}})
 	return func() error {
 		err := env.Workers.Signal(p, syscall.SIGCONT)
 		record(env, history.Stop, fault, target)
 		return err
 	}, nil
+}
+
+// letGo continues p if it stopped itself for the watcher and no fault took it.
+func (w *watcher) letGo(env Env, p int) error {
+	if _, stopped := w.selfStopped[p]; !stopped {
+		return nil
+	}
+	delete(w.selfStopped, p)
+	return env.Workers.Signal(p, syscall.SIGCONT)
 }
 
 // pauseHolding pauses p, as pauseWorker does, and records the hazards of a paused holder
@@ -49,7 +66,7 @@ func pauseHolding(ctx context.Context, env Env, w *watcher, fault string, p int,
 	stop := w.seeTakeovers(env, fault, history.GrantedInPause, p)
 	defer stop()
 	paused := history.Now()
-	err := pauseWorker(ctx, env, fault, p, hold)
+	err := w.pauseWorker(ctx, env, fault, p, hold)
 	if thawed := history.Now(); w.holds(p) && paused < end && end < thawed {
 		recordHazard(env, fault, history.LeaseExpiredInPause, end,
 			map[string]string{"holder": grantText(w.holding[p]), "thawed": history.Duration(end, thawed).String() + " later"},
@@ -104,32 +121,72 @@ func (pauseHolder) Run(ctx context.Context, env Env) error {
 // afterHolderReads calls fault whenever a client that holds the lock has read the
 // register, with the watcher that saw it and how long to hold the fault: until another
 // client has taken the lock over (at most five leases), or env.Pause when the user chose
-// it. Between faults it lets the released client finish and others make progress for
-// env.Interval.
+// it. Directed, the client has stopped itself right after its read (nextReader), and the
+// fault's pause takes it as it is. Between faults it lets the released client finish and
+// others make progress for env.Interval.
 func afterHolderReads(ctx context.Context, env Env, fault func(w *watcher, holder int, hold func()) error) error {
 	w := watch(env.Subscribe())
 	for {
-		e, ok := w.next(ctx, nil)
+		p, ok := w.nextReader(ctx, env, nil)
 		if !ok {
 			return nil
 		}
-		if e.Func != history.Read || e.Type != history.OK || !w.holds(e.Process) {
-			continue
-		}
-		// A fault aimed at a holder that has written or released since its read would find
-		// it out of the situation it is after.
-		if w.catchUp(); !w.holds(e.Process) || w.latest[e.Process] != e.Index {
-			continue
-		}
 		hold := func() { w.wait(ctx, env.Pause) }
 		if !env.PauseFixed {
-			hold = func() { w.awaitTakeover(ctx, e.Process, takeoverLeases*env.TTL) }
+			hold = func() { w.awaitTakeover(ctx, p, takeoverLeases*env.TTL) }
 		}
-		if err := fault(w, e.Process, hold); err != nil {
+		err := fault(w, p, hold)
+		if err := errors.Join(err, w.letGo(env, p)); err != nil {
 			return err
 		}
 		if !w.wait(ctx, env.Interval) {
 			return nil
+		}
+	}
+}
+
+// nextReader waits for the next client to read the register while it holds the lock and
+// returns it; false once ctx ends or deadline fires (nil: never). Workers that can stop themselves (SelfStoppers) are armed
+// to, unless the fault is undirected: the one returned has then stopped right after its
+// read, before its write, whenever the watcher hears of it. Otherwise the watcher follows
+// the history and takes a holder's read, if the holder has not written or released since:
+// a fault aimed at it then would find it out of the situation it is after.
+func (w *watcher) nextReader(ctx context.Context, env Env, deadline <-chan time.Time) (int, bool) {
+	if s, ok := env.Workers.(SelfStoppers); ok && !env.Undirected {
+		stopped, disarm := s.ArmStop()
+		defer func() { disarm() }()
+		for {
+			select {
+			case <-ctx.Done():
+				return 0, false
+			case <-deadline:
+				return 0, false
+			case e := <-w.events:
+				w.follow(e)
+			case stop := <-stopped:
+				w.catchUp() // its read came before it stopped
+				w.selfStopped[stop.Process] = stop.At
+				if w.holds(stop.Process) {
+					return stop.Process, true
+				}
+				if err := w.letGo(env, stop.Process); err != nil {
+					return 0, false
+				}
+				disarm()
+				stopped, disarm = s.ArmStop()
+			}
+		}
+	}
+	for {
+		e, ok := w.next(ctx, deadline)
+		if !ok {
+			return 0, false
+		}
+		if e.Func != history.Read || e.Type != history.OK || !w.holds(e.Process) {
+			continue
+		}
+		if w.catchUp(); w.holds(e.Process) && w.latest[e.Process] == e.Index {
+			return e.Process, true
 		}
 	}
 }

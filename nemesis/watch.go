@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand"
@@ -33,6 +34,9 @@ type watcher struct {
 	latest map[int]int
 	// granted, when set, sees every grant as it is followed: how a fault sees its hazard.
 	granted func(grant history.Event)
+	// selfStopped are the clients that stopped themselves for the watcher (nextReader),
+	// and when, until a fault takes or lets go of them.
+	selfStopped map[int]int64
 	// serving are the held grants whose lease a fault watches for its hazard made real:
 	// an answer to another client by the lock service in the state the fault left it.
 	serving []*served
@@ -40,7 +44,7 @@ type watcher struct {
 
 func watch(events <-chan history.Event) *watcher {
 	return &watcher{events: events, holding: map[int]history.Event{}, began: map[int]int64{}, acquiring: map[int]int64{},
-		waiting: map[int]int64{}, latest: map[int]int{}}
+		waiting: map[int]int64{}, latest: map[int]int{}, selfStopped: map[int]int64{}}
 }
 
 // holds reports whether process p holds the lock by its own account.
@@ -155,7 +159,7 @@ func (w *watcher) leaseEnd(p int, ttl time.Duration) int64 {
 // fault's doing; a holder that overruns its lease after the thaw would be a pause's.
 func (w *watcher) pauseInLease(ctx context.Context, env Env, p int, fault func() bool) error {
 	thaw := w.leaseEnd(p, env.TTL) - (env.Work + env.TTL/20).Nanoseconds()
-	return pauseWorker(ctx, env, leasePause, p, func() {
+	return w.pauseWorker(ctx, env, leasePause, p, func() {
 		if fault() {
 			w.awaitTakeover(ctx, p, untilTime(thaw))
 		}
@@ -227,6 +231,31 @@ func (w *watcher) grantBegunAfter(ctx context.Context, t int64, within time.Dura
 		}
 		if _, ok := w.next(ctx, timer.C); !ok {
 			return history.Event{}, false
+		}
+	}
+}
+
+// readerGrantedAfter waits up to within for a client that reads the register under a
+// grant whose acquire began at or after t, while accept says its grant is the one wanted
+// (nextReader: directed, it has stopped itself after its read); others are let go.
+func (w *watcher) readerGrantedAfter(ctx context.Context, env Env, t int64, within time.Duration,
+	accept func() (bool, error)) (history.Event, bool, error) {
+	deadline := time.After(within)
+	for {
+		p, ok := w.nextReader(ctx, env, deadline)
+		if !ok {
+			return history.Event{}, false, nil
+		}
+		if w.began[p] >= t {
+			switch ok, err := accept(); {
+			case err != nil:
+				return history.Event{}, false, errors.Join(err, w.letGo(env, p))
+			case ok:
+				return w.holding[p], true, nil
+			}
+		}
+		if err := w.letGo(env, p); err != nil {
+			return history.Event{}, false, err
 		}
 	}
 }

@@ -36,6 +36,9 @@ type Counter struct {
 	// Emit records events, in order and at once: a worker writes them to the harness in
 	// one write. It must not block for long.
 	Emit func(...history.Event)
+	// Hold, when set, is called between a read under the lock and its write, once the read
+	// is emitted: where a worker armed by a fault stops itself.
+	Hold func()
 
 	store *storage.Client
 	// gone is the error of a lock client that cannot go on (ErrLost, ErrBroken): Run
@@ -86,6 +89,10 @@ func (w *Counter) cycle(ctx context.Context) {
 		token = history.Int64(grant.Token)
 	}
 	if value, ok := w.storageOp(history.Read, token, 0); ok {
+		if w.Hold != nil {
+			w.flush()
+			w.Hold()
+		}
 		if w.Work > 0 {
 			w.flush()
 			time.Sleep(w.Work)
