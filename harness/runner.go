@@ -273,6 +273,7 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 		Work:                t.spec.Work.Std(),
 		RestartAfter:        t.spec.RestartDelay(),
 		IndependentMajority: t.sys.IndependentMajority,
+		QueueLock:           t.queueLock(),
 		Undirected:          t.spec.Undirected,
 		ReplicaLag:          t.spec.ReplicaLag(),
 		Halt:                ctx.Done(),
@@ -465,4 +466,10 @@ func residentMemory() (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// queueLock says whether the run's lock client queues its waiters at the service.
+func (t *trial) queueLock() bool {
+	c, err := workloads.LookupClient(t.spec.Client)
+	return err == nil && c.Queues
 }

@@ -86,14 +86,14 @@ func (k killNode) Run(ctx context.Context, env Env) error {
 	}
 	return afterHolderReads(ctx, env, func(w *watcher, holder int, _ func()) error {
 		grant, end := w.holding[holder], w.leaseEnd(holder, env.TTL)
-		served := w.watchServed(env, "kill-node", history.RestartServed, grant)
+		forgot := w.watchForgotten(env, grant, nodes)
 		var mu sync.Mutex
 		var crashErr error
 		var crashes sync.WaitGroup
 		pauseErr := w.pauseInLease(ctx, env, holder, func() bool {
 			for _, node := range victims(grant, nodes, env.IndependentMajority, rng) {
 				crashes.Go(func() {
-					err := crash(ctx, env, r, node, &grant, end, served)
+					err := crash(ctx, env, r, node, &grant, end, forgot)
 					mu.Lock()
 					crashErr = errors.Join(crashErr, err)
 					mu.Unlock()
@@ -109,7 +109,8 @@ func (k killNode) Run(ctx context.Context, env Env) error {
 // undirected kills a node on a seeded schedule, as kill-node did before it was directed.
 func (killNode) undirected(ctx context.Context, env Env, r Restarter, nodes []string, rng *rand.Rand) error {
 	w := watch(env.Subscribe())
-	killed := map[string]int64{} // node -> when it was last killed
+	killed := map[string]int64{}       // node -> when it was last killed
+	forgetting := map[int]*forgotten{} // grant index -> its nodes that forgot it
 	for w.wait(ctx, scheduleWait(env, rng)) {
 		grant, candidates := w.holderNodes(killed)
 		if len(candidates) == 0 {
@@ -119,12 +120,15 @@ func (killNode) undirected(ctx context.Context, env Env, r Restarter, nodes []st
 		killed[victim] = history.Now()
 		var held *history.Event
 		var end int64
-		var served *served
+		var forgot *forgotten
 		if grant.Time != 0 && (grant.Detail[grantNodes] == "" || slices.Contains(candidates, victim)) {
 			held, end = &grant, w.leaseEnd(grant.Process, env.TTL)
-			served = w.watchServed(env, "kill-node", history.RestartServed, grant)
+			if forgetting[grant.Index] == nil {
+				forgetting[grant.Index] = w.watchForgotten(env, grant, nodes)
+			}
+			forgot = forgetting[grant.Index]
 		}
-		if err := crash(ctx, env, r, victim, held, end, served); err != nil {
+		if err := crash(ctx, env, r, victim, held, end, forgot); err != nil {
 			return err
 		}
 	}
@@ -132,20 +136,73 @@ func (killNode) undirected(ctx context.Context, env Env, r Restarter, nodes []st
 }
 
 // victims are the nodes of grant to kill so that another client can win the lock without
-// them: of a grant that names its nodes, a majority less the nodes it left free; of a
-// majority's grant that does not (redsync's), a majority, as if every node had granted it;
-// one node, drawn by rng, otherwise.
+// them (forgetNeed of them, drawn by rng from those that granted it), or one node of all
+// when the grant is one node's or a replicated cluster's.
 func victims(grant history.Event, nodes []string, majority bool, rng *rand.Rand) []string {
-	granted := slices.DeleteFunc(strings.Split(grant.Detail[grantNodes], ","), func(n string) bool { return n == "" })
-	if len(granted) == 0 && majority {
-		granted = slices.Clone(nodes)
-	}
+	granted := grantedBy(grant, nodes, majority)
 	if len(granted) == 0 {
 		return []string{nodes[rng.Intn(len(nodes))]}
 	}
 	rng.Shuffle(len(granted), func(i, j int) { granted[i], granted[j] = granted[j], granted[i] })
+	return granted[:forgetNeed(grant, nodes, majority)]
+}
+
+// grantedBy are the nodes that granted grant: those it names; every node for a majority's
+// grant that names none (redsync's), as if all had granted it; none otherwise (a grant of
+// one node, or of a replicated cluster).
+func grantedBy(grant history.Event, nodes []string, majority bool) []string {
+	granted := slices.DeleteFunc(strings.Split(grant.Detail[grantNodes], ","), func(n string) bool { return n == "" })
+	if len(granted) == 0 && majority {
+		granted = slices.Clone(nodes)
+	}
+	return granted
+}
+
+// forgetNeed is how many of grant's nodes must forget it before another client can be
+// granted the lock without the others: a majority less the nodes the grant left free;
+// one node when the grant does not say.
+func forgetNeed(grant history.Event, nodes []string, majority bool) int {
+	granted := grantedBy(grant, nodes, majority)
+	if len(granted) == 0 {
+		return 1
+	}
 	free := len(nodes) - len(granted)
-	return granted[:min(len(granted), max(1, system.Majority(len(nodes))-free))]
+	return min(len(granted), max(1, system.Majority(len(nodes))-free))
+}
+
+// forgotten follows the nodes of one held grant that crashes made forget it: killed and
+// back (or, for a restart delayed past the lease, killed). Only once they are as many as
+// another client needs (forgetNeed) can the lock service answer without the grant, so the
+// grant's served watch takes answers (restart-served) from then on, and not before: one
+// Redlock node of three back is no danger while the other two still hold the grant.
+type forgotten struct {
+	served *served
+	need   int
+	mu     sync.Mutex
+	nodes  []string
+}
+
+func (w *watcher) watchForgotten(env Env, grant history.Event, nodes []string) *forgotten {
+	return &forgotten{served: w.watchServed(env, "kill-node", history.RestartServed, grant),
+		need: forgetNeed(grant, nodes, env.IndependentMajority)}
+}
+
+// forgot notes that node forgot the grant at t; nil-safe (a crash under no grant).
+func (f *forgotten) forgot(node string, t int64) {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nodes = append(f.nodes, node)
+	switch {
+	case len(f.nodes) == f.need:
+		for _, n := range f.nodes {
+			f.served.begin(n, t)
+		}
+	case len(f.nodes) > f.need:
+		f.served.begin(node, t)
+	}
 }
 
 // leasePause names the SIGSTOP that keeps a directed fault's victim inside its critical
@@ -160,9 +217,9 @@ const grantNodes = "nodes"
 // crash kills node's server, records the crash with the role the node had, and starts it
 // again env.RestartAfter later. held is the grant the node is killed under (nil: none),
 // whose lease ends at leaseEnd: the crash is then crash-under-grant, and the node serving
-// again before leaseEnd restart-in-lease, from which on served watches the answers (from
-// the crash on, when the node is to stay down for a lease).
-func crash(ctx context.Context, env Env, r Restarter, node string, held *history.Event, leaseEnd int64, served *served) (err error) {
+// again before leaseEnd restart-in-lease, when it has forgotten the grant (from the crash
+// on, when the node is to stay down for a lease).
+func crash(ctx context.Context, env Env, r Restarter, node string, held *history.Event, leaseEnd int64, forgot *forgotten) (err error) {
 	bg := context.WithoutCancel(ctx)
 	detail := map[string]string{"restart-after": env.RestartAfter.String()}
 	if role := roleOf(bg, env, node); role != "" {
@@ -175,7 +232,7 @@ func crash(ctx context.Context, env Env, r Restarter, node string, held *history
 	if env.RestartAfter >= env.TTL {
 		// antirez's delayed restart: the node stays away for the lease on purpose, and the
 		// danger is the service answering without what it held.
-		served.begin(node, history.Now())
+		forgot.forgot(node, history.Now())
 	}
 	if held != nil {
 		recordHazard(env, "kill-node", history.CrashUnderGrant, history.Now(), map[string]string{"grant": grantText(*held)},
@@ -187,7 +244,7 @@ func crash(ctx context.Context, env Env, r Restarter, node string, held *history
 		record(env, history.Stop, "kill-node", node)
 		if now := history.Now(); held != nil && restartErr == nil && now < leaseEnd {
 			if env.RestartAfter < env.TTL {
-				served.begin(node, now) // back, having forgotten what it held in memory
+				forgot.forgot(node, now) // back, having forgotten what it held in memory
 			}
 			recordHazard(env, "kill-node", history.RestartInLease, now,
 				map[string]string{"grant": grantText(*held), "lease left": history.Duration(now, leaseEnd).Round(time.Millisecond).String()},

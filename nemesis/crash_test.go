@@ -558,3 +558,43 @@ func (p promoting) Announced(context.Context) (string, error) {
 	roles, _ := p.Roles(context.Background())
 	return system.OnePrimary(roles), nil
 }
+
+// A grant is forgotten only when as many of its nodes as another client needs have
+// forgotten it: one Redlock node of the five that granted it, back from a crash, answering
+// busy is no danger made real while the others hold the grant; the third one back is.
+func TestAGrantIsForgottenWhenEnoughOfItsNodesForgotIt(t *testing.T) {
+	f := newFake(2, 5)
+	env := f.env()
+	env.TTL, env.IndependentMajority = time.Hour, true
+	w := watch(f.events)
+	follow := func(events ...history.Event) {
+		for _, e := range events {
+			f.events <- e
+			w.next(context.Background(), nil)
+		}
+	}
+	busy := func() {
+		now := history.Now()
+		follow(history.Event{Type: history.Invoke, Process: 1, Func: history.Acquire, Time: now},
+			history.Event{Type: history.Fail, Process: 1, Func: history.Acquire, Error: history.ErrLockBusy, Time: now + 2, EffectFrom: now + 1, EffectTo: now + 2})
+	}
+	served := func() int {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return history.CountHazards(f.recorded)[history.RestartServed]
+	}
+	now := history.Now()
+	follow(history.Event{Type: history.Invoke, Process: 0, Func: history.Acquire, Time: now},
+		history.Event{Index: 1, Type: history.OK, Process: 0, Func: history.Acquire, Time: now}) // names no nodes: all five's
+	forgot := w.watchForgotten(env, w.holding[0], f.nodes)
+	if forgot.need != 3 {
+		t.Fatalf("need %d, want 3 of 5", forgot.need)
+	}
+	for i, node := range []string{"n1", "n2", "n3"} {
+		forgot.forgot(node, history.Now())
+		busy()
+		if want := min(1, max(0, i-1)); served() != want {
+			t.Fatalf("%d nodes forgot: %d served, want %d", i+1, served(), want)
+		}
+	}
+}

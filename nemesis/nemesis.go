@@ -105,6 +105,9 @@ type Env struct {
 	// fault that must make a grant forgotten and cannot tell which nodes made it acts on a
 	// majority of them.
 	IndependentMajority bool
+	// QueueLock: the lock's waiters queue at the service, so a waiter not yet granted
+	// was refused for as long as it waited (workloads.Client.Queues).
+	QueueLock bool
 	// ReplicaLag: a replicated primary refuses writes once its replicas' acknowledgements
 	// are older than this (min-replicas-max-lag); 0 when it never refuses.
 	ReplicaLag time.Duration

@@ -632,8 +632,9 @@ func TestHealBeforeTheWorkersStart(t *testing.T) {
 // The clock faults' danger made real (clock-served) is an answer to another client by the
 // node whose clock is past a held lease, while that lease still runs: a grant naming the
 // node (any grant, when grants do not name their nodes), a busy answer whose attempt lies in
-// the move, or an acquire kept waiting from the move until the holder released. An answer
-// by other nodes, after the clock was put back, or after the lease is none.
+// the move, or, on a queue lock, an acquire kept waiting through the move until the holder
+// released. An answer by other nodes, after the clock was put back, or after the lease is
+// none, and so is a polling client's wait (its attempts may have gone unanswered).
 func TestClockServedIsAnAnswerByTheMovedNodeWithinTheLease(t *testing.T) {
 	type step struct {
 		reset  bool // put the clock back first
@@ -649,6 +650,10 @@ func TestClockServedIsAnAnswerByTheMovedNodeWithinTheLease(t *testing.T) {
 				{Index: 9, Type: history.OK, Process: 1, Func: history.Acquire, Time: now + 1, Detail: map[string]string{"nodes": nodes}}}
 		}
 	}
+	waiter := []history.Event{{Type: history.Invoke, Process: 1, Func: history.Acquire, Time: history.Now()}}
+	releaseStep := step{events: func(now int64) []history.Event {
+		return []history.Event{{Type: history.Invoke, Process: 0, Func: history.Release, Time: now}}
+	}}
 	tests := []struct {
 		name    string
 		nodes   string        // the held grant's nodes
@@ -662,17 +667,15 @@ func TestClockServedIsAnAnswerByTheMovedNodeWithinTheLease(t *testing.T) {
 		{"granted by other nodes", "n1,n2,n3", 0, nil, step{events: grantBy("n1,n4,n5")}, ""},
 		{"answered after the clock was put back", "", 0, nil, step{reset: true, events: busy}, ""},
 		{"answered after the lease", "", 3 * time.Second, nil, step{events: busy}, ""},
-		{"kept waiting until the release", "", 0,
-			[]history.Event{{Type: history.Invoke, Process: 1, Func: history.Acquire, Time: history.Now()}},
-			step{events: func(now int64) []history.Event {
-				return []history.Event{{Type: history.Invoke, Process: 0, Func: history.Release, Time: now}}
-			}}, "kept it waiting"},
+		{"kept waiting in the queue until the release", "", 0, waiter, releaseStep, "kept it waiting"},
+		{"a polling client waiting until the release", "", 0, waiter, releaseStep, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFake(2, 5)
 			env := f.env()
 			env.TTL = 2 * time.Second
+			env.QueueLock = strings.Contains(tt.name, "queue")
 			w := watch(f.events)
 			follow := func(events []history.Event) {
 				for _, e := range events {

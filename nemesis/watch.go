@@ -381,15 +381,15 @@ func (s *served) record(w *watcher, node string, q int, t int64, what string) {
 		targets...)
 }
 
-// keptWaiting takes the start of a release as the end of its grant's served watches: a
-// client whose acquire was still waiting then, and had been since the fault's condition
-// held, was refused by the service in that state for as long as the grant was held (a
-// queue lock's waiter kept in its queue, a polling client answered busy each time; a
-// client whose requests went unanswered would have completed its acquire as unknown).
+// keptWaiting takes the start of a release as the end of its grant's served watches: on a
+// queue lock (Env.QueueLock), a client whose acquire was still waiting then, and had been
+// while the fault's condition held, was refused by the service in that state: it kept the
+// waiter in its queue. A polling client's wait says nothing of the kind (its attempts may
+// hang on a dead node), so only its busy answers count.
 func (w *watcher) keptWaiting(release history.Event) {
 	for _, s := range w.serving {
 		v := s.victim
-		if s.seen || release.Process != v.Process || w.holding[v.Process].Index != v.Index || release.Time > w.leaseEnd(v.Process, s.env.TTL) {
+		if !s.env.QueueLock || s.seen || release.Process != v.Process || w.holding[v.Process].Index != v.Index || release.Time > w.leaseEnd(v.Process, s.env.TTL) {
 			continue
 		}
 		for _, q := range slices.Sorted(maps.Keys(w.waiting)) {

@@ -107,6 +107,10 @@ type Client struct {
 	Tokens bool
 	// NoTokens explains, when Tokens is false, why fencing cannot be offered.
 	NoTokens string
+	// Queues says the lock's waiters queue at the service (a ZooKeeper recipe, etcd's
+	// Mutex): an acquire not yet granted is the service's refusal for as long as it waits,
+	// where a polling client's is only each busy answer.
+	Queues bool
 	New      func(Config) (Lock, error)
 }
 

@@ -105,6 +105,7 @@ func (l *redisLock) Acquire(ctx context.Context) (Grant, error) {
 // AttemptStarted, unless try set it, is when the granted attempt began; a busy outcome is a
 // BusyError naming the last attempt.
 func retryWhileBusy(ctx context.Context, retry time.Duration, try func(context.Context) (Grant, error)) (Grant, error) {
+	var answered error = ErrBusy // the last attempt the service answered busy, once one did
 	for {
 		started := history.Now()
 		g, err := try(context.WithoutCancel(ctx))
@@ -114,10 +115,12 @@ func retryWhileBusy(ctx context.Context, retry time.Duration, try func(context.C
 		if !errors.Is(err, ErrBusy) {
 			return g, err
 		}
-		busy := &BusyError{AttemptStarted: started, Answered: history.Now()}
+		if err == ErrBusy { // not a wrapped one: a try that asked nothing (no connection)
+			answered = &BusyError{AttemptStarted: started, Answered: history.Now()}
+		}
 		select {
 		case <-ctx.Done():
-			return Grant{}, busy
+			return Grant{}, answered
 		case <-time.After(retry):
 		}
 	}

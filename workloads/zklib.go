@@ -24,7 +24,7 @@ type zkLibLock struct {
 }
 
 func init() {
-	register(Client{Name: "zk-recipe-lib", Systems: []string{"zookeeper"}, Tokens: true, New: newZKLib})
+	register(Client{Name: "zk-recipe-lib", Systems: []string{"zookeeper"}, Tokens: true, Queues: true, New: newZKLib})
 }
 
 func newZKLib(cfg Config) (Lock, error) {
