@@ -117,6 +117,31 @@ func TestNewKnowsEveryNemesisAndRejectsOthers(t *testing.T) {
 	}
 }
 
+// The partition-* nemeses in the table are the shapes' and the leader's, one each: no
+// shape without its nemesis, no nemesis without its shape.
+func TestPartitionNemesesAreTheShapes(t *testing.T) {
+	want := []string{"partition-" + leaderShape}
+	for _, shape := range shapeNames(true) {
+		want = append(want, "partition-"+shape)
+	}
+	slices.Sort(want)
+	var got []string
+	for name, make := range kinds {
+		p, ok := make().(partition)
+		if !ok || p.shape == "" {
+			continue
+		}
+		if p.Name() != name {
+			t.Errorf("kinds[%q] is %s", name, p.Name())
+		}
+		got = append(got, name)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("partition nemeses %q, want one for each shape: %q", got, want)
+	}
+}
+
 func TestNeedsAreTheLeversRunPulls(t *testing.T) {
 	tests := []struct {
 		names []string
