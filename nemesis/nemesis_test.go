@@ -186,6 +186,13 @@ func TestAvailableSaysWhyANemesisCannotApply(t *testing.T) {
 		{[]string{"partition-leader"}, "etcd", 3, ""},
 		{[]string{"clock-strobe"}, "postgres", 1, ""},
 		{[]string{"partition-leader"}, "postgres", 1, "has no leader to isolate"},
+		// Where both fail, the systems a kind is meant for come before its levers, and its
+		// further conditions after them.
+		{[]string{"failover"}, "local", 1, "has no primary and replicas (try --system sentinel)"},
+		{[]string{"kleppmann-clock"}, "local", 1, "needs --system redlock"},
+		{[]string{"partition-primary"}, "local", 1, "has no primary and replica to split"},
+		{[]string{"partition-leader"}, "local", 1, "cuts packets between containers, and local runs inside the harness"},
+		{[]string{"delay"}, "local", 1, "share the harness's"},
 		{[]string{"pause-client", "kleppmann-clock", "partition-leader"}, "redis", 1,
 			"nemesis kleppmann-clock: stages Kleppmann's example"},
 	}

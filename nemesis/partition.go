@@ -291,10 +291,7 @@ func (p partition) Name() string {
 
 func (p partition) Needs() Needs { return Needs{Network: true, ClientAddrs: clientShapes[p.shape]} }
 
-func (p partition) Available(sys system.System, nodes int) error {
-	if err := p.Needs().available(sys); err != nil {
-		return err
-	}
+func (p partition) conditions(sys system.System, nodes int) error {
 	switch {
 	case p.shape == leaderShape && !sys.Leader:
 		return fmt.Errorf("a %s cluster has no leader to isolate", sys.Name)
@@ -414,8 +411,6 @@ func (p partitionHolder) Name() string {
 
 func (p partitionHolder) Needs() Needs { return Needs{Network: !p.fromStorage, ClientAddrs: true} }
 
-func (p partitionHolder) Available(sys system.System, _ int) error { return p.Needs().available(sys) }
-
 // sectionPause names the SIGSTOP that keeps a cut-off holder inside its critical section
 // until the lock has passed on.
 const sectionPause = "pause-in-section"
@@ -485,11 +480,11 @@ func (primarySplit) Name() string { return "partition-primary" }
 
 func (primarySplit) Needs() Needs { return Needs{Network: true, ClientAddrs: true} }
 
-func (p primarySplit) Available(sys system.System, nodes int) error {
+func (primarySplit) suits(sys system.System, nodes int) error {
 	if !sys.Replicated || nodes < 2 {
 		return fmt.Errorf("a %s cluster of %d nodes has no primary and replica to split", sys.Name, nodes)
 	}
-	return p.Needs().available(sys)
+	return nil
 }
 
 // Monitors names the monitors beside the nodes (Sentinels), which a split puts on the
