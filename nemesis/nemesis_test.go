@@ -345,11 +345,18 @@ func TestKillClientKillsTheLongestWaiter(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- killClient{}.Run(ctx, env) }()
-	f.events <- history.Event{Type: history.Invoke, Process: 0, Func: history.Acquire, Time: 10}
-	f.events <- history.Event{Type: history.Invoke, Process: 2, Func: history.Acquire, Time: 5}
-	f.events <- history.Event{Type: history.Invoke, Process: 1, Func: history.Acquire, Time: 1}
-	f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Acquire, Time: 12}
-	if victim, ok := longestWaiting(map[int]int64{0: 10, 2: 5}); !ok || victim != 2 {
+	events := []history.Event{
+		{Type: history.Invoke, Process: 0, Func: history.Acquire, Time: 10},
+		{Type: history.Invoke, Process: 2, Func: history.Acquire, Time: 5},
+		{Type: history.Invoke, Process: 1, Func: history.Acquire, Time: 1},
+		{Type: history.OK, Process: 1, Func: history.Acquire, Time: 12},
+	}
+	w := watch(nil) // the watcher's account, which kill-client aims by
+	for _, e := range events {
+		f.events <- e
+		w.follow(e)
+	}
+	if victim, ok := longestWaiting(w.waiting); !ok || victim != 2 {
 		t.Fatalf("longest waiter %d, %v; want 2", victim, ok)
 	}
 	cancel()
