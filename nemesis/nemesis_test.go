@@ -197,22 +197,34 @@ func TestAvailableSaysWhyANemesisCannotApply(t *testing.T) {
 			"nemesis kleppmann-clock: stages Kleppmann's example"},
 	}
 	for _, tt := range tests {
-		n, err := New(tt.names)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sys, err := system.Lookup(tt.system)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = n.Available(sys, tt.nodes)
-		switch {
-		case tt.want == "" && err != nil:
-			t.Errorf("%v on %s: %v, want available", tt.names, tt.system, err)
-		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
-			t.Errorf("%v on %s: %v, want %q", tt.names, tt.system, err, tt.want)
-		}
+		checkAvailable(t, tt.names, tt.system, tt.nodes, tt.want)
 	}
+}
+
+// checkAvailable builds the named nemeses and fails t unless they say of the system, at
+// that size (0: its default), what want says: available when it is "", else a refusal
+// that contains it. It returns the nemesis.
+func checkAvailable(t *testing.T, names []string, sysName string, nodes int, want string) Nemesis {
+	t.Helper()
+	n, err := New(names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, err := system.Lookup(sysName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nodes == 0 {
+		nodes = sys.Sizes.Default
+	}
+	err = n.Available(sys, nodes)
+	switch {
+	case want == "" && err != nil:
+		t.Errorf("%v on %s: %v, want available", names, sysName, err)
+	case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+		t.Errorf("%v on %s: %v, want %q", names, sysName, err, want)
+	}
+	return n
 }
 
 // pause-holder freezes the client that just read under the lock. A --pause the user gave
