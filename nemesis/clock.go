@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
-	"github.com/lockbreaker/lockbreaker/system"
 )
 
 // Clock faults move a node's wall clock with libfaketime inside its container; monotonic
@@ -40,8 +39,6 @@ func (c clockFault) Name() string {
 }
 
 func (clockFault) Needs() Needs { return Needs{Clocks: true} }
-
-func (c clockFault) Available(sys system.System, _ int) error { return c.Needs().available(sys) }
 
 func (c clockFault) Run(ctx context.Context, env Env) error {
 	clocks, err := clocksOf(env)

@@ -72,8 +72,6 @@ func (killNode) Name() string { return "kill-node" }
 
 func (killNode) Needs() Needs { return Needs{Restarts: true} }
 
-func (k killNode) Available(sys system.System, _ int) error { return k.Needs().available(sys) }
-
 func (k killNode) Run(ctx context.Context, env Env) error {
 	r, err := restarterOf(env)
 	if err != nil {
@@ -332,11 +330,11 @@ func (*failover) Name() string { return "failover" }
 
 func (*failover) Needs() Needs { return Needs{Network: true, Restarts: true} }
 
-func (f *failover) Available(sys system.System, _ int) error {
+func (*failover) suits(sys system.System, _ int) error {
 	if !sys.Replicated {
 		return fmt.Errorf("crashes a primary before it replicates, and a %s cluster has no primary and replicas (try --system sentinel)", sys.Name)
 	}
-	return f.Needs().available(sys)
+	return nil
 }
 
 // Arm cuts the primary off its replicas before any client asks for the lock; Run's first

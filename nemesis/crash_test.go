@@ -98,20 +98,9 @@ func TestCrashFaultsSayWhereTheyApply(t *testing.T) {
 		{[]string{"partition-primary"}, "zookeeper", Needs{Network: true, ClientAddrs: true}, "has no primary"},
 	}
 	for _, tt := range tests {
-		n, err := New(tt.names)
-		if err != nil {
-			t.Fatal(err)
-		}
+		n := checkAvailable(t, tt.names, tt.system, 0, tt.want)
 		if got := n.Needs(); got != tt.needs {
 			t.Errorf("%v needs %+v, want %+v", tt.names, got, tt.needs)
-		}
-		sys, _ := system.Lookup(tt.system)
-		err = n.Available(sys, sys.Sizes.Default)
-		switch {
-		case tt.want == "" && err != nil:
-			t.Errorf("%v on %s: %v, want available", tt.names, tt.system, err)
-		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
-			t.Errorf("%v on %s: %v, want %q", tt.names, tt.system, err, tt.want)
 		}
 	}
 }

@@ -23,12 +23,7 @@ func (delayClient) Needs() Needs { return Needs{ClientAddrs: true} }
 // netem says why packets cannot be delayed here (a variable, so tests need no root).
 var netem = clientnet.Netem
 
-func (d delayClient) Available(sys system.System, _ int) error {
-	if err := d.Needs().available(sys); err != nil {
-		return err
-	}
-	return netem(context.Background())
-}
+func (delayClient) conditions(system.System, int) error { return netem(context.Background()) }
 
 func (delayClient) Run(ctx context.Context, env Env) error {
 	if env.Clients == nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand"
 	"syscall"
-	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
 )
@@ -21,38 +20,23 @@ type killClient struct{ anywhere }
 func (killClient) Name() string { return "kill-client" }
 
 func (killClient) Run(ctx context.Context, env Env) error {
-	events := env.Subscribe()
-	rng := rand.New(rand.NewSource(env.Seed))
-	waiting := map[int]int64{} // process -> when its open acquire was invoked
-	next := time.After(scheduleWait(env, rng))
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case e := <-events:
-			switch {
-			case e.Func == history.Acquire && e.Type == history.Invoke:
-				waiting[e.Process] = e.Time
-			case e.Func == history.Acquire:
-				delete(waiting, e.Process)
-			}
-		case <-next:
-			victim, ok := longestWaiting(waiting)
-			if !ok {
-				running := env.Workers.Processes()
-				victim = running[rng.Intn(len(running))]
-			}
-			target := workerName(victim)
-			if err := env.Workers.Signal(victim, syscall.SIGKILL); err != nil {
-				return fmt.Errorf("kill %s: %w", target, err)
-			}
-			// A crash is a moment, not a window: it starts and ends at once.
-			record(env, history.Start, "kill-client", target)
-			record(env, history.Stop, "kill-client", target)
-			delete(waiting, victim)
-			next = time.After(scheduleWait(env, rng))
+	w := watch(env.Subscribe())
+	return w.schedule(ctx, env, func(rng *rand.Rand) error {
+		victim, ok := longestWaiting(w.waiting)
+		if !ok {
+			running := env.Workers.Processes()
+			victim = running[rng.Intn(len(running))]
 		}
-	}
+		target := workerName(victim)
+		if err := env.Workers.Signal(victim, syscall.SIGKILL); err != nil {
+			return fmt.Errorf("kill %s: %w", target, err)
+		}
+		// A crash is a moment, not a window: it starts and ends at once.
+		record(env, history.Start, "kill-client", target)
+		record(env, history.Stop, "kill-client", target)
+		delete(w.waiting, victim)
+		return nil
+	})
 }
 
 // longestWaiting is the process whose acquire has been open longest.

@@ -47,11 +47,11 @@ func (kleppmannClock) Name() string { return "kleppmann-clock" }
 
 func (kleppmannClock) Needs() Needs { return Needs{Clocks: true, Network: true} }
 
-func (k kleppmannClock) Available(sys system.System, nodes int) error {
+func (kleppmannClock) suits(sys system.System, nodes int) error {
 	if !sys.IndependentMajority || nodes < 3 {
 		return errors.New("stages Kleppmann's example against a majority of independent nodes: needs --system redlock")
 	}
-	return k.Needs().available(sys)
+	return nil
 }
 
 // validityDetail is the grant detail in which a Redlock client states for how long its

@@ -2,13 +2,14 @@
 // (SIGKILL, of a lock client or of a node's server, which starts again on what its disk
 // kept), wall-clock jumps (libfaketime), network partitions (iptables) between nodes and
 // single lock clients, delayed packets of one client (tc netem) and a primary's failover.
-// Each kind is a Nemesis; several compose into one. It also records the nodes' roles as
-// they change (WatchRoles). Like etcd's failpoints, a nemesis states what it needs from
-// the cluster (Needs: movable clocks, a cuttable network, restartable servers, clients
-// with addresses of their own), from which the cluster is started, and whether it applies
-// to a system at all (Available), so a fault that cannot apply says so before anything
-// starts. The levers themselves (Clocks, Network, ClientNetwork, Leaders, Restarter,
-// Roles) are small interfaces a cluster or the worker pool implements.
+// Each kind of fault is a kind; New composes the chosen kinds into one Nemesis. It also
+// records the nodes' roles as they change (WatchRoles). Like etcd's failpoints, a nemesis
+// states what it needs from the cluster (Needs: movable clocks, a cuttable network,
+// restartable servers, clients with addresses of their own), from which the cluster is
+// started, and whether it applies to a system at all (Available), so a fault that cannot
+// apply says so before anything starts. The levers themselves (Clocks, Network,
+// ClientNetwork, Leaders, Restarter, Roles) are small interfaces a cluster or the worker
+// pool implements.
 //
 // A nemesis records every fault it injects as a start event and every heal as a stop
 // event in the history, so checkers and reports can see what was broken when. Every fault
@@ -120,17 +121,56 @@ type Env struct {
 	Halt <-chan struct{}
 }
 
-// Nemesis injects one kind of fault.
+// Nemesis injects the faults of the kinds chosen (New).
 type Nemesis interface {
+	kind
+	// Available says why this nemesis cannot apply to sys at that size; nil when it can.
+	Available(sys system.System, nodes int) error
+}
+
+// kind injects one kind of fault. Whether it applies to a system is asked once, by the
+// composition (composed.Available): of the levers it needs (Needs) for every kind, and of
+// the systems it is meant for (suited) and its further conditions (conditional) for the
+// kinds that have them.
+type kind interface {
 	Name() string
 	// Needs says which levers Run pulls, so the cluster is started with them.
 	Needs() Needs
-	// Available says why this nemesis cannot apply to sys at that size; nil when it can.
-	Available(sys system.System, nodes int) error
 	// Run injects faults until ctx ends. Every fault it injected is healed before it returns.
 	Run(ctx context.Context, env Env) error
 	// Heal undoes whatever this nemesis may have left behind. It is idempotent.
 	Heal(ctx context.Context, env Env) error
+}
+
+// suited is a kind meant for some systems only (a replicated primary, independent
+// majorities): suits says why sys at that size is not one of them. It is asked before the
+// levers, so a kind meant for other systems says that first.
+type suited interface {
+	suits(sys system.System, nodes int) error
+}
+
+// conditional is a kind with conditions of its own that matter once its levers are there
+// (a leader to isolate, two nodes to cut apart, netem in the kernel): conditions says why
+// they do not hold. It is asked after the levers.
+type conditional interface {
+	conditions(sys system.System, nodes int) error
+}
+
+// available says why kind k cannot apply to sys at that size: the systems it is meant for,
+// then the levers it needs, then its further conditions.
+func available(k kind, sys system.System, nodes int) error {
+	if s, ok := k.(suited); ok {
+		if err := s.suits(sys, nodes); err != nil {
+			return err
+		}
+	}
+	if err := k.Needs().available(sys); err != nil {
+		return err
+	}
+	if c, ok := k.(conditional); ok {
+		return c.conditions(sys, nodes)
+	}
+	return nil
 }
 
 // Armer is a nemesis whose first fault belongs in place before the clients' first
@@ -160,7 +200,7 @@ func (n Needs) or(o Needs) Needs {
 		ClientAddrs: n.ClientAddrs || o.ClientAddrs}
 }
 
-// available is what every nemesis asks of a system for the levers it needs.
+// available is what every kind asks of a system for the levers it needs.
 func (n Needs) available(sys system.System) error {
 	switch {
 	case n.Clocks && sys.FixedClock != "":
@@ -182,32 +222,33 @@ func (n Needs) available(sys system.System) error {
 // so tests need not run as root).
 var clientAddrs = clientnet.Supported
 
-var kinds = map[string]func() Nemesis{
-	"pause-holder":      func() Nemesis { return pauseHolder{} },
-	"pause-client":      func() Nemesis { return pauseClient{} },
-	"pause-node":        func() Nemesis { return pauseNode{} },
-	"kill-client":       func() Nemesis { return killClient{} },
-	"clock":             func() Nemesis { return clockFault{} },
-	"clock-bump":        func() Nemesis { return clockFault{mode: "bump"} },
-	"clock-strobe":      func() Nemesis { return clockFault{mode: "strobe"} },
-	"clock-rate":        func() Nemesis { return clockFault{mode: "rate"} },
-	"partition":         func() Nemesis { return partition{} },
-	"kleppmann-clock":   func() Nemesis { return kleppmannClock{} },
-	"kill-node":         func() Nemesis { return killNode{} },
-	"failover":          func() Nemesis { return &failover{} },
-	"partition-primary": func() Nemesis { return primarySplit{} },
-	"partition-holder":  func() Nemesis { return partitionHolder{} },
-	"partition-holder-storage": func() Nemesis {
-		return partitionHolder{fromStorage: true}
-	},
-	"delay": func() Nemesis { return delayClient{} },
-}
-
-func init() {
-	kinds["partition-"+leaderShape] = func() Nemesis { return partition{shape: leaderShape} }
-	for _, shape := range shapeNames(true) {
-		kinds["partition-"+shape] = func() Nemesis { return partition{shape: shape} }
-	}
+// kinds are the nemeses that can be chosen, each name spelled out. The partition-* names
+// are the shapes' (shapes) and the leader's; a test holds them to the shapes.
+var kinds = map[string]func() kind{
+	"pause-holder":              func() kind { return pauseHolder{} },
+	"pause-client":              func() kind { return pauseClient{} },
+	"pause-node":                func() kind { return pauseNode{} },
+	"kill-client":               func() kind { return killClient{} },
+	"clock":                     func() kind { return clockFault{} },
+	"clock-bump":                func() kind { return clockFault{mode: "bump"} },
+	"clock-strobe":              func() kind { return clockFault{mode: "strobe"} },
+	"clock-rate":                func() kind { return clockFault{mode: "rate"} },
+	"partition":                 func() kind { return partition{} },
+	"partition-isolate-one":     func() kind { return partition{shape: "isolate-one"} },
+	"partition-halves":          func() kind { return partition{shape: "halves"} },
+	"partition-majorities-ring": func() kind { return partition{shape: "majorities-ring"} },
+	"partition-bridge":          func() kind { return partition{shape: "bridge"} },
+	"partition-clients-from":    func() kind { return partition{shape: "clients-from"} },
+	"partition-client":          func() kind { return partition{shape: "client"} },
+	"partition-client-minority": func() kind { return partition{shape: "client-minority"} },
+	"partition-leader":          func() kind { return partition{shape: leaderShape} },
+	"kleppmann-clock":           func() kind { return kleppmannClock{} },
+	"kill-node":                 func() kind { return killNode{} },
+	"failover":                  func() kind { return &failover{} },
+	"partition-primary":         func() kind { return primarySplit{} },
+	"partition-holder":          func() kind { return partitionHolder{} },
+	"partition-holder-storage":  func() kind { return partitionHolder{fromStorage: true} },
+	"delay":                     func() kind { return delayClient{} },
 }
 
 // Names lists the nemeses that can be chosen.
@@ -238,7 +279,7 @@ func New(names []string) (Nemesis, error) {
 }
 
 // composed runs several nemeses side by side, each on its own seeded schedule.
-type composed []Nemesis
+type composed []kind
 
 func (c composed) Needs() Needs {
 	var all Needs
@@ -252,7 +293,7 @@ func (c composed) Needs() Needs {
 func (c composed) Available(sys system.System, nodes int) error {
 	var errs []error
 	for _, n := range c {
-		if err := n.Available(sys, nodes); err != nil {
+		if err := available(n, sys, nodes); err != nil {
 			errs = append(errs, fmt.Errorf("nemesis %s: %w", n.Name(), err))
 		}
 	}

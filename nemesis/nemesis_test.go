@@ -117,6 +117,31 @@ func TestNewKnowsEveryNemesisAndRejectsOthers(t *testing.T) {
 	}
 }
 
+// The partition-* nemeses in the table are the shapes' and the leader's, one each: no
+// shape without its nemesis, no nemesis without its shape.
+func TestPartitionNemesesAreTheShapes(t *testing.T) {
+	want := []string{"partition-" + leaderShape}
+	for _, shape := range shapeNames(true) {
+		want = append(want, "partition-"+shape)
+	}
+	slices.Sort(want)
+	var got []string
+	for name, make := range kinds {
+		p, ok := make().(partition)
+		if !ok || p.shape == "" {
+			continue
+		}
+		if p.Name() != name {
+			t.Errorf("kinds[%q] is %s", name, p.Name())
+		}
+		got = append(got, name)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("partition nemeses %q, want one for each shape: %q", got, want)
+	}
+}
+
 func TestNeedsAreTheLeversRunPulls(t *testing.T) {
 	tests := []struct {
 		names []string
@@ -161,26 +186,45 @@ func TestAvailableSaysWhyANemesisCannotApply(t *testing.T) {
 		{[]string{"partition-leader"}, "etcd", 3, ""},
 		{[]string{"clock-strobe"}, "postgres", 1, ""},
 		{[]string{"partition-leader"}, "postgres", 1, "has no leader to isolate"},
+		// Where both fail, the systems a kind is meant for come before its levers, and its
+		// further conditions after them.
+		{[]string{"failover"}, "local", 1, "has no primary and replicas (try --system sentinel)"},
+		{[]string{"kleppmann-clock"}, "local", 1, "needs --system redlock"},
+		{[]string{"partition-primary"}, "local", 1, "has no primary and replica to split"},
+		{[]string{"partition-leader"}, "local", 1, "cuts packets between containers, and local runs inside the harness"},
+		{[]string{"delay"}, "local", 1, "share the harness's"},
 		{[]string{"pause-client", "kleppmann-clock", "partition-leader"}, "redis", 1,
 			"nemesis kleppmann-clock: stages Kleppmann's example"},
 	}
 	for _, tt := range tests {
-		n, err := New(tt.names)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sys, err := system.Lookup(tt.system)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = n.Available(sys, tt.nodes)
-		switch {
-		case tt.want == "" && err != nil:
-			t.Errorf("%v on %s: %v, want available", tt.names, tt.system, err)
-		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
-			t.Errorf("%v on %s: %v, want %q", tt.names, tt.system, err, tt.want)
-		}
+		checkAvailable(t, tt.names, tt.system, tt.nodes, tt.want)
 	}
+}
+
+// checkAvailable builds the named nemeses and fails t unless they say of the system, at
+// that size (0: its default), what want says: available when it is "", else a refusal
+// that contains it. It returns the nemesis.
+func checkAvailable(t *testing.T, names []string, sysName string, nodes int, want string) Nemesis {
+	t.Helper()
+	n, err := New(names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, err := system.Lookup(sysName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nodes == 0 {
+		nodes = sys.Sizes.Default
+	}
+	err = n.Available(sys, nodes)
+	switch {
+	case want == "" && err != nil:
+		t.Errorf("%v on %s: %v, want available", names, sysName, err)
+	case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+		t.Errorf("%v on %s: %v, want %q", names, sysName, err, want)
+	}
+	return n
 }
 
 // pause-holder freezes the client that just read under the lock. A --pause the user gave
@@ -313,11 +357,18 @@ func TestKillClientKillsTheLongestWaiter(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- killClient{}.Run(ctx, env) }()
-	f.events <- history.Event{Type: history.Invoke, Process: 0, Func: history.Acquire, Time: 10}
-	f.events <- history.Event{Type: history.Invoke, Process: 2, Func: history.Acquire, Time: 5}
-	f.events <- history.Event{Type: history.Invoke, Process: 1, Func: history.Acquire, Time: 1}
-	f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Acquire, Time: 12}
-	if victim, ok := longestWaiting(map[int]int64{0: 10, 2: 5}); !ok || victim != 2 {
+	events := []history.Event{
+		{Type: history.Invoke, Process: 0, Func: history.Acquire, Time: 10},
+		{Type: history.Invoke, Process: 2, Func: history.Acquire, Time: 5},
+		{Type: history.Invoke, Process: 1, Func: history.Acquire, Time: 1},
+		{Type: history.OK, Process: 1, Func: history.Acquire, Time: 12},
+	}
+	w := watch(nil) // the watcher's account, which kill-client aims by
+	for _, e := range events {
+		f.events <- e
+		w.follow(e)
+	}
+	if victim, ok := longestWaiting(w.waiting); !ok || victim != 2 {
 		t.Fatalf("longest waiter %d, %v; want 2", victim, ok)
 	}
 	cancel()

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
-	"github.com/lockbreaker/lockbreaker/system"
 )
 
 // Pauses freeze a process with SIGSTOP and thaw it with SIGCONT: the process keeps its
@@ -83,8 +82,7 @@ const takeoverLeases = 5
 // every cluster takes: they apply to every system.
 type anywhere struct{}
 
-func (anywhere) Needs() Needs                       { return Needs{} }
-func (anywhere) Available(system.System, int) error { return nil }
+func (anywhere) Needs() Needs { return Needs{} }
 
 // workerName is how a lock client is named as a fault target.
 func workerName(p int) string { return fmt.Sprintf("worker-%d", p) }

@@ -3,6 +3,7 @@ package results
 import (
 	"encoding/json"
 	"encoding/xml"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,6 +17,32 @@ import (
 )
 
 const hostile = `<script>alert("x")</script>`
+
+// update rewrites the golden pages in testdata from what the report renders now.
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// golden compares got with the golden file testdata/name, byte for byte (-update writes it).
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if want := readFile(t, path); got != want {
+		i := 0
+		for i < len(got) && i < len(want) && got[i] == want[i] {
+			i++
+		}
+		t.Errorf("%s differs from the golden %s from byte %d on: %q, want %q (go test -update rewrites it)",
+			name, path, i, got[i:min(len(got), i+80)], want[i:min(len(want), i+80)])
+	}
+}
 
 // hostileResults put markup everywhere a run's data reaches the report.
 func hostileResults() []checkers.Result {
@@ -43,14 +70,17 @@ func readFile(t *testing.T, path string) string {
 func TestReport(t *testing.T) {
 	tests := []struct {
 		name        string
+		golden      string // testdata's page it renders, byte for byte
 		s           Summary
 		rows        int
 		contains    []string
 		notContains []string
 	}{
 		{
-			name: "pause with fencing teaches",
+			name:   "pause with fencing teaches",
+			golden: "report-pause-fencing.html",
 			s: Summary{Test: "redis-pause-fencing", RunID: "20261130T081530Z", Verdict: checkers.Invalid, Results: pauseFencingResults(),
+				Started: time.Date(2026, 11, 30, 8, 15, 30, 0, time.UTC), Finished: time.Date(2026, 11, 30, 8, 15, 42, 345_000_000, time.UTC),
 				Notes: []string{"fencing on"}, Spec: json.RawMessage(`{"system":"redis","fencing":true}`),
 				Ops: OpCounts{history.Write: {OK: 1, Fail: 1, Info: 1}, history.Acquire: {OK: 2}}},
 			rows: 5,
@@ -71,20 +101,23 @@ func TestReport(t *testing.T) {
 		},
 		{
 			name:        "all valid has no lesson",
+			golden:      "report-valid.html",
 			s:           Summary{Test: "redis-nofault", Verdict: checkers.Valid, Results: pauseFencingResults()[2:]},
 			rows:        3,
 			contains:    []string{`<h1>redis-nofault <span class="verdict valid">valid</span></h1>`, "No operations were counted."},
 			notContains: []string{"lock safety:", "yet the storage"},
 		},
 		{
-			name: "not applicable is its own grey verdict",
+			name:   "not applicable is its own grey verdict",
+			golden: "report-not-applicable.html",
 			s: Summary{Test: "redlock", Results: append(pauseFencingResults()[2:4],
 				checkers.Result{Checker: "fencing", Property: checkers.PropertyFencing, Verdict: checkers.NotApplicable, Summary: "no tokens"})},
 			rows:     3,
 			contains: []string{`<span class="verdict not-applicable">not-applicable</span>`, ".verdict.not-applicable { background: var(--na); }"},
 		},
 		{
-			name: "hostile strings are escaped",
+			name:   "hostile strings are escaped",
+			golden: "report-hostile.html",
 			s: Summary{Test: hostile, RunID: hostile, Verdict: checkers.Invalid, Results: hostileResults(), Notes: []string{hostile},
 				Error: hostile, Spec: json.RawMessage(`{"key":"` + strings.ReplaceAll(hostile, `"`, `\"`) + `"}`)},
 			rows: 3,
@@ -128,6 +161,7 @@ func TestReport(t *testing.T) {
 					t.Errorf("report contains %q", bad)
 				}
 			}
+			golden(t, tt.golden, page)
 			if t.Failed() {
 				t.Log(page)
 			}
