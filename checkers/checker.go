@@ -79,11 +79,11 @@ type Options struct {
 	// Timeout bounds a search (porcupine); when it runs out the verdict is Unknown.
 	Timeout time.Duration
 	// FaultsRequested says the run asked a nemesis for faults, so a history without any
-	// fault did not test what it was meant to (see Stats).
+	// fault did not test what it was meant to (see stats.go).
 	FaultsRequested bool
 	// Hazards are the hazards the run's nemeses exist to create (history.Hazard), by the
 	// nemesis that asked for each: a pass needs every one of them to have occurred at least
-	// once (see Stats). A history checked without its spec is not held to them.
+	// once (see stats.go). A history checked without its spec is not held to them.
 	Hazards map[string]history.Hazard
 	// Ops are the history's operations as history.Pair made them, given by a caller that
 	// paired it already; nil: RunAll pairs it, once for every checker it runs.
@@ -91,32 +91,77 @@ type Options struct {
 
 	// pairErr is why the history did not pair, when RunAll paired it.
 	pairErr error
-	// carry is what the pieces before this one left, when a history is judged piece by
-	// piece (Stream); nil when it is judged whole.
-	carry *carry
 }
 
-// pair pairs the history, or hands over what was paired once for all checkers. The
-// operations are shared: checkers read them and never change them.
-func (o Options) pair(events []history.Event) ([]history.Op, error) {
-	if o.Ops != nil || o.pairErr != nil {
-		return o.Ops, o.pairErr
-	}
-	return history.Pair(events)
-}
-
-// Checker decides one property of a history.
+// Checker decides one property of a history. Every checker is a checker value (below):
+// its name, its property, and the accumulator it judges a history with.
 type Checker interface {
 	Name() string
 	Property() Property
+	// Check judges a whole history: one piece, added to a fresh accumulator.
 	Check(ctx context.Context, events []history.Event, opts Options) Result
+	// begin starts judging one history, whole or piece by piece (see accumulator).
+	begin(opts Options) accumulator
+}
+
+// accumulator is one checker judging one history. A history judged whole is one piece;
+// one too long to hold is judged piece by piece (stream.go), each piece added in the order
+// of the history. What a checker learns from a piece that a later one needs (counts,
+// evidence, the highest token so far) lives in its accumulator's fields and nowhere else,
+// so the result after the last piece is the one for the whole history.
+type accumulator interface {
+	// add judges the next piece.
+	add(ctx context.Context, p part)
+	// result is the verdict on the pieces added so far; it is asked for once, after the last.
+	result() Result
+}
+
+// part is one piece of a history as a checker judges it.
+type part struct {
+	events []history.Event
+	// ops are the piece's operations, paired, shared by every checker: read them, never
+	// change them.
+	ops []history.Op
+	// tl counts times from the history's first event, also in a later piece.
+	tl timeline
+	// infinity is when an indeterminate operation returns (see operations): no operation
+	// of the piece takes effect after it (see cutter). For a whole history, and the last
+	// piece, it is the history's last time + 1.
+	infinity int64
+	// streamed says the history is judged in pieces; storage is then the register and
+	// fence of each key at the piece's start (data-safety).
+	streamed bool
+	storage  map[string]guarded
+}
+
+// whole is a history judged whole, as one piece.
+func whole(events []history.Event, ops []history.Op) part {
+	return part{events: events, ops: ops, tl: newTimeline(events), infinity: history.Span(events) + 1}
+}
+
+// checker is what every checker is made of, written once: its name, the property its
+// verdict speaks for, and how it begins judging a history.
+type checker struct {
+	name     string
+	property Property
+	// search says its porcupine search takes most of the memory a check needs (see RunAll).
+	search bool
+	start  func(opts Options) accumulator
+}
+
+func (c checker) Name() string                   { return c.name }
+func (c checker) Property() Property             { return c.property }
+func (c checker) begin(opts Options) accumulator { return c.start(opts) }
+
+func (c checker) Check(ctx context.Context, events []history.Event, opts Options) Result {
+	return RunAll(ctx, []Checker{c}, events, opts)[0]
 }
 
 // All returns every checker, in the order reports list them: lock safety first
 // (lock-linearizable, mutual-exclusion), then data safety (data-safety, lost-updates),
 // then fencing, then the herd metric, then the stats precondition.
 func All() []Checker {
-	return []Checker{NewLockLinearizable(), NewMutualExclusion(), NewDataSafety(), NewLostUpdates(), NewFencing(), NewHerd(), NewStats()}
+	return []Checker{lockLinearizable, mutualExclusion, dataSafety, lostUpdates, fencing, herd, stats}
 }
 
 // Worst merges verdicts: invalid beats unknown beats valid. Metrics and verdicts that are
@@ -173,47 +218,93 @@ func precondition(results []Result) []Result {
 
 // RunAll runs every checker, each guarded so a crash becomes Unknown, never a pass, and
 // returns their results in cs's order. The history is paired once for all of them (unless
-// opts.Ops has it paired). With more than one CPU the porcupine searches (searcher) run
-// one after another beside the other checkers: checkers only read the history and the
-// operations, and two searches at once would need twice the memory of one.
+// opts.Ops has it paired); one that does not pair is unknown to every checker.
 func RunAll(ctx context.Context, cs []Checker, events []history.Event, opts Options) []Result {
 	if opts.Ops == nil {
 		opts.Ops, opts.pairErr = history.Pair(events)
 	}
-	results := make([]Result, len(cs))
+	js := begin(cs, opts)
+	if opts.pairErr != nil {
+		results := make([]Result, len(js))
+		for i, j := range js {
+			results[i] = j.named(corrupt(opts.pairErr))
+		}
+		return results
+	}
+	addAll(ctx, js, whole(events, opts.Ops))
+	return resultsOf(js)
+}
+
+// judging is one checker judging one history: its accumulator, guarded. Once it crashed
+// it judges no further piece, and its result is unknown.
+type judging struct {
+	c     Checker
+	acc   accumulator
+	crash string // why it crashed; empty while it has not
+}
+
+// begin starts judging one history with every checker.
+func begin(cs []Checker, opts Options) []*judging {
+	js := make([]*judging, len(cs))
+	for i, c := range cs {
+		js[i] = &judging{c: c}
+		js[i].guard(func() { js[i].acc = c.begin(opts) })
+	}
+	return js
+}
+
+// addAll judges the next piece with every checker. With more than one CPU the porcupine
+// searches (checker.search) run one after another beside the other checkers: checkers
+// only read the piece, and two searches at once would need twice the memory of one.
+func addAll(ctx context.Context, js []*judging, p part) {
 	run := func(search bool) {
-		for i, c := range cs {
-			if _, ok := c.(searcher); ok == search {
-				results[i] = safeCheck(ctx, c, events, opts)
+		for _, j := range js {
+			if c, _ := j.c.(checker); c.search == search {
+				j.guard(func() { j.acc.add(ctx, p) })
 			}
 		}
 	}
 	if runtime.GOMAXPROCS(0) == 1 {
 		run(true)
 		run(false)
-		return results
+		return
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { run(true) })
 	run(false)
 	wg.Wait()
+}
+
+// resultsOf is every checker's result on the pieces added.
+func resultsOf(js []*judging) []Result {
+	results := make([]Result, len(js))
+	for i, j := range js {
+		var r Result
+		j.guard(func() { r = j.acc.result() })
+		results[i] = j.named(r)
+	}
 	return results
 }
 
-// searcher is a checker whose porcupine search takes most of the memory a check needs.
-type searcher interface{ searches() }
-
-func (LockLinearizable) searches() {}
-func (DataSafety) searches()       {}
-
-func safeCheck(ctx context.Context, c Checker, events []history.Event, opts Options) (r Result) {
+// guard runs f unless the checker crashed before, and keeps why if f crashes.
+func (j *judging) guard(f func()) {
+	if j.crash != "" {
+		return
+	}
 	defer func() {
 		if p := recover(); p != nil {
-			r = Result{Checker: c.Name(), Property: c.Property(), Verdict: Unknown, Summary: fmt.Sprintf("checker crashed: %v", p)}
+			j.crash = fmt.Sprintf("checker crashed: %v", p)
 		}
 	}()
-	r = c.Check(ctx, events, opts)
-	r.Checker, r.Property = c.Name(), c.Property()
+	f()
+}
+
+// named is r as the checker's: its name and property, and unknown for no verdict or a crash.
+func (j *judging) named(r Result) Result {
+	if j.crash != "" {
+		r = Result{Verdict: Unknown, Summary: j.crash}
+	}
+	r.Checker, r.Property = j.c.Name(), j.c.Property()
 	if r.Verdict == "" {
 		r.Verdict = Unknown
 	}

@@ -236,7 +236,7 @@ func TestSearchesEndUnknownWhenOutOfTime(t *testing.T) {
 	}
 	events := readHistory(t, "clean.jsonl")
 	for _, tt := range tests {
-		for _, c := range []Checker{NewLockLinearizable(), NewDataSafety()} {
+		for _, c := range []Checker{lockLinearizable, dataSafety} {
 			t.Run(tt.name+"/"+c.Name(), func(t *testing.T) {
 				r := c.Check(tt.ctx, events, Options{Timeout: tt.timeout})
 				if r.Verdict != Unknown || !strings.Contains(r.Summary, "search did not finish") {
@@ -251,8 +251,7 @@ func TestSearchesEndUnknownWhenOutOfTime(t *testing.T) {
 // below never answers until porcupine gives up, so no machine is fast enough to finish it.
 func TestSearchCutShortIsUnknown(t *testing.T) {
 	stuck := linearizability{
-		name: "stuck",
-		model: func(Options, string) porcupine.Model {
+		model: func(part, string) porcupine.Model {
 			return porcupine.Model{
 				Init: func() any { return nobody },
 				StepContext: func(ctx context.Context, state, _, _ any) (bool, any) {
@@ -263,7 +262,7 @@ func TestSearchCutShortIsUnknown(t *testing.T) {
 		},
 		models: isLockOp,
 	}
-	r := stuck.check(t.Context(), readHistory(t, "clean.jsonl"), Options{Timeout: 50 * time.Millisecond})
+	r := stuck.checker("stuck", PropertyLockSafety).Check(t.Context(), readHistory(t, "clean.jsonl"), Options{Timeout: 50 * time.Millisecond})
 	if r.Verdict != Unknown || !strings.Contains(r.Summary, "search did not finish on key k (time limit 50ms)") {
 		t.Errorf("got %s: %s, want unknown: search did not finish", r.Verdict, r.Summary)
 	}
@@ -272,7 +271,7 @@ func TestSearchCutShortIsUnknown(t *testing.T) {
 func TestVisualisationFilesAreWritten(t *testing.T) {
 	events := readHistory(t, "kleppmann-unfenced.jsonl")
 	dir := t.TempDir()
-	for _, c := range []Checker{NewLockLinearizable(), NewDataSafety()} {
+	for _, c := range []Checker{lockLinearizable, dataSafety} {
 		r := c.Check(t.Context(), events, Options{Dir: dir})
 		want := c.Name() + "-k.html"
 		if !slices.Equal(r.Files, []string{want}) {
@@ -288,7 +287,7 @@ func TestVisualisationFilesAreWritten(t *testing.T) {
 			}
 		}
 	}
-	if r := NewLockLinearizable().Check(t.Context(), events, Options{}); len(r.Files) != 0 {
+	if r := lockLinearizable.Check(t.Context(), events, Options{}); len(r.Files) != 0 {
 		t.Errorf("files %q written without a Dir", r.Files)
 	}
 }
@@ -316,16 +315,16 @@ func TestCorruptHistoryIsUnknown(t *testing.T) {
 	}
 }
 
-type panicking struct{}
+// panicking is a checker whose accumulator crashes on the first piece.
+var panicking = checker{name: "panicking", property: PropertyLockSafety, start: func(Options) accumulator { return crashing{} }}
 
-func (panicking) Name() string       { return "panicking" }
-func (panicking) Property() Property { return PropertyLockSafety }
-func (panicking) Check(context.Context, []history.Event, Options) Result {
-	panic("index out of range")
-}
+type crashing struct{}
+
+func (crashing) add(context.Context, part) { panic("index out of range") }
+func (crashing) result() Result            { return Result{Verdict: Valid} }
 
 func TestRunAllTurnsACrashIntoUnknown(t *testing.T) {
-	results := RunAll(t.Context(), []Checker{panicking{}, NewFencing()}, readHistory(t, "clean.jsonl"), Options{})
+	results := RunAll(t.Context(), []Checker{panicking, fencing}, readHistory(t, "clean.jsonl"), Options{})
 	if len(results) != 2 {
 		t.Fatalf("%d results, want 2", len(results))
 	}
@@ -449,7 +448,7 @@ func TestHerd(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			events = nil
 			tt.history()
-			got := NewHerd().Check(context.Background(), events, Options{})
+			got := herd.Check(context.Background(), events, Options{})
 			if got.Verdict != tt.want.verdict || got.Summary != tt.want.summary {
 				t.Errorf("got %s (%s), want %s (%s)", got.Verdict, got.Summary, tt.want.verdict, tt.want.summary)
 			}
@@ -478,7 +477,7 @@ func TestIdentitiesNeverCollide(t *testing.T) {
 		for i := range events {
 			events[i].Index = i
 		}
-		for _, c := range []Checker{NewLockLinearizable(), NewDataSafety()} {
+		for _, c := range []Checker{lockLinearizable, dataSafety} {
 			if r := c.Check(t.Context(), events, Options{}); r.Verdict != Invalid {
 				t.Errorf("processes %d and %d: %s says %s (%s), want invalid", a, b, c.Name(), r.Verdict, r.Summary)
 			}
@@ -560,7 +559,7 @@ func TestFencingJudgesRequestsWithoutGrantTokens(t *testing.T) {
 	add(history.OK, 0, history.Write, 5, 20)
 	add(history.Invoke, 1, history.Write, 3, 30)
 	add(history.OK, 1, history.Write, 3, 40)
-	r := NewFencing().Check(t.Context(), events, Options{})
+	r := fencing.Check(t.Context(), events, Options{})
 	if r.Verdict != Invalid || r.Counts["stale-accepted"] != 1 {
 		t.Errorf("got %s (%s, %v), want invalid with 1 stale request accepted", r.Verdict, r.Summary, r.Counts)
 	}
@@ -590,7 +589,7 @@ func TestVisualisationEscapesHistoryStrings(t *testing.T) {
 	events := readHistory(t, "kleppmann-unfenced.jsonl")
 	events[6].Error = hostile // p1's grant, which both models place
 	dir := t.TempDir()
-	for _, c := range []Checker{NewLockLinearizable(), NewDataSafety()} {
+	for _, c := range []Checker{lockLinearizable, dataSafety} {
 		r := c.Check(t.Context(), events, Options{Dir: dir})
 		for _, f := range r.Files {
 			page, err := os.ReadFile(filepath.Join(dir, f))
@@ -614,8 +613,7 @@ func TestSearchStoppedMidwayIsUnknown(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(t.Context())
 	steps, after := 0, 0
 	counting := linearizability{
-		name: "counting",
-		model: func(Options, string) porcupine.Model {
+		model: func(part, string) porcupine.Model {
 			m := strictMutex
 			step := m.StepContext
 			m.StepContext = func(c context.Context, state, in, out any) (bool, any) {
@@ -630,7 +628,7 @@ func TestSearchStoppedMidwayIsUnknown(t *testing.T) {
 		},
 		models: isLockOp,
 	}
-	r := counting.check(ctx, readHistory(t, "clean.jsonl"), Options{Timeout: time.Minute})
+	r := counting.checker("counting", PropertyLockSafety).Check(ctx, readHistory(t, "clean.jsonl"), Options{Timeout: time.Minute})
 	if r.Verdict != Unknown || !strings.Contains(r.Summary, "search did not finish on key k (memory limit reached") {
 		t.Errorf("got %s: %s, want unknown: search did not finish, memory limit reached", r.Verdict, r.Summary)
 	}

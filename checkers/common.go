@@ -78,6 +78,31 @@ func sweepCompletedBefore(ops []history.Op, rank func(history.Op) int64, visit f
 	}
 }
 
+// best is the highest-ranked operation seen in the pieces before (sweepCompletedBefore's
+// best): every one of them ended before the piece began.
+type best struct {
+	op    history.Op
+	rank  int64
+	found bool
+}
+
+// sweepAfter is sweepCompletedBefore over one piece's operations, each also compared with
+// the best of the pieces before, which then takes in the piece's.
+func sweepAfter(before *best, ops []history.Op, rank func(history.Op) int64, visit func(op, best history.Op, found bool)) {
+	sweepCompletedBefore(ops, rank, func(op, b history.Op, found bool) {
+		// On equal ranks the earlier end wins: the one from before.
+		if before.found && (!found || before.rank >= rank(b)) {
+			b, found = before.op, true
+		}
+		visit(op, b, found)
+	})
+	for _, op := range ops {
+		if r := rank(op); !before.found || r > before.rank {
+			before.op, before.rank, before.found = op, r, true
+		}
+	}
+}
+
 // orderBy is the indexes of keys in the order of their keys, equal keys in the order they
 // come: a stable sort that moves indexes, not the (large) operations they stand for.
 func orderBy(keys []int64) []int {

@@ -25,31 +25,32 @@ import (
 	"github.com/lockbreaker/lockbreaker/history"
 )
 
-// DataSafety checks storage reads and writes against a register guarded by a correct lock.
-type DataSafety struct{}
+// dataSafety checks storage reads and writes against a register guarded by a correct lock.
+var dataSafety = checker{name: "data-safety", property: PropertyDataSafety, search: true, start: func(opts Options) accumulator {
+	return &safetyState{searchState: linearizability{model: storedModel, models: isGuardedOp}.begin("data-safety", opts)}
+}}
 
-// NewDataSafety returns the data-safety checker.
-func NewDataSafety() DataSafety { return DataSafety{} }
+// safetyState is dataSafety's search, and the writes it counts, over the pieces judged so far.
+type safetyState struct {
+	*searchState
+	accepted, rejected int
+}
 
-func (DataSafety) Name() string       { return "data-safety" }
-func (DataSafety) Property() Property { return PropertyDataSafety }
-
-func (c DataSafety) Check(ctx context.Context, events []history.Event, opts Options) Result {
-	r := linearizability{name: c.Name(), model: storedModel, models: isGuardedOp}.check(ctx, events, opts)
-	if r.Counts == nil { // a corrupt history: nothing was counted
-		return r
-	}
-	st := stateOf[writeCounts](opts, "data-safety writes")
-	for _, e := range events {
+func (st *safetyState) add(ctx context.Context, p part) {
+	st.searchState.add(ctx, p)
+	for _, e := range p.events {
 		if e.Func == history.Write && e.Type == history.OK {
 			st.accepted++
 		} else if e.Func == history.Write && e.Type == history.Fail {
 			st.rejected++
 		}
 	}
-	accepted, rejected := st.accepted, st.rejected
-	r.Counts["writes-accepted"], r.Counts["writes-rejected"] = accepted, rejected
-	r.Summary += fmt.Sprintf("; %s accepted, %d rejected", plural(accepted, "write"), rejected)
+}
+
+func (st *safetyState) result() Result {
+	r := st.searchState.result()
+	r.Counts["writes-accepted"], r.Counts["writes-rejected"] = st.accepted, st.rejected
+	r.Summary += fmt.Sprintf("; %s accepted, %d rejected", plural(st.accepted, "write"), st.rejected)
 	return r
 }
 
@@ -89,16 +90,13 @@ func (s guarded) admit(req request) (guarded, bool) {
 	return s, true
 }
 
-// writeCounts counts the writes accepted and rejected, over the pieces judged so far.
-type writeCounts struct{ accepted, rejected int }
-
 // storedModel is guardedRegister from where the pieces before left the key: a piece
 // starts where nobody holds the lock, with the register and fence the cutter found.
-func storedModel(opts Options, key string) porcupine.Model {
-	if opts.carry == nil {
+func storedModel(p part, key string) porcupine.Model {
+	if !p.streamed {
 		return guardedRegister
 	}
-	return guardedFrom(opts.carry.storage[key])
+	return guardedFrom(p.storage[key])
 }
 
 var guardedRegister = guardedFrom(guarded{})

@@ -23,26 +23,23 @@ import (
 // the report reads it.
 const CountStaleRejected = "stale-rejected"
 
-// Fencing checks that tokens increase and that the storage rejects stale ones.
-type Fencing struct{}
+// fencing checks that tokens increase and that the storage rejects stale ones.
+var fencing = checker{name: "fencing", property: PropertyFencing, start: func(Options) accumulator {
+	return &fencingState{keys: map[string]*keyFencing{}}
+}}
 
-// NewFencing returns the fencing checker.
-func NewFencing() Fencing { return Fencing{} }
+// fencingState is what fencing found, over the pieces judged so far.
+type fencingState struct {
+	tl                                     timeline // the last piece's
+	grants, accepted, staleRejected        int
+	keys                                   map[string]*keyFencing
+	regressions, duplicates, staleAccepted evidence
+	violation                              earliest
+}
 
-func (Fencing) Name() string       { return "fencing" }
-func (Fencing) Property() Property { return PropertyFencing }
-
-func (Fencing) Check(_ context.Context, events []history.Event, opts Options) Result {
-	ops, err := opts.pair(events)
-	if err != nil {
-		return corrupt(err)
-	}
-	st := stateOf[fencingState](opts, "fencing")
-	if st.keys == nil {
-		st.keys = map[string]*keyFencing{}
-	}
+func (st *fencingState) add(_ context.Context, p part) {
 	var grants, accepted []history.Op
-	for _, op := range ops {
+	for _, op := range p.ops {
 		storage := op.Func() == history.Read || op.Func() == history.Write
 		switch {
 		case op.Func() == history.Acquire && op.Type() == history.OK && op.Complete.Token != nil:
@@ -55,13 +52,8 @@ func (Fencing) Check(_ context.Context, events []history.Event, opts Options) Re
 	}
 	st.grants += len(grants)
 	st.accepted += len(accepted)
-	staleRejected := st.staleRejected
-	if st.grants == 0 && st.accepted == 0 && staleRejected == 0 {
-		return Result{Verdict: NotApplicable, Summary: "no fencing tokens in this history: nothing to check",
-			Counts: map[string]int{"grants-with-token": 0}}
-	}
-
-	tl := opts.timeline(events)
+	st.tl = p.tl
+	tl := p.tl
 	regressions, duplicates, staleAccepted, violation := &st.regressions, &st.duplicates, &st.staleAccepted, &st.violation
 	keyOf := func(key string) *keyFencing {
 		if st.keys[key] == nil {
@@ -109,6 +101,14 @@ func (Fencing) Check(_ context.Context, events []history.Event, opts Options) Re
 			}
 		})
 	}
+}
+
+func (st *fencingState) result() Result {
+	staleRejected, regressions, duplicates, staleAccepted := st.staleRejected, &st.regressions, &st.duplicates, &st.staleAccepted
+	if st.grants == 0 && st.accepted == 0 && staleRejected == 0 {
+		return Result{Verdict: NotApplicable, Summary: "no fencing tokens in this history: nothing to check",
+			Counts: map[string]int{"grants-with-token": 0}}
+	}
 
 	r := Result{
 		Evidence: append(append(regressions.list(), duplicates.list()...), staleAccepted.list()...),
@@ -120,7 +120,7 @@ func (Fencing) Check(_ context.Context, events []history.Event, opts Options) Re
 			"stale-accepted":    staleAccepted.count(),
 		},
 	}
-	r.FirstViolation = violation.since(tl)
+	r.FirstViolation = st.violation.since(st.tl)
 	var failures []string
 	if n := regressions.count(); n > 0 {
 		failures = append(failures, plural(n, "token regression"))
@@ -140,14 +140,6 @@ func (Fencing) Check(_ context.Context, events []history.Event, opts Options) Re
 		}
 	}
 	return r
-}
-
-// fencingState is what Fencing found, over the pieces judged so far.
-type fencingState struct {
-	grants, accepted, staleRejected        int
-	keys                                   map[string]*keyFencing
-	regressions, duplicates, staleAccepted evidence
-	violation                              earliest
 }
 
 // keyFencing is one key's tokens: every token granted (a duplicate may come any time

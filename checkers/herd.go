@@ -24,29 +24,23 @@ import (
 // too, so a little more is normal.
 const herdLimit = 2.0
 
-// Herd measures watch notifications per handoff of the lock.
-type Herd struct{}
+// herd measures watch notifications per handoff of the lock.
+var herd = checker{name: "herd", property: PropertyMetric, start: func(Options) accumulator {
+	return &herdState{granted: map[string]bool{}}
+}}
 
-// NewHerd returns the herd checker.
-func NewHerd() Herd { return Herd{} }
+// herdState is what herd counts, over the pieces judged so far.
+type herdState struct {
+	notifications, handoffs int
+	granted                 map[string]bool // keys granted at least once
+}
 
-func (Herd) Name() string       { return "herd" }
-func (Herd) Property() Property { return PropertyMetric }
-
-func (Herd) Check(_ context.Context, events []history.Event, opts Options) Result {
-	ops, err := opts.pair(events)
-	if err != nil {
-		return corrupt(err)
-	}
-	// Every grant of a key but its first is a handoff, however the hold before it ended:
-	// an ok release, a release that failed not-held because the session had expired, or
-	// none at all.
-	st := stateOf[herdState](opts, "herd")
-	if st.granted == nil {
-		st.granted = map[string]bool{}
-	}
+// Every grant of a key but its first is a handoff, however the hold before it ended: an
+// ok release, a release that failed not-held because the session had expired, or none at
+// all.
+func (st *herdState) add(_ context.Context, p part) {
 	granted := st.granted
-	for _, op := range ops {
+	for _, op := range p.ops {
 		if op.Func() != history.Acquire || op.Type() != history.OK || op.Complete.WatchEvents == nil {
 			continue
 		}
@@ -56,6 +50,10 @@ func (Herd) Check(_ context.Context, events []history.Event, opts Options) Resul
 		}
 		granted[op.Invoke.Key] = true
 	}
+}
+
+func (st *herdState) result() Result {
+	granted := st.granted
 	notifications, handoffs := st.notifications, st.handoffs
 	counts := map[string]int{"notifications": notifications, "handoffs": handoffs}
 	switch {
@@ -72,10 +70,4 @@ func (Herd) Check(_ context.Context, events []history.Event, opts Options) Resul
 		r.Summary += fmt.Sprintf(": a thundering herd (more than %.0f)", herdLimit)
 	}
 	return r
-}
-
-// herdState is what Herd counts, over the pieces judged so far.
-type herdState struct {
-	notifications, handoffs int
-	granted                 map[string]bool // keys granted at least once
 }

@@ -112,12 +112,42 @@ type response struct {
 
 // linearizability is one porcupine checker: its model and the operations the model speaks of.
 type linearizability struct {
-	name string
 	// model is the model of a key, starting from the state the pieces before left it in
-	// (carry.storage); a key's first piece starts where a whole history does.
-	model func(opts Options, key string) porcupine.Model
+	// (part.storage); a key's first piece starts where a whole history does.
+	model func(p part, key string) porcupine.Model
 	// models says whether op takes part in the search; any other op is left out.
 	models func(op history.Op, o outcome) bool
+}
+
+// checker is the porcupine checker named name.
+func (l linearizability) checker(name string, property Property) checker {
+	return checker{name: name, property: property, search: true, start: func(opts Options) accumulator { return l.begin(name, opts) }}
+}
+
+// begin starts the search of one history.
+func (l linearizability) begin(name string, opts Options) *searchState {
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = defaultTimeout
+	}
+	return &searchState{l: l, name: name, dir: opts.Dir, timeout: timeout,
+		keys: map[string]bool{}, illegal: map[string]bool{}, undecided: map[string]bool{}, files: fileNames{}}
+}
+
+// searchState is what a porcupine checker found, over the pieces judged so far.
+type searchState struct {
+	l       linearizability
+	name    string
+	dir     string        // Options.Dir
+	timeout time.Duration // each piece's
+	// why is why the last piece's searches stopped short, if one did: the time limit, or
+	// the cause of its context's end.
+	why                      string
+	keys, illegal, undecided map[string]bool
+	operations               int
+	proof, doubt             evidence
+	files                    fileNames
+	drawn                    []string // the pages written
 }
 
 // keySearch is one key's search and what is needed to explain it.
@@ -132,13 +162,10 @@ type keySearch struct {
 	verbose    bool // info holds porcupine's record of the search
 }
 
-// check searches every key and merges the per-key answers: any illegal key makes the
-// history invalid, any key left undecided makes it unknown.
-func (l linearizability) check(ctx context.Context, events []history.Event, opts Options) Result {
-	ops, err := opts.pair(events)
-	if err != nil {
-		return corrupt(err)
-	}
+// add searches every key of the piece. Any illegal key makes the history invalid, any
+// key left undecided makes it unknown.
+func (st *searchState) add(ctx context.Context, p part) {
+	l, ops, timeout := st.l, p.ops, st.timeout
 	var modelled []*history.Op // the shared operations, never copied
 	for i := range ops {
 		if l.models(ops[i], outcomeOf(ops[i])) {
@@ -146,25 +173,16 @@ func (l linearizability) check(ctx context.Context, events []history.Event, opts
 		}
 	}
 	keys, groups := byKey(modelled, func(op *history.Op) string { return op.Invoke.Key })
-	timeout := opts.Timeout
-	if timeout <= 0 {
-		timeout = defaultTimeout
-	}
 	deadline := time.Now().Add(timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	infinity := opts.infinity(events)
-	tl := opts.timeline(events)
+	infinity, tl := p.infinity, p.tl
 	var page visualisation
-	if opts.Dir != "" {
-		page = newVisualisation(events, tl, infinity)
+	if st.dir != "" {
+		page = newVisualisation(p.events, tl, infinity)
 	}
 
-	st := stateOf[searchState](opts, l.name)
-	if st.keys == nil {
-		st.keys, st.illegal, st.undecided, st.files = map[string]bool{}, map[string]bool{}, map[string]bool{}, fileNames{}
-	}
 	st.operations += len(modelled)
 	proof, doubt := &st.proof, &st.doubt
 	for _, key := range keys {
@@ -175,8 +193,8 @@ func (l linearizability) check(ctx context.Context, events []history.Event, opts
 		if st.illegal[key] {
 			continue
 		}
-		draw := opts.Dir != ""
-		s := l.search(ctx, deadline, l.model(opts, key), key, groups[key], infinity, draw)
+		draw := st.dir != ""
+		s := l.search(ctx, deadline, l.model(p, key), key, groups[key], infinity, draw)
 		switch {
 		case !s.searched || s.result == porcupine.Unknown:
 			st.undecided[key] = true
@@ -188,9 +206,9 @@ func (l linearizability) check(ctx context.Context, events []history.Event, opts
 			}
 		}
 		// A history judged in pieces draws only where a search found it illegal.
-		if draw && s.verbose && (opts.carry == nil || s.result == porcupine.Illegal) {
-			name := st.files.next(l.name, key)
-			if err := page.write(filepath.Join(opts.Dir, name), s.model, s); err != nil {
+		if draw && s.verbose && (!p.streamed || s.result == porcupine.Illegal) {
+			name := st.files.next(st.name, key)
+			if err := page.write(filepath.Join(st.dir, name), s.model, s); err != nil {
 				doubt.addf("key %s: %v", key, err)
 			} else {
 				st.drawn = append(st.drawn, name)
@@ -202,32 +220,25 @@ func (l linearizability) check(ctx context.Context, events []history.Event, opts
 			}
 		}
 	}
+	st.why = fmt.Sprintf("time limit %v", timeout)
+	if ctx.Err() != nil {
+		st.why = context.Cause(ctx).Error()
+	}
+}
 
+func (st *searchState) result() Result {
 	r := Result{Counts: map[string]int{"keys": len(st.keys), "operations": st.operations}, Files: st.drawn}
 	illegal, undecided := slices.Sorted(maps.Keys(st.illegal)), slices.Sorted(maps.Keys(st.undecided))
-	r.Evidence = append(proof.list(), doubt.list()...)
+	r.Evidence = append(st.proof.list(), st.doubt.list()...)
 	switch {
 	case len(illegal) > 0:
 		r.Verdict, r.Summary = Invalid, "not linearizable on key "+strings.Join(illegal, ", ")
 	case len(undecided) > 0:
-		why := fmt.Sprintf("time limit %v", timeout)
-		if ctx.Err() != nil {
-			why = context.Cause(ctx).Error()
-		}
-		r.Verdict, r.Summary = Unknown, fmt.Sprintf("search did not finish on key %s (%s)", strings.Join(undecided, ", "), why)
+		r.Verdict, r.Summary = Unknown, fmt.Sprintf("search did not finish on key %s (%s)", strings.Join(undecided, ", "), st.why)
 	default:
 		r.Verdict, r.Summary = Valid, fmt.Sprintf("linearizable: %s, %s", plural(len(st.keys), "key"), plural(st.operations, "operation"))
 	}
 	return r
-}
-
-// searchState is what a porcupine checker found, over the pieces judged so far.
-type searchState struct {
-	keys, illegal, undecided map[string]bool
-	operations               int
-	proof, doubt             evidence
-	files                    fileNames
-	drawn                    []string // the pages written
 }
 
 // search runs porcupine on one key with the time left; a cancelled context (its cause: a

@@ -7,25 +7,14 @@ package checkers
 // keeps the data safe (data-safety judges that).
 
 import (
-	"context"
-
 	"github.com/anishathalye/porcupine"
 
 	"github.com/lockbreaker/lockbreaker/history"
 )
 
-// LockLinearizable checks the lock operations against a strict mutex, key by key.
-type LockLinearizable struct{}
-
-// NewLockLinearizable returns the lock-safety checker.
-func NewLockLinearizable() LockLinearizable { return LockLinearizable{} }
-
-func (LockLinearizable) Name() string       { return "lock-linearizable" }
-func (LockLinearizable) Property() Property { return PropertyLockSafety }
-
-func (c LockLinearizable) Check(ctx context.Context, events []history.Event, opts Options) Result {
-	return linearizability{name: c.Name(), model: func(Options, string) porcupine.Model { return strictMutex }, models: isLockOp}.check(ctx, events, opts)
-}
+// lockLinearizable checks the lock operations against a strict mutex, key by key.
+var lockLinearizable = linearizability{model: func(part, string) porcupine.Model { return strictMutex }, models: isLockOp}.
+	checker("lock-linearizable", PropertyLockSafety)
 
 // isLockOp keeps acquires and releases that may have had an effect. A failed acquire
 // changed nothing; a release failing "not-held" is kept, as it tells that the caller's

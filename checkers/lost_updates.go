@@ -20,26 +20,24 @@ import (
 	"github.com/lockbreaker/lockbreaker/history"
 )
 
-// LostUpdates compares the final counter with the writes the storage acknowledged.
-type LostUpdates struct{}
+// lostUpdates compares the final counter with the writes the storage acknowledged.
+var lostUpdates = checker{name: "lost-updates", property: PropertyDataSafety, start: func(Options) accumulator {
+	return &updatesState{keys: map[string]*keyUpdates{}}
+}}
 
-// NewLostUpdates returns the lost-updates checker.
-func NewLostUpdates() LostUpdates { return LostUpdates{} }
+// updatesState is what lostUpdates counted, over the pieces judged so far; the verdict
+// is made from it after the last piece, as the final read comes last.
+type updatesState struct {
+	tl    timeline               // the last piece's
+	keys  map[string]*keyUpdates // the keys written or read finally
+	stale evidence
+	first earliest
+}
 
-func (LostUpdates) Name() string       { return "lost-updates" }
-func (LostUpdates) Property() Property { return PropertyDataSafety }
-
-func (LostUpdates) Check(_ context.Context, events []history.Event, opts Options) Result {
-	ops, err := opts.pair(events)
-	if err != nil {
-		return corrupt(err)
-	}
-	tl := opts.timeline(events)
-	st := stateOf[updatesState](opts, "lost-updates")
-	if st.keys == nil {
-		st.keys = map[string]*keyUpdates{}
-	}
-	keys, groups := byKey(ops, opKey)
+func (st *updatesState) add(_ context.Context, p part) {
+	tl := p.tl
+	st.tl = tl
+	keys, groups := byKey(p.ops, opKey)
 	for _, key := range keys {
 		var accepted []history.Op
 		k := st.keys[key]
@@ -70,7 +68,10 @@ func (LostUpdates) Check(_ context.Context, events []history.Event, opts Options
 			}
 		})
 	}
+}
 
+func (st *updatesState) result() Result {
+	tl := st.tl
 	var counted, acknowledged, indeterminate, final, lost int
 	var damage evidence
 	var unread, broken []string
@@ -130,14 +131,6 @@ func (LostUpdates) Check(_ context.Context, events []history.Event, opts Options
 			plural(acknowledged, "acknowledged increment"), final, indeterminate)
 	}
 	return r
-}
-
-// updatesState is what LostUpdates counted, over the pieces judged so far; the verdict
-// is made anew from it after each piece, as the final read comes last.
-type updatesState struct {
-	keys  map[string]*keyUpdates // the keys written or read finally
-	stale evidence
-	first earliest
 }
 
 // keyUpdates is one key's writes and final read.

@@ -18,14 +18,10 @@ import (
 	"github.com/lockbreaker/lockbreaker/history"
 )
 
-// MutualExclusion reports every pair of overlapping holds of one key by different clients.
-type MutualExclusion struct{}
-
-// NewMutualExclusion returns the mutual-exclusion checker.
-func NewMutualExclusion() MutualExclusion { return MutualExclusion{} }
-
-func (MutualExclusion) Name() string       { return "mutual-exclusion" }
-func (MutualExclusion) Property() Property { return PropertyLockSafety }
+// mutualExclusion reports every pair of overlapping holds of one key by different clients.
+var mutualExclusion = checker{name: "mutual-exclusion", property: PropertyLockSafety, start: func(Options) accumulator {
+	return &exclusionState{keys: map[string]bool{}}
+}}
 
 // hold is the time a process believed it held a key.
 type hold struct {
@@ -36,23 +32,27 @@ type hold struct {
 	released bool          // whether until is a release
 }
 
-func (MutualExclusion) Check(_ context.Context, events []history.Event, opts Options) Result {
-	ops, err := opts.pair(events)
-	if err != nil {
-		return corrupt(err)
-	}
-	tl := opts.timeline(events)
-	keys, groups := byKey(holds(ops, lastEvents(events)), func(h hold) string { return h.key })
-	st := stateOf[exclusionState](opts, "mutual-exclusion")
-	if st.keys == nil {
-		st.keys = map[string]bool{}
-	}
+// exclusionState is what mutualExclusion found, over the pieces judged so far. A piece
+// ends where no hold is open (see cutter), so no hold spans two.
+type exclusionState struct {
+	tl       timeline // the last piece's
+	keys     map[string]bool
+	total    int
+	overlaps []Overlap
+	found    evidence
+	first    earliest
+}
+
+func (st *exclusionState) add(_ context.Context, p part) {
+	tl := p.tl
+	st.tl = tl
+	keys, groups := byKey(holds(p.ops, lastEvents(p.events)), func(h hold) string { return h.key })
 	found, first := &st.found, &st.first
 	for _, key := range keys {
 		st.keys[key] = true
 		st.total += len(groups[key])
-		for _, p := range overlapping(groups[key]) {
-			earlier, later := p[0], p[1]
+		for _, pair := range overlapping(groups[key]) {
+			earlier, later := pair[0], pair[1]
 			ended := "its last event"
 			if earlier.released {
 				ended = "its release"
@@ -67,6 +67,10 @@ func (MutualExclusion) Check(_ context.Context, events []history.Event, opts Opt
 				processName(later.process), key, tl.event(later.granted), processName(earlier.process), overlap)
 		}
 	}
+}
+
+func (st *exclusionState) result() Result {
+	found, first, tl := &st.found, &st.first, st.tl
 	overlaps, total := found.count(), st.total
 	r := Result{Overlaps: st.overlaps, Evidence: found.list(), Counts: map[string]int{"holds": total, "overlaps": overlaps}}
 	r.FirstViolation = first.since(tl)
@@ -76,16 +80,6 @@ func (MutualExclusion) Check(_ context.Context, events []history.Event, opts Opt
 		r.Verdict, r.Summary = Valid, fmt.Sprintf("no overlapping holds (%s on %s)", plural(total, "hold"), plural(len(st.keys), "key"))
 	}
 	return r
-}
-
-// exclusionState is what MutualExclusion found, over the pieces judged so far. A piece
-// ends where no hold is open (see cutter), so no hold spans two.
-type exclusionState struct {
-	keys     map[string]bool
-	total    int
-	overlaps []Overlap
-	found    evidence
-	first    earliest
 }
 
 // holds finds every hold in ops (ordered by invocation, so a process's operations come in

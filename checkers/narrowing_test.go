@@ -62,7 +62,7 @@ func TestNarrowingFindsAStaleWrite(t *testing.T) {
 			ev(history.OK, 1, history.Write, 120, value(1), maybe(110, 110)),
 		)
 	}
-	onlyNarrowedIsInvalid(t, NewDataSafety(), build)
+	onlyNarrowedIsInvalid(t, dataSafety, build)
 }
 
 // The storage accepted token 3 at t=50 and then token 2 at t=60, in requests whose
@@ -82,7 +82,7 @@ func TestNarrowingFindsAStaleTokenAccepted(t *testing.T) {
 			ev(history.OK, 0, history.Write, 75, value(2), token(2), maybe(60)),
 		)
 	}
-	onlyNarrowedIsInvalid(t, NewFencing(), build)
+	onlyNarrowedIsInvalid(t, fencing, build)
 }
 
 // onlyNarrowedIsInvalid checks that c passes the history built without the servers'
@@ -133,7 +133,7 @@ func TestGeneratedRunsVerdicts(t *testing.T) {
 // stuck, and the result says so.
 func TestPageOfALongHistoryIsCapped(t *testing.T) {
 	dir := t.TempDir()
-	r := NewDataSafety().Check(t.Context(), histgen.Generate(histgen.Config{Ops: 5000, Clients: 5, Effects: true, Seed: 1}), Options{Dir: dir})
+	r := dataSafety.Check(t.Context(), histgen.Generate(histgen.Config{Ops: 5000, Clients: 5, Effects: true, Seed: 1}), Options{Dir: dir})
 	if r.Verdict != Invalid || len(r.Files) != 1 {
 		t.Fatalf("%s, files %q: want invalid with one page", r.Verdict, r.Files)
 	}

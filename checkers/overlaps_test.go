@@ -33,7 +33,7 @@ func TestMutualExclusionKeepsOverlapsUpToItsLimit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := NewMutualExclusion().Check(t.Context(), tt.events, Options{})
+			r := mutualExclusion.Check(t.Context(), tt.events, Options{})
 			if len(r.Overlaps) != tt.kept || r.Counts["overlaps"] != tt.count || r.Verdict != Invalid {
 				t.Fatalf("%s, %d overlaps kept, count %d, want %d kept of %d", r.Verdict, len(r.Overlaps), r.Counts["overlaps"], tt.kept, tt.count)
 			}

@@ -17,22 +17,21 @@ import (
 	"github.com/lockbreaker/lockbreaker/history"
 )
 
-// Stats is the precondition every pass rests on.
-type Stats struct{}
+// stats is the precondition every pass rests on.
+var stats = checker{name: "stats", property: PropertyPrecondition, start: func(opts Options) accumulator {
+	return &statsState{faultsRequested: opts.FaultsRequested, wanted: opts.Hazards}
+}}
 
-// NewStats returns the stats precondition.
-func NewStats() Stats { return Stats{} }
+// statsState is what stats counts, over the pieces judged so far.
+type statsState struct {
+	faultsRequested           bool
+	wanted                    map[string]history.Hazard // Options.Hazards
+	acquired, written, faults int
+	hazards                   map[history.Hazard]int
+}
 
-func (Stats) Name() string       { return "stats" }
-func (Stats) Property() Property { return PropertyPrecondition }
-
-func (Stats) Check(_ context.Context, events []history.Event, opts Options) Result {
-	ops, err := opts.pair(events)
-	if err != nil {
-		return corrupt(err)
-	}
-	st := stateOf[statsState](opts, "stats")
-	for _, op := range ops {
+func (st *statsState) add(_ context.Context, p part) {
+	for _, op := range p.ops {
 		if op.Type() == history.OK {
 			switch op.Func() {
 			case history.Acquire:
@@ -43,13 +42,16 @@ func (Stats) Check(_ context.Context, events []history.Event, opts Options) Resu
 		}
 	}
 	// A fault is counted by its start, so one that spans two pieces counts once.
-	st.faults += len(history.Faults(events))
+	st.faults += len(history.Faults(p.events))
 	if st.hazards == nil {
 		st.hazards = map[history.Hazard]int{}
 	}
-	for h, n := range history.CountHazards(events) {
+	for h, n := range history.CountHazards(p.events) {
 		st.hazards[h] += n
 	}
+}
+
+func (st *statsState) result() Result {
 	acquired, written, faults, hazards := st.acquired, st.written, st.faults, st.hazards
 	r := Result{Counts: map[string]int{"acquires-granted": acquired, "writes-accepted": written, "faults": faults}}
 	for h, n := range hazards {
@@ -62,11 +64,11 @@ func (Stats) Check(_ context.Context, events []history.Event, opts Options) Resu
 	if written == 0 {
 		missing = append(missing, "no storage write was accepted")
 	}
-	if opts.FaultsRequested && faults == 0 {
+	if st.faultsRequested && faults == 0 {
 		missing = append(missing, "the nemesis injected no fault")
 	} else {
-		for _, nemesis := range slices.Sorted(maps.Keys(opts.Hazards)) {
-			if h := opts.Hazards[nemesis]; hazards[h] == 0 {
+		for _, nemesis := range slices.Sorted(maps.Keys(st.wanted)) {
+			if h := st.wanted[nemesis]; hazards[h] == 0 {
 				m := fmt.Sprintf("%s injected %s and %s", nemesis, plural(faults, "fault"), h.Absent())
 				if c := h.Condition(); hazards[c] > 0 {
 					m += fmt.Sprintf(" (%s, but no other client was answered while it was held: the danger never came)", c.Count(hazards[c]))
@@ -87,11 +89,5 @@ func (Stats) Check(_ context.Context, events []history.Event, opts Options) Resu
 	return r
 }
 
-// statsState is what Stats counts, over the pieces judged so far.
-type statsState struct {
-	acquired, written, faults int
-	hazards                   map[history.Hazard]int
-}
-
-// HazardCount is the name under which Stats counts a hazard's occurrences.
+// HazardCount is the name under which stats counts a hazard's occurrences.
 func HazardCount(h history.Hazard) string { return "hazard " + string(h) }

@@ -23,11 +23,11 @@ package checkers
 // state is known: in the strict mutex the holder is nobody or an identity that never acts
 // again, which allows exactly what nobody allows; in the guarded register the same holds
 // of the holder, and the register and fence are the ones found. So each piece is searched
-// from that state (carry.storage), and the porcupine verdicts of the pieces together are
+// from that state (place.storage), and the porcupine verdicts of the pieces together are
 // the whole history's. The other checkers' questions are about operations whose windows do
 // not span T either (holds, grants, accepted requests): each carries what it needs across
-// (the highest token and value so far, every token granted, counts), and its result after
-// the last piece is the one for the whole history.
+// in its accumulator (the highest token and value so far, every token granted, counts),
+// and its result after the last piece is the one for the whole history.
 //
 // Where no such T comes for a long stretch, the stretch is judged as one piece and a note
 // says so; past Limits.MaxOps held at once, or Limits.MaxHeap of live heap while a piece
@@ -70,7 +70,9 @@ type Stream struct {
 	ctx    context.Context
 	opts   Options
 	limits Limits
-	carry  carry // of the next piece
+	place  place // of the next piece
+	// judging is every checker's judging of the history, piece after piece.
+	judging []*judging
 
 	ops     []*history.Op // operations since the last cut, in the order they were invoked
 	events  []heldEvent   // their events and the nemesis's, in the history's order
@@ -105,13 +107,24 @@ type heldOp struct {
 type piece struct {
 	events []*history.Event
 	ops    []*history.Op
-	carry  carry
+	place  place
+}
+
+// place is where a piece lies in its history.
+type place struct {
+	// start is the history's first event's time, from which evidence counts times.
+	start int64
+	// infinity is the piece's end: no operation of the piece takes effect after it (see
+	// cutter). For the last piece it is the history's last time + 1, as for a whole history.
+	infinity int64
+	// storage is the register and fence of each key at the piece's start (data-safety).
+	storage map[string]guarded
 }
 
 // NewStream starts judging a history with every checker (All), as Judge does.
 func NewStream(ctx context.Context, opts Options, limits Limits) *Stream {
 	return &Stream{ctx: ctx, opts: opts, limits: limits, open: map[int]*heldOp{}, tryAt: limits.PieceOps,
-		carry: carry{states: &states{}}}
+		judging: begin(All(), opts)}
 }
 
 // Add takes the history's next event. Events must come in the order of their times, as a
@@ -120,18 +133,18 @@ func (s *Stream) Add(e history.Event) {
 	if s.failed != "" {
 		return
 	}
-	if !s.seen || e.Time < s.carry.start {
-		s.carry.start = e.Time
+	if !s.seen || e.Time < s.place.start {
+		s.place.start = e.Time
 	}
 	s.seen = true
-	s.carry.infinity = max(s.carry.infinity, e.Time+1)
+	s.place.infinity = max(s.place.infinity, e.Time+1)
 	switch {
 	case e.Process == history.NemesisProcess:
 		s.events = append(s.events, heldEvent{event: &e})
 		return
 	case e.Type == history.Invoke:
 		if s.cuts > 0 && e.Time <= s.lastCut {
-			s.fail(fmt.Sprintf("event #%d comes before the history was cut at %s", e.Index, s.opts.timeline(nil).at(s.lastCut)))
+			s.fail(fmt.Sprintf("event #%d comes before the history was cut at %s", e.Index, timeline{}.at(s.lastCut)))
 			return
 		}
 		op := &heldOp{Op: history.Op{Invoke: e}}
@@ -174,7 +187,7 @@ func (s *Stream) heapFull() bool {
 
 // at is a time of the history as evidence prints it; the start for 0.
 func (s *Stream) at(t int64) string {
-	return timeline{start: s.carry.start}.at(max(t, s.carry.start))
+	return timeline{start: s.place.start}.at(max(t, s.place.start))
 }
 
 // Notes say where the history had no place to cut for a long stretch.
@@ -189,16 +202,20 @@ func (s *Stream) Results() []Result {
 		s.pieces = nil
 	}
 	if s.heapFull() {
-		return s.givenUp(s.judge(piece{carry: s.carry}))
+		s.judge(piece{place: s.place})
+		return s.givenUp(resultsOf(s.judging))
 	}
 	last := s.take(math.MaxInt64)
 	var results []Result
 	if s.cuts == 0 { // never cut: judged whole, exactly as Judge does
-		events, opts := last.unpack(s.opts)
+		events, ops := last.unpack()
+		opts := s.opts
+		opts.Ops = ops
 		s.guard(func(ctx context.Context) { results = Judge(ctx, events, opts) })
 	} else {
 		s.note(last.ops)
-		results = precondition(s.judge(last))
+		s.judge(last)
+		results = precondition(resultsOf(s.judging))
 	}
 	if s.heapFull() {
 		return s.givenUp(results)
@@ -217,13 +234,13 @@ func (s *Stream) givenUp(results []Result) []Result {
 	return results
 }
 
-// judge runs every checker on one piece, from where the pieces before left them.
-func (s *Stream) judge(p piece) (results []Result) {
-	events, opts := p.unpack(s.opts)
-	opts.carry = &p.carry
-	p.events, p.ops = nil, nil // the carry keeps p: held once, as judged
-	s.guard(func(ctx context.Context) { results = RunAll(ctx, All(), events, opts) })
-	return results
+// judge adds one piece to every checker's judging, after the pieces before.
+func (s *Stream) judge(p piece) {
+	events, ops := p.unpack()
+	judged := part{events: events, ops: ops, tl: timeline{start: p.place.start}, infinity: p.place.infinity,
+		streamed: true, storage: p.place.storage}
+	p.events, p.ops = nil, nil // held once, as judged
+	s.guard(func(ctx context.Context) { addAll(ctx, s.judging, judged) })
 }
 
 // guard runs judge under the heap limit, and keeps the reason when the guard stopped it.
@@ -233,31 +250,31 @@ func (s *Stream) guard(judge func(context.Context)) {
 	}
 }
 
-// unpack is the piece's events, in the history's order, and opts with its operations in
-// the order history.Pair gives, their completions side by side as Pair holds them: every
-// checker reads them all, several times.
-func (p piece) unpack(opts Options) ([]history.Event, Options) {
+// unpack is the piece's events, in the history's order, and its operations in the order
+// history.Pair gives, their completions side by side as Pair holds them: every checker
+// reads them all, several times.
+func (p piece) unpack() ([]history.Event, []history.Op) {
 	events := make([]history.Event, len(p.events))
 	for i, e := range p.events {
 		events[i] = *e
 	}
 	slices.SortStableFunc(p.ops, func(a, b *history.Op) int { return compareInt64(a.Invoke.Time, b.Invoke.Time) })
-	opts.Ops = make([]history.Op, len(p.ops))
+	ops := make([]history.Op, len(p.ops))
 	done := make([]history.Event, 0, len(p.ops))
 	for i, op := range p.ops {
-		opts.Ops[i].Invoke = op.Invoke
+		ops[i].Invoke = op.Invoke
 		if op.Complete != nil {
 			done = append(done, *op.Complete)
-			opts.Ops[i].Complete = &done[len(done)-1]
+			ops[i].Complete = &done[len(done)-1]
 		}
 	}
-	return events, opts
+	return events, ops
 }
 
 // take cuts off the operations whose windows start by t, their events and the nemesis
-// events up to t, in the history's order, as a piece judged with the carry as it is.
+// events up to t, in the history's order, as a piece judged from the place as it is.
 func (s *Stream) take(t int64) piece {
-	p := piece{carry: s.carry}
+	p := piece{place: s.place}
 	rest := s.ops[:0]
 	for _, op := range s.ops {
 		if start, _ := op.Window(); start <= t {
@@ -303,15 +320,15 @@ func (s *Stream) cut() {
 	if s.heapFull() {
 		return
 	}
-	t, storage, ok := findCut(s.ops, s.carry.storage)
+	t, storage, ok := findCut(s.ops, s.place.storage)
 	if !ok {
 		s.tryAt = len(s.ops) + max(s.limits.PieceOps/4, 1)
 		return
 	}
-	infinity := s.carry.infinity
-	s.carry.infinity = t
+	infinity := s.place.infinity
+	s.place.infinity = t
 	p := s.take(t)
-	s.carry.infinity, s.carry.storage = infinity, storage
+	s.place.infinity, s.place.storage = infinity, storage
 	s.note(p.ops)
 	if s.pieces == nil {
 		s.pieces, s.judged = make(chan piece), make(chan struct{})

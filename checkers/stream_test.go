@@ -200,7 +200,7 @@ func TestSearchStoppedByTheGuardSaysWhy(t *testing.T) {
 	events := histgen.Generate(histgen.Config{Ops: 200, Clients: 5, Effects: true, Fencing: true, Seed: 1})
 	ctx, cancel := context.WithCancelCause(t.Context())
 	cancel(memoryLimit{limit: 1 << 30})
-	for _, c := range []Checker{LockLinearizable{}, DataSafety{}} {
+	for _, c := range []Checker{lockLinearizable, dataSafety} {
 		r := c.Check(ctx, events, Options{Timeout: time.Minute})
 		if r.Verdict != Unknown || !strings.Contains(r.Summary, "memory limit reached: the checkers held more than 1024 MiB") {
 			t.Errorf("%s: %s (%s)", r.Checker, r.Verdict, r.Summary)

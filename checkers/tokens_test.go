@@ -85,7 +85,7 @@ func TestFencingFindsAnOldDuplicate(t *testing.T) {
 		grant(int(tok%3), tok+1)
 	}
 	grant(0, 1)
-	r := NewFencing().Check(t.Context(), events, Options{})
+	r := fencing.Check(t.Context(), events, Options{})
 	if r.Verdict != Invalid || r.Counts["duplicates"] != 1 || len(r.Evidence) == 0 ||
 		!strings.Contains(r.Evidence[len(r.Evidence)-1], "token 1 granted to p0 (#") ||
 		!strings.Contains(r.Evidence[len(r.Evidence)-1], "had been granted before, more than 100000 grants earlier") {

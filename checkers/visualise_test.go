@@ -16,9 +16,9 @@ func TestPorcupinePageIsPostProcessed(t *testing.T) {
 		checker Checker
 		want    []string
 	}{
-		{NewLockLinearizable(), []string{`"Description":"p0"`, `"Description":"p1"`, `"Description":"p0'1"`,
+		{lockLinearizable, []string{`"Description":"p0"`, `"Description":"p1"`, `"Description":"p0'1"`,
 			`t=0s .. t=10ms`, `"Details":"process 0, its life 1`}},
-		{NewDataSafety(), []string{`"Description":"p1'1"`, `t=24ms .. t=30ms`}},
+		{dataSafety, []string{`"Description":"p1'1"`, `t=24ms .. t=30ms`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.checker.Name(), func(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 // so a nemesis records a hazard event (f hazard) each time its situation really occurred,
 // with what made it so in Detail and the clients or nodes involved in Targets. A pass is
 // then a claim about the hazards it survived, and a run whose nemesis asked for a hazard
-// that never occurred is no pass at all (checkers.Stats).
+// that never occurred is no pass at all (the stats checker).
 type Hazard string
 
 // The hazards the nemeses record. Each is observed by the harness from the history and its

@@ -403,7 +403,7 @@ func sleep(ctx context.Context, d time.Duration) {
 
 // Targeted is a nemesis that exists to create a hazard (history.Hazard) and records each
 // time it occurred. A run that asked for it and in which the hazard never occurred is no
-// pass (checkers.Stats): the fault fired, but the situation it is named after never came.
+// pass (the stats checker): the fault fired, but the situation it is named after never came.
 type Targeted interface {
 	Hazard() history.Hazard
 }

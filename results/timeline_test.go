@@ -1,6 +1,7 @@
 package results
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -81,8 +82,12 @@ func kleppmann(rounds, pauseEvery int, fenced bool) []history.Event {
 // judged is a summary of events as the harness would make it, with mutual-exclusion's
 // real overlaps.
 func judged(events []history.Event) Summary {
-	me := checkers.NewMutualExclusion().Check(nil, events, checkers.Options{})
-	me.Checker, me.Property = "mutual-exclusion", checkers.PropertyLockSafety
+	var me checkers.Result
+	for _, ck := range checkers.All() {
+		if ck.Name() == "mutual-exclusion" {
+			me = ck.Check(context.Background(), events, checkers.Options{})
+		}
+	}
 	ops, _ := history.Pair(events)
 	return Summary{Test: "local-pause", RunID: "20261130T081530Z", Verdict: me.Verdict, Results: []checkers.Result{me}, Ops: Count(ops),
 		Spec:    []byte(`{"system":"local","client":"local","nemesis":["pause-holder"],"fencing":false,"clients":5,"seed":7,"ttl":"500ms","time_limit":"5s"}`),

@@ -152,7 +152,7 @@ const (
 //
 // A run short of a hazard the cell requires (fewer occurrences than Cell.Hazards asks)
 // did not test what the cell is about, so it is judged as the checkers judge a run whose
-// nemesis never created its hazard (checkers.Stats): its passes prove nothing, and an
+// nemesis never created its hazard (the stats checker): its passes prove nothing, and an
 // expected valid is undecided there. Nor is it a detection, found or missed: a violation
 // it found did not come through the hazard the cell names, and one it missed was never
 // put to it, so it counts among the undecided seeds. A cell whose threshold only such
