@@ -95,8 +95,8 @@ type Event struct {
 	// EffectFrom and EffectTo, on a completion, narrow when the operation can have taken
 	// effect, from what the servers saw (zero: the invocation's and the completion's
 	// times stand). An acquire's last attempt began at EffectFrom: the attempts before it
-	// found the lock busy, a definite answer; on a busy fail, the last attempt that found it
-	// busy ran from EffectFrom to EffectTo. The storage applied a read or write at
+	// found the lock busy, a definite answer; on a busy fail, every attempt from EffectFrom
+	// to EffectTo found it busy (see BusyEvery). The storage applied a read or write at
 	// EffectFrom = EffectTo. Both lie within [invocation time, completion time].
 	EffectFrom int64 `json:"effect_from,omitempty"`
 	EffectTo   int64 `json:"effect_to,omitempty"`
@@ -118,6 +118,11 @@ type Event struct {
 	// czxid, a clock's offset); nothing decides by it.
 	Detail map[string]string `json:"detail,omitempty"`
 }
+
+// BusyEvery is the detail of a busy acquire that says how far apart, at most, the
+// attempts from its EffectFrom to its EffectTo began, and how long each took at most (a
+// time.Duration): any stretch of twice that within them holds a whole busy answer.
+const BusyEvery = "busy every"
 
 // ClientTarget is the process of the lock client a target names ("worker-3" is process
 // 3), and whether the target names a client at all rather than a node (n2).
@@ -144,7 +149,7 @@ func Duration(from, to int64) time.Duration { return time.Duration(to - from) }
 
 // Conventions the workloads and the nemesis follow (checkers rely on them):
 //   - acquire: invoke{key}; ok{token when the lock has one}; fail{error: busy, effect window:
-//     the last attempt's, when the lock tells}; info.
+//     when every attempt found it busy, and detail{busy every}, when the lock tells}; info.
 //   - read:    invoke{key, token?}; ok{value}; fail{error: stale-token}; info.
 //   - write:   invoke{key, value, token?}; ok; fail{error: stale-token}; info.
 //   - release: invoke{key}; ok; fail{error: not-held}; info.

@@ -718,6 +718,24 @@ func TestClockServedIsAnAnswerByTheMovedNodeWithinTheLease(t *testing.T) {
 		{"granted by other nodes", "n1,n2,n3", 0, nil, step{events: grantBy("n1,n4,n5")}, ""},
 		{"answered after the clock was put back", "", 0, nil, step{reset: true, events: busy}, ""},
 		{"answered after the lease", "", 3 * time.Second, nil, step{events: busy}, ""},
+		{"refused as busy, heard of after the release", "", 0, nil, step{events: func(now int64) []history.Event {
+			return []history.Event{{Type: history.Invoke, Process: 1, Func: history.Acquire, Time: now},
+				{Type: history.Invoke, Process: 0, Func: history.Release, Time: now + 5},
+				{Type: history.Fail, Process: 1, Func: history.Acquire, Error: history.ErrLockBusy, Time: now + 10, EffectFrom: now + 1, EffectTo: now + 2}}
+		}}, "refused it as busy"},
+		{"refused as busy after the release", "", 0, nil, step{events: func(now int64) []history.Event {
+			return []history.Event{{Type: history.Invoke, Process: 1, Func: history.Acquire, Time: now},
+				{Type: history.Invoke, Process: 0, Func: history.Release, Time: now + 5},
+				{Type: history.Fail, Process: 1, Func: history.Acquire, Error: history.ErrLockBusy, Time: now + 10, EffectFrom: now + 6, EffectTo: now + 7}}
+		}}, ""},
+		{"a run of busy answers through the move", "", 0, waiter, step{events: func(now int64) []history.Event {
+			return []history.Event{{Type: history.Fail, Process: 1, Func: history.Acquire, Error: history.ErrLockBusy, Time: now + 4e6,
+				EffectFrom: now - 1e9, EffectTo: now + 3e6, Detail: map[string]string{history.BusyEvery: "1ms"}}}
+		}}, "refused it as busy"},
+		{"a run of busy answers that ends as the move begins", "", 0, waiter, step{events: func(now int64) []history.Event {
+			return []history.Event{{Type: history.Fail, Process: 1, Func: history.Acquire, Error: history.ErrLockBusy, Time: now + 4e6,
+				EffectFrom: now - 1e9, EffectTo: now, Detail: map[string]string{history.BusyEvery: "1s"}}}
+		}}, ""},
 		{"kept waiting in the queue until the release", "", 0, waiter, releaseStep, "kept it waiting"},
 		{"a polling client waiting until the release", "", 0, waiter, releaseStep, ""},
 	}

@@ -295,9 +295,12 @@ type served struct {
 	fault  string
 	hazard history.Hazard
 	victim history.Event // the grant
-	mu     sync.Mutex
-	on     []condition
-	seen   bool // recorded already: once per grant
+	// leaseEnd is when the victim's lease ends; released when it began to release (0:
+	// not yet). An answer counts when it was given before both.
+	leaseEnd, released int64
+	mu                 sync.Mutex
+	on                 []condition
+	seen               bool // recorded already: once per grant
 }
 
 // condition is a fault's condition on node from since until until (0: still on).
@@ -309,10 +312,15 @@ type condition struct {
 // watchServed starts watching grant for hazard h, seen by fault, for as long as its holder
 // holds it.
 func (w *watcher) watchServed(env Env, fault string, h history.Hazard, grant history.Event) *served {
-	s := &served{env: env, fault: fault, hazard: h, victim: grant}
+	s := &served{env: env, fault: fault, hazard: h, victim: grant, leaseEnd: w.leaseEnd(grant.Process, env.TTL)}
 	w.serving = append(w.serving, s)
 	return s
 }
+
+// answerLag is how long after the victim's lease an answer within it may still be heard
+// of, in leases: a busy acquire completes up to an acquire timeout (2 TTLs) after the
+// last attempt it reports.
+const answerLag = 3
 
 // begin notes that the fault's condition holds on node ("": on whichever node answers)
 // from t on; end that it stopped at t. Both do nothing on a nil watch (no grant held).
@@ -339,10 +347,12 @@ func (s *served) end(node string, t int64) {
 }
 
 // answered takes an acquire's answer (a grant, or a busy fail) into every served watch,
-// and ends the watches whose grant is no longer held.
+// and ends the watches no answer can count for any more: recorded already, past their
+// lease by answerLag, or whose grant was replaced without a release.
 func (w *watcher) answered(e history.Event) {
 	w.serving = slices.DeleteFunc(w.serving, func(s *served) bool {
-		return s.seen || !w.holds(s.victim.Process) || w.holding[s.victim.Process].Index != s.victim.Index
+		replaced := s.released == 0 && (!w.holds(s.victim.Process) || w.holding[s.victim.Process].Index != s.victim.Index)
+		return s.seen || replaced || e.Time > s.leaseEnd+answerLag*s.env.TTL.Nanoseconds()
 	})
 	if len(w.serving) == 0 {
 		return
@@ -352,12 +362,12 @@ func (w *watcher) answered(e history.Event) {
 		to = e.EffectTo
 	}
 	named := slices.DeleteFunc(strings.Split(e.Detail[grantNodes], ","), func(n string) bool { return n == "" })
+	every, _ := time.ParseDuration(e.Detail[history.BusyEvery])
 	for _, s := range w.serving {
-		v := s.victim
-		if e.Process == v.Process || to > w.leaseEnd(v.Process, s.env.TTL) {
+		if e.Process == s.victim.Process {
 			continue
 		}
-		if node, ok := s.holdsOver(from, to, named); ok {
+		if node, ok := s.answeredIn(from, to, every, named); ok {
 			what := "refused it as busy"
 			if e.Type == history.OK {
 				what = "granted " + grantText(e)
@@ -377,11 +387,12 @@ func (s *served) record(w *watcher, node string, q int, t int64, what string) {
 		targets = append([]string{node}, targets...)
 	}
 	recordHazard(s.env, s.fault, s.hazard, t, map[string]string{"holder": grantText(v), "answer": what,
-		"lease left": history.Duration(t, w.leaseEnd(v.Process, s.env.TTL)).Round(time.Millisecond).String()},
+		"lease left": history.Duration(t, s.leaseEnd).Round(time.Millisecond).String()},
 		targets...)
 }
 
-// keptWaiting takes the start of a release as the end of its grant's served watches: on a
+// keptWaiting notes the start of a release in its grant's served watches, the end of the
+// hold their answers must come within: on a
 // queue lock (Env.QueueLock), a client whose acquire was still waiting then, and had been
 // while the fault's condition held, was refused by the service in that state: it kept the
 // waiter in its queue. A polling client's wait says nothing of the kind (its attempts may
@@ -389,7 +400,11 @@ func (s *served) record(w *watcher, node string, q int, t int64, what string) {
 func (w *watcher) keptWaiting(release history.Event) {
 	for _, s := range w.serving {
 		v := s.victim
-		if !s.env.QueueLock || s.seen || release.Process != v.Process || w.holding[v.Process].Index != v.Index || release.Time > w.leaseEnd(v.Process, s.env.TTL) {
+		if release.Process != v.Process || s.released != 0 || w.holding[v.Process].Index != v.Index {
+			continue
+		}
+		s.released = release.Time
+		if !s.env.QueueLock || s.seen || release.Time > s.leaseEnd {
 			continue
 		}
 		for _, q := range slices.Sorted(maps.Keys(w.waiting)) {
@@ -413,13 +428,33 @@ func (s *served) heldDuring(from, to int64) (string, bool) {
 	return "", false
 }
 
-// holdsOver finds a node on which the condition held over the whole answer [from, to]
-// and which the answer involves: one it names, or any when it names none.
-func (s *served) holdsOver(from, to int64, named []string) (string, bool) {
+// answeredIn finds a node on which the condition held while the service gave an answer,
+// within the victim's hold and lease, and which the answer involves: one it names, or any
+// when it names none. The answer is one given somewhere in [from, to] (every 0), or, for a
+// run of busy answers each at most every apart and long, one in any stretch of 2 every
+// within [from, to].
+func (s *served) answeredIn(from, to int64, every time.Duration, named []string) (string, bool) {
+	if from <= 0 {
+		return "", false
+	}
+	end := s.leaseEnd
+	if s.released != 0 {
+		end = min(end, s.released)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, c := range s.on {
-		if from > 0 && c.since <= from && (c.until == 0 || to <= c.until) && (len(named) == 0 || slices.Contains(named, c.node)) {
+		until := end
+		if c.until != 0 {
+			until = min(until, c.until)
+		}
+		if len(named) > 0 && !slices.Contains(named, c.node) {
+			continue
+		}
+		switch {
+		case every == 0 && c.since <= from && to <= until:
+			return c.node, true
+		case every > 0 && min(to, until)-max(from, c.since) >= 2*every.Nanoseconds():
 			return c.node, true
 		}
 	}

@@ -109,8 +109,9 @@ func (w *Counter) acquire(ctx context.Context) (Grant, bool) {
 	grant, err := w.Lock.Acquire(actx)
 	w.noteGone(err)
 	done := completion(inv, err, ErrBusy, history.ErrLockBusy)
-	if busy := (*BusyError)(nil); errors.As(err, &busy) {
-		done.EffectFrom, done.EffectTo = busy.AttemptStarted, busy.Answered // when the service said busy
+	if busy := (*BusyError)(nil); errors.As(err, &busy) { // when the service said busy
+		done.EffectFrom, done.EffectTo = busy.Since, busy.Until
+		done.Detail = map[string]string{history.BusyEvery: busy.Every.String()}
 	}
 	if err == nil {
 		if grant.HasToken {

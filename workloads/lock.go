@@ -51,11 +51,16 @@ type Grant struct {
 	AttemptStarted int64
 }
 
-// BusyError is ErrBusy with the window of the last attempt that found the lock busy
-// (CLOCK_MONOTONIC nanoseconds): when the lock service gave its definite answer. The
-// history keeps it on the acquire's fail, so a fault can tell whether the service, in the
-// state the fault left it, answered another client (nemesis: a hazard made real).
-type BusyError struct{ AttemptStarted, Answered int64 }
+// BusyError is ErrBusy with when the lock service said so (CLOCK_MONOTONIC nanoseconds):
+// every attempt from Since to Until found the lock busy, and one attempt began at most
+// Every after the one before it and took at most Every, so any stretch of 2 Every within
+// them holds a whole busy answer. The history keeps it on the acquire's fail, so a fault
+// can tell whether the service, in the state the fault left it, answered another client
+// (nemesis: a hazard made real).
+type BusyError struct {
+	Since, Until int64
+	Every        time.Duration
+}
 
 func (*BusyError) Error() string        { return ErrBusy.Error() }
 func (*BusyError) Is(target error) bool { return target == ErrBusy }
@@ -111,7 +116,7 @@ type Client struct {
 	// Mutex): an acquire not yet granted is the service's refusal for as long as it waits,
 	// where a polling client's is only each busy answer.
 	Queues bool
-	New      func(Config) (Lock, error)
+	New    func(Config) (Lock, error)
 }
 
 var clients = map[string]Client{}

@@ -105,7 +105,8 @@ func (l *redisLock) Acquire(ctx context.Context) (Grant, error) {
 // AttemptStarted, unless try set it, is when the granted attempt began; a busy outcome is a
 // BusyError naming the last attempt.
 func retryWhileBusy(ctx context.Context, retry time.Duration, try func(context.Context) (Grant, error)) (Grant, error) {
-	var answered error = ErrBusy // the last attempt the service answered busy, once one did
+	var busy *BusyError // the latest run of attempts the service answered busy
+	var last int64      // when the latest of them began
 	for {
 		started := history.Now()
 		g, err := try(context.WithoutCancel(ctx))
@@ -115,12 +116,21 @@ func retryWhileBusy(ctx context.Context, retry time.Duration, try func(context.C
 		if !errors.Is(err, ErrBusy) {
 			return g, err
 		}
-		if err == ErrBusy { // not a wrapped one: a try that asked nothing (no connection)
-			answered = &BusyError{AttemptStarted: started, Answered: history.Now()}
+		switch now := history.Now(); {
+		case err != ErrBusy: // a wrapped one: a try that asked nothing (no connection) ends the run
+			last = 0
+		case last == 0:
+			busy, last = &BusyError{Since: started, Until: now, Every: time.Duration(now - started)}, started
+		default:
+			busy.Until, busy.Every = now, max(busy.Every, time.Duration(started-last), time.Duration(now-started))
+			last = started
 		}
 		select {
 		case <-ctx.Done():
-			return Grant{}, answered
+			if busy == nil {
+				return Grant{}, ErrBusy
+			}
+			return Grant{}, busy
 		case <-time.After(retry):
 		}
 	}
