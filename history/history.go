@@ -120,8 +120,10 @@ type Event struct {
 }
 
 // BusyEvery is the detail of a busy acquire that says how far apart, at most, the
-// attempts from its EffectFrom to its EffectTo began, and how long each took at most (a
-// time.Duration): any stretch of twice that within them holds a whole busy answer.
+// attempts from its EffectFrom to its EffectTo began, plus how long each took at most (a
+// time.Duration): any stretch that long within them holds a whole busy answer. On a
+// granted acquire it says the same of the attempts from its invocation to its EffectFrom,
+// every one of which found the lock busy.
 const BusyEvery = "busy every"
 
 // ClientTarget is the process of the lock client a target names ("worker-3" is process

@@ -143,6 +143,7 @@ func (m *clockMoves) at(t int64) time.Duration {
 // then on, for as long as the clock stays past that lease, the grant's served watch takes
 // the node's answers to other clients as its hazard made real (clock-served).
 func (m *clockMoves) set(env Env, w *watcher, fault string, d time.Duration) {
+	w.catchUp() // the holders as they are now, not as last heard
 	now := history.Now()
 	m.changes = append(m.changes, offsetChange{now, d})
 	for _, s := range m.served {

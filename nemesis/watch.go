@@ -367,12 +367,19 @@ func (w *watcher) answered(e history.Event) {
 		if e.Process == s.victim.Process {
 			continue
 		}
-		if node, ok := s.answeredIn(from, to, every, named); ok {
-			what := "refused it as busy"
-			if e.Type == history.OK {
-				what = "granted " + grantText(e)
+		if e.Type == history.OK {
+			// The attempts before the granted one found the lock busy, when the grant says so.
+			if node, ok := s.answeredIn(w.acquiring[e.Process], e.EffectFrom, every, nil); ok && every > 0 {
+				s.record(w, node, e.Process, e.EffectFrom, "refused it as busy")
+				continue
 			}
-			s.record(w, node, e.Process, to, what)
+			if node, ok := s.answeredIn(from, to, 0, named); ok {
+				s.record(w, node, e.Process, to, "granted "+grantText(e))
+			}
+			continue
+		}
+		if node, ok := s.answeredIn(from, to, every, named); ok {
+			s.record(w, node, e.Process, to, "refused it as busy")
 		}
 	}
 }
@@ -431,8 +438,7 @@ func (s *served) heldDuring(from, to int64) (string, bool) {
 // answeredIn finds a node on which the condition held while the service gave an answer,
 // within the victim's hold and lease, and which the answer involves: one it names, or any
 // when it names none. The answer is one given somewhere in [from, to] (every 0), or, for a
-// run of busy answers each at most every apart and long, one in any stretch of 2 every
-// within [from, to].
+// run of busy answers, one in any stretch of every within [from, to].
 func (s *served) answeredIn(from, to int64, every time.Duration, named []string) (string, bool) {
 	if from <= 0 {
 		return "", false
@@ -454,7 +460,7 @@ func (s *served) answeredIn(from, to int64, every time.Duration, named []string)
 		switch {
 		case every == 0 && c.since <= from && to <= until:
 			return c.node, true
-		case every > 0 && min(to, until)-max(from, c.since) >= 2*every.Nanoseconds():
+		case every > 0 && min(to, until)-max(from, c.since) >= every.Nanoseconds():
 			return c.node, true
 		}
 	}

@@ -3,6 +3,7 @@ package workloads
 import (
 	"context"
 	"errors"
+	"maps"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
@@ -118,6 +119,13 @@ func (w *Counter) acquire(ctx context.Context) (Grant, bool) {
 			done.Token = history.Int64(grant.Token)
 		}
 		done.WatchEvents, done.Detail = grant.WatchEvents, grant.Detail
+		if grant.BusyEvery > 0 {
+			done.Detail = maps.Clone(grant.Detail)
+			if done.Detail == nil {
+				done.Detail = map[string]string{}
+			}
+			done.Detail[history.BusyEvery] = grant.BusyEvery.String()
+		}
 		done.EffectFrom = grant.AttemptStarted // complete drops it if the lock got it wrong
 	}
 	w.complete(done)

@@ -49,11 +49,15 @@ type Grant struct {
 	// history records it, narrowing when the acquire can have taken effect, only when it
 	// lies within the acquire call; a lock that cannot tell leaves it zero.
 	AttemptStarted int64
+	// BusyEvery, when set, says that every attempt before the granted one found the lock
+	// busy, and that any stretch of this length within them holds a whole one (see
+	// BusyError).
+	BusyEvery time.Duration
 }
 
 // BusyError is ErrBusy with when the lock service said so (CLOCK_MONOTONIC nanoseconds):
-// every attempt from Since to Until found the lock busy, and one attempt began at most
-// Every after the one before it and took at most Every, so any stretch of 2 Every within
+// every attempt from Since to Until found the lock busy, and Every is the longest gap
+// between two attempts' starts plus the longest attempt, so any stretch of Every within
 // them holds a whole busy answer. The history keeps it on the acquire's fail, so a fault
 // can tell whether the service, in the state the fault left it, answered another client
 // (nemesis: a hazard made real).

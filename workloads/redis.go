@@ -105,25 +105,33 @@ func (l *redisLock) Acquire(ctx context.Context) (Grant, error) {
 // AttemptStarted, unless try set it, is when the granted attempt began; a busy outcome is a
 // BusyError naming the last attempt.
 func retryWhileBusy(ctx context.Context, retry time.Duration, try func(context.Context) (Grant, error)) (Grant, error) {
-	var busy *BusyError // the latest run of attempts the service answered busy
-	var last int64      // when the latest of them began
+	var busy *BusyError   // the latest run of attempts the service answered busy
+	var last int64        // when the latest of them began
+	var apart, took int64 // the longest gap between their starts, the longest of them
+	unbroken := true      // every attempt so far was answered
 	for {
 		started := history.Now()
 		g, err := try(context.WithoutCancel(ctx))
 		if err == nil && g.AttemptStarted == 0 {
 			g.AttemptStarted = started
 		}
+		if err == nil && busy != nil && unbroken {
+			g.BusyEvery = time.Duration(max(apart, started-last) + took)
+		}
 		if !errors.Is(err, ErrBusy) {
 			return g, err
 		}
 		switch now := history.Now(); {
 		case err != ErrBusy: // a wrapped one: a try that asked nothing (no connection) ends the run
-			last = 0
+			last, unbroken = 0, false
 		case last == 0:
-			busy, last = &BusyError{Since: started, Until: now, Every: time.Duration(now - started)}, started
+			busy, last, apart, took = &BusyError{Since: started, Until: now}, started, 0, now-started
 		default:
-			busy.Until, busy.Every = now, max(busy.Every, time.Duration(started-last), time.Duration(now-started))
-			last = started
+			apart, took = max(apart, started-last), max(took, now-started)
+			busy.Until, last = now, started
+		}
+		if busy != nil {
+			busy.Every = time.Duration(apart + took)
 		}
 		select {
 		case <-ctx.Done():
