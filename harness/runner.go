@@ -212,7 +212,7 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 	runID := t.id
 	nem, _ := nemesis.New(t.spec.Nemesis) // validated by Normalize
 	cluster, err := t.Clusters.start(ctx, t.sys, t.spec, clusterSetup{runID: runID, nodes: t.spec.Nodes, ttl: t.spec.TTL.Std(),
-		needs: nem.Needs(), servers: t.spec.serverSettings(), logs: t.run.Path(results.NodesDir), progress: io.MultiWriter(t.progress, t.logs)})
+		needs: nem.Needs(), servers: serverSettingsOf(t.spec), logs: t.run.Path(results.NodesDir), progress: io.MultiWriter(t.progress, t.logs)})
 	if err != nil {
 		return orInterrupted(ctx, err)
 	}
