@@ -4,5 +4,5 @@
 //
 // Data flows one way: Spec -> cluster -> storage -> workers + nemesis -> history ->
 // checkers -> results. Nothing downstream reaches back: the checkers see only the history,
-// so Analyze gives the same verdicts on a saved run as the run itself did.
+// so analysis.File gives the same verdicts on a saved run as the run itself did.
 package harness

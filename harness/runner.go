@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lockbreaker/lockbreaker/analysis"
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/internal/shellwords"
@@ -137,8 +138,8 @@ func (t *trial) execute(ctx context.Context) (results.Summary, error) {
 	}
 	// Judged from the file, as check judges it, so that the run's memory does not grow with
 	// its length and a check of it later writes the same results.json.
-	summary, err = AnalyzeFile(context.WithoutCancel(ctx), t.run.Dir(), t.run.Path(results.HistoryFile), summary,
-		DefaultCheckTimeout, checkers.DefaultLimits)
+	summary, err = analysis.File(context.WithoutCancel(ctx), t.run.Dir(), t.run.Path(results.HistoryFile), summary,
+		analysis.DefaultTimeout, checkers.DefaultLimits)
 	return summary, errors.Join(runErr, err)
 }
 

@@ -1,10 +1,6 @@
 package harness
 
-import (
-	"encoding/json"
-
-	runspec "github.com/lockbreaker/lockbreaker/spec"
-)
+import runspec "github.com/lockbreaker/lockbreaker/spec"
 
 // The spec a run is made from lives in package spec, which a check of a saved run reads
 // without the harness; these names keep the harness's own API as it was.
@@ -25,6 +21,3 @@ const (
 
 // DefaultSpec is Kleppmann's scenario on a single Redis (spec.Default).
 func DefaultSpec() Spec { return runspec.Default() }
-
-// ReproduceCommand is the shell command that runs a saved spec again (spec.ReproduceCommand).
-func ReproduceCommand(b json.RawMessage) string { return runspec.ReproduceCommand(b) }

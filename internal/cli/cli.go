@@ -29,6 +29,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/lockbreaker/lockbreaker/analysis"
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/containers"
 	"github.com/lockbreaker/lockbreaker/harness"
@@ -755,7 +756,7 @@ const runGCPercent = 50
 // checkFlags makes check's flag set; timeout holds --timeout, maxOps --max-ops, whole --whole.
 func checkFlags() (fs *flag.FlagSet, timeout *harness.Duration, maxOps *int, whole *bool) {
 	timeout = new(harness.Duration)
-	*timeout = harness.Duration(harness.DefaultCheckTimeout)
+	*timeout = harness.Duration(analysis.DefaultTimeout)
 	fs = newFlags("check")
 	fs.Var((*durationValue)(timeout), "timeout", "how long a checker may search (porcupine) before its verdict is unknown")
 	maxOps = fs.Int("max-ops", checkers.DefaultLimits.MaxOps,
@@ -801,7 +802,7 @@ func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error)
 		fmt.Fprintf(os.Stderr, "lockbreaker: check: %s is not this version's; set aside: %s\n",
 			escape(filepath.Join(dir, results.SummaryFile)), escape(strings.Join(run.setAside, ", ")))
 	}
-	summary, err = harness.AnalyzeFile(ctx, dir, filepath.Join(dir, results.HistoryFile), summary, timeout.Std(), limits)
+	summary, err = analysis.File(ctx, dir, filepath.Join(dir, results.HistoryFile), summary, timeout.Std(), limits)
 	if len(summary.Results) == 0 { // the history could not be read
 		return 0, err
 	}
