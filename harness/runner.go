@@ -34,6 +34,9 @@ type Runner struct {
 	Progress io.Writer
 	// Worker is the command that starts a worker process; nil means this executable.
 	Worker []string
+	// Trends are the suites the store's index shows above its runs (suite.StoreTrends);
+	// nil shows none.
+	Trends results.Trends
 	// Clusters, when set, lends runs a cluster kept from the run before where that is
 	// sound, and keeps theirs until Clusters.Close; nil starts and stops a cluster for
 	// every run.
@@ -71,7 +74,7 @@ func (r Runner) Run(ctx context.Context, spec Spec) (string, results.Summary, er
 		t.progress = io.Discard
 	}
 	summary, err := t.execute(ctx)
-	return run.Dir(), summary, errors.Join(err, results.WriteIndex(r.ResultsRoot))
+	return run.Dir(), summary, errors.Join(err, results.WriteIndex(r.ResultsRoot, r.Trends))
 }
 
 // errInterrupted is a run's error when its context was cancelled (Ctrl-C, SIGTERM).

@@ -478,7 +478,7 @@ func cmdRun(ctx context.Context, args []string, stdout io.Writer) (int, error) {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(runGCPercent)
 	}
-	runner := harness.Runner{ResultsRoot: opts.results, Progress: stdout}
+	runner := harness.Runner{ResultsRoot: opts.results, Progress: stdout, Trends: suite.StoreTrends}
 	dir, summary, err := runner.Run(ctx, spec)
 	if dir != "" && len(summary.Results) > 0 {
 		printVerdicts(stdout, dir, summary)
@@ -810,7 +810,7 @@ func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error)
 	if len(summary.Results) > 0 {
 		printVerdicts(stdout, dir, summary)
 	}
-	if err = errors.Join(err, results.RefreshIndex(dir)); err != nil {
+	if err = errors.Join(err, results.RefreshIndex(dir, suite.StoreTrends)); err != nil {
 		return 0, fmt.Errorf("check: could not write the results files in %s: %w", dir, err)
 	}
 	return exitCode(summary.Verdict), nil

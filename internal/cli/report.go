@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/analysis"
 	"github.com/lockbreaker/lockbreaker/results"
+	"github.com/lockbreaker/lockbreaker/suite"
 )
 
 // cmdReport renders a saved run's report.html again from its results.json and history,
@@ -37,7 +38,7 @@ func cmdReport(_ context.Context, args []string, stdout io.Writer) (int, error) 
 		return 0, badInput{fmt.Errorf("report: %s is not this version's, which cannot read %s of it (lockbreaker check %s judges the run again)",
 			filepath.Join(run.dir, results.SummaryFile), strings.Join(run.setAside, ", "), run.dir)}
 	}
-	if err := errors.Join(analysis.Report(run.dir, run.summary, drawing), results.RefreshIndex(run.dir)); err != nil {
+	if err := errors.Join(analysis.Report(run.dir, run.summary, drawing), results.RefreshIndex(run.dir, suite.StoreTrends)); err != nil {
 		return 0, fmt.Errorf("report: %w", err)
 	}
 	fmt.Fprintf(stdout, "report: %s\n", escape(filepath.Join(run.dir, results.ReportFile)))

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/results"
+	"github.com/lockbreaker/lockbreaker/suite"
 )
 
 // serveOptions are serve's flags.
@@ -74,7 +75,7 @@ func storeHandler(root *os.Root) http.Handler {
 			files.ServeHTTP(w, r)
 			return
 		}
-		page, err := results.RenderIndex(root.Name())
+		page, err := results.RenderIndex(root.Name(), suite.StoreTrends)
 		if err != nil {
 			http.Error(w, "cannot list the runs", http.StatusInternalServerError)
 			return
