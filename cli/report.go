@@ -15,6 +15,18 @@ import (
 	"github.com/lockbreaker/lockbreaker/suite"
 )
 
+// reportCommand is `lockbreaker report`: its help, and cmdReport to run it.
+var reportCommand = command{
+	name:     "report",
+	synopsis: "render a saved run's report again, without checking: lockbreaker report store/latest",
+	args:     "RUN",
+	about: `Renders report.html again from a saved run's results.json and history, checking
+nothing (lockbreaker check re-judges), and rebuilds the store's index.html. RUN is a run
+directory, a latest link, a test directory or a results root (then its latest run).`,
+	examples: []string{"lockbreaker report store/latest"},
+	run:      cmdReport,
+}
+
 // cmdReport renders a saved run's report.html again from its results.json and history,
 // checking nothing, and rebuilds the index of the store it is in.
 func cmdReport(_ context.Context, args []string, stdout io.Writer) (int, error) {
