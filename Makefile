@@ -82,7 +82,7 @@ load: deps image
 
 # The whole kleppmann suite once, as a test that logs its wall time (about 6 minutes).
 kleppmann-time: deps image
-	LOCKBREAKER_KLEPPMANN=1 $(GO) test -count=1 -v -timeout 60m -run '^TestKleppmannSuiteWithOneSeed$$' ./internal/cli/
+	LOCKBREAKER_KLEPPMANN=1 $(GO) test -count=1 -v -timeout 60m -run '^TestKleppmannSuiteWithOneSeed$$' ./cli/
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }

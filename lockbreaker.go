@@ -20,7 +20,7 @@
 package lockbreaker
 
 import (
-	"github.com/lockbreaker/lockbreaker/internal/cli"
+	"github.com/lockbreaker/lockbreaker/cli"
 	"github.com/lockbreaker/lockbreaker/workloads"
 )
 

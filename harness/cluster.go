@@ -56,7 +56,8 @@ type serverSettings struct {
 	maxLag      time.Duration
 }
 
-func (s Spec) serverSettings() serverSettings {
+// serverSettingsOf are a spec's settings of its nodes' servers.
+func serverSettingsOf(s Spec) serverSettings {
 	return serverSettings{system.Persistence(s.Persistence), s.MinReplicas, s.MinReplicasMaxLag.Std()}
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockbreaker/lockbreaker/analysis"
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/results"
 )
@@ -47,7 +48,7 @@ func TestARunsResultsAreACheckOfItsHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := AnalyzeFile(context.Background(), dir, filepath.Join(dir, results.HistoryFile), saved, DefaultCheckTimeout, checkers.DefaultLimits); err != nil {
+	if _, err := analysis.File(context.Background(), dir, filepath.Join(dir, results.HistoryFile), saved, analysis.DefaultTimeout, checkers.DefaultLimits); err != nil {
 		t.Fatal(err)
 	}
 	checked, err := os.ReadFile(path)

@@ -53,15 +53,15 @@ type shape struct {
 func NewClusters(specs ...Spec) *Clusters {
 	cs := &Clusters{faults: map[shape][]string{}}
 	for _, s := range specs {
-		if sh, err := s.shape(); err == nil {
+		if sh, err := shapeOf(s); err == nil {
 			cs.faults[sh] = append(cs.faults[sh], s.Nemesis...)
 		}
 	}
 	return cs
 }
 
-// shape is the shape of a spec's cluster.
-func (s Spec) shape() (shape, error) {
+// shapeOf is the shape of a spec's cluster.
+func shapeOf(s Spec) (shape, error) {
 	sys, err := system.Lookup(s.System)
 	if err != nil {
 		return shape{}, err
@@ -119,7 +119,7 @@ func (cs *Clusters) start(ctx context.Context, sys system.System, spec Spec, set
 	if cs == nil || sys.Container == nil {
 		return startCluster(ctx, sys, setup)
 	}
-	sh, err := spec.shape()
+	sh, err := shapeOf(spec)
 	if err != nil {
 		return nil, err
 	}

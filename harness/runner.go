@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lockbreaker/lockbreaker/analysis"
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/internal/shellwords"
@@ -33,6 +34,9 @@ type Runner struct {
 	Progress io.Writer
 	// Worker is the command that starts a worker process; nil means this executable.
 	Worker []string
+	// Trends are the suites the store's index shows above its runs (suite.StoreTrends);
+	// nil shows none.
+	Trends results.Trends
 	// Clusters, when set, lends runs a cluster kept from the run before where that is
 	// sound, and keeps theirs until Clusters.Close; nil starts and stops a cluster for
 	// every run.
@@ -70,7 +74,7 @@ func (r Runner) Run(ctx context.Context, spec Spec) (string, results.Summary, er
 		t.progress = io.Discard
 	}
 	summary, err := t.execute(ctx)
-	return run.Dir(), summary, errors.Join(err, results.WriteIndex(r.ResultsRoot))
+	return run.Dir(), summary, errors.Join(err, results.WriteIndex(r.ResultsRoot, r.Trends))
 }
 
 // errInterrupted is a run's error when its context was cancelled (Ctrl-C, SIGTERM).
@@ -137,8 +141,8 @@ func (t *trial) execute(ctx context.Context) (results.Summary, error) {
 	}
 	// Judged from the file, as check judges it, so that the run's memory does not grow with
 	// its length and a check of it later writes the same results.json.
-	summary, err = AnalyzeFile(context.WithoutCancel(ctx), t.run.Dir(), t.run.Path(results.HistoryFile), summary,
-		DefaultCheckTimeout, checkers.DefaultLimits)
+	summary, err = analysis.File(context.WithoutCancel(ctx), t.run.Dir(), t.run.Path(results.HistoryFile), summary,
+		analysis.DefaultTimeout, checkers.DefaultLimits)
 	return summary, errors.Join(runErr, err)
 }
 
@@ -212,7 +216,7 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 	runID := t.id
 	nem, _ := nemesis.New(t.spec.Nemesis) // validated by Normalize
 	cluster, err := t.Clusters.start(ctx, t.sys, t.spec, clusterSetup{runID: runID, nodes: t.spec.Nodes, ttl: t.spec.TTL.Std(),
-		needs: nem.Needs(), servers: t.spec.serverSettings(), logs: t.run.Path(results.NodesDir), progress: io.MultiWriter(t.progress, t.logs)})
+		needs: nem.Needs(), servers: serverSettingsOf(t.spec), logs: t.run.Path(results.NodesDir), progress: io.MultiWriter(t.progress, t.logs)})
 	if err != nil {
 		return orInterrupted(ctx, err)
 	}

@@ -1,7 +1,7 @@
 // Package results is where a run's outcome lives on disk and how people read it: the
 // results directory layout, results.json (the Summary), report.html, junit.xml and the
 // store's index.html, which also shows each suite's runs as the suite package judges
-// them (SetTrends).
+// them (its caller passes them in, as Trends).
 //
 // Layout: a run lives in <root>/<test>/<timestamp>/ (UTC, like 20261130T081530Z, with -2,
 // -3... appended when the name is taken). <root>/latest and <root>/<test>/latest are

@@ -24,10 +24,11 @@ const IndexFile = "index.html"
 
 // WriteIndex writes <root>/index.html: every run in the store, newest first, coloured by
 // its verdict and filterable by system, client, nemesis and verdict; beside its faults, a
-// run counts the hazards its nemeses exist to create ("9 lost grants"). The harness calls it
-// after each run.
-func WriteIndex(root string) error {
-	page, err := RenderIndex(root)
+// run counts the hazards its nemeses exist to create ("9 lost grants"); above them, the
+// suites trends finds in the store (none when it is nil). The harness calls it after each
+// run.
+func WriteIndex(root string, trends Trends) error {
+	page, err := RenderIndex(root, trends)
 	if err != nil {
 		return err
 	}
@@ -35,23 +36,23 @@ func WriteIndex(root string) error {
 }
 
 // RefreshIndex rewrites the index of the store a run directory lies in, when that store
-// has one; it makes no index anywhere else.
-func RefreshIndex(runDir string) error {
+// has one, with the suites trends finds there; it makes no index anywhere else.
+func RefreshIndex(runDir string, trends Trends) error {
 	root := filepath.Dir(filepath.Dir(runDir))
 	if _, err := os.Stat(filepath.Join(root, IndexFile)); err != nil {
 		return nil
 	}
-	return WriteIndex(root)
+	return WriteIndex(root, trends)
 }
 
 // RenderIndex is the index page of the store at root, as WriteIndex writes it.
-func RenderIndex(root string) ([]byte, error) {
+func RenderIndex(root string, trends Trends) ([]byte, error) {
 	runs, err := listRuns(root)
 	if err != nil {
 		return nil, err
 	}
 	v := indexView{Policy: indexPolicy, Script: template.JS(indexScript), Runs: runs}
-	v.Suites, v.SuiteProblems = indexTrends(root)
+	v.Suites, v.SuiteProblems = trends.of(root)
 	for _, r := range runs {
 		v.Systems = append(v.Systems, r.systems...)
 		v.Clients = append(v.Clients, r.clients...)

@@ -61,7 +61,7 @@ func TestIndexListsEveryRunNewestFirst(t *testing.T) {
 		"suite-smoke/20261130T060000Z/runs/local-none/20261130T060001Z": ranAt("2026-11-30T06:00:01Z", checkers.Valid,
 			`{"system":"local","client":"local","nemesis":["none"],"fencing":true}`),
 	})
-	if err := WriteIndex(root); err != nil {
+	if err := WriteIndex(root, nil); err != nil {
 		t.Fatal(err)
 	}
 	page := readFile(t, filepath.Join(root, IndexFile))
@@ -104,7 +104,7 @@ func TestIndexCountsWantedHazards(t *testing.T) {
 	lost.Hazards = []HazardCount{{Hazard: history.GrantLost, Count: 9, Nemesis: "failover"},
 		{Hazard: history.GrantedInPause, Nemesis: "pause-holder"}, {Hazard: history.LeaseExpiredInPause, Count: 4}}
 	root := store(t, map[string]*Summary{"sentinel-failover/20261130T090000Z": lost})
-	if err := WriteIndex(root); err != nil {
+	if err := WriteIndex(root, nil); err != nil {
 		t.Fatal(err)
 	}
 	page := readFile(t, filepath.Join(root, IndexFile))
@@ -124,7 +124,7 @@ func TestIndexCountsWantedHazards(t *testing.T) {
 func TestRefreshIndexOnlyWhereThereIsOne(t *testing.T) {
 	root := store(t, map[string]*Summary{"local-none/20261130T080000Z": ranAt("2026-11-30T08:00:00Z", checkers.Valid, `{}`)})
 	run := filepath.Join(root, "local-none", "20261130T080000Z")
-	if err := RefreshIndex(run); err != nil {
+	if err := RefreshIndex(run, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(root, IndexFile)); err == nil {
@@ -133,7 +133,7 @@ func TestRefreshIndexOnlyWhereThereIsOne(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, IndexFile), []byte("stale"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := RefreshIndex(run); err != nil {
+	if err := RefreshIndex(run, nil); err != nil {
 		t.Fatal(err)
 	}
 	if page := readFile(t, filepath.Join(root, IndexFile)); !strings.Contains(page, "local-none") {
@@ -145,10 +145,10 @@ func TestRefreshIndexOnlyWhereThereIsOne(t *testing.T) {
 // no suites shows no section for them.
 func TestIndexShowsSuiteTrendsEscaped(t *testing.T) {
 	root := store(t, map[string]*Summary{"local-none/20261130T080000Z": ranAt("2026-11-30T08:00:00Z", checkers.Valid, `{}`)})
-	if page, _ := RenderIndex(root); strings.Contains(string(page), "<h2>Suites</h2>") {
+	if page, _ := RenderIndex(root, nil); strings.Contains(string(page), "<h2>Suites</h2>") {
 		t.Error("an index without trends shows a suites section")
 	}
-	SetTrends(func(got string) ([]SuiteTrend, []string) {
+	trends := func(got string) ([]SuiteTrend, []string) {
 		if got != root {
 			t.Errorf("trends asked of %s, want the store %s", got, root)
 		}
@@ -163,9 +163,8 @@ func TestIndexShowsSuiteTrendsEscaped(t *testing.T) {
 			Flags: []TrendFlag{{Kind: "flaky", Cell: hostileName, Text: hostile, Command: "lockbreaker run --key '<b>'",
 				Href: "suite-x/20261204T021700Z/runs/a/b/report.html"}},
 		}}, []string{"read suite run " + hostile}
-	})
-	t.Cleanup(func() { SetTrends(nil) })
-	if err := WriteIndex(root); err != nil {
+	}
+	if err := WriteIndex(root, trends); err != nil {
 		t.Fatal(err)
 	}
 	page := readFile(t, filepath.Join(root, IndexFile))

@@ -17,7 +17,7 @@ import (
 )
 
 // Summary is one run's outcome, what results.json holds. Every field is decided before a
-// writer sees it (harness.Analyze builds it); the writers render it as given.
+// writer sees it (analysis.File builds it); the writers render it as given.
 type Summary struct {
 	Test string `json:"test"`
 	// RunID names and labels everything the run made (containers, networks, its workers'

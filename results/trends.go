@@ -52,17 +52,12 @@ type TrendFlag struct {
 }
 
 // Trends gives the suites of the store at root, and why any suite run there could not be
-// read.
+// read. The index shows what its caller's Trends give (the suite package's
+// suite.StoreTrends); a nil Trends shows none.
 type Trends func(root string) ([]SuiteTrend, []string)
 
-var trends Trends
-
-// SetTrends makes every index show the suites f finds in its store: the suite package
-// sets it, so each index written (after a run, a check, a suite) and served has them.
-func SetTrends(f Trends) { trends = f }
-
-// indexTrends are the suites of the store at root, none when no one set Trends.
-func indexTrends(root string) ([]SuiteTrend, []string) {
+// of are the suites of the store at root, none when trends is nil.
+func (trends Trends) of(root string) ([]SuiteTrend, []string) {
 	if trends == nil {
 		return nil, nil
 	}

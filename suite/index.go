@@ -11,18 +11,17 @@ import (
 )
 
 // The store index's suites: each suite's runs as a matrix of cells by run, newest first,
-// each square judged against the runs before it, and the flags of the newest run. This
-// package hands them to results (SetTrends) when it is loaded, so every index a program
-// with suites writes or serves shows them; results renders them.
-
-func init() { results.SetTrends(storeTrends) }
+// each square judged against the runs before it, and the flags of the newest run. Whoever
+// writes or serves an index passes StoreTrends to results (results.Trends), and the
+// suite's own runs do; results renders them.
 
 // maxTrendRuns is how many runs of a suite the index shows; the flags and medians still
 // look at all of them.
 const maxTrendRuns = 20
 
-// storeTrends are the suites of the store at root, and the suite runs it could not read.
-func storeTrends(root string) ([]results.SuiteTrend, []string) {
+// StoreTrends are the suites of the store at root, and the suite runs it could not read:
+// a results.Trends.
+func StoreTrends(root string) ([]results.SuiteTrend, []string) {
 	runs, problems, err := Find(root)
 	if err != nil {
 		return nil, []string{err.Error()}

@@ -11,7 +11,7 @@ import (
 // The index shows each suite's runs newest first, each square judged against the runs
 // before its own, the newest run's flags with their commands and reports.
 func TestIndexTrendsOfAStore(t *testing.T) {
-	trends, problems := storeTrends(testStore)
+	trends, problems := StoreTrends(testStore)
 	if len(trends) != 2 || len(problems) != 1 {
 		t.Fatalf("%d suites, problems %q; want nightly and split, the corrupt suite.json", len(trends), problems)
 	}
@@ -52,7 +52,7 @@ func TestIndexTrendsOfAStore(t *testing.T) {
 		Href:    "suite-nightly/20261204T021700Z/runs/safe/20261204T021703Z/report.html"}) {
 		t.Errorf("flags %+v", nightly.Flags)
 	}
-	page, err := results.RenderIndex(testStore)
+	page, err := results.RenderIndex(testStore, StoreTrends)
 	if err != nil || !strings.Contains(string(page), "<h3>suite nightly</h3>") || !strings.Contains(string(page), "<b>regression</b> paused: met in suite-nightly/20261202T021700Z") {
 		t.Errorf("the store's index does not show the suites' trends: %v", err)
 	}

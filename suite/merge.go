@@ -208,7 +208,7 @@ func MergeInto(root string, dirs []string) (string, Result, error) {
 			return dir, r, fmt.Errorf("copy the runs of %s: %w", from, err)
 		}
 	}
-	err = errors.Join(Write(dir, r), results.WriteIndex(filepath.Join(dir, runsDir)), results.WriteIndex(root))
+	err = errors.Join(Write(dir, r), results.WriteIndex(filepath.Join(dir, runsDir), StoreTrends), results.WriteIndex(root, StoreTrends))
 	return dir, r, err
 }
 

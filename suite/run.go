@@ -89,7 +89,8 @@ func Run(ctx context.Context, s Suite, opts Options) (string, Result, error) {
 	}
 	clusters := harness.NewClusters(specs...)
 	clusters.Keep = opts.Parallel
-	runner := harness.Runner{ResultsRoot: filepath.Join(dir, runsDir), Progress: logFile, Worker: opts.Worker, Clusters: clusters}
+	runner := harness.Runner{ResultsRoot: filepath.Join(dir, runsDir), Progress: logFile, Worker: opts.Worker, Clusters: clusters,
+		Trends: StoreTrends}
 	line := progress{w: opts.Progress, live: opts.Live, started: res.Started, runs: len(cells) * opts.Seeds, parallel: opts.Parallel}
 	runErr := runCells(cells, opts, func(c Cell, seed int64) (RunResult, error) {
 		return runOnce(ctx, runner, c, s.cellIndex(c), seed, dir)
@@ -109,7 +110,7 @@ func Run(ctx context.Context, s Suite, opts Options) (string, Result, error) {
 	}
 	res.Tally()
 	// The store's index shows the suite's runs beside the others (index.go).
-	return dir, res, errors.Join(runErr, Write(dir, res), results.WriteIndex(opts.Root))
+	return dir, res, errors.Join(runErr, Write(dir, res), results.WriteIndex(opts.Root, StoreTrends))
 }
 
 // runCells runs every cell's seeds, up to opts.Parallel at once (an Alone cell's with

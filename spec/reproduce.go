@@ -1,4 +1,4 @@
-package harness
+package spec
 
 import (
 	"encoding/json"
@@ -69,7 +69,7 @@ func (s Spec) Args() []string {
 // or "" when spec is not one. A setting the spec does not name (rate and retry, in runs
 // from before they were settings) is the default, which is what such a run used.
 func ReproduceCommand(spec json.RawMessage) string {
-	s := DefaultSpec()
+	s := Default()
 	if len(spec) == 0 || json.Unmarshal(spec, &s) != nil {
 		return ""
 	}

@@ -1,4 +1,4 @@
-package harness
+package spec
 
 import (
 	"errors"
@@ -82,12 +82,12 @@ func TestNormalizeRejectsBadSpecs(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s := DefaultSpec()
+			s := Default()
 			c.change(&s)
 			err := s.Normalize()
-			var se *SpecError
+			var se *Error
 			if !errors.As(err, &se) || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("got %v, want a SpecError containing %q", err, c.want)
+				t.Fatalf("got %v, want a Error containing %q", err, c.want)
 			}
 		})
 	}
@@ -95,7 +95,7 @@ func TestNormalizeRejectsBadSpecs(t *testing.T) {
 
 // The largest values allowed pass, and twice the TTL (the default pause) does not overflow.
 func TestNormalizeAcceptsTheCaps(t *testing.T) {
-	s := DefaultSpec()
+	s := Default()
 	s.Clients, s.ClockRate, s.Rate, s.Retry = 100, 100, 1_000_000, Duration(time.Minute)
 	s.TTL, s.TimeLimit = Duration(time.Hour), Duration(24*time.Hour)
 	s.Work, s.Interval, s.ClockOffset = Duration(24*time.Hour), Duration(24*time.Hour), Duration(24*time.Hour)
@@ -116,7 +116,7 @@ func TestCyclePeriod(t *testing.T) {
 		rate float64
 		want time.Duration
 	}{{DefaultRate, 50 * time.Millisecond}, {0, 0}, {0.001, 1000 * time.Second}, {3, 333333333}} {
-		s := DefaultSpec()
+		s := Default()
 		s.Rate = tt.rate
 		if err := s.Normalize(); err != nil {
 			t.Fatal(err)
@@ -125,7 +125,7 @@ func TestCyclePeriod(t *testing.T) {
 			t.Errorf("rate %g: period %s, want %s", tt.rate, got, tt.want)
 		}
 	}
-	if s := DefaultSpec(); s.Retry.Std() != 20*time.Millisecond {
+	if s := Default(); s.Retry.Std() != 20*time.Millisecond {
 		t.Errorf("default retry %s, want 20ms", s.Retry.Std())
 	}
 }
@@ -141,7 +141,7 @@ func TestNormalizeNamesExecClientsByTheirProgram(t *testing.T) {
 		{[]string{"sh"}, "redis-exec-sh-pause-holder-nofence"},
 		{[]string{"sh", "../../" + strings.Repeat("x", 60)}, "redis-exec-" + strings.Repeat("x", 40) + "-pause-holder-nofence"},
 	} {
-		s := DefaultSpec()
+		s := Default()
 		s.ClientCmd = tt.cmd
 		if err := s.Normalize(); err != nil {
 			t.Fatal(err)
@@ -153,7 +153,7 @@ func TestNormalizeNamesExecClientsByTheirProgram(t *testing.T) {
 }
 
 func TestNormalizeFillsDefaults(t *testing.T) {
-	s := DefaultSpec()
+	s := Default()
 	if err := s.Normalize(); err != nil {
 		t.Fatal(err)
 	}
@@ -196,40 +196,10 @@ func TestNormalizeFillsCrashSettings(t *testing.T) {
 	}
 }
 
-// The notes say what the fencing and the servers of a run are worth: tokens that a
-// failover sets back, a crash that forgets, a restart at once.
-func TestNotesSayWhatTheSetupIsWorth(t *testing.T) {
-	tests := []struct {
-		name   string
-		change func(*Spec)
-		want   []string
-	}{
-		{"fencing off", func(*Spec) {}, []string{"fencing off: the storage accepts every request"}},
-		{"sentinel's tokens go back", func(s *Spec) { s.System, s.Fencing, s.Nemesis = "sentinel", true, []string{"failover"} },
-			[]string{"a replica promoted without the latest count hands out tokens that repeat or go back", "started again at once"}},
-		{"a crash that forgets", func(s *Spec) { s.Nemesis = []string{"kill-node"} },
-			[]string{"persistence none: a killed node comes back having forgotten", "started again at once"}},
-		{"a crash that forgets the tokens", func(s *Spec) { s.Nemesis, s.Fencing = []string{"kill-node"}, true },
-			[]string{"its fencing-token count: its tokens start again from nothing"}},
-		{"antirez's delay", func(s *Spec) { s.Nemesis, s.RestartDelayTTL = []string{"kill-node"}, true },
-			[]string{"stays down for 2s, at least one TTL"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			notes := strings.Join((&trial{spec: normalized(t, tt.change)}).notes(), "\n")
-			for _, want := range tt.want {
-				if !strings.Contains(notes, want) {
-					t.Errorf("notes %q do not say %q", notes, want)
-				}
-			}
-		})
-	}
-}
-
 // normalized is run's defaults changed by change, normalized.
 func normalized(t *testing.T, change func(*Spec)) Spec {
 	t.Helper()
-	s := DefaultSpec()
+	s := Default()
 	change(&s)
 	if err := s.Normalize(); err != nil {
 		t.Fatal(err)

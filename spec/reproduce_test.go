@@ -1,4 +1,4 @@
-package harness
+package spec
 
 import (
 	"encoding/json"
@@ -10,7 +10,7 @@ import (
 )
 
 func TestReproduceCommand(t *testing.T) {
-	local := DefaultSpec()
+	local := Default()
 	local.System, local.Client, local.Nemesis, local.TTL = "local", "local", []string{"pause-holder", "kill-client"}, Duration(500*time.Millisecond)
 	tests := []struct {
 		name   string

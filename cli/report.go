@@ -10,10 +10,22 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/lockbreaker/lockbreaker/harness"
-	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/analysis"
 	"github.com/lockbreaker/lockbreaker/results"
+	"github.com/lockbreaker/lockbreaker/suite"
 )
+
+// reportCommand is `lockbreaker report`: its help, and cmdReport to run it.
+var reportCommand = command{
+	name:     "report",
+	synopsis: "render a saved run's report again, without checking: lockbreaker report store/latest",
+	args:     "RUN",
+	about: `Renders report.html again from a saved run's results.json and history, checking
+nothing (lockbreaker check re-judges), and rebuilds the store's index.html. RUN is a run
+directory, a latest link, a test directory or a results root (then its latest run).`,
+	examples: []string{"lockbreaker report store/latest"},
+	run:      cmdReport,
+}
 
 // cmdReport renders a saved run's report.html again from its results.json and history,
 // checking nothing, and rebuilds the index of the store it is in.
@@ -27,11 +39,8 @@ func cmdReport(_ context.Context, args []string, stdout io.Writer) (int, error) 
 		return 0, err
 	}
 	// Read as check reads it, so a soak's history is drawn in bounded memory.
-	drawing := results.NewDrawing()
-	if _, err := history.Scan(filepath.Join(run.dir, results.HistoryFile), func(e history.Event) error {
-		drawing.Add(e)
-		return nil
-	}); err != nil {
+	drawing, err := analysis.Draw(filepath.Join(run.dir, results.HistoryFile))
+	if err != nil {
 		return 0, err
 	}
 	if !run.judged {
@@ -41,11 +50,7 @@ func cmdReport(_ context.Context, args []string, stdout io.Writer) (int, error) 
 		return 0, badInput{fmt.Errorf("report: %s is not this version's, which cannot read %s of it (lockbreaker check %s judges the run again)",
 			filepath.Join(run.dir, results.SummaryFile), strings.Join(run.setAside, ", "), run.dir)}
 	}
-	summary := run.summary
-	if summary.Command == "" { // a run saved before results.json kept its command
-		summary.Command = harness.ReproduceCommand(summary.Spec)
-	}
-	if err := errors.Join(results.WriteReport(run.dir, summary, drawing), results.RefreshIndex(run.dir)); err != nil {
+	if err := errors.Join(analysis.Report(run.dir, run.summary, drawing), results.RefreshIndex(run.dir, suite.StoreTrends)); err != nil {
 		return 0, fmt.Errorf("report: %w", err)
 	}
 	fmt.Fprintf(stdout, "report: %s\n", escape(filepath.Join(run.dir, results.ReportFile)))

@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binary = filepath.Join(dir, "lockbreaker")
-	if out, err := exec.Command("go", "build", "-o", binary, "../../cmd/lockbreaker").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", binary, "../cmd/lockbreaker").CombinedOutput(); err != nil {
 		panic("build lockbreaker: " + err.Error() + "\n" + string(out))
 	}
 	code := m.Run()

@@ -13,7 +13,24 @@ import (
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/results"
+	"github.com/lockbreaker/lockbreaker/suite"
 )
+
+// serveCommand is `lockbreaker serve`: its help, and cmdServe to run it.
+var serveCommand = command{
+	name:     "serve",
+	synopsis: "serve the run store read-only over HTTP: its index, every report",
+	args:     "[flags]",
+	about: `Serves the run store, read-only, until interrupted: the index of every run at /, each
+run's report and files below it, and nothing outside the store. Listens on loopback unless
+--addr says otherwise.`,
+	flags: func() *flag.FlagSet {
+		fs, _ := serveFlags()
+		return fs
+	},
+	examples: []string{"lockbreaker serve", "lockbreaker serve --addr 127.0.0.1:9000 --results /tmp/store"},
+	run:      cmdServe,
+}
 
 // serveOptions are serve's flags.
 type serveOptions struct{ addr, results string }
@@ -74,7 +91,7 @@ func storeHandler(root *os.Root) http.Handler {
 			files.ServeHTTP(w, r)
 			return
 		}
-		page, err := results.RenderIndex(root.Name())
+		page, err := results.RenderIndex(root.Name(), suite.StoreTrends)
 		if err != nil {
 			http.Error(w, "cannot list the runs", http.StatusInternalServerError)
 			return

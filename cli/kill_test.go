@@ -87,7 +87,7 @@ func TestKilledExecRunsLeaveNothing(t *testing.T) {
 	if err := exec.Command("/usr/bin/python3", "-c", "import redis").Run(); err != nil {
 		t.Fatalf("/usr/bin/python3 has no redis-py (make deps installs python3-redis): %v", err)
 	}
-	program, err := filepath.Abs("../../examples/python/redispy_lock.py")
+	program, err := filepath.Abs("../examples/python/redispy_lock.py")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,12 @@
-package harness
+// Package analysis turns a saved run into its Summary: it judges the history file
+// (checkers.Stream) against what the run's spec asked for (its faults, and the hazards its
+// nemeses exist to create), counts the operations and faults, and writes results.json,
+// report.html and junit.xml. A run judges its history here when it ends, and `lockbreaker
+// check` and `report` judge or draw a saved one here later, so both give the same bytes.
+//
+// It needs nothing but the files: it imports no Docker client, no worker, no containers
+// and no harness (the harness imports it, never the reverse; TestNoDockerBelowCheck).
+package analysis
 
 import (
 	"context"
@@ -10,13 +18,14 @@ import (
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/nemesis"
 	"github.com/lockbreaker/lockbreaker/results"
+	"github.com/lockbreaker/lockbreaker/spec"
 )
 
-// DefaultCheckTimeout bounds each checker's porcupine searches unless the user
+// DefaultTimeout bounds each checker's porcupine searches unless the user
 // gives more (lockbreaker check --timeout).
-const DefaultCheckTimeout = time.Minute
+const DefaultTimeout = time.Minute
 
-// AnalyzeFile judges a history file as it reads it (checkers.Stream, its searches bounded by
+// File judges a history file as it reads it (checkers.Stream, its searches bounded by
 // timeout and its memory by limits), completes the summary from it (results, verdict, op
 // and fault counts, rerun command) and writes results.json, report.html and junit.xml into
 // dir. It needs nothing but the history and the summary's spec, so a run and a
@@ -26,7 +35,7 @@ const DefaultCheckTimeout = time.Minute
 // memory; the report's timeline is then drawn from its first events (results.Drawing), as
 // a note says. An error reading the history leaves s without results; any other is about
 // writing the files, and the summary is complete either way.
-func AnalyzeFile(ctx context.Context, dir, path string, s results.Summary, timeout time.Duration, limits checkers.Limits) (results.Summary, error) {
+func File(ctx context.Context, dir, path string, s results.Summary, timeout time.Duration, limits checkers.Limits) (results.Summary, error) {
 	opts := options(dir, s, timeout)
 	stream := checkers.NewStream(ctx, opts, limits)
 	var nemesis []history.Event
@@ -85,7 +94,7 @@ func finish(dir string, s results.Summary, d *results.Drawing, faults int, nemes
 	s.Verdict = overall(s.Results, s.Error)
 	s.Faults = faults
 	s.Hazards = results.CountHazards(nemesis, hazards)
-	s.Command = ReproduceCommand(s.Spec)
+	s.Command = spec.ReproduceCommand(s.Spec)
 	return s, results.WriteAll(dir, s, d)
 }
 
@@ -101,9 +110,9 @@ func overall(rs []checkers.Result, harnessError string) checkers.Verdict {
 
 // requested says whether the spec asked for any fault, and which hazards its nemeses exist
 // to create (nemesis.Hazards). A history checked without its spec is held to neither.
-func requested(spec json.RawMessage) (faults bool, hazards map[string]history.Hazard) {
-	var s Spec
-	if json.Unmarshal(spec, &s) != nil {
+func requested(saved json.RawMessage) (faults bool, hazards map[string]history.Hazard) {
+	var s spec.Spec
+	if json.Unmarshal(saved, &s) != nil {
 		return false, nil
 	}
 	for _, name := range s.Nemesis {

@@ -1,4 +1,4 @@
-package harness
+package analysis
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/nemesis"
 	"github.com/lockbreaker/lockbreaker/results"
+	"github.com/lockbreaker/lockbreaker/spec"
 )
 
 // staleWrite: client 0 is paused holding the lock, client 1 takes it and writes, client 0
@@ -41,10 +42,10 @@ func analyze(t *testing.T, dir, text string, s results.Summary) (results.Summary
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return AnalyzeFile(context.Background(), dir, path, s, DefaultCheckTimeout, checkers.DefaultLimits)
+	return File(context.Background(), dir, path, s, DefaultTimeout, checkers.DefaultLimits)
 }
 
-// AnalyzeFile builds the whole summary itself: what a saved results.json said about
+// File builds the whole summary itself: what a saved results.json said about
 // verdicts and counts is replaced, what the run said about itself (times, notes) is kept.
 func TestAnalyzeCompletesTheSummary(t *testing.T) {
 	dir := t.TempDir()
@@ -63,7 +64,7 @@ func TestAnalyzeCompletesTheSummary(t *testing.T) {
 	}
 	written, err := results.ReadSummary(dir)
 	if err != nil || !reflect.DeepEqual(written, got) {
-		t.Errorf("results.json holds\n%+v (%v)\nwant what Analyze returned\n%+v", written, err, got)
+		t.Errorf("results.json holds\n%+v (%v)\nwant what File returned\n%+v", written, err, got)
 	}
 }
 
@@ -137,7 +138,7 @@ func TestARunWhoseHazardNeverOccurredIsNeverValid(t *testing.T) {
 	}
 	for name, hazard := range targeted {
 		t.Run(name, func(t *testing.T) {
-			spec, err := json.Marshal(Spec{Nemesis: []string{name}})
+			saved, err := json.Marshal(spec.Spec{Nemesis: []string{name}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -146,7 +147,7 @@ func TestARunWhoseHazardNeverOccurredIsNeverValid(t *testing.T) {
 				history string
 				want    checkers.Verdict
 			}{{cleanRun, checkers.Unknown}, {cleanRun + occurred, checkers.Valid}} {
-				got, err := analyze(t, t.TempDir(), tt.history, results.Summary{Spec: spec})
+				got, err := analyze(t, t.TempDir(), tt.history, results.Summary{Spec: saved})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -1,0 +1,121 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/analysis"
+	"github.com/lockbreaker/lockbreaker/checkers"
+	"github.com/lockbreaker/lockbreaker/results"
+	"github.com/lockbreaker/lockbreaker/spec"
+	"github.com/lockbreaker/lockbreaker/suite"
+)
+
+// checkCommand is `lockbreaker check`: its help, and cmdCheck to run it.
+var checkCommand = command{
+	name:     "check",
+	synopsis: "re-run the checkers on a saved run: lockbreaker check store/latest",
+	args:     "[flags] RUN",
+	about: `Re-runs every checker on a saved run's history and rewrites its results.json,
+report.html and junit.xml. RUN is a run directory, a latest link, a test directory or a
+results root (then its latest run). Only the history is judged: of a results.json another
+version wrote, what this one cannot read is set aside (said on stderr). Needs no Docker.`,
+	flags: func() *flag.FlagSet {
+		fs, _, _, _ := checkFlags()
+		return fs
+	},
+	examples: []string{
+		"lockbreaker check store/latest",
+		"lockbreaker check --timeout 10m store/redis-redis-pause-holder-nofence",
+		"lockbreaker check store/redis-redis-pause-holder-nofence/20250101T120000Z",
+	},
+	run: cmdCheck,
+}
+
+// maxCheckTimeout caps check --timeout like run's other spans: a search longer than a day
+// is a typo, not a plan.
+const maxCheckTimeout = 24 * time.Hour
+
+// checkMemoryLimit is the soft limit (debug.SetMemoryLimit) check sets on its heap unless
+// GOMEMLIMIT sets one: a long history's searches would otherwise let the heap grow to
+// twice what they hold (3 GB at a million operations). Near it the collector works harder;
+// past it nothing fails.
+const checkMemoryLimit = 2400 << 20
+
+// checkGCPercent is check's GOGC unless GOGC sets one: collecting a streamed history's
+// garbage is a fifth of its work, and letting the heap grow twice as far between
+// collections takes about 15 % less CPU for a third more memory, which checkMemoryLimit
+// still bounds.
+const checkGCPercent = 200
+
+// checkFlags makes check's flag set; timeout holds --timeout, maxOps --max-ops, whole --whole.
+func checkFlags() (fs *flag.FlagSet, timeout *spec.Duration, maxOps *int, whole *bool) {
+	timeout = new(spec.Duration)
+	*timeout = spec.Duration(analysis.DefaultTimeout)
+	fs = newFlags("check")
+	fs.Var((*durationValue)(timeout), "timeout", "how long a checker may search (porcupine) before its verdict is unknown")
+	maxOps = fs.Int("max-ops", checkers.DefaultLimits.MaxOps,
+		"the memory limit: the most operations held at once while the history has no safe place to cut (about 2.5 KB each); past it the verdicts are unknown")
+	whole = fs.Bool("whole", false,
+		"judge the history as one piece, never cut: the reference the pieces' verdicts are tested against, in memory that grows with the history (about 2.5 KB an operation)")
+	return fs, timeout, maxOps, whole
+}
+
+func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error) {
+	fs, timeout, maxOps, whole := checkFlags()
+	if err := parseFlags(fs, args); err != nil {
+		return 0, err
+	}
+	if *whole && isSet(fs, "max-ops") {
+		return 0, badInput{errors.New("check: --whole holds the whole history: --max-ops does not go with it")}
+	}
+	if t := timeout.Std(); t < time.Millisecond || t > maxCheckTimeout {
+		return 0, badInput{fmt.Errorf("check: --timeout must be between 1ms and 24h, got %s", t)}
+	}
+	if *maxOps < 1 {
+		return 0, badInput{fmt.Errorf("check: --max-ops must be at least 1, got %d", *maxOps)}
+	}
+	limits := checkers.DefaultLimits
+	limits.MaxOps = *maxOps
+	if *whole {
+		limits.PieceOps, limits.MaxOps, limits.LongOps = math.MaxInt, math.MaxInt, math.MaxInt
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(checkMemoryLimit)
+	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(checkGCPercent)
+	}
+	run, err := openRun(fs)
+	if err != nil {
+		return 0, err
+	}
+	dir, summary := run.dir, run.summary
+	// The history is what is judged: a results.json of another version only loses what it
+	// said (check writes it anew), on stderr so that stdout stays the verdicts.
+	if len(run.setAside) > 0 {
+		fmt.Fprintf(os.Stderr, "lockbreaker: check: %s is not this version's; set aside: %s\n",
+			escape(filepath.Join(dir, results.SummaryFile)), escape(strings.Join(run.setAside, ", ")))
+	}
+	summary, err = analysis.File(ctx, dir, filepath.Join(dir, results.HistoryFile), summary, timeout.Std(), limits)
+	if len(summary.Results) == 0 { // the history could not be read
+		return 0, err
+	}
+	// The verdicts stand even when the files cannot be written (a read-only run directory).
+	if len(summary.Results) > 0 {
+		printVerdicts(stdout, dir, summary)
+	}
+	if err = errors.Join(err, results.RefreshIndex(dir, suite.StoreTrends)); err != nil {
+		return 0, fmt.Errorf("check: could not write the results files in %s: %w", dir, err)
+	}
+	return exitCode(summary.Verdict), nil
+}

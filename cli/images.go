@@ -1,0 +1,63 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/lockbreaker/lockbreaker/containers"
+	"github.com/lockbreaker/lockbreaker/system"
+)
+
+// imagesCommand is `lockbreaker images`: its help, and cmdImages to run it.
+var imagesCommand = command{
+	name:     "images",
+	synopsis: "build the node images that are missing",
+	about: `Builds the node image (Debian with redis-server, zookeeper, libfaketime, iptables) and,
+on it, the image of each system with packages of its own (etcd: etcd-server; postgres:
+postgresql-15), unless an image with the current content hash exists; --system builds only
+what that system's nodes run. run builds what its system needs before its first test, and
+no more: a run of Redis never waits for etcd or PostgreSQL. The Debian mirror comes from the
+host's apt sources, or from LOCKBREAKER_APT_MIRROR.`,
+	examples: []string{
+		"lockbreaker images",
+		"lockbreaker images --system etcd",
+		"LOCKBREAKER_APT_MIRROR=http://mirror.example/debian lockbreaker images",
+	},
+	run: cmdImages,
+}
+
+func cmdImages(ctx context.Context, args []string, stdout io.Writer) (int, error) {
+	fs := newFlags("images")
+	only := fs.String("system", "", "build only the image this system's nodes run")
+	if err := parse(fs, args); err != nil {
+		return 0, err
+	}
+	names := system.Names()
+	if *only != "" {
+		if _, err := system.Lookup(*only); err != nil {
+			return 0, badInput{fmt.Errorf("images: %w", err)}
+		}
+		names = []string{*only}
+	}
+	if err := containers.Ping(ctx); err != nil {
+		return 0, err
+	}
+	ref, err := containers.EnsureImage(ctx, stdout)
+	if err != nil {
+		return 0, err
+	}
+	fmt.Fprintf(stdout, "node image: %s\n", ref)
+	for _, name := range names {
+		sys, _ := system.Lookup(name)
+		if sys.Container == nil || sys.Container.Image == nil {
+			continue
+		}
+		ref, err := containers.EnsureSystemImage(ctx, name, stdout)
+		if err != nil {
+			return 0, err
+		}
+		fmt.Fprintf(stdout, "%s image: %s\n", name, ref)
+	}
+	return exitValid, nil
+}

@@ -1,0 +1,260 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/lockbreaker/lockbreaker/internal/quote"
+	"github.com/lockbreaker/lockbreaker/suite"
+)
+
+// suiteCommand is `lockbreaker suite`: its help, and cmdSuite to run it.
+var suiteCommand = command{
+	name:     "suite",
+	synopsis: "run a matrix of scenarios, each judged against its expected outcome",
+	args:     "[flags] NAME|FILE  |  suite merge [--results DIR] DIR...  |  suite compare OLD NEW",
+	about: `Runs every cell of a suite (a scenario and the verdict each checker is expected to give)
+once per seed, up to --parallel runs at once (each on a cluster and network of its own),
+and judges each cell: a cell expecting a violation
+must find it in at least its threshold of seeds (default 90 %); a cell expecting a
+property to hold fails on any violation. Built-in suites: ` + strings.Join(suite.BuiltinNames(), ", ") + ` (kleppmann is the
+design's expected-outcome table; smoke a few fast cells). FILE is a suite in YAML or
+JSON (see README.md, "Test your own lock"). Writes suite.html (the matrix, linking every
+run's report), suite.json and junit.xml (one test case per cell) into
+<results>/suite-<name>/<timestamp>/, the runs under its runs/. Cells of one system
+share a cluster where that is sound. Exit 0 when every cell met its expectation, 1 when
+some did not, 2 when some could not say. The store's index.html shows each suite's cells
+by run, with the flags suite compare prints.
+
+suite merge DIR... joins the shards of one suite run (suite NAME --shard i/n; each DIR a
+shard's suite directory, or a store holding just one) into one suite.html, suite.json
+and junit.xml in <results>/suite-<name>/<time>/, every run copied under its runs/, each
+cell judged again on its runs; its exit code is the merged suite's. Shards of different
+suites, definitions or seeds, overlapping shards and shards that leave cells out are
+refused with the reason (exit 254).
+
+suite compare OLD NEW compares the newest suite run in NEW with the runs of its suite in
+OLD that started before it (each a suite run's directory or a store, read from its own
+files, so a store copied off a CI runner works): every cell's status in the last run that
+could say and now, its detection rate and median time to the first violation, then the
+flags: a regression (met the last time it could say, not met now), a violation of what
+a cell expects to hold (with its seed and the lockbreaker run command that reruns it),
+a drift (` + suite.DriftRule + `).
+Exit 1 on a regression, 0 otherwise.`,
+	flags: func() *flag.FlagSet {
+		fs, _ := suiteFlags()
+		return fs
+	},
+	examples: []string{
+		"lockbreaker suite smoke",
+		"lockbreaker suite kleppmann --seeds 5 --shard 2/4",
+		"lockbreaker suite --list kleppmann   # its cells and expectations",
+		"lockbreaker suite my-lock.yaml --seeds 20",
+		"lockbreaker suite merge shard-1/store shard-2/store shard-3/store shard-4/store --results store",
+		"lockbreaker suite compare last-night/store store   # exit 1 on a regression",
+	},
+	run: cmdSuite,
+}
+
+// suiteOptions are suite's flags.
+type suiteOptions struct {
+	seeds, parallel int
+	shard, results  string
+	list            bool
+}
+
+func suiteFlags() (*flag.FlagSet, *suiteOptions) {
+	opts := &suiteOptions{}
+	fs := newFlags("suite")
+	fs.IntVar(&opts.seeds, "seeds", 1, "runs per cell, with the cell's seed and the ones after it")
+	fs.IntVar(&opts.parallel, "parallel", defaultParallel, fmt.Sprintf("runs at once, 1 to %d, each on a cluster of its own", maxParallel))
+	fs.StringVar(&opts.shard, "shard", "1/1", "i/n: run only the i-th of n contiguous parts of the suite (one per CI runner)")
+	fs.StringVar(&opts.results, "results", defaultResults, "directory the suite's directory (or the merged one) is made in")
+	fs.BoolVar(&opts.list, "list", false, "list the suite's cells and their expectations, run nothing")
+	return fs, opts
+}
+
+// maxSeeds caps --seeds: a nightly wants tens, not millions.
+const maxSeeds = 1000
+
+// defaultParallel is suite's runs at once: see README.md, "Runs side by side", for what
+// 1, 2 and 3 did on a 2-core machine. maxParallel is what one engine can hold: each run
+// starts up to nine containers and a network of its own.
+const (
+	defaultParallel = 2
+	maxParallel     = 8
+)
+
+func cmdSuite(ctx context.Context, args []string, stdout io.Writer) (int, error) {
+	if len(args) > 0 {
+		switch args[0] {
+		case "merge":
+			return cmdSuiteMerge(args[1:], stdout)
+		case "compare":
+			return cmdSuiteCompare(args[1:], stdout)
+		}
+	}
+	fs, opts := suiteFlags()
+	// Flags may also follow the suite's name, as in "suite kleppmann --seeds 5".
+	names, err := parseInterleaved(fs, args)
+	if err != nil {
+		return 0, err
+	}
+	var name string
+	switch len(names) {
+	case 0:
+	case 1:
+		name = names[0]
+	default:
+		return 0, badInput{fmt.Errorf("suite: unexpected argument %q", names[1])}
+	}
+	if name == "" {
+		return 0, badInput{fmt.Errorf("suite: give one suite, a built-in (%s) or a YAML or JSON file", strings.Join(suite.BuiltinNames(), ", "))}
+	}
+	if opts.seeds < 1 || opts.seeds > maxSeeds {
+		return 0, badInput{fmt.Errorf("suite: --seeds must be between 1 and %d, got %d", maxSeeds, opts.seeds)}
+	}
+	if opts.parallel < 1 || opts.parallel > maxParallel {
+		return 0, badInput{fmt.Errorf("suite: --parallel must be between 1 and %d, got %d", maxParallel, opts.parallel)}
+	}
+	if opts.results == "" {
+		return 0, badInput{errors.New("suite: --results must name a directory, got an empty string")}
+	}
+	shard, err := suite.ParseShard(opts.shard)
+	if err != nil {
+		return 0, badInput{err}
+	}
+	s, err := loadSuite(name)
+	if err != nil {
+		return 0, badInput{err}
+	}
+	if opts.list {
+		fmt.Fprintf(stdout, "suite %s: %d cells, shard %s runs %d\n%s", escape(s.Name), len(s.Cells), shard, len(shard.Of(s.Cells)), escapeLines(suite.Describe(s)))
+		return exitValid, nil
+	}
+	dir, res, err := suite.Run(ctx, s, suite.Options{Seeds: opts.seeds, Shard: shard, Root: opts.results,
+		Parallel: opts.parallel, Progress: stdout, Live: isTerminal(stdout)})
+	if dir != "" {
+		fmt.Fprint(stdout, "\n"+escapeLines(suite.Summary(dir, res)))
+	}
+	if err != nil {
+		return 0, err
+	}
+	return suiteExit(res.Status), nil
+}
+
+// cmdSuiteMerge joins the shards of one suite run into one matrix: suite merge DIR...
+func cmdSuiteMerge(args []string, stdout io.Writer) (int, error) {
+	fs := newFlags("suite merge")
+	root := fs.String("results", defaultResults, "directory the merged suite's directory is made in")
+	dirs, err := parseInterleaved(fs, args)
+	if err != nil {
+		return 0, err
+	}
+	if len(dirs) == 0 {
+		return 0, badInput{errors.New("suite merge: give the directories of a suite run's shards (suite runs, or stores holding one each)")}
+	}
+	if *root == "" {
+		return 0, badInput{errors.New("suite merge: --results must name a directory, got an empty string")}
+	}
+	dir, res, err := suite.MergeInto(*root, dirs)
+	var refused *suite.Error
+	if errors.As(err, &refused) {
+		return 0, badInput{fmt.Errorf("suite merge: %w", err)}
+	}
+	if dir != "" {
+		fmt.Fprint(stdout, escapeLines(suite.Summary(dir, res)))
+	}
+	if err != nil {
+		return 0, fmt.Errorf("suite merge: %w", err)
+	}
+	return suiteExit(res.Status), nil
+}
+
+// cmdSuiteCompare compares the newest suite run in NEW with the runs of its suite in OLD
+// before it, and exits 1 on a regression: suite compare OLD NEW.
+func cmdSuiteCompare(args []string, stdout io.Writer) (int, error) {
+	dirs, err := parseInterleaved(newFlags("suite compare"), args)
+	if err != nil {
+		return 0, err
+	}
+	if len(dirs) != 2 {
+		return 0, badInput{fmt.Errorf("suite compare: give OLD and NEW, each a suite run's directory or a store, got %d arguments", len(dirs))}
+	}
+	olds, problems, err := suite.Find(dirs[0])
+	if err != nil {
+		return 0, badInput{fmt.Errorf("suite compare: OLD: %w", err)}
+	}
+	news, newProblems, err := suite.Find(dirs[1])
+	switch {
+	case err != nil:
+		return 0, badInput{fmt.Errorf("suite compare: NEW: %w", err)}
+	case len(news) == 0 && len(newProblems) > 0:
+		return 0, badInput{fmt.Errorf("suite compare: NEW: %w", newProblems[0])}
+	case len(news) == 0:
+		return 0, badInput{fmt.Errorf("suite compare: NEW (%s) holds no suite run", dirs[1])}
+	}
+	comparisons := suite.CompareAll(olds, news)
+	if len(comparisons) == 0 {
+		return 0, badInput{fmt.Errorf("suite compare: OLD (%s) holds no run of suite %s from before NEW's",
+			dirs[0], strings.Join(suite.Suites(news), " or "))}
+	}
+	// A suite.json that cannot be read is said first: it may be the run meant.
+	for _, p := range problems {
+		fmt.Fprintf(stdout, "note: OLD: %s\n", oneLine(p.Error()))
+	}
+	for _, p := range newProblems {
+		fmt.Fprintf(stdout, "note: NEW: %s\n", oneLine(p.Error()))
+	}
+	code := exitValid
+	for i, c := range comparisons {
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		fmt.Fprint(stdout, escapeLines(c.Text()))
+		if regressions := c.Regressions(); len(regressions) > 0 {
+			var cells []string
+			for _, r := range regressions {
+				cells = append(cells, r.Cell)
+			}
+			fmt.Fprintf(stdout, "REGRESSED: suite %s, %s\n", escape(c.Now.Result.Suite), escape(strings.Join(cells, ", ")))
+			code = exitInvalid
+		}
+	}
+	for _, name := range suite.Suites(news) {
+		if !slices.ContainsFunc(comparisons, func(c suite.Comparison) bool { return c.Now.Result.Suite == name }) {
+			fmt.Fprintf(stdout, "note: OLD holds no run of suite %s from before NEW's\n", escape(name))
+		}
+	}
+	return code, nil
+}
+
+// suiteExit is a suite's exit code: 0 when every cell met its expectation, 1 when one
+// did not, 2 when one could not say.
+func suiteExit(s suite.Status) int {
+	switch s {
+	case suite.Met:
+		return exitValid
+	case suite.Failed:
+		return exitInvalid
+	}
+	return exitUnknown
+}
+
+// loadSuite is a built-in suite by name, or else a suite file.
+func loadSuite(arg string) (suite.Suite, error) {
+	s, ok, err := suite.Builtin(arg)
+	if ok {
+		return s, err
+	}
+	if _, statErr := os.Stat(arg); statErr != nil {
+		return suite.Suite{}, fmt.Errorf("suite: %s is neither a built-in suite (%s) nor a file", quote.Short(arg), strings.Join(suite.BuiltinNames(), ", "))
+	}
+	return suite.Load(arg)
+}

@@ -1,0 +1,433 @@
+// Package spec is a test as plain data: the Spec a run is made from and saved as
+// (spec.json), its defaults, its validation (Normalize) and the command that runs it
+// again (ReproduceCommand). It imports no Docker client and no harness, so a saved run can
+// be judged (package analysis) from its spec without them.
+package spec
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	osexec "os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/lockbreaker/lockbreaker/internal/quote"
+	"github.com/lockbreaker/lockbreaker/nemesis"
+	"github.com/lockbreaker/lockbreaker/system"
+	"github.com/lockbreaker/lockbreaker/workloads"
+	"github.com/lockbreaker/lockbreaker/workloads/execlock"
+)
+
+// Spec is a test, as plain data: everything needed to run it again.
+type Spec struct {
+	// Test names the results directory; derived from the rest when empty.
+	Test   string `json:"test"`
+	System string `json:"system"`
+	Client string `json:"client"`
+	// ClientCmd is the program an exec client runs, one per lock client: its command
+	// line, words as given to exec (execlock, docs/protocol.md).
+	ClientCmd []string `json:"client_cmd,omitempty"`
+	Nemesis   []string `json:"nemesis"`
+	Fencing   bool     `json:"fencing"`
+	Clients   int      `json:"clients"`
+	// Nodes is the cluster size; 0 means the system's usual size.
+	Nodes     int      `json:"nodes,omitempty"`
+	TTL       Duration `json:"ttl"`
+	TimeLimit Duration `json:"time_limit"`
+	Seed      int64    `json:"seed"`
+	// Work is how long a holder thinks between reading and writing the register.
+	Work Duration `json:"work"`
+	// Rate is how many lock cycles (acquire, read, write, release) per second each client
+	// aims at: a cycle starts 1/Rate after the one before, or right after it when it took
+	// longer, but never sooner than Retry after it. 0 runs cycles back to back, as fast as
+	// the lock and the storage answer.
+	Rate float64 `json:"rate"`
+	// Retry is the pause between acquire attempts while the lock is busy.
+	Retry Duration `json:"retry"`
+	// Pause is how long a fault lasts: a paused process or node stays stopped, a cut, a
+	// clock fault or a delay holds (a failover waits for a grant to lose at least this
+	// long); 0 means twice the TTL.
+	Pause Duration `json:"pause,omitempty"`
+	// Interval is the mean time between scheduled faults.
+	Interval Duration `json:"interval"`
+	// ClockOffset is how far clock faults move a clock; 0 means twice the TTL.
+	ClockOffset Duration `json:"clock_offset,omitempty"`
+	// ClockRate is how many times as fast clock-rate runs a clock.
+	ClockRate float64 `json:"clock_rate"`
+	Key       string  `json:"key"`
+	// Persistence is what the nodes of a system that lets it be chosen (Redis) keep on
+	// disk, and so what a node killed and started again remembers: none, aof-everysec or
+	// aof-always. Normalize makes "" none for those systems.
+	Persistence string `json:"persistence,omitempty"`
+	// MinReplicas makes a replicated system's primary refuse a write unless that many
+	// replicas acknowledged within MinReplicasMaxLag (whole seconds; Normalize makes 0
+	// Redis's own default, 10s).
+	MinReplicas       int      `json:"min_replicas_to_write,omitempty"`
+	MinReplicasMaxLag Duration `json:"min_replicas_max_lag,omitempty"`
+	// RestartAfter is how long a node killed by kill-node or failover stays down; 0 means
+	// it is started again at once, as a supervisor would, while the lock it granted is
+	// still held.
+	RestartAfter Duration `json:"restart_after,omitempty"`
+	// RestartDelayTTL keeps a killed node down for at least one TTL, antirez's mitigation:
+	// every lease it granted has run out when it serves again.
+	RestartDelayTTL bool `json:"restart_delay_ttl,omitempty"`
+	// Undirected makes the targeted faults fire on their schedule and hope, as before they
+	// were directed (nemesis.Env.Undirected): no victim is kept inside its critical section.
+	Undirected bool `json:"undirected,omitempty"`
+}
+
+// Duration is a time.Duration written as "2s" in spec files.
+type Duration time.Duration
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string like \"2s\": %s", quote.ShortenAll(string(b)))
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil { // time's own message quotes s whole
+		return fmt.Errorf("invalid duration %s (want e.g. \"2s\")", quote.Short(s))
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Std returns the time.Duration.
+func (d Duration) Std() time.Duration { return time.Duration(d) }
+
+// Default is Kleppmann's scenario on a single Redis: a holder paused longer than its
+// lease, no fencing.
+func Default() Spec {
+	return Spec{
+		System:    "redis",
+		Nemesis:   []string{"pause-holder"},
+		Clients:   5,
+		TTL:       Duration(2 * time.Second),
+		TimeLimit: Duration(30 * time.Second),
+		Seed:      7,
+		Work:      Duration(100 * time.Millisecond),
+		Rate:      DefaultRate,
+		Retry:     Duration(DefaultRetry),
+		Interval:  Duration(time.Second),
+		ClockRate: 2,
+		Key:       "lock",
+	}
+}
+
+// The default load: a cycle every 50 ms and an acquire attempt every 20 ms while the lock
+// is busy, as every run had before they were settings.
+const (
+	DefaultRate  = 20
+	DefaultRetry = 20 * time.Millisecond
+)
+
+// Error is bad input: the CLI reports it as a usage error.
+type Error struct{ Reason string }
+
+func (e *Error) Error() string { return e.Reason }
+
+func errorf(format string, args ...any) error {
+	return &Error{Reason: fmt.Sprintf(format, args...)}
+}
+
+// Normalize fills defaults (client, test name) and validates the spec.
+func (s *Spec) Normalize() error {
+	sys, err := system.Lookup(s.System)
+	if err != nil {
+		return &Error{Reason: err.Error()}
+	}
+	if s.Client == "" && len(s.ClientCmd) > 0 {
+		s.Client = execlock.Name
+	}
+	if s.Client == "" {
+		s.Client = sys.DefaultClient
+	}
+	client, err := workloads.LookupClient(s.Client)
+	if err != nil {
+		return &Error{Reason: err.Error()}
+	}
+	if err := s.checkClientCmd(); err != nil {
+		return err
+	}
+	if !client.RunsOn(s.System) {
+		return errorf("client %s runs on %s, not on %s", quote.Short(s.Client), strings.Join(client.Systems, " and "), quote.Short(s.System))
+	}
+	if s.Fencing && !client.Tokens {
+		return errorf("--fencing on is not possible with client %s: %s", quote.Short(s.Client), client.NoTokens)
+	}
+	nem, err := nemesis.New(s.Nemesis)
+	if err != nil {
+		return &Error{Reason: err.Error()}
+	}
+	if err := s.checkBounds(); err != nil {
+		return err
+	}
+	nodes, err := sys.Check(s.Nodes)
+	if err != nil {
+		return &Error{Reason: err.Error()}
+	}
+	if err := nem.Available(sys, nodes); err != nil {
+		return &Error{Reason: err.Error()}
+	}
+	if err := s.checkCrashSettings(sys, nodes, nem.Needs()); err != nil {
+		return err
+	}
+	if s.Undirected && len(nemesis.Hazards(s.Nemesis)) == 0 {
+		return errorf("--undirected applies to the nemeses that target a hazard (%s), not to %s",
+			strings.Join(targetedNemeses(), ", "), nem.Name())
+	}
+	if s.Test == "" {
+		s.Test = s.name()
+	}
+	switch {
+	case !printable(s.Test):
+		return errorf("--test must be printable text, got %s", quote.Short(s.Test))
+	case len(s.Test) > maxTestName:
+		return errorf("test name must be at most %d bytes (it names a directory; give a shorter --test), got %d", maxTestName, len(s.Test))
+	case strings.ContainsAny(s.Test, "/\\") || strings.HasPrefix(s.Test, "."):
+		return errorf("--test %s cannot be a directory name", quote.Short(s.Test))
+	}
+	return nil
+}
+
+// Caps on the spec. They keep arithmetic on durations (twice the TTL, sums of timeouts)
+// far from overflow and refuse values that would only make a run hang or explode.
+const (
+	maxClients   = 100 // each client is an OS process with its own connections
+	maxTTL       = time.Hour
+	maxSpan      = 24 * time.Hour // time limit, pause, interval, work, clock offset
+	maxClockRate = 100
+	// Lock cycles per second per client, besides 0: from one cycle in a thousand seconds
+	// to far beyond any lock's round trip.
+	minRate, maxRate = 0.001, 1_000_000
+	maxRetry         = time.Minute
+	// maxTestName is what most file systems allow in one directory name.
+	maxTestName = 255
+)
+
+// checkBounds refuses numbers out of range and keys no lock service could use.
+func (s *Spec) checkBounds() error {
+	if s.Clients < 1 || s.Clients > maxClients {
+		return errorf("--clients must be between 1 and %d, got %d", maxClients, s.Clients)
+	}
+	for _, b := range []struct {
+		flag     string
+		d        Duration
+		min, max time.Duration
+	}{
+		// Redis counts leases in whole milliseconds.
+		{"ttl", s.TTL, time.Millisecond, maxTTL},
+		{"time-limit", s.TimeLimit, time.Millisecond, maxSpan},
+		{"work", s.Work, 0, maxSpan},
+		{"pause", s.Pause, 0, maxSpan},
+		{"interval", s.Interval, time.Millisecond, maxSpan},
+		{"clock-offset", s.ClockOffset, 0, maxSpan},
+		{"retry", s.Retry, 0, maxRetry},
+	} {
+		if d := b.d.Std(); d < b.min || d > b.max {
+			return errorf("--%s must be between %s and %s, got %s", b.flag, short(b.min), short(b.max), d)
+		}
+	}
+	// NaN fails every comparison, so test for the valid range, not the invalid one.
+	if !(s.ClockRate > 0 && s.ClockRate <= maxClockRate) {
+		return errorf("--clock-rate must be a number above 0 and at most %d, got %g", maxClockRate, s.ClockRate)
+	}
+	if !(s.Rate == 0 || s.Rate >= minRate && s.Rate <= maxRate) {
+		return errorf("--rate must be 0 (as fast as possible) or lock cycles per second between %g and %d, got %g", minRate, maxRate, s.Rate)
+	}
+	if s.Key == "" || strings.ContainsAny(s.Key, " /\\") || !printable(s.Key) {
+		return errorf("--key must be a non-empty word of printable characters, without / or \\, got %s", quote.Short(s.Key))
+	}
+	return nil
+}
+
+// checkClientCmd refuses a program for a client that runs none, an exec client without
+// one, and a program that cannot be started here, before anything is started.
+func (s *Spec) checkClientCmd() error {
+	exec := s.Client == execlock.Name
+	switch {
+	case exec && len(s.ClientCmd) == 0:
+		return errorf("--client exec needs --client-cmd, the program each lock client runs (docs/protocol.md)")
+	case !exec && len(s.ClientCmd) > 0:
+		return errorf("--client-cmd is the program of --client exec, not of %s", quote.Short(s.Client))
+	case !exec:
+		return nil
+	case s.ClientCmd[0] == "" || slices.ContainsFunc(s.ClientCmd, func(w string) bool { return strings.ContainsRune(w, 0) }):
+		return errorf("--client-cmd must start with a program and hold no NUL byte, got %s", quote.Short(strings.Join(s.ClientCmd, " ")))
+	}
+	if _, err := osexec.LookPath(s.ClientCmd[0]); err != nil {
+		return errorf("--client-cmd: %s", quote.ShortenAll(err.Error()))
+	}
+	return nil
+}
+
+// defaultMinReplicasMaxLag is Redis's own min-replicas-max-lag.
+const defaultMinReplicasMaxLag = 10 * time.Second
+
+// checkCrashSettings refuses persistence, min-replicas and restart settings that mean
+// nothing for the system or the nemesis, and fills in their defaults.
+func (s *Spec) checkCrashSettings(sys system.System, nodes int, needs nemesis.Needs) error {
+	switch {
+	case !sys.Persistence && s.Persistence != "":
+		return errorf("--persistence applies to systems of Redis servers (%s), not %s, which decides what it keeps itself",
+			strings.Join(systemsWith(func(s system.System) bool { return s.Persistence }), ", "), s.System)
+	case sys.Persistence && s.Persistence == "":
+		s.Persistence = string(system.PersistNone)
+	case sys.Persistence && !slices.Contains(system.Persistences(), system.Persistence(s.Persistence)):
+		return errorf("--persistence must be none, aof-everysec or aof-always, got %s", quote.Short(s.Persistence))
+	}
+	switch lag := s.MinReplicasMaxLag.Std(); {
+	case s.MinReplicas != 0 && !sys.Replicated:
+		return errorf("--min-replicas-to-write needs a primary with replicas (%s), not %s",
+			strings.Join(systemsWith(func(s system.System) bool { return s.Replicated }), ", "), s.System)
+	case s.MinReplicas < 0 || s.MinReplicas > nodes-1:
+		return errorf("--min-replicas-to-write must be between 0 and %d (the replicas of %d nodes), got %d", nodes-1, nodes, s.MinReplicas)
+	case lag != 0 && s.MinReplicas == 0:
+		return errorf("--min-replicas-max-lag applies only with --min-replicas-to-write")
+	case lag < 0 || lag > maxTTL || lag%time.Second != 0:
+		return errorf("--min-replicas-max-lag must be whole seconds between 1s and 1h (Redis counts it in seconds), got %s", lag)
+	case s.MinReplicas > 0 && lag == 0:
+		s.MinReplicasMaxLag = Duration(defaultMinReplicasMaxLag)
+	}
+	switch d := s.RestartAfter.Std(); {
+	case (d != 0 || s.RestartDelayTTL) && !needs.Restarts:
+		return errorf("--restart-after and --restart-delay-ttl apply to nemeses that kill nodes (kill-node, failover)")
+	case d < 0 || d > maxSpan:
+		return errorf("--restart-after must be between 0s and %s, got %s", short(maxSpan), d)
+	}
+	return nil
+}
+
+// targetedNemeses names the nemeses that target a hazard.
+func targetedNemeses() []string {
+	return slices.Sorted(maps.Keys(nemesis.Hazards(nemesis.Names())))
+}
+
+// systemsWith names the systems for which has holds.
+func systemsWith(has func(system.System) bool) []string {
+	var names []string
+	for _, s := range system.All() {
+		if has(s) {
+			names = append(names, s.Name)
+		}
+	}
+	return names
+}
+
+// printable reports whether s is valid UTF-8 with no control or other non-printing runes:
+// names end up in paths, logs and terminals.
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// short writes a bound as a person would: 1h, not 1h0m0s.
+func short(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+func (s Spec) name() string {
+	faults := strings.Join(s.Nemesis, "+")
+	if faults == "" {
+		faults = "none"
+	}
+	fencing := "nofence"
+	if s.Fencing {
+		fencing = "fenced"
+	}
+	return fmt.Sprintf("%s-%s-%s-%s", s.System, s.clientName(), faults, fencing)
+}
+
+// clientName names the client in a test name: an exec client by its program too, the
+// base name of the last word that is not a flag (exec-redispy_lock), so two programs'
+// runs land apart.
+func (s Spec) clientName() string {
+	if s.Client != execlock.Name {
+		return s.Client
+	}
+	program := ""
+	for _, w := range slices.Backward(s.ClientCmd) {
+		if !strings.HasPrefix(w, "-") {
+			program = strings.TrimSuffix(filepath.Base(w), filepath.Ext(w))
+			break
+		}
+	}
+	program = strings.Map(func(r rune) rune {
+		if r < 0x80 && (unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_' || r == '-' || r == '.') {
+			return r
+		}
+		return '_'
+	}, program)
+	if len(program) > maxProgramName {
+		program = program[:maxProgramName]
+	}
+	return s.Client + "-" + strings.Trim(program, ".")
+}
+
+// maxProgramName bounds a program's part of a test name.
+const maxProgramName = 40
+
+// PauseLength is how long pauses last.
+func (s Spec) PauseLength() time.Duration {
+	if s.Pause == 0 {
+		return 2 * s.TTL.Std()
+	}
+	return s.Pause.Std()
+}
+
+// RestartDelay is how long a killed node stays down: RestartAfter (none when 0), and at
+// least the TTL with RestartDelayTTL.
+func (s Spec) RestartDelay() time.Duration {
+	d := s.RestartAfter.Std()
+	if s.RestartDelayTTL {
+		d = max(d, s.TTL.Std())
+	}
+	return d
+}
+
+// ReplicaLag is how old its replicas' acknowledgements may be before a replicated primary
+// refuses writes; 0 when it never refuses (no --min-replicas-to-write).
+func (s Spec) ReplicaLag() time.Duration {
+	if s.MinReplicas == 0 {
+		return 0
+	}
+	return s.MinReplicasMaxLag.Std()
+}
+
+// CyclePeriod is from one lock cycle's start to the next's: one over the rate, 0 for as
+// fast as possible.
+func (s Spec) CyclePeriod() time.Duration {
+	if s.Rate == 0 {
+		return 0
+	}
+	return time.Duration(float64(time.Second) / s.Rate)
+}
+
+// ClockSkew is how far clock faults move a clock.
+func (s Spec) ClockSkew() time.Duration {
+	if s.ClockOffset == 0 {
+		return 2 * s.TTL.Std()
+	}
+	return s.ClockOffset.Std()
+}
