@@ -148,7 +148,9 @@ func TestSentinelMinReplicasRefusesTheGrantAFailoverWouldLose(t *testing.T) {
 // Redlock: antirez's own acknowledged weakness. Masters of the holder's majority killed
 // and started again without persistence have forgotten the key, and a second client
 // gathers a majority with them within the holder's lease. Restarted only after a TTL,
-// every lease they granted is over. At run's defaults: kill-node keeps the holder in its
+// every lease they granted is over: no violation, and no pass either, since no other
+// client was answered without them within the lease (their attempts went unanswered), so
+// the danger the delay guards against never came. At run's defaults: kill-node keeps the holder in its
 // critical section, within its lease, while it crashes three of the five masters. The
 // masters must serve again within the lease, so these tests, like the failover's, run
 // before the lanes rather than beside another (19 of 20 seeds find the violation in 10 s on a busy
@@ -168,11 +170,22 @@ func TestRedlockKilledNodeWithoutPersistenceGivesTwoHolders(t *testing.T) {
 	expectHazard(t, s, history.RestartInLease)
 }
 
-func TestRedlockKilledNodeRestartedAfterATTLKeepsMutualExclusion(t *testing.T) {
+func TestRedlockKilledNodeRestartedAfterATTLGivesNoSecondHolder(t *testing.T) {
 	s, events := runEvents(t, redlockKillSpec(true))
-	expectLockKept(t, s)
+	expectNoViolation(t, s)
 	expectHoldersNodeKilled(t, events)
 	expectHazard(t, s, history.CrashUnderGrant)
+}
+
+// expectNoViolation fails t when a lock or data checker found a violation: for a run
+// that may not be able to claim more (its danger may not have come).
+func expectNoViolation(t *testing.T, s results.Summary) {
+	t.Helper()
+	for _, r := range s.Results {
+		if r.Verdict == checkers.Invalid && r.Property != checkers.PropertyMetric {
+			t.Errorf("%s invalid (%s), want no violation", r.Checker, r.Summary)
+		}
+	}
 }
 
 // expectHazard fails t unless hazard h occurred in the run.
@@ -222,7 +235,9 @@ func TestZooKeeperKilledLeaderAndFollowerKeepMutualExclusion(t *testing.T) {
 	s := zkSpec([]string{"kill-node"}, true, 25*time.Second)
 	s.RestartAfter, s.Seed, s.Undirected = Duration(time.Second), 6, true
 	summary, events := runEvents(t, s)
-	expectLockKept(t, summary)
+	// Undirected, a crash seldom meets a holder still within its lease when the node is
+	// back, so the run may not claim a pass; it must find no violation.
+	expectNoViolation(t, summary)
 	killed := map[string]bool{}
 	for _, e := range nemesisEvents(events, history.Start, "kill-node") {
 		killed[e.Detail["role"]] = true

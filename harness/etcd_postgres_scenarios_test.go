@@ -59,7 +59,7 @@ func TestEtcdKilledMemberKeepsTheLock(t *testing.T) {
 	inLane(t, laneEtcd)
 	s := runScenario(t, shortSpec("etcd", "etcd", "kill-node", true, 8*time.Second))
 	expectLockKept(t, s)
-	expectHazard(t, s, history.CrashUnderGrant)
+	expectHazard(t, s, history.RestartServed)
 }
 
 // A Postgres advisory lock's holder cut off the database, not the storage: the server's

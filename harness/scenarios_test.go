@@ -456,5 +456,5 @@ func TestZooKeeperIgnoresClockJumps(t *testing.T) {
 	inLane(t, laneZooKeeper)
 	s := runScenario(t, zkSpec([]string{"clock-strobe"}, true, 10*time.Second))
 	expectAllValid(t, s)
-	expectHazard(t, s, history.ClockPastLease)
+	expectHazard(t, s, history.ClockServed)
 }

@@ -42,7 +42,6 @@ var (
 	splitBrain = tableRow{ExpectInvalid, ExpectInvalid, "the primary and a minority of the clients cut off, a replica promoted: two primaries grant, no fencing: violation and corruption", ""}
 	// A node that granted the lock crashes and comes back without it while the holder works.
 	crashForgets = tableRow{ExpectInvalid, ExpectInvalid, "the holder's nodes crash and come back without the lock within its lease, no persistence: violation and corruption", ""}
-	crashDelayed = tableRow{ExpectValid, ExpectValid, "the same crash, restarted only after a TTL (antirez's delayed restart): safe", ""}
 	crashKept    = tableRow{ExpectValid, ExpectValid, "a node crashes under a held lock and comes back with what its log kept: safe", ""}
 	// The holder cut off the lock service, still in its critical section.
 	cutUnfenced = tableRow{ExpectInvalid, ExpectInvalid, "holder cut from the lock service, still in its critical section, no fencing: violation and corruption", ""}
@@ -105,11 +104,6 @@ func timeLimit(d time.Duration) func(*harness.Spec) {
 	return func(s *harness.Spec) { s.TimeLimit = harness.Duration(d) }
 }
 
-// restartDelayTTL is antirez's delayed restart, in a cell of its own name.
-func restartDelayTTL(s *harness.Spec) {
-	s.RestartDelayTTL, s.Test = true, s.System+"-"+s.Client+"-kill-node-restart-delay-ttl-nofence"
-}
-
 // persistence is what the nodes keep on disk, in a cell of its own name.
 func persistence(p string) func(*harness.Spec) {
 	return func(s *harness.Spec) { s.Persistence, s.Test = p, s.System+"-"+s.Client+"-kill-node-"+p+"-nofence" }
@@ -149,7 +143,10 @@ func kleppmann() Suite {
 			alone(cell("redlock", client, "kill-node", false, crashForgets)),
 		)
 	}
-	cells = append(cells, alone(cell("redlock", "redlock", "kill-node", false, crashDelayed, restartDelayTTL)))
+	// antirez's delayed restart (--restart-delay-ttl) has no cell: its crashed masters stay
+	// down through the lease, no other client is answered without them within it (their
+	// attempts go unanswered), so its danger never comes and its runs say unknown, never
+	// valid (harness's TestRedlockKilledNodeRestartedAfterATTLGivesNoSecondHolder).
 	// Sentinel: a primary that serves like a single Redis, until it fails or is cut off.
 	cells = append(cells,
 		cell("sentinel", "redis", "none", false, safe, timeLimit(6*time.Second)),
