@@ -5,23 +5,31 @@ GO      ?= go
 BIN     := bin/lockbreaker
 RESULTS ?= store
 
-.PHONY: run test unit bench load deps build image clean vet fuzz serve nightly kleppmann-time
+.PHONY: run test unit bench load deps deps-run build image clean vet fuzz serve nightly kleppmann-time
 
 build:
 	$(GO) build -o $(BIN) ./cmd/lockbreaker
 
 # The node image is built from Debian packages; with no registry the base comes from
-# debootstrap, which a fresh machine may lack. The browser tests open reports in Chromium.
-# Lock clients join the cluster network with ip and nsenter and are cut with iptables.
-# The Python lock clients in examples/python use Debian's redis-py and kazoo, through
-# Debian's own python3 (/usr/bin/python3, which another python3 on PATH may not be).
-deps:
+# debootstrap, which a fresh machine may lack. Lock clients join the cluster network with
+# ip and nsenter and are cut with iptables. That is all a run needs (deps-run); the tests
+# also open reports in Chromium and run the Python lock clients in examples/python, which
+# use Debian's redis-py and kazoo through Debian's own python3 (/usr/bin/python3, which
+# another python3 on PATH may not be).
+deps-run:
 	@missing=""; \
 	command -v debootstrap >/dev/null 2>&1 || missing="$$missing debootstrap"; \
-	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	command -v nsenter >/dev/null 2>&1 || missing="$$missing util-linux"; \
 	command -v iptables >/dev/null 2>&1 || missing="$$missing iptables"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+deps: deps-run
+	@missing=""; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	/usr/bin/python3 -c 'import redis' >/dev/null 2>&1 || missing="$$missing python3-redis"; \
 	/usr/bin/python3 -c 'import kazoo' >/dev/null 2>&1 || missing="$$missing python3-kazoo"; \
 	if [ -n "$$missing" ]; then \
@@ -29,12 +37,12 @@ deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-image: deps build
+image: deps-run build
 	$(BIN) images
 
 # Kleppmann's GC pause on a single Redis without fencing. Exit 1 (violations found) is the
 # expected outcome, so it does not fail the target; 2 (unknown) and 255 (harness error) do.
-run: deps build
+run: deps-run build
 	@$(BIN) run --results $(RESULTS); code=$$?; \
 	if [ $$code -le 1 ]; then echo "(exit $$code: 0 = lock held up, 1 = violations found, as Kleppmann predicts)"; \
 	else exit $$code; fi
@@ -67,7 +75,7 @@ unit:
 # regressed since an earlier run, and the store's index.html shows every suite's trend.
 SEEDS ?= 5
 SHARD ?= 1/1
-nightly: deps image
+nightly: deps-run image
 	$(BIN) suite kleppmann --seeds $(SEEDS) --shard $(SHARD)$(if $(PARALLEL), --parallel $(PARALLEL)) --results $(RESULTS)
 
 # The targeted faults' cells (suites/targeted.yaml: locks known to break under them, at
@@ -75,7 +83,7 @@ nightly: deps image
 # a shared CI runner has; BUSY=0 is a quiet machine. SEEDS runs per cell, one at a time.
 # Its exit code is the suite's: 0 when every cell found its violation in 90 % of its runs.
 BUSY ?= 2
-load: deps image
+load: deps-run image
 	@pids=""; trap 'kill $$pids 2>/dev/null' EXIT; \
 	for i in $$(seq 1 $(BUSY)); do sha256sum /dev/zero & pids="$$pids $$!"; done; \
 	$(BIN) suite suites/targeted.yaml --seeds $(SEEDS) --parallel 1 --results $(RESULTS)
