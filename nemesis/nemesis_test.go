@@ -736,9 +736,10 @@ func TestClockServedIsAnAnswerByTheMovedNodeWithinTheLease(t *testing.T) {
 			return []history.Event{{Type: history.Fail, Process: 1, Func: history.Acquire, Error: history.ErrLockBusy, Time: now + 4e6,
 				EffectFrom: now - 1e9, EffectTo: now, Detail: map[string]string{history.BusyEvery: "1s"}}}
 		}}, ""},
-		{"granted after a run of busy answers through the move", "", 0, waiter, step{events: func(now int64) []history.Event {
-			return []history.Event{{Index: 9, Type: history.OK, Process: 1, Func: history.Acquire, Time: now + 5e6,
-				EffectFrom: now + 4e6, Detail: map[string]string{history.BusyEvery: "1ms"}}}
+		{"granted after the release, refused as busy before it", "", 0, waiter, step{events: func(now int64) []history.Event {
+			return []history.Event{{Type: history.Invoke, Process: 0, Func: history.Release, Time: now + 2e6},
+				{Index: 9, Type: history.OK, Process: 1, Func: history.Acquire, Time: now + 5e6,
+					EffectFrom: now + 4e6, Detail: map[string]string{history.BusyEvery: "500us"}}}
 		}}, "refused it as busy"},
 		{"kept waiting in the queue until the release", "", 0, waiter, releaseStep, "kept it waiting"},
 		{"a polling client waiting until the release", "", 0, waiter, releaseStep, ""},

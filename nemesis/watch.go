@@ -368,14 +368,21 @@ func (w *watcher) answered(e history.Event) {
 			continue
 		}
 		if e.Type == history.OK {
-			// The attempts before the granted one found the lock busy, when the grant says so.
-			if node, ok := s.answeredIn(w.acquiring[e.Process], e.EffectFrom, every, nil); ok && every > 0 {
-				s.record(w, node, e.Process, e.EffectFrom, "refused it as busy")
+			// A second grant while the victim holds within its lease is the danger itself,
+			// from whenever its attempt began: a node that remembered the grant refuses.
+			if node, ok := s.answeredIn(to, to, 0, named); ok {
+				s.record(w, node, e.Process, to, "granted "+grantText(e))
 				continue
 			}
-			if node, ok := s.answeredIn(from, to, 0, named); ok {
-				s.record(w, node, e.Process, to, "granted "+grantText(e))
+			// The attempts before the granted one found the lock busy, when the grant says so.
+			from, to, named = w.acquiring[e.Process], e.EffectFrom, nil
+			if every == 0 {
+				continue
 			}
+		}
+		// On a majority of independent nodes a refusal may be other clients' split votes
+		// rather than the grant remembered: only a grant speaks there.
+		if s.env.IndependentMajority {
 			continue
 		}
 		if node, ok := s.answeredIn(from, to, every, named); ok {
