@@ -89,6 +89,7 @@ func TestSentinelFailoverLosesTheLockAndTokensGoBack(t *testing.T) {
 		t.Errorf("fencing counts %v: want a token regression or duplicate", fencing.Counts)
 	}
 	expectHazard(t, s, history.GrantLost)
+	expectHazard(t, s, history.LostGrantServed)
 	stops := nemesisEvents(events, history.Stop, "failover")
 	if len(stops) == 0 || stops[0].Detail["primary"] == "n1" || stops[0].Detail["grant"] == "none" {
 		t.Fatalf("failover stops %+v: want n1 replaced as primary right after a grant", stops)
@@ -126,8 +127,8 @@ func TestSentinelMinReplicasRefusesTheGrantAFailoverWouldLose(t *testing.T) {
 		"mutual-exclusion":  checkers.Unknown,
 		"lock-linearizable": checkers.Unknown,
 	})
-	if stats := verdicts(s)["stats"]; !strings.Contains(stats.Summary, history.GrantLost.Absent()) {
-		t.Errorf("stats says %q, want it to say %q", stats.Summary, history.GrantLost.Absent())
+	if stats := verdicts(s)["stats"]; !strings.Contains(stats.Summary, history.LostGrantServed.Absent()) {
+		t.Errorf("stats says %q, want it to say %q", stats.Summary, history.LostGrantServed.Absent())
 	}
 	stops := nemesisEvents(events, history.Stop, "failover")
 	if len(stops) == 0 || stops[0].Detail["grant"] != "none" || stops[0].Detail["primary"] == "n1" {
