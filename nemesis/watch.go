@@ -284,12 +284,13 @@ func grantText(grant history.Event) string {
 }
 
 // served watches one held grant, the victim of a fault, for the fault's hazard made real:
-// while the fault's condition holds on a node (a node killed under the grant serves again,
-// the primary that made it is down, a node's clock is past its lease), that node answers
-// another client's acquire (a grant naming it, a grant or a busy answer when answers do not
-// name their nodes) while the victim still holds the grant by its own account and within
-// its lease. Conditions are added by the fault as they begin and end, from any goroutine;
-// the answers are followed by the watcher's.
+// while the fault's condition holds on a node (enough of the grant's nodes are back from a
+// crash without it, the primary that made it is down, a node's clock is past its lease),
+// that node answers another client's acquire (a grant naming it, a grant or a busy answer
+// when answers do not name their nodes, a queued waiter kept waiting) while the victim
+// still holds the grant by its own account and within its lease. Conditions are added by
+// the fault as they begin and end, from any goroutine; the answers are followed by the
+// watcher's, also after the release, for answers given before it and heard of late.
 type served struct {
 	env    Env
 	fault  string
@@ -367,6 +368,7 @@ func (w *watcher) answered(e history.Event) {
 		if e.Process == s.victim.Process {
 			continue
 		}
+		busyFrom, busyTo, busyNamed := from, to, named
 		if e.Type == history.OK {
 			// A second grant while the victim holds within its lease is the danger itself,
 			// from whenever its attempt began: a node that remembered the grant refuses.
@@ -374,19 +376,19 @@ func (w *watcher) answered(e history.Event) {
 				s.record(w, node, e.Process, to, "granted "+grantText(e))
 				continue
 			}
-			// The attempts before the granted one found the lock busy, when the grant says so.
-			from, to, named = w.acquiring[e.Process], e.EffectFrom, nil
 			if every == 0 {
 				continue
 			}
+			// The attempts before the granted one found the lock busy.
+			busyFrom, busyTo, busyNamed = w.acquiring[e.Process], e.EffectFrom, nil
 		}
 		// On a majority of independent nodes a refusal may be other clients' split votes
 		// rather than the grant remembered: only a grant speaks there.
 		if s.env.IndependentMajority {
 			continue
 		}
-		if node, ok := s.answeredIn(from, to, every, named); ok {
-			s.record(w, node, e.Process, to, "refused it as busy")
+		if node, ok := s.answeredIn(busyFrom, busyTo, every, busyNamed); ok {
+			s.record(w, node, e.Process, busyTo, "refused it as busy")
 		}
 	}
 }
