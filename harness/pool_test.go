@@ -113,3 +113,50 @@ func poolRecords(t *testing.T) (rec *history.Recorder, logs *lockedWriter, logge
 		return buf.String()
 	}
 }
+
+// Armed, the workers stop themselves (here: at once, as an armed worker does after its
+// read under the lock) and the first to have stopped goes to the fault that armed them,
+// stopped, with the time it gave; one that stops itself with no fault waiting for it (the
+// other, and any after the disarm) is continued at once, so none is left stopped.
+func TestArmedWorkersStopThemselvesAndOnlyTheFirstStaysStopped(t *testing.T) {
+	rec, err := history.Create(filepath.Join(t.TempDir(), history.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	configs := []WorkerConfig{{Process: 0}, {Process: 1}}
+	script := `read config; while read line; do case "$line" in arm|disarm) echo "stopped 42"; kill -STOP 0;; stop) exit 0;; esac; done`
+	workers, err := startPool([]string{"sh", "-c", script}, configs, rec, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer workers.stop(time.Minute)
+	stopped, disarm := workers.ArmStop()
+	first := <-stopped
+	disarm()
+	if first.At != 42 {
+		t.Errorf("stopped at %d, want the time the worker gave (42)", first.At)
+	}
+	other := 1 - first.Process
+	if state := procState(t, pidOf(t, workers, first.Process)); state != "T" {
+		t.Errorf("worker %d is %s, want it stopped for the fault", first.Process, state)
+	}
+	for deadline := time.Now().Add(10 * time.Second); procState(t, pidOf(t, workers, other)) == "T"; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("worker %d stopped itself with no fault waiting and stayed stopped", other)
+		}
+	}
+	if err := workers.Signal(first.Process, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pidOf is the pid of a running worker.
+func pidOf(t *testing.T, p *pool, process int) int {
+	t.Helper()
+	w, err := p.find(process)
+	if w == nil || err != nil {
+		t.Fatalf("worker %d: %v", process, err)
+	}
+	return w.cmd.Process.Pid
+}
