@@ -460,10 +460,11 @@ func (c *replicationCut) failOver(ctx context.Context, env Env, net Network, r R
 	} else {
 		grant, granted = w.grantBegunAfter(ctx, since, within)
 	}
-	if ctx.Err() != nil {
-		return errors.Join(err, w.letGo(env, grant.Process))
-	}
+	// A victim that stopped itself and is not paused below goes on.
 	defer func() { err = errors.Join(err, w.letGo(env, grant.Process)) }()
+	if ctx.Err() != nil {
+		return nil
+	}
 	if granted {
 		detail["grant"] = workerName(grant.Process)
 	}
