@@ -442,9 +442,9 @@ func (c *replicationCut) failOver(ctx context.Context, env Env, net Network, r R
 	var grant history.Event
 	var granted bool
 	if p, ok := env.Nodes.(Promoter); ok && !env.Undirected {
-		// The clients are at work (a grant since the cut) before the promotion begins, so
+		// The clients are at work (an acquire since the cut) before the promotion begins, so
 		// that one of them is granted by the old primary before the monitors name the new.
-		w.grantBegunAfter(ctx, since, within)
+		w.awaitAcquire(ctx, since, within)
 		if err := p.Promote(bg); err != nil {
 			return fmt.Errorf("promote a replica of %s: %w", c.primary, err)
 		}

@@ -235,6 +235,26 @@ func (w *watcher) grantBegunAfter(ctx context.Context, t int64, within time.Dura
 	}
 }
 
+// awaitAcquire waits up to within for an acquire invoked at or after t, unless one has been
+// already.
+func (w *watcher) awaitAcquire(ctx context.Context, t int64, within time.Duration) {
+	timer := time.NewTimer(within)
+	defer timer.Stop()
+	invoked := func() bool {
+		for _, at := range w.acquiring {
+			if at >= t {
+				return true
+			}
+		}
+		return false
+	}
+	for w.catchUp(); !invoked(); {
+		if _, ok := w.next(ctx, timer.C); !ok {
+			return
+		}
+	}
+}
+
 // readerGrantedAfter waits up to within for a client that reads the register under a
 // grant whose acquire began at or after t, while accept says its grant is the one wanted
 // (nextReader: directed, it has stopped itself after its read); others are let go.
