@@ -192,17 +192,26 @@ func sweepOnce(ctx context.Context, runID string, doomed func(labels map[string]
 	if err != nil {
 		return 0, false, fmt.Errorf("clean: list containers: %w", err)
 	}
+	inFlight := false // a container the engine is removing already, for a run killed meanwhile
 	for _, c := range ctrs.Items {
 		if !doomed(c.Labels) {
 			continue
 		}
 		_, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-		if err != nil && !cerrdefs.IsNotFound(err) {
+		switch {
+		case err != nil && cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress"):
+			inFlight = true
+			continue
+		case err != nil && !cerrdefs.IsNotFound(err):
 			errs = append(errs, fmt.Errorf("remove container %s: %w", shortID(c.ID), err))
 			continue
 		}
 		removed++
 		foreign = foreign || !ours(c.Labels)
+	}
+	if inFlight && len(errs) == 0 {
+		// Its network is in use until the engine is done: the networks go on the next pass.
+		return removed, true, nil
 	}
 
 	nets, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: filters})
