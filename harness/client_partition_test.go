@@ -223,15 +223,28 @@ func TestHolderCutFromTheLockServiceStillReachesTheStorage(t *testing.T) {
 		expect(t, summary, map[string]checkers.Verdict{
 			"mutual-exclusion": checkers.Invalid, "data-safety": checkers.Valid, "lost-updates": checkers.Valid})
 		faults, cut := clientFaults(t, events, "partition-holder-storage")
+		all := ops(t, events)
+		// The cut is healed once the holder has begun to release, and its stop recorded when
+		// the heal is done: the holder's next cycle may meet the storage in between. What the
+		// cut must stop is the holder's own critical section, up to that release.
+		released := make([]int64, len(faults))
+		for i, f := range faults {
+			released[i] = f.Stop
+			for _, op := range all {
+				if op.Process() == cut[i] && op.Func() == history.Release && op.Invoke.Time > f.Start && op.Invoke.Time < released[i] {
+					released[i] = op.Invoke.Time
+				}
+			}
+		}
 		tried := 0
-		for _, op := range ops(t, events) {
+		for _, op := range all {
 			for i, f := range faults {
 				storage := op.Func() == history.Read || op.Func() == history.Write
-				if !storage || op.Process() != cut[i] || op.Invoke.Time < f.Start || op.Invoke.Time > f.Stop {
+				if !storage || op.Process() != cut[i] || op.Invoke.Time < f.Start || op.Invoke.Time > released[i] {
 					continue
 				}
 				tried++
-				if op.Type() == history.OK && op.Complete.Time < f.Stop {
+				if op.Type() == history.OK {
 					t.Errorf("worker-%d, cut off the storage, had %s answered during %s", cut[i], op.Func(), f.Description)
 				}
 			}
