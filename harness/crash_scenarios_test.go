@@ -192,12 +192,20 @@ func expectNoViolation(t *testing.T, s results.Summary) {
 // expectHazard fails t unless hazard h occurred in the run.
 func expectHazard(t *testing.T, s results.Summary, h history.Hazard) {
 	t.Helper()
+	if hazardCount(s, h) == 0 {
+		t.Errorf("hazards %+v: want %s", s.Hazards, h)
+	}
+}
+
+// hazardCount is how many times hazard h occurred in the run.
+func hazardCount(s results.Summary, h history.Hazard) int {
+	n := 0
 	for _, c := range s.Hazards {
-		if c.Hazard == h && c.Count > 0 {
-			return
+		if c.Hazard == h {
+			n += c.Count
 		}
 	}
-	t.Errorf("hazards %+v: want %s", s.Hazards, h)
+	return n
 }
 
 // expectHoldersNodeKilled fails t unless a node was killed while a client held the lock
