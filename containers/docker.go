@@ -222,7 +222,11 @@ func sweepOnce(ctx context.Context, runID string, doomed func(labels map[string]
 		if !doomed(n.Labels) {
 			continue
 		}
-		if _, err := cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+		_, err := cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{})
+		if err != nil && strings.Contains(err.Error(), "has active endpoints") {
+			continue // an endpoint the engine kept of a removed container (containers go first, above)
+		}
+		if err != nil && !cerrdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("remove network %s: %w", n.Name, err))
 			continue
 		}
