@@ -70,8 +70,16 @@ type Cluster struct {
 	monitors []Node
 
 	mu   sync.Mutex
-	down map[string]bool // nodes killed and not started again
+	down map[string]downBy // nodes crashed and not serving again yet
 }
+
+// downBy is how a node that is down went down.
+type downBy int
+
+const (
+	killed  downBy = iota + 1 // its container stopped: Restart starts it
+	inPlace                   // its server restarts itself: Restart waits for it
+)
 
 // readyTimeout bounds the wait for a started cluster to serve.
 const readyTimeout = 2 * time.Minute
@@ -119,7 +127,7 @@ func Start(ctx context.Context, spec Spec) (*Cluster, error) {
 	if err := Ping(ctx); err != nil {
 		return nil, err
 	}
-	c := &Cluster{spec: spec, recipe: recipe, network: "lockbreaker-" + spec.RunID, down: map[string]bool{}}
+	c := &Cluster{spec: spec, recipe: recipe, network: "lockbreaker-" + spec.RunID, down: map[string]downBy{}}
 	if err := c.start(ctx); err != nil {
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()

@@ -235,9 +235,9 @@ func (c *Cluster) Kill(ctx context.Context, name string) error {
 	// Waiting for "not running" returns at once for a container already stopped, so asking
 	// before the kill cannot miss it.
 	stopped := cli.ContainerWait(ctx, n.ContainerID, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
-	c.setDown(name, true)
+	c.setDown(name, killed)
 	if _, err := cli.ContainerKill(ctx, n.ContainerID, client.ContainerKillOptions{Signal: "SIGKILL"}); err != nil {
-		c.setDown(name, false)
+		c.setDown(name, 0)
 		return fmt.Errorf("kill node %s: %w", name, err)
 	}
 	select {
@@ -248,7 +248,33 @@ func (c *Cluster) Kill(ctx context.Context, name string) error {
 	}
 }
 
-// Restart starts node name's killed server again, with whatever its disk kept, and returns
+// Crash crashes node name's server as Kill does and returns once it has gone, to start
+// again at once: in place when the system can crash its server so (the container, its
+// address and its disk kept, connections refused until the server serves again, as under
+// a supervisor that restarts it), and otherwise by killing the container, which Restart
+// then starts. Restart returns once the node serves again, either way. A node that cannot
+// be told to crash (paused, or cut off this host) has its container killed.
+func (c *Cluster) Crash(ctx context.Context, name string) error {
+	n, err := c.lockNode(name)
+	if err != nil {
+		return err
+	}
+	if c.recipe.Crash == nil {
+		return c.Kill(ctx, name)
+	}
+	c.setDown(name, inPlace)
+	switch err := c.recipe.Crash(ctx, n.Addr()); {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH):
+		return c.Kill(ctx, name)
+	default:
+		c.setDown(name, 0)
+		return fmt.Errorf("crash node %s: %w", name, err)
+	}
+}
+
+// Restart starts node name's crashed server again, with whatever its disk kept, and returns
 // once it serves. A node that came back at another address is an error: the lock clients
 // and the monitors know it by its address.
 func (c *Cluster) Restart(ctx context.Context, name string) error {
@@ -256,20 +282,12 @@ func (c *Cluster) Restart(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	start, cancel := bounded(ctx)
-	defer cancel()
-	cli, _ := docker()
-	if _, err := cli.ContainerStart(start, n.ContainerID, client.ContainerStartOptions{}); err != nil {
-		return fmt.Errorf("restart node %s: %w", name, err)
+	if c.downBy(name) != inPlace {
+		if err := c.startAgain(ctx, n); err != nil {
+			return fmt.Errorf("restart node %s: %w", name, err)
+		}
 	}
-	c.setDown(name, false)
-	ip, err := c.containerIP(start, n)
-	switch {
-	case err != nil:
-		return fmt.Errorf("restart node %s: %w", name, err)
-	case ip != n.IP:
-		return fmt.Errorf("restart node %s: it came back at %s, not %s, where the clients look for it", name, ip, n.IP)
-	}
+	c.setDown(name, 0)
 	ready, cancelReady := context.WithTimeout(ctx, readyTimeout)
 	defer cancelReady()
 	return c.waitReady(ready, n, c.recipe.Ready)
@@ -300,14 +318,38 @@ func (c *Cluster) Roles(ctx context.Context) (map[string]system.Role, error) {
 	return roles, err
 }
 
-func (c *Cluster) setDown(name string, down bool) {
+// startAgain starts the stopped container of n and checks it kept its address.
+func (c *Cluster) startAgain(ctx context.Context, n Node) error {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
+	cli, _ := docker()
+	if _, err := cli.ContainerStart(ctx, n.ContainerID, client.ContainerStartOptions{}); err != nil {
+		return err
+	}
+	switch ip, err := c.containerIP(ctx, n); {
+	case err != nil:
+		return err
+	case ip != n.IP:
+		return fmt.Errorf("it came back at %s, not %s, where the clients look for it", ip, n.IP)
+	}
+	return nil
+}
+
+// setDown notes how node name went down; 0: it serves again.
+func (c *Cluster) setDown(name string, by downBy) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if down {
-		c.down[name] = true
+	if by != 0 {
+		c.down[name] = by
 	} else {
 		delete(c.down, name)
 	}
+}
+
+func (c *Cluster) downBy(name string) downBy {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.down[name]
 }
 
 // running are the nodes whose servers run (or are paused); killed those that were killed
@@ -320,7 +362,7 @@ func (c *Cluster) byDown(down bool) []Node {
 	defer c.mu.Unlock()
 	var nodes []Node
 	for _, n := range c.nodes {
-		if c.down[n.Name] == down {
+		if (c.down[n.Name] != 0) == down {
 			nodes = append(nodes, n)
 		}
 	}

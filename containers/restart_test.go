@@ -10,22 +10,31 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockbreaker/lockbreaker/system"
 )
 
-// A killed Redis server comes back at the same address with what its persistence kept:
-// everything with an AOF, nothing without.
-func TestKilledRedisRemembersWhatItsPersistenceKept(t *testing.T) {
+// A Redis server killed (its container stopped) or crashed in place (its container kept)
+// comes back at the same address with what its persistence kept: everything with an AOF,
+// nothing without.
+func TestCrashedRedisRemembersWhatItsPersistenceKept(t *testing.T) {
 	for _, tt := range []struct {
 		persistence system.Persistence
+		inPlace     bool
 		kept        bool
 	}{
-		{system.PersistNone, false},
-		{system.PersistAOFAlways, true},
+		{system.PersistNone, false, false},
+		{system.PersistAOFAlways, false, true},
+		{system.PersistNone, true, false},
+		{system.PersistAOFAlways, true, true},
 	} {
-		t.Run(string(tt.persistence), func(t *testing.T) {
+		name := string(tt.persistence) + "/killed"
+		if tt.inPlace {
+			name = string(tt.persistence) + "/in-place"
+		}
+		t.Run(name, func(t *testing.T) {
 			c := startCluster(t, Spec{System: "redis", Persistence: tt.persistence})
 			ctx := context.Background()
 			rdb := redis.NewClient(&redis.Options{Addr: c.Nodes()[0].Addr(), MaxRetries: -1})
@@ -33,7 +42,12 @@ func TestKilledRedisRemembersWhatItsPersistenceKept(t *testing.T) {
 			if err := rdb.Set(ctx, "lock", "a", time.Minute).Err(); err != nil {
 				t.Fatal(err)
 			}
-			if err := c.Kill(ctx, "n1"); err != nil {
+			started := startedAt(t, c, "n1")
+			crash := c.Kill
+			if tt.inPlace {
+				crash = c.Crash
+			}
+			if err := crash(ctx, "n1"); err != nil {
 				t.Fatal(err)
 			}
 			if roles, err := c.Roles(ctx); err == nil || roles != nil {
@@ -41,6 +55,9 @@ func TestKilledRedisRemembersWhatItsPersistenceKept(t *testing.T) {
 			}
 			if err := c.Restart(ctx, "n1"); err != nil {
 				t.Fatal(err)
+			}
+			if same := startedAt(t, c, "n1") == started; same != tt.inPlace {
+				t.Errorf("the container kept running: %t, want %t", same, tt.inPlace)
 			}
 			got, err := rdb.Get(ctx, "lock").Result()
 			switch {
@@ -51,6 +68,21 @@ func TestKilledRedisRemembersWhatItsPersistenceKept(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startedAt is when node's container last started.
+func startedAt(t *testing.T, c *Cluster, node string) string {
+	t.Helper()
+	n, err := c.lockNode(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, _ := docker()
+	info, err := cli.ContainerInspect(context.Background(), n.ContainerID, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Container.State.StartedAt
 }
 
 // Nodes killed together and started again in another order, at once, each come back at

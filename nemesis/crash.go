@@ -26,7 +26,11 @@ import (
 type Restarter interface {
 	// Kill sends SIGKILL to the node's server and returns once it has gone.
 	Kill(ctx context.Context, node string) error
-	// Restart starts a killed node's server again and returns once it serves.
+	// Crash kills the node's server to start again at once, in place where the system
+	// can (its address then refuses connections rather than leaving them to time out),
+	// and returns once it has gone.
+	Crash(ctx context.Context, node string) error
+	// Restart starts a killed or crashed node's server again and returns once it serves.
 	Restart(ctx context.Context, node string) error
 	// RestartKilled starts every node still killed again.
 	RestartKilled(ctx context.Context) error
@@ -223,7 +227,11 @@ func crash(ctx context.Context, env Env, r Restarter, node string, held *history
 	if role := roleOf(bg, env, node); role != "" {
 		detail["role"] = string(role)
 	}
-	if err := r.Kill(bg, node); err != nil {
+	kill := r.Kill
+	if env.RestartAfter == 0 {
+		kill = r.Crash // back at once, as fast as the system can restart it
+	}
+	if err := kill(bg, node); err != nil {
 		return fmt.Errorf("kill node %s: %w", node, err)
 	}
 	recordDetail(env, history.Start, "kill-node", detail, node)

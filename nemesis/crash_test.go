@@ -47,6 +47,8 @@ func (c *crashable) Kill(_ context.Context, node string) error {
 	return c.act("kill %s", node)
 }
 
+func (c *crashable) Crash(ctx context.Context, node string) error { return c.Kill(ctx, node) }
+
 func (c *crashable) Restart(_ context.Context, node string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -2,8 +2,11 @@ package system
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
+	"syscall"
 
 	"github.com/lockbreaker/lockbreaker/internal/quote"
 )
@@ -16,11 +19,15 @@ var redisServer = &Container{
 		return redisNode(cluster)
 	},
 	Ready: pingRedis,
+	Crash: crashRedis,
 }
 
 const (
 	redisPort = 6379
 	redisDir  = "/lockbreaker/redis"
+	// redisServerPath is absolute because a server restarting itself (crashRedis) runs
+	// again the path it was started by, taken from its working directory when relative.
+	redisServerPath = "/usr/bin/redis-server"
 )
 
 func init() {
@@ -54,6 +61,7 @@ func redisNode(cluster Cluster, extra ...string) NodeSetup {
 	lines := []string{
 		fmt.Sprintf("port %d", redisPort),
 		"protected-mode no",
+		"enable-debug-command yes", // for crashRedis
 		"dir " + redisDir,
 		`save ""`,
 	}
@@ -67,7 +75,7 @@ func redisNode(cluster Cluster, extra ...string) NodeSetup {
 	}
 	conf := redisDir + "/redis.conf"
 	return NodeSetup{
-		Cmd:   []string{"redis-server", conf},
+		Cmd:   []string{redisServerPath, conf},
 		Files: []File{{Path: conf, Content: strings.Join(append(lines, extra...), "\n") + "\n"}},
 	}
 }
@@ -82,6 +90,20 @@ func pingRedis(ctx context.Context, addr string) error {
 		return fmt.Errorf("PING answered %s", quote.Short(strings.TrimSpace(reply)))
 	}
 	return nil
+}
+
+// crashRedis has the Redis server at addr crash and start again in place (DEBUG
+// CRASH-AND-RECOVER: it closes every connection and its listening socket, and execs
+// itself anew, saving nothing).
+func crashRedis(ctx context.Context, addr string) error {
+	reply, err := ask(ctx, addr, "DEBUG CRASH-AND-RECOVER 0\r\n", readLine)
+	switch {
+	case errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET):
+		return nil // it closed the connection as it crashed
+	case err != nil:
+		return fmt.Errorf("DEBUG CRASH-AND-RECOVER: %w", err)
+	}
+	return fmt.Errorf("DEBUG CRASH-AND-RECOVER answered %s", quote.Short(strings.TrimSpace(reply)))
 }
 
 // redisInfo returns the fields of INFO section at addr ("role" -> "master").

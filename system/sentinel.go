@@ -43,6 +43,7 @@ func init() {
 			Node:  sentinelNode,
 			Ready: redisReplicating,
 			Role:  redisRole,
+			Crash: crashRedis,
 			Monitors: &Monitors{
 				Prefix:  "s",
 				Count:   sentinelCount,

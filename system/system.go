@@ -94,6 +94,12 @@ type Container struct {
 	// Role, when set, asks the node at addr for its role now (Leader, Follower, Primary,
 	// Replica).
 	Role func(ctx context.Context, addr string) (Role, error)
+	// Crash, when set, crashes the server at addr in place and has it start again at once,
+	// as a supervisor restarting a crashed server would: its memory is lost, its disk and
+	// address kept, and connections are refused until it serves again rather than left to
+	// time out on an address that has gone. It returns once the server has dropped the
+	// connection it was told on. Without it a crash kills the node's container.
+	Crash func(ctx context.Context, addr string) error
 	// Monitors, when set, run beside the nodes (Redis Sentinels).
 	Monitors *Monitors
 	// Image, when set, is what the nodes run that the node image lacks. The node image
