@@ -5,7 +5,7 @@
 // check` and `report` judge or draw a saved one here later, so both give the same bytes.
 //
 // It needs nothing but the files: it imports no Docker client, no worker, no containers
-// and no harness (the harness imports it, never the reverse; TestNoDockerBelowCheck).
+// and no harness (the harness imports it, never the reverse; TestOfflineCommandsLinkNoDocker).
 package analysis
 
 import (

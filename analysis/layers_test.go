@@ -40,20 +40,23 @@ func forbidden(pkg string) string {
 	return ""
 }
 
-// Check and report judge and draw a saved run through this package, which must not link
-// the Docker side: a check needs nothing but the files.
-func TestNoDockerBelowCheck(t *testing.T) {
-	for _, pkg := range goList(t, "-deps", module+"/analysis") {
-		if why := forbidden(pkg); why != "" {
-			t.Errorf("analysis links %s, %s", pkg, why)
+// Check and report judge and draw a saved run, and a suite judges its runs and the
+// store's trends, with nothing but the files: none of them links the Docker side.
+func TestOfflineCommandsLinkNoDocker(t *testing.T) {
+	for _, top := range []string{"/analysis", "/cli/offline", "/suite"} {
+		for _, pkg := range goList(t, "-deps", module+top) {
+			if why := forbidden(pkg); why != "" {
+				t.Errorf("%s links %s, %s", top[1:], pkg, why)
+			}
 		}
 	}
 }
 
 // Data flows one way: the harness imports analysis, spec, checkers, results and the rest,
-// and only the packages above it (the suite, the CLI, the root and our binary) import it.
+// and only the packages above it (the CLI, the root and our binary) import it; the suite
+// is handed the harness's runner by the CLI.
 func TestNothingBelowTheHarnessImportsIt(t *testing.T) {
-	above := []string{module, module + "/cmd/lockbreaker", module + "/cli", module + "/suite"}
+	above := []string{module, module + "/cmd/lockbreaker", module + "/cli"}
 	lines := goList(t, "-f", `{{.ImportPath}}{{range .Deps}},{{.}}{{end}}`, module+"/...")
 	for _, line := range lines {
 		deps := strings.Split(line, ",")

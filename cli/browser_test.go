@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/lockbreaker/lockbreaker/internal/command"
 )
 
 // xss runs script if any page puts it into the DOM as markup rather than text.
@@ -27,8 +29,8 @@ func TestHostileHistoryRunsNoScriptInABrowser(t *testing.T) {
 	browser := newBrowser(t)
 	dir := t.TempDir()
 	writeHostileHistory(t, filepath.Join(dir, "history.jsonl"))
-	if code, _, stderr := lockbreaker(t, nil, "check", dir); code != exitInvalid {
-		t.Fatalf("check: exit %d, want %d (a violated history): %s", code, exitInvalid, stderr)
+	if code, _, stderr := lockbreaker(t, nil, "check", dir); code != command.ExitInvalid {
+		t.Fatalf("check: exit %d, want %d (a violated history): %s", code, command.ExitInvalid, stderr)
 	}
 	pages, _ := filepath.Glob(filepath.Join(dir, "*.html"))
 	if len(pages) < 3 {

@@ -8,35 +8,36 @@ import (
 	"io"
 
 	"github.com/lockbreaker/lockbreaker/containers"
+	"github.com/lockbreaker/lockbreaker/internal/command"
 )
 
 // cleanCommand is `lockbreaker clean`: its help, and cmdClean to run it.
-var cleanCommand = command{
-	name:     "clean",
-	synopsis: "remove the containers and networks of runs that died, e.g. killed with SIGKILL",
-	args:     "[--run ID | --all]",
-	about: `Removes the containers and networks labelled by lockbreaker whose run has died on this
+var cleanCommand = command.Command{
+	Name:     "clean",
+	Synopsis: "remove the containers and networks of runs that died, e.g. killed with SIGKILL",
+	Args:     "[--run ID | --all]",
+	About: `Removes the containers and networks labelled by lockbreaker whose run has died on this
 host (killed with SIGKILL, a crash): their owner process is gone. Runs still going, such as
 another suite or test beside this one, are left alone; --run removes one run's, live or
 not, and --all every labelled container and network. Lock clients leave nothing for it: a
 client's network namespace and address on the cluster network die with its process, and
 an exec client's program with its worker.`,
-	flags: func() *flag.FlagSet {
+	Flags: func() *flag.FlagSet {
 		fs, _, _ := cleanFlags()
 		return fs
 	},
-	examples: []string{
+	Examples: []string{
 		"lockbreaker clean",
 		"lockbreaker clean --run 20260101T120000Z-4242-1",
 		"lockbreaker clean --all",
 		"docker ps -a --filter label=org.lockbreaker.project   # what clean --all removes",
 	},
-	run: cmdClean,
+	Run: cmdClean,
 }
 
 // cleanFlags makes clean's flag set; run holds --run, all --all.
 func cleanFlags() (fs *flag.FlagSet, run *string, all *bool) {
-	fs = newFlags("clean")
+	fs = command.NewFlags("clean")
 	run = fs.String("run", "", "remove what run ID left, live or not (its containers' "+containers.LabelRun+" label, <time>-<pid>-<n>)")
 	all = fs.Bool("all", false, "remove every labelled container and network, also of runs still going")
 	return fs, run, all
@@ -44,7 +45,7 @@ func cleanFlags() (fs *flag.FlagSet, run *string, all *bool) {
 
 func cmdClean(ctx context.Context, args []string, stdout io.Writer) (int, error) {
 	fs, run, all := cleanFlags()
-	if err := parse(fs, args); err != nil {
+	if err := command.Parse(fs, args); err != nil {
 		return 0, err
 	}
 	if err := containers.Ping(ctx); err != nil {
@@ -54,7 +55,7 @@ func cmdClean(ctx context.Context, args []string, stdout io.Writer) (int, error)
 	var err error
 	switch {
 	case *all && *run != "":
-		return 0, badInput{errors.New("clean: --run and --all exclude each other")}
+		return 0, command.Bad(errors.New("clean: --run and --all exclude each other"))
 	case *all || *run != "":
 		n, err = containers.Clean(ctx, *run)
 	default:
@@ -64,5 +65,5 @@ func cmdClean(ctx context.Context, args []string, stdout io.Writer) (int, error)
 		return 0, err
 	}
 	fmt.Fprintf(stdout, "removed %d containers and networks\n", n)
-	return exitValid, nil
+	return command.ExitValid, nil
 }

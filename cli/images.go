@@ -6,37 +6,38 @@ import (
 	"io"
 
 	"github.com/lockbreaker/lockbreaker/containers"
+	"github.com/lockbreaker/lockbreaker/internal/command"
 	"github.com/lockbreaker/lockbreaker/system"
 )
 
 // imagesCommand is `lockbreaker images`: its help, and cmdImages to run it.
-var imagesCommand = command{
-	name:     "images",
-	synopsis: "build the node images that are missing",
-	about: `Builds the node image (Debian with redis-server, zookeeper, libfaketime, iptables) and,
+var imagesCommand = command.Command{
+	Name:     "images",
+	Synopsis: "build the node images that are missing",
+	About: `Builds the node image (Debian with redis-server, zookeeper, libfaketime, iptables) and,
 on it, the image of each system with packages of its own (etcd: etcd-server; postgres:
 postgresql-15), unless an image with the current content hash exists; --system builds only
 what that system's nodes run. run builds what its system needs before its first test, and
 no more: a run of Redis never waits for etcd or PostgreSQL. The Debian mirror comes from the
 host's apt sources, or from LOCKBREAKER_APT_MIRROR.`,
-	examples: []string{
+	Examples: []string{
 		"lockbreaker images",
 		"lockbreaker images --system etcd",
 		"LOCKBREAKER_APT_MIRROR=http://mirror.example/debian lockbreaker images",
 	},
-	run: cmdImages,
+	Run: cmdImages,
 }
 
 func cmdImages(ctx context.Context, args []string, stdout io.Writer) (int, error) {
-	fs := newFlags("images")
+	fs := command.NewFlags("images")
 	only := fs.String("system", "", "build only the image this system's nodes run")
-	if err := parse(fs, args); err != nil {
+	if err := command.Parse(fs, args); err != nil {
 		return 0, err
 	}
 	names := system.Names()
 	if *only != "" {
 		if _, err := system.Lookup(*only); err != nil {
-			return 0, badInput{fmt.Errorf("images: %w", err)}
+			return 0, command.Bad(fmt.Errorf("images: %w", err))
 		}
 		names = []string{*only}
 	}
@@ -59,5 +60,5 @@ func cmdImages(ctx context.Context, args []string, stdout io.Writer) (int, error
 		}
 		fmt.Fprintf(stdout, "%s image: %s\n", name, ref)
 	}
-	return exitValid, nil
+	return command.ExitValid, nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/containers"
+	"github.com/lockbreaker/lockbreaker/internal/command"
 	"github.com/lockbreaker/lockbreaker/results"
 )
 
@@ -168,8 +169,8 @@ func TestBadInputQuotesLongValuesShort(t *testing.T) {
 				args = append(slices.Clone(args), "--results", filepath.Join(t.TempDir(), "results"))
 			}
 			code, _, stderr := lockbreaker(t, nil, args...)
-			if code != exitBadInput {
-				t.Errorf("exit %d, want %d", code, exitBadInput)
+			if code != command.ExitBadInput {
+				t.Errorf("exit %d, want %d", code, command.ExitBadInput)
 			}
 			if !strings.Contains(stderr, c.want) || len(stderr) > 1000 {
 				t.Errorf("stderr %.1200q (%d bytes): want at most 1000 bytes holding %q", stderr, len(stderr), c.want)
@@ -182,18 +183,18 @@ func TestBadInputQuotesLongValuesShort(t *testing.T) {
 // and examples, on stdout with exit 0.
 func TestHelpListsEveryFlagAndExamples(t *testing.T) {
 	for _, c := range commands {
-		for _, args := range [][]string{{"help", c.name}, {c.name, "-h"}, {c.name, "--help"}} {
+		for _, args := range [][]string{{"help", c.Name}, {c.Name, "-h"}, {c.Name, "--help"}} {
 			t.Run(strings.Join(args, " "), func(t *testing.T) {
 				code, stdout, stderr := lockbreaker(t, nil, args...)
 				if code != 0 || stderr != "" {
 					t.Fatalf("exit %d, stderr %q", code, stderr)
 				}
-				want := []string{"usage: lockbreaker " + c.name, "-h, --help", "exit codes:"}
-				if c.name != "worker" {
+				want := []string{"usage: lockbreaker " + c.Name, "-h, --help", "exit codes:"}
+				if c.Name != "worker" {
 					want = append(want, "examples:\n  lockbreaker ")
 				}
-				if c.flags != nil {
-					c.flags().VisitAll(func(f *flag.Flag) {
+				if c.Flags != nil {
+					c.Flags().VisitAll(func(f *flag.Flag) {
 						want = append(want, "--"+f.Name+" ")
 						if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" {
 							want = append(want, "(default "+f.DefValue+")")
@@ -218,8 +219,8 @@ func TestHelpListsCommands(t *testing.T) {
 				t.Fatalf("exit %d, stderr %q", code, stderr)
 			}
 			for _, c := range commands {
-				if !strings.Contains(stdout, "\n  "+c.name+" ") {
-					t.Errorf("command list lacks %s:\n%s", c.name, stdout)
+				if !strings.Contains(stdout, "\n  "+c.Name+" ") {
+					t.Errorf("command list lacks %s:\n%s", c.Name, stdout)
 				}
 			}
 		})
@@ -276,8 +277,8 @@ func TestEscape(t *testing.T) {
 		{"not utf-8 \xff\xfe", `not utf-8 \xff\xfe`},
 	}
 	for _, c := range cases {
-		if got := escape(c.in); got != c.want {
-			t.Errorf("escape(%q) = %q, want %q", c.in, got, c.want)
+		if got := command.Escape(c.in); got != c.want {
+			t.Errorf("command.Escape(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
 }
@@ -293,7 +294,7 @@ func TestPrintVerdictsEscapesAHostileSummary(t *testing.T) {
 		Error: "boom\r\nsecond line",
 	}
 	var out bytes.Buffer
-	printVerdicts(&out, "/runs/x\x1b[8m", s)
+	command.PrintVerdicts(&out, "/runs/x\x1b[8m", s)
 	text := out.String()
 	if i := strings.IndexFunc(text, func(r rune) bool { return r != '\n' && unicode.IsControl(r) }); i >= 0 {
 		t.Fatalf("control character at %d in:\n%q", i, text)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/lockbreaker/lockbreaker/checkers"
+	"github.com/lockbreaker/lockbreaker/internal/command"
 	"github.com/lockbreaker/lockbreaker/results"
 )
 
@@ -23,8 +24,8 @@ func TestCheckingAgainGivesTheSameResults(t *testing.T) {
 	}
 	var first []byte
 	for i := range 3 {
-		if code, stdout, stderr := lockbreaker(t, nil, "check", dir); code != exitInvalid {
-			t.Fatalf("check %d: exit %d, want %d\n%s%s", i, code, exitInvalid, stdout, stderr)
+		if code, stdout, stderr := lockbreaker(t, nil, "check", dir); code != command.ExitInvalid {
+			t.Fatalf("check %d: exit %d, want %d\n%s%s", i, code, command.ExitInvalid, stdout, stderr)
 		}
 		got, err := os.ReadFile(filepath.Join(dir, "results.json"))
 		if err != nil {
@@ -76,12 +77,12 @@ func TestCheckSetsAsideAForeignResultsFile(t *testing.T) {
 				t.Fatal(err)
 			}
 			// report renders a summary as it is, so it will not render half of one.
-			if code, _, stderr := lockbreaker(t, nil, "report", dir); tt.setAside != "" && (code != exitBadInput || !strings.Contains(stderr, "not this version's")) {
-				t.Errorf("report: exit %d, %q: want %d and a line saying results.json is not this version's", code, stderr, exitBadInput)
+			if code, _, stderr := lockbreaker(t, nil, "report", dir); tt.setAside != "" && (code != command.ExitBadInput || !strings.Contains(stderr, "not this version's")) {
+				t.Errorf("report: exit %d, %q: want %d and a line saying results.json is not this version's", code, stderr, command.ExitBadInput)
 			}
 			code, stdout, stderr := lockbreaker(t, nil, "check", dir)
-			if code != exitInvalid {
-				t.Fatalf("exit %d, want %d\n%s%s", code, exitInvalid, stdout, stderr)
+			if code != command.ExitInvalid {
+				t.Fatalf("exit %d, want %d\n%s%s", code, command.ExitInvalid, stdout, stderr)
 			}
 			if tt.setAside == "" && stderr != "" {
 				t.Errorf("stderr %q, want nothing", stderr)
@@ -112,11 +113,11 @@ func TestCheckSetsAsideAForeignResultsFile(t *testing.T) {
 func TestCheckWholeGivesTheVerdictsOfThePieces(t *testing.T) {
 	dir := runDir(t, "testdata/stale-write.jsonl")
 	code, pieces, stderr := lockbreaker(t, nil, "check", dir)
-	if code != exitInvalid {
+	if code != command.ExitInvalid {
 		t.Fatalf("check: exit %d\n%s%s", code, pieces, stderr)
 	}
 	code, whole, stderr := lockbreaker(t, nil, "check", "--whole", dir)
-	if code != exitInvalid {
+	if code != command.ExitInvalid {
 		t.Fatalf("check --whole: exit %d\n%s%s", code, whole, stderr)
 	}
 	if whole != pieces {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/harness"
+	"github.com/lockbreaker/lockbreaker/internal/command"
 )
 
 // The command a report gives to run a test again parses back, through run's own flags, to
@@ -31,7 +32,7 @@ func TestRerunCommandParsesBackToTheSpec(t *testing.T) {
 			tt.change(&want)
 			got := harness.DefaultSpec()
 			fs, opts := runFlags(&got)
-			if err := parse(fs, want.Args()); err != nil {
+			if err := command.Parse(fs, want.Args()); err != nil {
 				t.Fatalf("run refuses %q: %v", want.Args(), err)
 			}
 			got.Fencing, got.Nemesis = opts.fencing == "on", strings.Split(opts.nemesis, ",") // as cmdRun reads them

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/lockbreaker/lockbreaker/harness"
+	"github.com/lockbreaker/lockbreaker/internal/command"
 	"github.com/lockbreaker/lockbreaker/internal/quote"
 	"github.com/lockbreaker/lockbreaker/internal/shellwords"
 	"github.com/lockbreaker/lockbreaker/nemesis"
@@ -20,19 +21,19 @@ import (
 )
 
 // runCommand is `lockbreaker run`: its help, and cmdRun to run it.
-var runCommand = command{
-	name:     "run",
-	synopsis: "run one test (default: Kleppmann's paused holder on a single Redis)",
-	args:     "[flags]",
-	about: `Starts the system's containers, lets the lock clients and the nemesis loose for the
+var runCommand = command.Command{
+	Name:     "run",
+	Synopsis: "run one test (default: Kleppmann's paused holder on a single Redis)",
+	Args:     "[flags]",
+	About: `Starts the system's containers, lets the lock clients and the nemesis loose for the
 time limit, heals and tears everything down, then checks the history. Writes
 <results>/<test>/<timestamp>/ and points <results>/latest at it. Needs Docker.`,
-	flags: func() *flag.FlagSet {
+	Flags: func() *flag.FlagSet {
 		spec := harness.DefaultSpec()
 		fs, _ := runFlags(&spec)
 		return fs
 	},
-	examples: []string{
+	Examples: []string{
 		"lockbreaker run",
 		"lockbreaker run --system redis --nemesis pause-holder --fencing on",
 		"lockbreaker run --system redis --nemesis none --clients 1 --work 0 --rate 0",
@@ -46,7 +47,7 @@ time limit, heals and tears everything down, then checks the history. Writes
 		"lockbreaker run --system postgres --client pg-lease --nemesis pause-holder --fencing on",
 		"lockbreaker run --system redis --client exec --client-cmd 'python3 mylock.py'   # a lock in any language",
 	},
-	run: cmdRun,
+	Run: cmdRun,
 }
 
 // runOptions are run's flags that are not part of the spec.
@@ -57,7 +58,7 @@ type runOptions struct {
 // runFlags binds run's flags to spec, whose values are the defaults.
 func runFlags(spec *harness.Spec) (*flag.FlagSet, *runOptions) {
 	opts := &runOptions{}
-	fs := newFlags("run")
+	fs := command.NewFlags("run")
 	fs.StringVar(&spec.System, "system", spec.System, "lock service: "+strings.Join(system.Names(), ", "))
 	fs.StringVar(&spec.Client, "client", spec.Client, "lock client: "+strings.Join(workloads.ClientNames(), ", ")+"; empty: the system's own")
 	fs.StringVar(&opts.clientCmd, "client-cmd", shellwords.Join(spec.ClientCmd), "the program each lock client runs with --client exec, "+
@@ -66,26 +67,26 @@ func runFlags(spec *harness.Spec) (*flag.FlagSet, *runOptions) {
 	fs.StringVar(&opts.fencing, "fencing", "off", "on or off: whether the storage checks fencing tokens")
 	fs.IntVar(&spec.Clients, "clients", spec.Clients, "number of lock clients, one OS process each")
 	fs.IntVar(&spec.Nodes, "nodes", spec.Nodes, "cluster size; 0: the system's usual (redis 1, redlock 5, sentinel 3, zookeeper 3, etcd 3, postgres 1)")
-	fs.Var((*durationValue)(&spec.TTL), "ttl", "lock lease; for ZooKeeper the session timeout; for etcd the lease, "+
+	fs.Var((*command.Duration)(&spec.TTL), "ttl", "lock lease; for ZooKeeper the session timeout; for etcd the lease, "+
 		"in whole seconds (rounded up) and at least 2s (etcd raises a shorter one); for pg-advisory about how soon the "+
 		"server ends a silent client's session (its TCP keepalives, whole seconds, at least 2s); for pg-lease how long "+
 		"a waiter watches an unrenewed lease row before taking it")
-	fs.Var((*durationValue)(&spec.TimeLimit), "time-limit", "how long the clients run")
+	fs.Var((*command.Duration)(&spec.TimeLimit), "time-limit", "how long the clients run")
 	fs.Int64Var(&spec.Seed, "seed", spec.Seed, "seed of the nemesis schedule")
-	fs.Var((*durationValue)(&spec.Work), "work", "time a holder spends between reading and writing the register")
+	fs.Var((*command.Duration)(&spec.Work), "work", "time a holder spends between reading and writing the register")
 	fs.Float64Var(&spec.Rate, "rate", spec.Rate, "lock cycles (acquire, read, write, release) per second each client aims at; "+
 		"a cycle waits at least --retry after the last; 0: as fast as the lock and the storage answer")
-	fs.Var((*durationValue)(&spec.Retry), "retry", "pause between acquire attempts while the lock is busy")
-	fs.Var((*durationValue)(&spec.Pause), "pause", "how long a fault lasts: a pause, a cut, a clock fault, a delay; 0: twice the ttl")
-	fs.Var((*durationValue)(&spec.Interval), "interval", "mean time between faults")
-	fs.Var((*durationValue)(&spec.ClockOffset), "clock-offset", "how far clock faults move a clock; 0: twice the ttl")
+	fs.Var((*command.Duration)(&spec.Retry), "retry", "pause between acquire attempts while the lock is busy")
+	fs.Var((*command.Duration)(&spec.Pause), "pause", "how long a fault lasts: a pause, a cut, a clock fault, a delay; 0: twice the ttl")
+	fs.Var((*command.Duration)(&spec.Interval), "interval", "mean time between faults")
+	fs.Var((*command.Duration)(&spec.ClockOffset), "clock-offset", "how far clock faults move a clock; 0: twice the ttl")
 	fs.Float64Var(&spec.ClockRate, "clock-rate", spec.ClockRate, "how many times as fast the clock-rate fault runs a clock")
 	fs.StringVar(&spec.Key, "key", spec.Key, "lock key, also the storage register's key")
 	fs.StringVar(&spec.Persistence, "persistence", spec.Persistence, "what Redis servers keep on disk, so what a killed one remembers: "+
 		"none, aof-everysec or aof-always; empty: none")
 	fs.IntVar(&spec.MinReplicas, "min-replicas-to-write", spec.MinReplicas, "(sentinel) the primary refuses a write unless that many replicas acknowledged within --min-replicas-max-lag")
-	fs.Var((*durationValue)(&spec.MinReplicasMaxLag), "min-replicas-max-lag", "(sentinel) whole seconds; 0: Redis's default, 10s")
-	fs.Var((*durationValue)(&spec.RestartAfter), "restart-after", "how long a node killed by kill-node or failover stays down; 0: it is started again at once")
+	fs.Var((*command.Duration)(&spec.MinReplicasMaxLag), "min-replicas-max-lag", "(sentinel) whole seconds; 0: Redis's default, 10s")
+	fs.Var((*command.Duration)(&spec.RestartAfter), "restart-after", "how long a node killed by kill-node or failover stays down; 0: it is started again at once")
 	fs.BoolVar(&spec.RestartDelayTTL, "restart-delay-ttl", spec.RestartDelayTTL, "keep a killed node down for at least one ttl (antirez's delayed restart)")
 	fs.BoolVar(&spec.Undirected, "undirected", spec.Undirected, "targeted faults fire on their schedule and hope: no victim is kept inside its critical section "+
 		"until the fault's hazard occurs, a failover waits for the Sentinels to notice the crash")
@@ -103,7 +104,7 @@ const runGCPercent = 50
 func cmdRun(ctx context.Context, args []string, stdout io.Writer) (int, error) {
 	spec := harness.DefaultSpec()
 	fs, opts := runFlags(&spec)
-	if err := parse(fs, args); err != nil {
+	if err := command.Parse(fs, args); err != nil {
 		return 0, err
 	}
 	switch opts.fencing {
@@ -111,15 +112,15 @@ func cmdRun(ctx context.Context, args []string, stdout io.Writer) (int, error) {
 		spec.Fencing = true
 	case "off":
 	default:
-		return 0, badInput{fmt.Errorf("run: --fencing must be on or off, got %s", quote.Short(opts.fencing))}
+		return 0, command.Bad(fmt.Errorf("run: --fencing must be on or off, got %s", quote.Short(opts.fencing)))
 	}
 	if opts.results == "" {
-		return 0, badInput{errors.New("run: --results must name a directory, got an empty string")}
+		return 0, command.Bad(errors.New("run: --results must name a directory, got an empty string"))
 	}
 	spec.Nemesis = strings.Split(opts.nemesis, ",")
 	cmdWords, err := shellwords.Split(opts.clientCmd)
 	if err != nil {
-		return 0, badInput{fmt.Errorf("run: --client-cmd: %w", err)}
+		return 0, command.Bad(fmt.Errorf("run: --client-cmd: %w", err))
 	}
 	spec.ClientCmd = cmdWords
 
@@ -129,10 +130,10 @@ func cmdRun(ctx context.Context, args []string, stdout io.Writer) (int, error) {
 	runner := harness.Runner{ResultsRoot: opts.results, Progress: stdout, Trends: suite.StoreTrends}
 	dir, summary, err := runner.Run(ctx, spec)
 	if dir != "" && len(summary.Results) > 0 {
-		printVerdicts(stdout, dir, summary)
+		command.PrintVerdicts(stdout, dir, summary)
 	}
 	if err != nil {
 		return 0, err
 	}
-	return exitCode(summary.Verdict), nil
+	return command.ExitCode(summary.Verdict), nil
 }

@@ -12,24 +12,25 @@ import (
 	"os"
 	"time"
 
+	"github.com/lockbreaker/lockbreaker/internal/command"
 	"github.com/lockbreaker/lockbreaker/results"
 	"github.com/lockbreaker/lockbreaker/suite"
 )
 
 // serveCommand is `lockbreaker serve`: its help, and cmdServe to run it.
-var serveCommand = command{
-	name:     "serve",
-	synopsis: "serve the run store read-only over HTTP: its index, every report",
-	args:     "[flags]",
-	about: `Serves the run store, read-only, until interrupted: the index of every run at /, each
+var serveCommand = command.Command{
+	Name:     "serve",
+	Synopsis: "serve the run store read-only over HTTP: its index, every report",
+	Args:     "[flags]",
+	About: `Serves the run store, read-only, until interrupted: the index of every run at /, each
 run's report and files below it, and nothing outside the store. Listens on loopback unless
 --addr says otherwise.`,
-	flags: func() *flag.FlagSet {
+	Flags: func() *flag.FlagSet {
 		fs, _ := serveFlags()
 		return fs
 	},
-	examples: []string{"lockbreaker serve", "lockbreaker serve --addr 127.0.0.1:9000 --results /tmp/store"},
-	run:      cmdServe,
+	Examples: []string{"lockbreaker serve", "lockbreaker serve --addr 127.0.0.1:9000 --results /tmp/store"},
+	Run:      cmdServe,
 }
 
 // serveOptions are serve's flags.
@@ -37,7 +38,7 @@ type serveOptions struct{ addr, results string }
 
 func serveFlags() (*flag.FlagSet, *serveOptions) {
 	opts := &serveOptions{}
-	fs := newFlags("serve")
+	fs := command.NewFlags("serve")
 	fs.StringVar(&opts.addr, "addr", "127.0.0.1:8080", "address to listen on; loopback keeps the store on this machine")
 	fs.StringVar(&opts.results, "results", defaultResults, "the run store to serve")
 	return fs, opts
@@ -47,19 +48,19 @@ func serveFlags() (*flag.FlagSet, *serveOptions) {
 // files below it, nothing outside the store (symbolic links that lead out of it included).
 func cmdServe(ctx context.Context, args []string, stdout io.Writer) (int, error) {
 	fs, opts := serveFlags()
-	if err := parse(fs, args); err != nil {
+	if err := command.Parse(fs, args); err != nil {
 		return 0, err
 	}
 	root, err := os.OpenRoot(opts.results)
 	if err != nil {
-		return 0, badInput{fmt.Errorf("serve: %w", err)}
+		return 0, command.Bad(fmt.Errorf("serve: %w", err))
 	}
 	defer root.Close()
 	listener, err := net.Listen("tcp", opts.addr)
 	if err != nil {
-		return 0, badInput{fmt.Errorf("serve: %w", err)}
+		return 0, command.Bad(fmt.Errorf("serve: %w", err))
 	}
-	fmt.Fprintf(stdout, "serving %s at http://%s/ (read-only; Ctrl-C stops)\n", escape(opts.results), listener.Addr())
+	fmt.Fprintf(stdout, "serving %s at http://%s/ (read-only; Ctrl-C stops)\n", command.Escape(opts.results), listener.Addr())
 	if ip := listener.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
 		fmt.Fprintf(stdout, "note: %s is not a loopback address: anyone who can reach it can read the store\n", ip)
 	}
@@ -71,7 +72,7 @@ func cmdServe(ctx context.Context, args []string, stdout io.Writer) (int, error)
 	if err := server.Serve(listener); !errors.Is(err, http.ErrServerClosed) {
 		return 0, fmt.Errorf("serve: %w", err)
 	}
-	return exitValid, nil
+	return command.ExitValid, nil
 }
 
 // storeHandler answers GET and HEAD only. The index is rendered afresh for / so it

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lockbreaker/lockbreaker/internal/command"
 )
 
 // storedRun is a run for a test store: its history and the results.json the run began with.
@@ -40,7 +42,7 @@ func storeOf(t *testing.T, root string, runs ...storedRun) {
 				t.Fatal(err)
 			}
 		}
-		if code, stdout, stderr := lockbreaker(t, nil, "check", dir); code > exitUnknown {
+		if code, stdout, stderr := lockbreaker(t, nil, "check", dir); code > command.ExitUnknown {
 			t.Fatalf("check %s: exit %d\n%s%s", r.path, code, stdout, stderr)
 		}
 	}

@@ -10,16 +10,19 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/lockbreaker/lockbreaker/harness"
+	"github.com/lockbreaker/lockbreaker/internal/command"
 	"github.com/lockbreaker/lockbreaker/internal/quote"
+	"github.com/lockbreaker/lockbreaker/spec"
 	"github.com/lockbreaker/lockbreaker/suite"
 )
 
 // suiteCommand is `lockbreaker suite`: its help, and cmdSuite to run it.
-var suiteCommand = command{
-	name:     "suite",
-	synopsis: "run a matrix of scenarios, each judged against its expected outcome",
-	args:     "[flags] NAME|FILE  |  suite merge [--results DIR] DIR...  |  suite compare OLD NEW",
-	about: `Runs every cell of a suite (a scenario and the verdict each checker is expected to give)
+var suiteCommand = command.Command{
+	Name:     "suite",
+	Synopsis: "run a matrix of scenarios, each judged against its expected outcome",
+	Args:     "[flags] NAME|FILE  |  suite merge [--results DIR] DIR...  |  suite compare OLD NEW",
+	About: `Runs every cell of a suite (a scenario and the verdict each checker is expected to give)
 once per seed, up to --parallel runs at once (each on a cluster and network of its own),
 and judges each cell: a cell expecting a violation
 must find it in at least its threshold of seeds (default 90 %); a cell expecting a
@@ -47,11 +50,11 @@ flags: a regression (met the last time it could say, not met now), a violation o
 a cell expects to hold (with its seed and the lockbreaker run command that reruns it),
 a drift (` + suite.DriftRule + `).
 Exit 1 on a regression, 0 otherwise.`,
-	flags: func() *flag.FlagSet {
+	Flags: func() *flag.FlagSet {
 		fs, _ := suiteFlags()
 		return fs
 	},
-	examples: []string{
+	Examples: []string{
 		"lockbreaker suite smoke",
 		"lockbreaker suite kleppmann --seeds 5 --shard 2/4",
 		"lockbreaker suite --list kleppmann   # its cells and expectations",
@@ -59,7 +62,7 @@ Exit 1 on a regression, 0 otherwise.`,
 		"lockbreaker suite merge shard-1/store shard-2/store shard-3/store shard-4/store --results store",
 		"lockbreaker suite compare last-night/store store   # exit 1 on a regression",
 	},
-	run: cmdSuite,
+	Run: cmdSuite,
 }
 
 // suiteOptions are suite's flags.
@@ -71,7 +74,7 @@ type suiteOptions struct {
 
 func suiteFlags() (*flag.FlagSet, *suiteOptions) {
 	opts := &suiteOptions{}
-	fs := newFlags("suite")
+	fs := command.NewFlags("suite")
 	fs.IntVar(&opts.seeds, "seeds", 1, "runs per cell, with the cell's seed and the ones after it")
 	fs.IntVar(&opts.parallel, "parallel", defaultParallel, fmt.Sprintf("runs at once, 1 to %d, each on a cluster of its own", maxParallel))
 	fs.StringVar(&opts.shard, "shard", "1/1", "i/n: run only the i-th of n contiguous parts of the suite (one per CI runner)")
@@ -102,7 +105,7 @@ func cmdSuite(ctx context.Context, args []string, stdout io.Writer) (int, error)
 	}
 	fs, opts := suiteFlags()
 	// Flags may also follow the suite's name, as in "suite kleppmann --seeds 5".
-	names, err := parseInterleaved(fs, args)
+	names, err := command.ParseInterleaved(fs, args)
 	if err != nil {
 		return 0, err
 	}
@@ -112,36 +115,36 @@ func cmdSuite(ctx context.Context, args []string, stdout io.Writer) (int, error)
 	case 1:
 		name = names[0]
 	default:
-		return 0, badInput{fmt.Errorf("suite: unexpected argument %q", names[1])}
+		return 0, command.Bad(fmt.Errorf("suite: unexpected argument %q", names[1]))
 	}
 	if name == "" {
-		return 0, badInput{fmt.Errorf("suite: give one suite, a built-in (%s) or a YAML or JSON file", strings.Join(suite.BuiltinNames(), ", "))}
+		return 0, command.Bad(fmt.Errorf("suite: give one suite, a built-in (%s) or a YAML or JSON file", strings.Join(suite.BuiltinNames(), ", ")))
 	}
 	if opts.seeds < 1 || opts.seeds > maxSeeds {
-		return 0, badInput{fmt.Errorf("suite: --seeds must be between 1 and %d, got %d", maxSeeds, opts.seeds)}
+		return 0, command.Bad(fmt.Errorf("suite: --seeds must be between 1 and %d, got %d", maxSeeds, opts.seeds))
 	}
 	if opts.parallel < 1 || opts.parallel > maxParallel {
-		return 0, badInput{fmt.Errorf("suite: --parallel must be between 1 and %d, got %d", maxParallel, opts.parallel)}
+		return 0, command.Bad(fmt.Errorf("suite: --parallel must be between 1 and %d, got %d", maxParallel, opts.parallel))
 	}
 	if opts.results == "" {
-		return 0, badInput{errors.New("suite: --results must name a directory, got an empty string")}
+		return 0, command.Bad(errors.New("suite: --results must name a directory, got an empty string"))
 	}
 	shard, err := suite.ParseShard(opts.shard)
 	if err != nil {
-		return 0, badInput{err}
+		return 0, command.Bad(err)
 	}
 	s, err := loadSuite(name)
 	if err != nil {
-		return 0, badInput{err}
+		return 0, command.Bad(err)
 	}
 	if opts.list {
-		fmt.Fprintf(stdout, "suite %s: %d cells, shard %s runs %d\n%s", escape(s.Name), len(s.Cells), shard, len(shard.Of(s.Cells)), escapeLines(suite.Describe(s)))
-		return exitValid, nil
+		fmt.Fprintf(stdout, "suite %s: %d cells, shard %s runs %d\n%s", command.Escape(s.Name), len(s.Cells), shard, len(shard.Of(s.Cells)), command.EscapeLines(suite.Describe(s)))
+		return command.ExitValid, nil
 	}
 	dir, res, err := suite.Run(ctx, s, suite.Options{Seeds: opts.seeds, Shard: shard, Root: opts.results,
-		Parallel: opts.parallel, Progress: stdout, Live: isTerminal(stdout)})
+		Parallel: opts.parallel, Progress: stdout, Live: command.IsTerminal(stdout), Runners: harnessRunners})
 	if dir != "" {
-		fmt.Fprint(stdout, "\n"+escapeLines(suite.Summary(dir, res)))
+		fmt.Fprint(stdout, "\n"+command.EscapeLines(suite.Summary(dir, res)))
 	}
 	if err != nil {
 		return 0, err
@@ -151,25 +154,25 @@ func cmdSuite(ctx context.Context, args []string, stdout io.Writer) (int, error)
 
 // cmdSuiteMerge joins the shards of one suite run into one matrix: suite merge DIR...
 func cmdSuiteMerge(args []string, stdout io.Writer) (int, error) {
-	fs := newFlags("suite merge")
+	fs := command.NewFlags("suite merge")
 	root := fs.String("results", defaultResults, "directory the merged suite's directory is made in")
-	dirs, err := parseInterleaved(fs, args)
+	dirs, err := command.ParseInterleaved(fs, args)
 	if err != nil {
 		return 0, err
 	}
 	if len(dirs) == 0 {
-		return 0, badInput{errors.New("suite merge: give the directories of a suite run's shards (suite runs, or stores holding one each)")}
+		return 0, command.Bad(errors.New("suite merge: give the directories of a suite run's shards (suite runs, or stores holding one each)"))
 	}
 	if *root == "" {
-		return 0, badInput{errors.New("suite merge: --results must name a directory, got an empty string")}
+		return 0, command.Bad(errors.New("suite merge: --results must name a directory, got an empty string"))
 	}
 	dir, res, err := suite.MergeInto(*root, dirs)
 	var refused *suite.Error
 	if errors.As(err, &refused) {
-		return 0, badInput{fmt.Errorf("suite merge: %w", err)}
+		return 0, command.Bad(fmt.Errorf("suite merge: %w", err))
 	}
 	if dir != "" {
-		fmt.Fprint(stdout, escapeLines(suite.Summary(dir, res)))
+		fmt.Fprint(stdout, command.EscapeLines(suite.Summary(dir, res)))
 	}
 	if err != nil {
 		return 0, fmt.Errorf("suite merge: %w", err)
@@ -180,56 +183,56 @@ func cmdSuiteMerge(args []string, stdout io.Writer) (int, error) {
 // cmdSuiteCompare compares the newest suite run in NEW with the runs of its suite in OLD
 // before it, and exits 1 on a regression: suite compare OLD NEW.
 func cmdSuiteCompare(args []string, stdout io.Writer) (int, error) {
-	dirs, err := parseInterleaved(newFlags("suite compare"), args)
+	dirs, err := command.ParseInterleaved(command.NewFlags("suite compare"), args)
 	if err != nil {
 		return 0, err
 	}
 	if len(dirs) != 2 {
-		return 0, badInput{fmt.Errorf("suite compare: give OLD and NEW, each a suite run's directory or a store, got %d arguments", len(dirs))}
+		return 0, command.Bad(fmt.Errorf("suite compare: give OLD and NEW, each a suite run's directory or a store, got %d arguments", len(dirs)))
 	}
 	olds, problems, err := suite.Find(dirs[0])
 	if err != nil {
-		return 0, badInput{fmt.Errorf("suite compare: OLD: %w", err)}
+		return 0, command.Bad(fmt.Errorf("suite compare: OLD: %w", err))
 	}
 	news, newProblems, err := suite.Find(dirs[1])
 	switch {
 	case err != nil:
-		return 0, badInput{fmt.Errorf("suite compare: NEW: %w", err)}
+		return 0, command.Bad(fmt.Errorf("suite compare: NEW: %w", err))
 	case len(news) == 0 && len(newProblems) > 0:
-		return 0, badInput{fmt.Errorf("suite compare: NEW: %w", newProblems[0])}
+		return 0, command.Bad(fmt.Errorf("suite compare: NEW: %w", newProblems[0]))
 	case len(news) == 0:
-		return 0, badInput{fmt.Errorf("suite compare: NEW (%s) holds no suite run", dirs[1])}
+		return 0, command.Bad(fmt.Errorf("suite compare: NEW (%s) holds no suite run", dirs[1]))
 	}
 	comparisons := suite.CompareAll(olds, news)
 	if len(comparisons) == 0 {
-		return 0, badInput{fmt.Errorf("suite compare: OLD (%s) holds no run of suite %s from before NEW's",
-			dirs[0], strings.Join(suite.Suites(news), " or "))}
+		return 0, command.Bad(fmt.Errorf("suite compare: OLD (%s) holds no run of suite %s from before NEW's",
+			dirs[0], strings.Join(suite.Suites(news), " or ")))
 	}
 	// A suite.json that cannot be read is said first: it may be the run meant.
 	for _, p := range problems {
-		fmt.Fprintf(stdout, "note: OLD: %s\n", oneLine(p.Error()))
+		fmt.Fprintf(stdout, "note: OLD: %s\n", command.OneLine(p.Error()))
 	}
 	for _, p := range newProblems {
-		fmt.Fprintf(stdout, "note: NEW: %s\n", oneLine(p.Error()))
+		fmt.Fprintf(stdout, "note: NEW: %s\n", command.OneLine(p.Error()))
 	}
-	code := exitValid
+	code := command.ExitValid
 	for i, c := range comparisons {
 		if i > 0 {
 			fmt.Fprintln(stdout)
 		}
-		fmt.Fprint(stdout, escapeLines(c.Text()))
+		fmt.Fprint(stdout, command.EscapeLines(c.Text()))
 		if regressions := c.Regressions(); len(regressions) > 0 {
 			var cells []string
 			for _, r := range regressions {
 				cells = append(cells, r.Cell)
 			}
-			fmt.Fprintf(stdout, "REGRESSED: suite %s, %s\n", escape(c.Now.Result.Suite), escape(strings.Join(cells, ", ")))
-			code = exitInvalid
+			fmt.Fprintf(stdout, "REGRESSED: suite %s, %s\n", command.Escape(c.Now.Result.Suite), command.Escape(strings.Join(cells, ", ")))
+			code = command.ExitInvalid
 		}
 	}
 	for _, name := range suite.Suites(news) {
 		if !slices.ContainsFunc(comparisons, func(c suite.Comparison) bool { return c.Now.Result.Suite == name }) {
-			fmt.Fprintf(stdout, "note: OLD holds no run of suite %s from before NEW's\n", escape(name))
+			fmt.Fprintf(stdout, "note: OLD holds no run of suite %s from before NEW's\n", command.Escape(name))
 		}
 	}
 	return code, nil
@@ -240,11 +243,11 @@ func cmdSuiteCompare(args []string, stdout io.Writer) (int, error) {
 func suiteExit(s suite.Status) int {
 	switch s {
 	case suite.Met:
-		return exitValid
+		return command.ExitValid
 	case suite.Failed:
-		return exitInvalid
+		return command.ExitInvalid
 	}
-	return exitUnknown
+	return command.ExitUnknown
 }
 
 // loadSuite is a built-in suite by name, or else a suite file.
@@ -257,4 +260,12 @@ func loadSuite(arg string) (suite.Suite, error) {
 		return suite.Suite{}, fmt.Errorf("suite: %s is neither a built-in suite (%s) nor a file", quote.Short(arg), strings.Join(suite.BuiltinNames(), ", "))
 	}
 	return suite.Load(arg)
+}
+
+// harnessRunners runs a suite's specs on the harness, up to parallel at once, sharing
+// clusters between runs where that is sound and keeping one idle cluster for each.
+func harnessRunners(specs []spec.Spec, root string, log io.Writer, parallel int) (suite.Runner, func(context.Context) error) {
+	clusters := harness.NewClusters(specs...)
+	clusters.Keep = parallel
+	return harness.Runner{ResultsRoot: root, Progress: log, Clusters: clusters, Trends: suite.StoreTrends}, clusters.Close
 }

@@ -7,19 +7,20 @@ import (
 	"runtime/debug"
 
 	"github.com/lockbreaker/lockbreaker/containers"
+	"github.com/lockbreaker/lockbreaker/internal/command"
 )
 
 // versionCommand is `lockbreaker version`: its help, and cmdVersion to run it.
-var versionCommand = command{
-	name:     "version",
-	synopsis: "print the version and the node image tag",
-	about:    "Prints the module version, the commit it was built from when known, and the node image tag. Needs no Docker.",
-	examples: []string{"lockbreaker version"},
-	run:      cmdVersion,
+var versionCommand = command.Command{
+	Name:     "version",
+	Synopsis: "print the version and the node image tag",
+	About:    "Prints the module version, the commit it was built from when known, and the node image tag. Needs no Docker.",
+	Examples: []string{"lockbreaker version"},
+	Run:      cmdVersion,
 }
 
 func cmdVersion(_ context.Context, args []string, stdout io.Writer) (int, error) {
-	if err := parse(newFlags("version"), args); err != nil {
+	if err := command.Parse(command.NewFlags("version"), args); err != nil {
 		return 0, err
 	}
 	version := "(no build information)"
@@ -27,7 +28,7 @@ func cmdVersion(_ context.Context, args []string, stdout io.Writer) (int, error)
 		version = describeBuild(info)
 	}
 	fmt.Fprintf(stdout, "lockbreaker %s\nnode image %s\n", version, containers.ImageRef())
-	return exitValid, nil
+	return command.ExitValid, nil
 }
 
 // describeBuild is the module version ("(devel)" from a checkout), with the commit and Go

@@ -6,20 +6,21 @@ import (
 	"os"
 
 	"github.com/lockbreaker/lockbreaker/harness"
+	"github.com/lockbreaker/lockbreaker/internal/command"
 )
 
 // workerCommand is `lockbreaker worker`: its help, and cmdWorker to run it.
-var workerCommand = command{
-	name:     "worker",
-	synopsis: "(internal) a lock client process started by run",
-	about:    "A lock client process: run starts one per client and talks to it over stdin and stdout.",
-	run:      cmdWorker,
+var workerCommand = command.Command{
+	Name:     "worker",
+	Synopsis: "(internal) a lock client process started by run",
+	About:    "A lock client process: run starts one per client and talks to it over stdin and stdout.",
+	Run:      cmdWorker,
 }
 
 // cmdWorker is reached only when started by hand: workers are started with
 // harness.WorkerEnv set and never get here.
 func cmdWorker(_ context.Context, args []string, stdout io.Writer) (int, error) {
-	if err := parse(newFlags("worker"), args); err != nil {
+	if err := command.Parse(command.NewFlags("worker"), args); err != nil {
 		return 0, err
 	}
 	return 0, harness.RunWorker(os.Stdin, stdout)

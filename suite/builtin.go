@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockbreaker/lockbreaker/harness"
+	"github.com/lockbreaker/lockbreaker/spec"
 	"github.com/lockbreaker/lockbreaker/workloads"
 )
 
@@ -81,10 +81,10 @@ func (row tableRow) expect(client string, fenced bool) map[string]Expect {
 
 // cell makes a built-in cell: run's defaults with a 10 s time limit (every targeted fault
 // strikes within a few seconds), then the scenario.
-func cell(system, client string, nemesis string, fencing bool, row tableRow, tune ...func(*harness.Spec)) Cell {
-	s := harness.DefaultSpec()
+func cell(system, client string, nemesis string, fencing bool, row tableRow, tune ...func(*spec.Spec)) Cell {
+	s := spec.Default()
 	s.System, s.Client, s.Nemesis, s.Fencing = system, client, []string{nemesis}, fencing
-	s.TimeLimit = harness.Duration(10 * time.Second)
+	s.TimeLimit = spec.Duration(10 * time.Second)
 	for _, t := range tune {
 		t(&s)
 	}
@@ -100,13 +100,13 @@ func alone(c Cell) Cell {
 	return c
 }
 
-func timeLimit(d time.Duration) func(*harness.Spec) {
-	return func(s *harness.Spec) { s.TimeLimit = harness.Duration(d) }
+func timeLimit(d time.Duration) func(*spec.Spec) {
+	return func(s *spec.Spec) { s.TimeLimit = spec.Duration(d) }
 }
 
 // persistence is what the nodes keep on disk, in a cell of its own name.
-func persistence(p string) func(*harness.Spec) {
-	return func(s *harness.Spec) { s.Persistence, s.Test = p, s.System+"-"+s.Client+"-kill-node-"+p+"-nofence" }
+func persistence(p string) func(*spec.Spec) {
+	return func(s *spec.Spec) { s.Persistence, s.Test = p, s.System+"-"+s.Client+"-kill-node-"+p+"-nofence" }
 }
 
 // kleppmann is the whole table: every system and client, the faults that matter for it,
@@ -194,9 +194,9 @@ func kleppmann() Suite {
 }
 
 func localCells() []Cell {
-	short := func(s *harness.Spec) {
-		s.TTL, s.Interval = harness.Duration(500*time.Millisecond), harness.Duration(500*time.Millisecond)
-		s.TimeLimit = harness.Duration(4 * time.Second)
+	short := func(s *spec.Spec) {
+		s.TTL, s.Interval = spec.Duration(500*time.Millisecond), spec.Duration(500*time.Millisecond)
+		s.TimeLimit = spec.Duration(4 * time.Second)
 	}
 	return []Cell{
 		cell("local", "local", "none", true, safe, short),

@@ -13,7 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/lockbreaker/lockbreaker/harness"
+	"github.com/lockbreaker/lockbreaker/spec"
 )
 
 // A suite file, in YAML or JSON (JSON is YAML too). Specs take the keys of spec.json,
@@ -113,21 +113,21 @@ func parse(data []byte, name string) (Suite, error) {
 	if len(f.Cells) == 0 {
 		return Suite{}, errors.New("no cells")
 	}
-	defaults := harness.DefaultSpec()
-	defaults.Nemesis, defaults.TimeLimit = nil, harness.Duration(10*time.Second)
+	defaults := spec.Default()
+	defaults.Nemesis, defaults.TimeLimit = nil, spec.Duration(10*time.Second)
 	if err := strictJSON(f.Defaults, &defaults); err != nil {
 		return Suite{}, fmt.Errorf("defaults: %w", err)
 	}
 	s := Suite{Name: f.Name, About: f.About}
 	for i, fc := range f.Cells {
-		spec := defaults
+		cellSpec := defaults
 		// Decoding into a slice appends to its array: each cell gets its own.
-		spec.Nemesis, spec.ClientCmd = slices.Clone(defaults.Nemesis), slices.Clone(defaults.ClientCmd)
-		if err := strictJSON(fc.Spec, &spec); err != nil {
+		cellSpec.Nemesis, cellSpec.ClientCmd = slices.Clone(defaults.Nemesis), slices.Clone(defaults.ClientCmd)
+		if err := strictJSON(fc.Spec, &cellSpec); err != nil {
 			return Suite{}, fmt.Errorf("cell %d (%s): spec: %w", i+1, fc.Name, err)
 		}
 		c := fc.Cell
-		c.Spec = spec
+		c.Spec = cellSpec
 		if c.Threshold == 0 {
 			c.Threshold = f.Threshold
 		}

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lockbreaker/lockbreaker/harness"
+	"github.com/lockbreaker/lockbreaker/spec"
 	"github.com/lockbreaker/lockbreaker/results"
 )
 
@@ -29,12 +29,24 @@ type Options struct {
 	// Live rewrites one progress line in place (a terminal) instead of printing a line
 	// per run.
 	Live bool
-	// Worker is the command that starts a worker process (harness.Runner.Worker).
-	Worker []string
+	// Runners makes what runs the cells' specs: the harness's runner (the CLI's), or a
+	// test's.
+	Runners Runners
 	// Parallel is how many runs go at once, each on a cluster and network of its own; 0 or
 	// 1: one after another.
 	Parallel int
 }
+
+// Runner runs one spec as a run of its own under the results root it was made for and
+// returns the run's directory and summary (harness.Runner is one).
+type Runner interface {
+	Run(ctx context.Context, s spec.Spec) (dir string, summary results.Summary, err error)
+}
+
+// Runners makes the Runner of one suite run: its runs' directories under root, their
+// progress lines to log, up to parallel runs at once on the systems of specs. done ends
+// what it kept between runs (clusters).
+type Runners func(specs []spec.Spec, root string, log io.Writer, parallel int) (r Runner, done func(context.Context) error)
 
 // Names in a suite's directory.
 const (
@@ -50,7 +62,7 @@ const (
 // once, judges each cell as soon as its runs are done, and keeps suite.json, suite.html and junit.xml in the
 // suite's directory up to date, so a suite cut short still shows what it did; at the end
 // it rewrites the store's index.html. Runs on the same system share a cluster where that
-// is sound (harness.Clusters). The error is the harness's (Docker unreachable, an
+// is sound (see Runners). The error is the harness's (Docker unreachable, an
 // interrupt); the result is complete up to there.
 func Run(ctx context.Context, s Suite, opts Options) (string, Result, error) {
 	if err := s.Check(); err != nil {
@@ -83,14 +95,11 @@ func Run(ctx context.Context, s Suite, opts Options) (string, Result, error) {
 	}
 	defer logFile.Close()
 
-	var specs []harness.Spec
+	var specs []spec.Spec
 	for _, c := range cells {
 		specs = append(specs, c.Spec)
 	}
-	clusters := harness.NewClusters(specs...)
-	clusters.Keep = opts.Parallel
-	runner := harness.Runner{ResultsRoot: filepath.Join(dir, runsDir), Progress: logFile, Worker: opts.Worker, Clusters: clusters,
-		Trends: StoreTrends}
+	runner, done := opts.Runners(specs, filepath.Join(dir, runsDir), logFile, opts.Parallel)
 	line := progress{w: opts.Progress, live: opts.Live, started: res.Started, runs: len(cells) * opts.Seeds, parallel: opts.Parallel}
 	runErr := runCells(cells, opts, func(c Cell, seed int64) (RunResult, error) {
 		return runOnce(ctx, runner, c, s.cellIndex(c), seed, dir)
@@ -103,7 +112,7 @@ func Run(ctx context.Context, s Suite, opts Options) (string, Result, error) {
 		return Write(dir, res)
 	}, &line, &res)
 	line.done()
-	runErr = errors.Join(runErr, clusters.Close(context.WithoutCancel(ctx)))
+	runErr = errors.Join(runErr, done(context.WithoutCancel(ctx)))
 	res.Finished = time.Now()
 	if runErr != nil {
 		res.Error = runErr.Error()
@@ -220,20 +229,20 @@ func (s Suite) cellIndex(c Cell) int {
 // runOnce runs seed number j of cell c. Its error is one that stops the suite: a run that
 // could not even start (no Docker) or an interrupt. Any other harness error is the run's,
 // kept in its result.
-func runOnce(ctx context.Context, runner harness.Runner, c Cell, index int, j int64, suiteDir string) (RunResult, error) {
-	spec := c.Spec
-	spec.Seed += j
+func runOnce(ctx context.Context, runner Runner, c Cell, index int, j int64, suiteDir string) (RunResult, error) {
+	s := c.Spec
+	s.Seed += j
 	// A key of its own: a cluster kept from the run before never shows this run its state.
-	spec.Key = fmt.Sprintf("%s-c%ds%d", c.Spec.Key, index, spec.Seed)
-	runDir, summary, err := runner.Run(ctx, spec)
+	s.Key = fmt.Sprintf("%s-c%ds%d", c.Spec.Key, index, s.Seed)
+	runDir, summary, err := runner.Run(ctx, s)
 	if runDir == "" || ctx.Err() != nil {
 		if err == nil {
 			err = errors.New("the run made no directory")
 		}
-		return RunResult{}, fmt.Errorf("cell %s, seed %d: %w", c.Name, spec.Seed, err)
+		return RunResult{}, fmt.Errorf("cell %s, seed %d: %w", c.Name, s.Seed, err)
 	}
 	report, _ := filepath.Rel(suiteDir, filepath.Join(runDir, results.ReportFile))
-	return FromSummary(spec.Seed, filepath.ToSlash(report), summary, err), nil
+	return FromSummary(s.Seed, filepath.ToSlash(report), summary, err), nil
 }
 
 // newSuiteDir makes root/suite-<name>/<timestamp>/ (a run directory of the test

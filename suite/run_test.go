@@ -19,12 +19,21 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/harness"
 	"github.com/lockbreaker/lockbreaker/results"
+	"github.com/lockbreaker/lockbreaker/spec"
 )
 
 // The test binary doubles as the worker: the runner starts it again with WorkerEnv set.
 func TestMain(m *testing.M) {
 	harness.MaybeRunWorker()
 	os.Exit(m.Run())
+}
+
+// harnessRunners runs a suite's specs on the harness, the test binary as the worker.
+func harnessRunners(worker string) Runners {
+	return func(specs []spec.Spec, root string, log io.Writer, _ int) (Runner, func(context.Context) error) {
+		clusters := harness.NewClusters(specs...)
+		return harness.Runner{ResultsRoot: root, Progress: log, Worker: []string{worker}, Clusters: clusters, Trends: StoreTrends}, clusters.Close
+	}
 }
 
 // localSuite is a suite of whole runs on the lock the harness serves itself (no Docker),
@@ -64,7 +73,7 @@ func TestRunJudgesEveryCellAndWritesItsFiles(t *testing.T) {
 	defer cancel()
 	var progress strings.Builder
 	root := t.TempDir()
-	dir, r, err := Run(ctx, s, Options{Seeds: 2, Root: root, Progress: &progress, Worker: []string{exe}})
+	dir, r, err := Run(ctx, s, Options{Seeds: 2, Root: root, Progress: &progress, Runners: harnessRunners(exe)})
 	t.Log(progress.String())
 	if err != nil {
 		t.Fatal(err)
@@ -254,7 +263,7 @@ func TestShardAndInterrupt(t *testing.T) {
 	exe, _ := os.Executable()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // interrupted before the first run
-	dir, r, err := Run(ctx, s, Options{Seeds: 1, Shard: Shard{3, 3}, Root: t.TempDir(), Worker: []string{exe}})
+	dir, r, err := Run(ctx, s, Options{Seeds: 1, Shard: Shard{3, 3}, Root: t.TempDir(), Runners: harnessRunners(exe)})
 	if err == nil || r.Status != Unknown || r.Error == "" {
 		t.Fatalf("interrupted suite: %v, status %s, error %q", err, r.Status, r.Error)
 	}

@@ -34,7 +34,7 @@ import (
 	"unicode"
 
 	"github.com/lockbreaker/lockbreaker/checkers"
-	"github.com/lockbreaker/lockbreaker/harness"
+	"github.com/lockbreaker/lockbreaker/spec"
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/internal/quote"
 )
@@ -66,7 +66,7 @@ type Cell struct {
 	// Name is unique in its suite; it names the cell's runs' directory.
 	Name string `json:"name"`
 	// Spec is the run; its seed is the first of the cell's seeds.
-	Spec harness.Spec `json:"spec"`
+	Spec spec.Spec `json:"spec"`
 	// Expect maps a checker's name to its expected verdict; a checker not named: either.
 	Expect map[string]Expect `json:"expect"`
 	// Threshold is the share of seeds in which every checker expected invalid must say
@@ -137,7 +137,7 @@ func (s *Suite) Check() error {
 
 func (c *Cell) check(known map[string]bool) error {
 	if err := c.Spec.Normalize(); err != nil {
-		var spec *harness.SpecError
+		var spec *spec.Error
 		if errors.As(err, &spec) {
 			return errors.New(spec.Reason)
 		}
@@ -254,7 +254,7 @@ func (s Suite) definition() (string, error) {
 }
 
 // Duration is a time.Duration written as "1.5s" in suite files and suite.json.
-type Duration = harness.Duration
+type Duration = spec.Duration
 
 // durationOf converts for the JSON form.
 func durationOf(d time.Duration) *Duration {

@@ -1,4 +1,7 @@
-package cli
+// Package offline holds the commands that work on a saved run alone, check and report:
+// they judge and draw its history through package analysis and link no Docker client,
+// no containers and no harness (TestOfflineCommandsLinkNoDocker).
+package offline
 
 import (
 	"context"
@@ -15,30 +18,31 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/analysis"
 	"github.com/lockbreaker/lockbreaker/checkers"
+	"github.com/lockbreaker/lockbreaker/internal/command"
 	"github.com/lockbreaker/lockbreaker/results"
 	"github.com/lockbreaker/lockbreaker/spec"
 	"github.com/lockbreaker/lockbreaker/suite"
 )
 
-// checkCommand is `lockbreaker check`: its help, and cmdCheck to run it.
-var checkCommand = command{
-	name:     "check",
-	synopsis: "re-run the checkers on a saved run: lockbreaker check store/latest",
-	args:     "[flags] RUN",
-	about: `Re-runs every checker on a saved run's history and rewrites its results.json,
+// Check is `lockbreaker check`: its help, and cmdCheck to run it.
+var Check = command.Command{
+	Name:     "check",
+	Synopsis: "re-run the checkers on a saved run: lockbreaker check store/latest",
+	Args:     "[flags] RUN",
+	About: `Re-runs every checker on a saved run's history and rewrites its results.json,
 report.html and junit.xml. RUN is a run directory, a latest link, a test directory or a
 results root (then its latest run). Only the history is judged: of a results.json another
 version wrote, what this one cannot read is set aside (said on stderr). Needs no Docker.`,
-	flags: func() *flag.FlagSet {
+	Flags: func() *flag.FlagSet {
 		fs, _, _, _ := checkFlags()
 		return fs
 	},
-	examples: []string{
+	Examples: []string{
 		"lockbreaker check store/latest",
 		"lockbreaker check --timeout 10m store/redis-redis-pause-holder-nofence",
 		"lockbreaker check store/redis-redis-pause-holder-nofence/20250101T120000Z",
 	},
-	run: cmdCheck,
+	Run: cmdCheck,
 }
 
 // maxCheckTimeout caps check --timeout like run's other spans: a search longer than a day
@@ -61,8 +65,8 @@ const checkGCPercent = 200
 func checkFlags() (fs *flag.FlagSet, timeout *spec.Duration, maxOps *int, whole *bool) {
 	timeout = new(spec.Duration)
 	*timeout = spec.Duration(analysis.DefaultTimeout)
-	fs = newFlags("check")
-	fs.Var((*durationValue)(timeout), "timeout", "how long a checker may search (porcupine) before its verdict is unknown")
+	fs = command.NewFlags("check")
+	fs.Var((*command.Duration)(timeout), "timeout", "how long a checker may search (porcupine) before its verdict is unknown")
 	maxOps = fs.Int("max-ops", checkers.DefaultLimits.MaxOps,
 		"the memory limit: the most operations held at once while the history has no safe place to cut (about 2.5 KB each); past it the verdicts are unknown")
 	whole = fs.Bool("whole", false,
@@ -72,17 +76,17 @@ func checkFlags() (fs *flag.FlagSet, timeout *spec.Duration, maxOps *int, whole 
 
 func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error) {
 	fs, timeout, maxOps, whole := checkFlags()
-	if err := parseFlags(fs, args); err != nil {
+	if err := command.ParseFlags(fs, args); err != nil {
 		return 0, err
 	}
-	if *whole && isSet(fs, "max-ops") {
-		return 0, badInput{errors.New("check: --whole holds the whole history: --max-ops does not go with it")}
+	if *whole && command.IsSet(fs, "max-ops") {
+		return 0, command.Bad(errors.New("check: --whole holds the whole history: --max-ops does not go with it"))
 	}
 	if t := timeout.Std(); t < time.Millisecond || t > maxCheckTimeout {
-		return 0, badInput{fmt.Errorf("check: --timeout must be between 1ms and 24h, got %s", t)}
+		return 0, command.Bad(fmt.Errorf("check: --timeout must be between 1ms and 24h, got %s", t))
 	}
 	if *maxOps < 1 {
-		return 0, badInput{fmt.Errorf("check: --max-ops must be at least 1, got %d", *maxOps)}
+		return 0, command.Bad(fmt.Errorf("check: --max-ops must be at least 1, got %d", *maxOps))
 	}
 	limits := checkers.DefaultLimits
 	limits.MaxOps = *maxOps
@@ -104,7 +108,7 @@ func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error)
 	// said (check writes it anew), on stderr so that stdout stays the verdicts.
 	if len(run.setAside) > 0 {
 		fmt.Fprintf(os.Stderr, "lockbreaker: check: %s is not this version's; set aside: %s\n",
-			escape(filepath.Join(dir, results.SummaryFile)), escape(strings.Join(run.setAside, ", ")))
+			command.Escape(filepath.Join(dir, results.SummaryFile)), command.Escape(strings.Join(run.setAside, ", ")))
 	}
 	summary, err = analysis.File(ctx, dir, filepath.Join(dir, results.HistoryFile), summary, timeout.Std(), limits)
 	if len(summary.Results) == 0 { // the history could not be read
@@ -112,10 +116,10 @@ func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error)
 	}
 	// The verdicts stand even when the files cannot be written (a read-only run directory).
 	if len(summary.Results) > 0 {
-		printVerdicts(stdout, dir, summary)
+		command.PrintVerdicts(stdout, dir, summary)
 	}
 	if err = errors.Join(err, results.RefreshIndex(dir, suite.StoreTrends)); err != nil {
 		return 0, fmt.Errorf("check: could not write the results files in %s: %w", dir, err)
 	}
-	return exitCode(summary.Verdict), nil
+	return command.ExitCode(summary.Verdict), nil
 }

@@ -1,4 +1,4 @@
-package cli
+package offline
 
 import (
 	"context"
@@ -11,27 +11,28 @@ import (
 	"strings"
 
 	"github.com/lockbreaker/lockbreaker/analysis"
+	"github.com/lockbreaker/lockbreaker/internal/command"
 	"github.com/lockbreaker/lockbreaker/results"
 	"github.com/lockbreaker/lockbreaker/suite"
 )
 
-// reportCommand is `lockbreaker report`: its help, and cmdReport to run it.
-var reportCommand = command{
-	name:     "report",
-	synopsis: "render a saved run's report again, without checking: lockbreaker report store/latest",
-	args:     "RUN",
-	about: `Renders report.html again from a saved run's results.json and history, checking
+// Report is `lockbreaker report`: its help, and cmdReport to run it.
+var Report = command.Command{
+	Name:     "report",
+	Synopsis: "render a saved run's report again, without checking: lockbreaker report store/latest",
+	Args:     "RUN",
+	About: `Renders report.html again from a saved run's results.json and history, checking
 nothing (lockbreaker check re-judges), and rebuilds the store's index.html. RUN is a run
 directory, a latest link, a test directory or a results root (then its latest run).`,
-	examples: []string{"lockbreaker report store/latest"},
-	run:      cmdReport,
+	Examples: []string{"lockbreaker report store/latest"},
+	Run:      cmdReport,
 }
 
 // cmdReport renders a saved run's report.html again from its results.json and history,
 // checking nothing, and rebuilds the index of the store it is in.
 func cmdReport(_ context.Context, args []string, stdout io.Writer) (int, error) {
-	fs := newFlags("report")
-	if err := parseFlags(fs, args); err != nil {
+	fs := command.NewFlags("report")
+	if err := command.ParseFlags(fs, args); err != nil {
 		return 0, err
 	}
 	run, err := openRun(fs)
@@ -44,17 +45,17 @@ func cmdReport(_ context.Context, args []string, stdout io.Writer) (int, error) 
 		return 0, err
 	}
 	if !run.judged {
-		return 0, badInput{fmt.Errorf("report: %s has no %s (lockbreaker check %s judges the run first)", run.dir, results.SummaryFile, run.dir)}
+		return 0, command.Bad(fmt.Errorf("report: %s has no %s (lockbreaker check %s judges the run first)", run.dir, results.SummaryFile, run.dir))
 	}
 	if len(run.setAside) > 0 { // a report of half a summary would show a run that did not happen
-		return 0, badInput{fmt.Errorf("report: %s is not this version's, which cannot read %s of it (lockbreaker check %s judges the run again)",
-			filepath.Join(run.dir, results.SummaryFile), strings.Join(run.setAside, ", "), run.dir)}
+		return 0, command.Bad(fmt.Errorf("report: %s is not this version's, which cannot read %s of it (lockbreaker check %s judges the run again)",
+			filepath.Join(run.dir, results.SummaryFile), strings.Join(run.setAside, ", "), run.dir))
 	}
 	if err := errors.Join(analysis.Report(run.dir, run.summary, drawing), results.RefreshIndex(run.dir, suite.StoreTrends)); err != nil {
 		return 0, fmt.Errorf("report: %w", err)
 	}
-	fmt.Fprintf(stdout, "report: %s\n", escape(filepath.Join(run.dir, results.ReportFile)))
-	return exitValid, nil
+	fmt.Fprintf(stdout, "report: %s\n", command.Escape(filepath.Join(run.dir, results.ReportFile)))
+	return command.ExitValid, nil
 }
 
 // savedRun is a run directory as check and report read it.
@@ -72,16 +73,16 @@ type savedRun struct {
 func openRun(fs *flag.FlagSet) (savedRun, error) {
 	var run savedRun
 	if fs.NArg() != 1 {
-		return run, badInput{fmt.Errorf("%s: give one run directory, e.g. lockbreaker %s store/latest", fs.Name(), fs.Name())}
+		return run, command.Bad(fmt.Errorf("%s: give one run directory, e.g. lockbreaker %s store/latest", fs.Name(), fs.Name()))
 	}
 	dir, err := results.Resolve(fs.Arg(0))
 	if err != nil {
-		return run, badInput{err}
+		return run, command.Bad(err)
 	}
 	run.dir = dir
 	run.summary, run.setAside, err = results.ReadSummaryLenient(dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return run, badInput{err}
+		return run, command.Bad(err)
 	}
 	run.judged = err == nil
 	return run, nil

@@ -1,0 +1,189 @@
+// Package command is what every lockbreaker subcommand is made of: its help, its flag set
+// and how it parses, the errors that are the user's input, the exit codes, and the output
+// made safe for a terminal. The CLI (package cli) and the commands that judge a saved run
+// with no Docker (package cli/offline) are both built from it.
+package command
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/lockbreaker/lockbreaker/checkers"
+	"github.com/lockbreaker/lockbreaker/internal/quote"
+	"github.com/lockbreaker/lockbreaker/results"
+	"github.com/lockbreaker/lockbreaker/spec"
+)
+
+// Exit codes.
+const (
+	ExitValid    = 0
+	ExitInvalid  = 1
+	ExitUnknown  = 2
+	ExitBadInput = 254
+	ExitHarness  = 255
+)
+
+// Command is one subcommand: how it runs and what its help says.
+type Command struct {
+	Name     string
+	Synopsis string // one line in the command list
+	Args     string // what the usage line shows after the name
+	About    string
+	// Flags makes the command's flag set with its defaults; nil when it has none. Help
+	// lists the flags from the same code the command parses with, so they cannot drift.
+	Flags    func() *flag.FlagSet
+	Examples []string
+	// Run runs the command on its arguments: an exit code, or an error (a BadInput for the
+	// user's, flag.ErrHelp for -h).
+	Run func(ctx context.Context, args []string, stdout io.Writer) (int, error)
+}
+
+// BadInput marks errors that are the user's input, not the harness's fault.
+type BadInput struct{ error }
+
+// Bad marks err as the user's input.
+func Bad(err error) error { return BadInput{err} }
+
+// NewFlags makes a flag set whose parse errors are reported once, by the CLI's main.
+func NewFlags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+// IsSet says whether the command line set the flag.
+func IsSet(fs *flag.FlagSet, name string) (set bool) {
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// ParseFlags parses flags only. -h and --help come back as flag.ErrHelp itself, for the
+// CLI to print the command's help.
+func ParseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		return Bad(fmt.Errorf("%s: %w", fs.Name(), err))
+	}
+	return err
+}
+
+// Parse parses flags and refuses any other argument.
+func Parse(fs *flag.FlagSet, args []string) error {
+	if err := ParseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return Bad(fmt.Errorf("%s: unexpected argument %s", fs.Name(), quote.Short(fs.Arg(0))))
+	}
+	return nil
+}
+
+// ParseInterleaved parses flags wherever they stand among the arguments, as in "suite
+// merge a b --results x", and returns the other arguments in order.
+func ParseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var rest []string
+	for {
+		if err := ParseFlags(fs, args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return rest, nil
+		}
+		rest, args = append(rest, fs.Arg(0)), fs.Args()[1:]
+	}
+}
+
+// IsTerminal says whether w is a terminal, where a progress line may rewrite itself.
+func IsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	info, err := f.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
+}
+
+// Duration is a flag holding a spec.Duration, so help can show its default as 2s.
+type Duration spec.Duration
+
+func (d *Duration) String() string { return spec.Duration(*d).Std().String() }
+
+func (d *Duration) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	*d = Duration(v)
+	return err
+}
+
+// ExitCode is the exit code of a run's verdict.
+func ExitCode(v checkers.Verdict) int {
+	switch v {
+	case checkers.Valid:
+		return ExitValid
+	case checkers.Invalid:
+		return ExitInvalid
+	}
+	return ExitUnknown
+}
+
+// PrintVerdicts prints a run's verdicts, notes and the path of its report.
+func PrintVerdicts(w io.Writer, dir string, s results.Summary) {
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, r := range s.Results {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", Escape(r.Checker), Escape(strings.ToUpper(string(r.Verdict))), Escape(r.Summary))
+	}
+	tw.Flush()
+	for _, n := range s.Notes {
+		fmt.Fprintf(w, "  note: %s\n", Escape(n))
+	}
+	if s.Error != "" {
+		fmt.Fprintf(w, "  harness error: %s\n", OneLine(s.Error))
+	}
+	fmt.Fprintf(w, "\n%s: %s\nreport: %s\n", Escape(s.Test), Escape(strings.ToUpper(string(s.Verdict))), Escape(filepath.Join(dir, results.ReportFile)))
+}
+
+// OneLine is a message as one line for a terminal. Our messages quote values short; other
+// packages' (flag's, encoding/json's) show them whole, however long, so those are
+// shortened here.
+func OneLine(s string) string { return Escape(quote.ShortenAll(strings.ReplaceAll(s, "\n", "; "))) }
+
+// Escape makes text safe for a terminal: summaries, notes and names can come from a saved
+// run anyone may have written, and an ESC sequence, \r or \b in them would rewrite what
+// the user sees. Control and other non-printing runes and invalid UTF-8 become Go escapes.
+func Escape(s string) string {
+	var b strings.Builder
+	for len(s) > 0 {
+		r, n := utf8.DecodeRuneInString(s)
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[0])
+		case unicode.IsPrint(r):
+			b.WriteString(s[:n])
+		default:
+			q := strconv.QuoteRune(r) // '\x1b', '\r', '\u202e'
+			b.WriteString(q[1 : len(q)-1])
+		}
+		s = s[n:]
+	}
+	return b.String()
+}
+
+// EscapeLines escapes text of several lines line by line (Escape).
+func EscapeLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = Escape(l)
+	}
+	return strings.Join(lines, "\n")
+}
