@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lockbreaker/lockbreaker/spec"
 	"github.com/lockbreaker/lockbreaker/results"
+	"github.com/lockbreaker/lockbreaker/spec"
 )
 
 // Options say how a suite runs.

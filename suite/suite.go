@@ -34,9 +34,9 @@ import (
 	"unicode"
 
 	"github.com/lockbreaker/lockbreaker/checkers"
-	"github.com/lockbreaker/lockbreaker/spec"
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/internal/quote"
+	"github.com/lockbreaker/lockbreaker/spec"
 )
 
 // Expect is what a cell expects one checker to say.
