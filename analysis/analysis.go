@@ -70,6 +70,9 @@ func File(ctx context.Context, dir, path string, s results.Summary, timeout time
 	if note != "" {
 		notes = append(notes, note)
 	}
+	if err := tell(path, s.Results, s.Spec); err != nil {
+		notes = append(notes, "the first violation could not be told: "+err.Error())
+	}
 	notes = append(notes, stream.Notes()...)
 	if n := drawing.Note(); n != "" {
 		notes = append(notes, n)

@@ -165,3 +165,28 @@ func TestARunWhoseHazardNeverOccurredIsNeverValid(t *testing.T) {
 		})
 	}
 }
+
+// Every invalid lock-safety and data-safety result opens with the story of the first
+// overlap, told with the spec's TTL; the other results have none.
+func TestAnInvalidRunTellsWhatHappened(t *testing.T) {
+	got, err := analyze(t, t.TempDir(), staleWrite, results.Summary{Spec: json.RawMessage(`{"ttl":"2us"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	told := 0
+	for _, r := range got.Results {
+		want := r.Verdict == checkers.Invalid && r.Property != checkers.PropertyPrecondition && r.Property != checkers.PropertyMetric
+		switch text := checkers.StoryText(r.Story); {
+		case want && (!strings.HasPrefix(text, "p0 was granted the lock at 0.00 s and read 0. p0's TTL of 2µs ran out") ||
+			!strings.HasSuffix(text, "p0 and p1 both wrote 1: 1 update lost.")):
+			t.Errorf("%s (%s) tells %q", r.Checker, r.Verdict, text)
+		case !want && text != "":
+			t.Errorf("%s (%s) tells %q, want no story", r.Checker, r.Verdict, text)
+		case want:
+			told++
+		}
+	}
+	if told < 2 {
+		t.Errorf("%d results tell the story, want mutual exclusion's and the data checkers'", told)
+	}
+}

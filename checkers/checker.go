@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -70,6 +71,25 @@ type Result struct {
 	// porcupine searches, which can say that no order is legal but not from when on. A
 	// suite reads it for how long a fault took to break the lock.
 	FirstViolation *time.Duration `json:"first_violation_ns,omitempty"`
+	// Story tells the first violation in a few plain sentences (package story), on an
+	// invalid result whose violation it can tell; the checker leaves it empty.
+	Story []Sentence `json:"story,omitempty"`
+}
+
+// Sentence is one sentence of a Story, about one event of the history.
+type Sentence struct {
+	Text string `json:"text"`
+	// Event is the index of the event it tells of.
+	Event int `json:"event"`
+}
+
+// StoryText is a story as one paragraph of text.
+func StoryText(story []Sentence) string {
+	texts := make([]string, len(story))
+	for i, s := range story {
+		texts[i] = s.Text
+	}
+	return strings.Join(texts, " ")
 }
 
 // Options are what a checker may use besides the history.

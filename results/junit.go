@@ -104,6 +104,9 @@ func WriteJUnit(dir string, s Summary) error {
 			suite.Skipped++
 		case r.Verdict == checkers.Valid, r.Property == checkers.PropertyMetric:
 		case r.Verdict == checkers.Invalid:
+			if story := checkers.StoryText(r.Story); story != "" { // what happened, before the evidence
+				text = story + "\n\n" + text
+			}
 			c.Failure = &junitProblem{Message: r.Summary, Type: string(r.Verdict), Text: text}
 			suite.Failures++
 		default:

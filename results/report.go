@@ -96,6 +96,7 @@ type report struct {
 	Lesson            string
 	Error             string
 	Checkers          []checkerView
+	Story             *storyView
 	Timeline          *timelineView
 	NoTimeline        string // why there is none
 	Plots             []plotView
@@ -134,6 +135,13 @@ type checkerView struct {
 	// when the timeline can show it.
 	First *firstLink
 	Files []link
+}
+
+// storyView is the story of the first violation (checkers.Result.Story), with the
+// checkers it explains; a sentence's At is its event's time (ms) when the page has it.
+type storyView struct {
+	Checkers  string
+	Sentences []struct{ Text, At string }
 }
 
 type firstLink struct {
@@ -225,6 +233,7 @@ func newReport(dir string, s Summary, events []history.Event, plots *Plots) repo
 		base += len(res.Overlaps)
 		r.Checkers = append(r.Checkers, c)
 	}
+	r.Story = newStoryView(s.Results, events, pairErr == nil)
 	r.Artifacts = artifacts(dir)
 	r.Spec = prettySpec(s.Spec)
 	r.Faults = faultViews(events)
@@ -427,3 +436,29 @@ var (
 	reportPolicy   = contentSecurityPolicy(reportScript)
 	reportTemplate = template.Must(template.New(ReportFile).Parse(pageHead + reportStyle + reportPage))
 )
+
+// newStoryView is the first story among rs, told once for every checker it explains; its
+// sentences link to the timeline when linked is set and the page has their events.
+func newStoryView(rs []checkers.Result, events []history.Event, linked bool) *storyView {
+	i := slices.IndexFunc(rs, func(r checkers.Result) bool { return len(r.Story) > 0 })
+	if i < 0 {
+		return nil
+	}
+	story := rs[i].Story
+	var names []string
+	for _, r := range rs {
+		if slices.Equal(r.Story, story) {
+			names = append(names, r.Checker)
+		}
+	}
+	v := &storyView{Checkers: strings.Join(names, ", ")}
+	event, start := byIndex(events), firstTime(events)
+	for _, s := range story {
+		var at string
+		if e := event(s.Event); linked && e.Index == s.Event && e.Time != 0 {
+			at = strconv.FormatFloat(float64(e.Time-start)/1e6, 'f', 3, 64)
+		}
+		v.Sentences = append(v.Sentences, struct{ Text, At string }{s.Text, at})
+	}
+	return v
+}

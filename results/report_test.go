@@ -52,7 +52,7 @@ func hostileResults() []checkers.Result {
 	}
 	return []checkers.Result{
 		{Checker: "mutual-exclusion", Verdict: checkers.Invalid, Summary: "overlap on key " + hostile,
-			Evidence: evidence, Files: []string{"javascript:alert(1)", "../../etc/passwd", "porcupine k.html"}},
+			Story: []checkers.Sentence{{Text: hostile, Event: 0}}, Evidence: evidence, Files: []string{"javascript:alert(1)", "../../etc/passwd", "porcupine k.html"}},
 		{Checker: hostile, Verdict: checkers.Unknown, Summary: "timed out\x00" + hostile, Evidence: []string{hostile}},
 		{Checker: "lost-updates", Verdict: checkers.Valid, Summary: "ok"},
 	}
@@ -91,6 +91,9 @@ func TestReport(t *testing.T) {
 				`<a href="lock-linearizable.html">lock-linearizable.html</a>`,
 				`<a href="history.jsonl">`, `<a href="spec.json">`, `<a href="nodes/redis-1.log">`, `<a href="storage.jsonl">`,
 				"overlaps=1", "fencing on", `&#34;fencing&#34;: true`,
+				`<p class="muted">The first violation (lock-linearizable, mutual-exclusion), told from the history`,
+				`<li><a class="to-timeline" href="#timeline" data-at="11100.000">p1 was granted the lock (token 2) at 0.00 s, while p0 still held it.</a></li>`,
+				`<li>p0 wrote 1 with token 1 at 0.01 s, and the storage refused it as stale.</li>`,
 				"<td>pause</td><td>0</td><td class=\"num\">1.000</td><td class=\"num\">13.000</td><td>yes</td>",
 				`<h1>redis-pause-fencing <span class="verdict invalid">invalid</span></h1>`,
 				"<tr><td>acquire</td><td class=\"num\">2</td><td class=\"num\">0</td><td class=\"num\">0</td><td class=\"num\">2</td></tr>\n" +
@@ -239,6 +242,10 @@ func TestJUnit(t *testing.T) {
 			for _, c := range suite.Cases {
 				if c.Failure != nil {
 					failed = append(failed, c.Name)
+					// A CI page shows what happened before the evidence.
+					if story := checkers.StoryText(storyOf(tt.s, c.Name)); !strings.HasPrefix(c.Failure.Text, story) {
+						t.Errorf("%s's failure text %q does not open with its story %q", c.Name, c.Failure.Text, story)
+					}
 				}
 				if c.Error != nil {
 					errored = append(errored, c.Name)
@@ -252,6 +259,15 @@ func TestJUnit(t *testing.T) {
 			}
 		})
 	}
+}
+
+func storyOf(s Summary, checker string) []checkers.Sentence {
+	for _, r := range s.Results {
+		if r.Checker == checker {
+			return r.Story
+		}
+	}
+	return nil
 }
 
 // The writers render the summary they are given, even where the history would say

@@ -146,11 +146,14 @@ func pauseHistory() []history.Event {
 
 // pauseFencingResults is the teachable outcome: the lock broke, the data did not.
 func pauseFencingResults() []checkers.Result {
+	story := []checkers.Sentence{{Text: "p0 was granted the lock (token 1) at 0.00 s.", Event: 1},
+		{Text: "p1 was granted the lock (token 2) at 0.00 s, while p0 still held it.", Event: 4},
+		{Text: "p0 wrote 1 with token 1 at 0.01 s, and the storage refused it as stale.", Event: 99}}
 	return []checkers.Result{
 		{Checker: "lock-linearizable", Property: checkers.PropertyLockSafety, Verdict: checkers.Invalid, Summary: "history is not linearizable",
-			Evidence: []string{"#4 ok p1 acquire k token=2 while p0 holds k"}, Files: []string{"lock-linearizable.html"}},
+			Evidence: []string{"#4 ok p1 acquire k token=2 while p0 holds k"}, Files: []string{"lock-linearizable.html"}, Story: story},
 		{Checker: "mutual-exclusion", Property: checkers.PropertyLockSafety, Verdict: checkers.Invalid, Summary: "1 overlapping hold",
-			Counts: map[string]int{"overlaps": 1}},
+			Counts: map[string]int{"overlaps": 1}, Story: story},
 		{Checker: "data-safety", Property: checkers.PropertyDataSafety, Verdict: checkers.Valid, Summary: "every accepted request came from the holder"},
 		{Checker: "lost-updates", Property: checkers.PropertyDataSafety, Verdict: checkers.Valid, Summary: "final read holds the last accepted write"},
 		{Checker: "fencing", Property: checkers.PropertyFencing, Verdict: checkers.Valid, Summary: "3 stale requests rejected",

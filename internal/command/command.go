@@ -150,6 +150,15 @@ func PrintVerdicts(w io.Writer, dir string, s results.Summary) {
 	if s.Error != "" {
 		fmt.Fprintf(w, "  harness error: %s\n", OneLine(s.Error))
 	}
+	for _, r := range s.Results {
+		if len(r.Story) > 0 { // the first story; the report tells which checkers it explains
+			fmt.Fprintf(w, "\n  what happened first:\n")
+			for _, sentence := range r.Story {
+				fmt.Fprintf(w, "    %s\n", Escape(sentence.Text))
+			}
+			break
+		}
+	}
 	fmt.Fprintf(w, "\n%s: %s\nreport: %s\n", Escape(s.Test), Escape(strings.ToUpper(string(s.Verdict))), Escape(filepath.Join(dir, results.ReportFile)))
 }
 

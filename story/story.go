@@ -1,0 +1,243 @@
+// Package story tells a run's first violation in a few plain sentences, built from the
+// history alone: who was granted the lock and with which token, which faults struck whom
+// and when, when the holder's lease ran out, who was granted the lock next, and what the
+// storage did with the old holder's write. A person reading a red nightly job reads this
+// first; the evidence and the timeline are there for the rest.
+//
+// Every sentence names the event it tells of, so a report can link it to its place on
+// the timeline.
+package story
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/checkers"
+	"github.com/lockbreaker/lockbreaker/history"
+)
+
+// maxFaults is how many faults a story names: the ones that struck first.
+const maxFaults = 5
+
+// Window is the span of event indexes the story of overlap o reads: from the earlier
+// grant to the later of the two holds' ends, and a few events past it for the outcome of
+// a last write.
+func Window(o checkers.Overlap) (from, to int) {
+	return o.Earlier.Granted, max(o.Earlier.Until, o.Later.Until) + windowSlack
+}
+
+// windowSlack is how many events past the holds' ends a story reads: a write's completion
+// may follow its holder's last event by a few events of other clients.
+const windowSlack = 64
+
+// Tell tells overlap o, two clients holding the lock at once, in a history whose first
+// event was at start: events must hold those in Window(o), in order; ttl is the lease
+// the clients asked for (0: not known). It returns nil when the events do not hold the overlap.
+func Tell(o checkers.Overlap, events []history.Event, ttl time.Duration, start int64) []checkers.Sentence {
+	t := teller{events: events, start: start}
+	earlier, ok1 := t.event(o.Earlier.Granted)
+	later, ok2 := t.event(o.Later.Granted)
+	if !ok1 || !ok2 {
+		return nil
+	}
+	pe, pl := proc(o.Earlier.Process), proc(o.Later.Process)
+
+	// The first holder, and what it read.
+	text := fmt.Sprintf("%s was granted the lock%s at %s", pe, tokenText(earlier.Token), t.at(earlier))
+	if read, ok := t.op(earlier.Index, o.Earlier.Process, history.Read, later.Time); ok && read.Type() == history.OK && read.Value() != nil {
+		text += fmt.Sprintf(" and read %d", *read.Value())
+	}
+	t.say(earlier, text)
+
+	// The faults that struck while it held, before the second grant.
+	t.faults(earlier.Index, later.Index, o.Earlier.Process)
+
+	// Its lease.
+	if ttl > 0 {
+		leaseEnd := earlier.Time + ttl.Nanoseconds()
+		if leaseEnd <= later.Time {
+			t.say(earlier, fmt.Sprintf("%s's TTL of %s ran out at %s", pe, ttl, t.seconds(leaseEnd)))
+		}
+	}
+
+	// The second holder.
+	text = fmt.Sprintf("%s was granted the lock%s at %s", pl, tokenText(later.Token), t.at(later))
+	laterWrite, wroteLater := t.op(later.Index, o.Later.Process, history.Write, 0)
+	wroteLater = wroteLater && laterWrite.Type() == history.OK && laterWrite.Value() != nil
+	if wroteLater {
+		text += fmt.Sprintf(" and wrote %d", *laterWrite.Value())
+	}
+	if left := earlier.Time + ttl.Nanoseconds() - later.Time; ttl > 0 && left > 0 {
+		text += fmt.Sprintf(", %.2f s before %s's TTL ran out", time.Duration(left).Seconds(), pe)
+	} else if ttl == 0 {
+		text += fmt.Sprintf(", while %s still held it", pe)
+	}
+	t.say(later, text)
+
+	// The first holder carries on: resumed, healed, and its write.
+	t.resumed(later.Index, o.Earlier.Process)
+	if w, ok := t.op(later.Index, o.Earlier.Process, history.Write, 0); ok {
+		t.say(w.Invoke, writeText(pe, w, t.at(w.Invoke)))
+		if w.Type() == history.OK && wroteLater && sameValue(w, laterWrite) {
+			t.say(w.Invoke, fmt.Sprintf("%s and %s both wrote %d: 1 update lost", pe, pl, *w.Value()))
+		}
+	} else {
+		t.say(later, fmt.Sprintf("%s and %s both held the lock for %s", pe, pl, round(o.Length)))
+	}
+	return t.story
+}
+
+// teller builds one story over its window of events.
+type teller struct {
+	events []history.Event
+	start  int64
+	story  []checkers.Sentence
+}
+
+// say adds a sentence about event e.
+func (t *teller) say(e history.Event, text string) {
+	t.story = append(t.story, checkers.Sentence{Text: text + ".", Event: e.Index})
+}
+
+// event is the event of index i in the window.
+func (t *teller) event(i int) (history.Event, bool) {
+	j, ok := slices.BinarySearchFunc(t.events, i, func(e history.Event, i int) int { return e.Index - i })
+	if !ok {
+		return history.Event{}, false
+	}
+	return t.events[j], true
+}
+
+// op is process p's first operation f invoked after event index from (before time until,
+// when until is not 0); its Complete is nil when it never completed.
+func (t *teller) op(from, p int, f history.Func, until int64) (history.Op, bool) {
+	for i, e := range t.events {
+		if e.Index <= from || e.Process != p || e.Func != f || e.Type != history.Invoke {
+			continue
+		}
+		if until != 0 && e.Time > until {
+			break
+		}
+		o := history.Op{Invoke: e}
+		for _, c := range t.events[i+1:] {
+			if c.Process == p && c.Type != history.Invoke {
+				o.Complete = &c
+				break
+			}
+		}
+		return o, true
+	}
+	return history.Op{}, false
+}
+
+// faults tells the first faults that started between event indexes from and to and
+// struck process p or any node, and the nodes killed that came back meanwhile.
+func (t *teller) faults(from, to, p int) {
+	told := 0
+	for _, e := range t.events {
+		if e.Index <= from || e.Index >= to || e.Process != history.NemesisProcess {
+			continue
+		}
+		targets := targetsOf(e, p)
+		switch {
+		case targets == "":
+		case e.Func == history.Start && told < maxFaults:
+			t.say(e, fmt.Sprintf("%s %s (%s) at %s", targets, struck(e.Fault), e.Fault, t.at(e)))
+			told++
+		case e.Func == history.Stop && e.Fault == "kill-node":
+			t.say(e, fmt.Sprintf("%s served again at %s", targets, t.at(e)))
+		}
+	}
+}
+
+// resumed tells when the faults that struck process p ended after event index from: a
+// pause's stop is the holder running again.
+func (t *teller) resumed(from, p int) {
+	for _, e := range t.events {
+		if e.Index > from && e.Process == history.NemesisProcess && e.Func == history.Stop && strikes(e, p) &&
+			strings.HasPrefix(e.Fault, "pause") {
+			t.say(e, fmt.Sprintf("%s resumed at %s", proc(p), t.at(e)))
+			return
+		}
+	}
+}
+
+// targetsOf names the targets of fault e in a sentence, process p's as pN; "" when e
+// struck neither p nor a node.
+func targetsOf(e history.Event, p int) string {
+	var names []string
+	for _, target := range e.Targets {
+		switch {
+		case target == workerName(p):
+			names = append(names, proc(p))
+		case strings.HasPrefix(target, "worker-"):
+			// another client's fault is not this story's
+		default:
+			names = append(names, target)
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+func strikes(e history.Event, p int) bool { return slices.Contains(e.Targets, workerName(p)) }
+
+// struck is what a fault of that kind does, in words.
+func struck(fault string) string {
+	switch {
+	case strings.HasPrefix(fault, "pause"):
+		return "was paused"
+	case strings.HasPrefix(fault, "kill"):
+		return "was killed"
+	case strings.HasPrefix(fault, "partition"), fault == "failover":
+		return "was cut off"
+	case strings.HasPrefix(fault, "clock"), strings.HasPrefix(fault, "kleppmann"):
+		return "had its clock moved"
+	case fault == "delay-client":
+		return "had its packets delayed"
+	}
+	return "was struck"
+}
+
+// writeText tells write w by process name p and what the storage made of it.
+func writeText(p string, w history.Op, at string) string {
+	what := "wrote"
+	if v := w.Value(); v != nil {
+		what = fmt.Sprintf("wrote %d", *v)
+	}
+	if token := w.Token(); token != nil {
+		what += fmt.Sprintf(" with token %d", *token)
+	}
+	switch {
+	case w.Type() == history.OK:
+		return fmt.Sprintf("%s %s at %s, and the storage accepted it", p, what, at)
+	case w.Type() == history.Fail && w.Complete.Error == history.ErrStaleToken:
+		return fmt.Sprintf("%s %s at %s, and the storage refused it as stale", p, what, at)
+	case w.Type() == history.Fail:
+		return fmt.Sprintf("%s %s at %s, and the storage refused it (%s)", p, what, at, w.Complete.Error)
+	}
+	return fmt.Sprintf("%s %s at %s, and never heard whether the storage took it", p, what, at)
+}
+
+func sameValue(a, b history.Op) bool { return a.Value() != nil && b.Value() != nil && *a.Value() == *b.Value() }
+
+func tokenText(token *int64) string {
+	if token == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (token %d)", *token)
+}
+
+func (t *teller) at(e history.Event) string { return t.seconds(e.Time) }
+
+// seconds is time ts since the history's first event, as "2.43 s".
+func (t *teller) seconds(ts int64) string {
+	return fmt.Sprintf("%.2f s", time.Duration(ts-t.start).Seconds())
+}
+
+func round(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+
+func proc(p int) string { return fmt.Sprintf("p%d", p) }
+
+func workerName(p int) string { return fmt.Sprintf("worker-%d", p) }

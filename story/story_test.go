@@ -1,0 +1,135 @@
+package story
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/checkers"
+	"github.com/lockbreaker/lockbreaker/history"
+)
+
+// Each history is the classic way its fault breaks a lock, written by hand; its story is
+// told from mutual exclusion's first overlap, as analysis tells it.
+func TestTellsWhoWhichTokenAndWhichFault(t *testing.T) {
+	for _, tt := range []struct {
+		name, history string
+		ttl           time.Duration
+		want          []string
+	}{
+		{"a paused holder's lost update", `
+{"index":0,"type":"invoke","process":1,"f":"acquire","key":"k","time":1000000000}
+{"index":1,"type":"ok","process":1,"f":"acquire","key":"k","time":1410000000}
+{"index":2,"type":"invoke","process":1,"f":"read","key":"k","time":1420000000}
+{"index":3,"type":"ok","process":1,"f":"read","key":"k","value":12,"time":1430000000}
+{"index":4,"type":"info","process":-1,"f":"start","time":1520000000,"fault":"pause-holder","targets":["worker-1"]}
+{"index":5,"type":"invoke","process":3,"f":"acquire","key":"k","time":1600000000}
+{"index":6,"type":"ok","process":3,"f":"acquire","key":"k","time":3430000000}
+{"index":7,"type":"invoke","process":3,"f":"read","key":"k","time":3440000000}
+{"index":8,"type":"ok","process":3,"f":"read","key":"k","value":12,"time":3450000000}
+{"index":9,"type":"invoke","process":3,"f":"write","key":"k","value":13,"time":3460000000}
+{"index":10,"type":"ok","process":3,"f":"write","key":"k","value":13,"time":3470000000}
+{"index":11,"type":"info","process":-1,"f":"stop","time":3900000000,"fault":"pause-holder","targets":["worker-1"]}
+{"index":12,"type":"invoke","process":1,"f":"write","key":"k","value":13,"time":3950000000}
+{"index":13,"type":"ok","process":1,"f":"write","key":"k","value":13,"time":3960000000}
+{"index":14,"type":"invoke","process":3,"f":"release","key":"k","time":3970000000}
+{"index":15,"type":"ok","process":3,"f":"release","key":"k","time":3980000000}
+{"index":16,"type":"invoke","process":1,"f":"release","key":"k","time":3990000000}
+{"index":17,"type":"fail","process":1,"f":"release","key":"k","time":4000000000,"error":"not-held"}
+`, 2 * time.Second, []string{
+			"p1 was granted the lock at 0.41 s and read 12.",
+			"p1 was paused (pause-holder) at 0.52 s.",
+			"p1's TTL of 2s ran out at 2.41 s.",
+			"p3 was granted the lock at 2.43 s and wrote 13.",
+			"p1 resumed at 2.90 s.",
+			"p1 wrote 13 at 2.95 s, and the storage accepted it.",
+			"p1 and p3 both wrote 13: 1 update lost.",
+		}},
+		{"a fenced holder refused", `
+{"index":0,"type":"invoke","process":1,"f":"acquire","key":"k","time":1000000000}
+{"index":1,"type":"ok","process":1,"f":"acquire","key":"k","token":7,"time":1410000000}
+{"index":2,"type":"invoke","process":1,"f":"read","key":"k","token":7,"time":1420000000}
+{"index":3,"type":"ok","process":1,"f":"read","key":"k","token":7,"value":12,"time":1430000000}
+{"index":4,"type":"info","process":-1,"f":"start","time":1520000000,"fault":"pause-holder","targets":["worker-1"]}
+{"index":5,"type":"invoke","process":3,"f":"acquire","key":"k","time":1600000000}
+{"index":6,"type":"ok","process":3,"f":"acquire","key":"k","token":8,"time":3430000000}
+{"index":7,"type":"invoke","process":3,"f":"write","key":"k","token":8,"value":13,"time":3460000000}
+{"index":8,"type":"ok","process":3,"f":"write","key":"k","token":8,"value":13,"time":3470000000}
+{"index":9,"type":"info","process":-1,"f":"stop","time":3900000000,"fault":"pause-holder","targets":["worker-1"]}
+{"index":10,"type":"invoke","process":1,"f":"write","key":"k","token":7,"value":13,"time":3950000000}
+{"index":11,"type":"fail","process":1,"f":"write","key":"k","token":7,"value":13,"time":3960000000,"error":"stale-token"}
+`, 2 * time.Second, []string{
+			"p1 was granted the lock (token 7) at 0.41 s and read 12.",
+			"p1 was paused (pause-holder) at 0.52 s.",
+			"p1's TTL of 2s ran out at 2.41 s.",
+			"p3 was granted the lock (token 8) at 2.43 s and wrote 13.",
+			"p1 resumed at 2.90 s.",
+			"p1 wrote 13 with token 7 at 2.95 s, and the storage refused it as stale.",
+		}},
+		{"a crashed node grants again within the lease", `
+{"index":0,"type":"invoke","process":0,"f":"acquire","key":"k","time":1000000000}
+{"index":1,"type":"ok","process":0,"f":"acquire","key":"k","time":1100000000}
+{"index":2,"type":"invoke","process":0,"f":"read","key":"k","time":1110000000}
+{"index":3,"type":"ok","process":0,"f":"read","key":"k","value":4,"time":1120000000}
+{"index":4,"type":"info","process":-1,"f":"start","time":1130000000,"fault":"pause-in-lease","targets":["worker-0"]}
+{"index":5,"type":"info","process":-1,"f":"start","time":1140000000,"fault":"kill-node","targets":["n1"]}
+{"index":6,"type":"info","process":-1,"f":"hazard","time":1150000000,"fault":"kill-node","targets":["n1","worker-0"],"hazard":"crash-under-grant"}
+{"index":7,"type":"info","process":-1,"f":"stop","time":1400000000,"fault":"kill-node","targets":["n1"]}
+{"index":8,"type":"invoke","process":2,"f":"acquire","key":"k","time":1410000000}
+{"index":9,"type":"ok","process":2,"f":"acquire","key":"k","time":1500000000}
+{"index":10,"type":"invoke","process":2,"f":"release","key":"k","time":1600000000}
+{"index":11,"type":"ok","process":2,"f":"release","key":"k","time":1610000000}
+{"index":12,"type":"info","process":-1,"f":"stop","time":2000000000,"fault":"pause-in-lease","targets":["worker-0"]}
+{"index":13,"type":"invoke","process":0,"f":"release","key":"k","time":2010000000}
+{"index":14,"type":"ok","process":0,"f":"release","key":"k","time":2020000000}
+`, 2 * time.Second, []string{
+			"p0 was granted the lock at 0.10 s and read 4.",
+			"p0 was paused (pause-in-lease) at 0.13 s.",
+			"n1 was killed (kill-node) at 0.14 s.",
+			"n1 served again at 0.40 s.",
+			"p2 was granted the lock at 0.50 s, 1.60 s before p0's TTL ran out.",
+			"p0 resumed at 1.00 s.",
+			"p0 and p2 both held the lock for 100ms.",
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			file, err := history.Parse(strings.NewReader(strings.TrimSpace(tt.history) + "\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			events := file.Events
+			o := firstOverlap(t, events)
+			got := Tell(o, events, tt.ttl, events[0].Time)
+			var texts []string
+			for _, s := range got {
+				texts = append(texts, s.Text)
+				if s.Event < 0 || s.Event >= len(events) {
+					t.Errorf("%q tells of event %d, not in the history", s.Text, s.Event)
+				}
+			}
+			if strings.Join(texts, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("story:\n%s\nwant:\n%s", strings.Join(texts, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+}
+
+// A window that lacks the overlap's grants tells nothing rather than a wrong story.
+func TestTellsNothingWithoutTheGrants(t *testing.T) {
+	o := checkers.Overlap{Key: "k", Earlier: checkers.Holding{Process: 1, Granted: 5, Until: 9}, Later: checkers.Holding{Process: 2, Granted: 7, Until: 9}}
+	if got := Tell(o, nil, time.Second, 0); got != nil {
+		t.Errorf("story of no events: %v", got)
+	}
+}
+
+func firstOverlap(t *testing.T, events []history.Event) checkers.Overlap {
+	t.Helper()
+	for _, r := range checkers.Judge(context.Background(), events, checkers.Options{Timeout: time.Minute}) {
+		if r.Checker == "mutual-exclusion" && len(r.Overlaps) > 0 {
+			return r.Overlaps[0]
+		}
+	}
+	t.Fatal("mutual exclusion found no overlap in the history")
+	return checkers.Overlap{}
+}
