@@ -220,7 +220,9 @@ func writeText(p string, w history.Op, at string) string {
 	return fmt.Sprintf("%s %s at %s, and never heard whether the storage took it", p, what, at)
 }
 
-func sameValue(a, b history.Op) bool { return a.Value() != nil && b.Value() != nil && *a.Value() == *b.Value() }
+func sameValue(a, b history.Op) bool {
+	return a.Value() != nil && b.Value() != nil && *a.Value() == *b.Value()
+}
 
 func tokenText(token *int64) string {
 	if token == nil {
