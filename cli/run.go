@@ -15,6 +15,7 @@ import (
 	"github.com/lockbreaker/lockbreaker/internal/quote"
 	"github.com/lockbreaker/lockbreaker/internal/shellwords"
 	"github.com/lockbreaker/lockbreaker/nemesis"
+	runspec "github.com/lockbreaker/lockbreaker/spec"
 	"github.com/lockbreaker/lockbreaker/suite"
 	"github.com/lockbreaker/lockbreaker/system"
 	"github.com/lockbreaker/lockbreaker/workloads"
@@ -90,6 +91,9 @@ func runFlags(spec *harness.Spec) (*flag.FlagSet, *runOptions) {
 	fs.BoolVar(&spec.RestartDelayTTL, "restart-delay-ttl", spec.RestartDelayTTL, "keep a killed node down for at least one ttl (antirez's delayed restart)")
 	fs.BoolVar(&spec.Undirected, "undirected", spec.Undirected, "targeted faults fire on their schedule and hope: no victim is kept inside its critical section "+
 		"until the fault's hazard occurs, a failover waits for the Sentinels to notice the crash")
+	fs.IntVar(&spec.Faults, "faults", spec.Faults, "stop the nemesis once this many of its faults have begun (a round under way ends as it would); 0: no bound")
+	fs.BoolVar(&spec.StopEarly, "stop-at-first-violation", spec.StopEarly, fmt.Sprintf("end the run %s after two clients are first seen holding the lock at once, "+
+		"rather than at --time-limit (which then bounds it: run until it breaks, at most that long); the whole history is judged as always", runspec.StopGrace))
 	fs.StringVar(&spec.Test, "test", spec.Test, "test name, the run directory's parent; empty: derived from the flags")
 	fs.StringVar(&opts.results, "results", defaultResults, "directory the run directories are made in")
 	return fs, opts

@@ -10,8 +10,10 @@ import (
 	"math/rand"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/lockbreaker/lockbreaker/internal/shellwords"
 	"github.com/lockbreaker/lockbreaker/nemesis"
 	"github.com/lockbreaker/lockbreaker/results"
+	runspec "github.com/lockbreaker/lockbreaker/spec"
 	"github.com/lockbreaker/lockbreaker/system"
 	"github.com/lockbreaker/lockbreaker/workloads"
 	"github.com/lockbreaker/lockbreaker/workloads/storage"
@@ -101,6 +104,15 @@ type trial struct {
 	logs     io.Writer // run.log, shared by the harness and the workers
 	// clientNotes are what the run learnt of its lock clients (programs lost).
 	clientNotes []string
+	// endNotes say why the run, or its nemesis, ended before the time limit.
+	endNotes []string
+	endMu    sync.Mutex
+}
+
+func (t *trial) noteEnd(format string, args ...any) {
+	t.endMu.Lock()
+	defer t.endMu.Unlock()
+	t.endNotes = append(t.endNotes, fmt.Sprintf(format, args...))
 }
 
 func (t *trial) say(format string, args ...any) {
@@ -135,7 +147,7 @@ func (t *trial) execute(ctx context.Context) (results.Summary, error) {
 	}
 
 	summary := results.Summary{Test: t.spec.Test, RunID: t.id, Spec: specJSON, Started: started, Finished: time.Now(),
-		Notes: append(t.notes(), t.clientNotes...)}
+		Notes: slices.Concat(t.notes(), t.clientNotes, t.endNotes)}
 	if runErr != nil {
 		summary.Error = runErr.Error()
 	}
@@ -312,13 +324,18 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 		case <-limit.Done():
 		}
 	}()
+	nemCtx, stopNemesis := context.WithCancel(limit)
+	defer stopNemesis()
+	var ending sync.WaitGroup
+	defer ending.Wait()
+	t.stopEarly(limit, cancel, stopNemesis, env.Subscribe, &ending)
 	stopProgress := t.reportProgress(limit, rec)
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
 		nemesis.WatchRoles(limit, env, rolesEvery)
 	}()
-	nemErr := nem.Run(limit, env)
+	nemErr := nem.Run(nemCtx, env)
 	if nemErr != nil {
 		cancel() // a nemesis that cannot inject its faults makes the rest of the run moot
 	}
@@ -341,6 +358,32 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 		return errors.Join(errInterrupted, nemErr, healErr)
 	}
 	return errors.Join(clientErr, nemErr, healErr, finalErr)
+}
+
+// stopEarly starts the watches that end the run (cancel) a grace after its first
+// violation and the nemesis (stopNemesis) after its last allowed fault, when the spec
+// asks; each says so in the run's notes. running counts them until they have returned.
+func (t *trial) stopEarly(limit context.Context, cancel, stopNemesis context.CancelFunc, subscribe func() <-chan history.Event, running *sync.WaitGroup) {
+	started := history.Now()
+	if t.spec.StopEarly {
+		events := subscribe()
+		running.Go(func() {
+			stopAtFirstOverlap(events, limit.Done(), runspec.StopGrace, func(seen history.Event) {
+				t.noteEnd("the run stopped early, as --stop-at-first-violation asks: %s after two clients were first seen "+
+					"holding the lock at once, %.2f s after the clients started", runspec.StopGrace, time.Duration(seen.Time-started).Seconds())
+				cancel()
+			})
+		})
+	}
+	if t.spec.Faults > 0 {
+		events := subscribe()
+		running.Go(func() {
+			stopAfterFaults(limit, events, t.spec.Nemesis, t.spec.Faults, func() {
+				t.noteEnd("the nemesis stopped after %d of its faults had begun, as --faults asks", t.spec.Faults)
+				stopNemesis()
+			})
+		})
+	}
 }
 
 // clientsOf is the pool as a nemesis.ClientNetwork, or nil when its workers share one

@@ -59,6 +59,12 @@ func (s Spec) Args() []string {
 	if s.Undirected {
 		args = append(args, "--undirected")
 	}
+	if s.Faults != 0 {
+		args = append(args, "--faults", strconv.Itoa(s.Faults))
+	}
+	if s.StopEarly {
+		args = append(args, "--stop-at-first-violation")
+	}
 	if s.Test != "" && s.Test != s.name() {
 		args = append(args, "--test", s.Test)
 	}

@@ -79,7 +79,17 @@ type Spec struct {
 	// Undirected makes the targeted faults fire on their schedule and hope, as before they
 	// were directed (nemesis.Env.Undirected): no victim is kept inside its critical section.
 	Undirected bool `json:"undirected,omitempty"`
+	// Faults, when not 0, stops the nemesis once that many of its faults have begun, at the
+	// first moment after with no fault on (a round under way ends as it would).
+	Faults int `json:"faults,omitempty"`
+	// StopEarly ends the run StopGrace after two clients were first seen holding the lock
+	// at once, rather than at its time limit; the run is then judged on its whole history.
+	StopEarly bool `json:"stop_early,omitempty"`
 }
+
+// StopGrace is how long a run that stops early goes on after the first violation it saw:
+// long enough for the old holder's write to reach the storage and be answered.
+const StopGrace = time.Second
 
 // Duration is a time.Duration written as "2s" in spec files.
 type Duration time.Duration
@@ -208,6 +218,7 @@ const (
 	// to far beyond any lock's round trip.
 	minRate, maxRate = 0.001, 1_000_000
 	maxRetry         = time.Minute
+	maxFaults        = 1_000_000
 	// maxTestName is what most file systems allow in one directory name.
 	maxTestName = 255
 )
@@ -295,6 +306,12 @@ func (s *Spec) checkCrashSettings(sys system.System, nodes int, needs nemesis.Ne
 		return errorf("--min-replicas-max-lag must be whole seconds between 1s and 1h (Redis counts it in seconds), got %s", lag)
 	case s.MinReplicas > 0 && lag == 0:
 		s.MinReplicasMaxLag = Duration(defaultMinReplicasMaxLag)
+	}
+	if s.Faults < 0 || s.Faults > maxFaults {
+		return errorf("--faults must be between 0 (no bound) and %d, got %d", maxFaults, s.Faults)
+	}
+	if s.Faults > 0 && !slices.ContainsFunc(s.Nemesis, func(n string) bool { return n != "" && n != "none" }) {
+		return errorf("--faults bounds the nemesis's faults, and nemesis none injects none")
 	}
 	switch d := s.RestartAfter.Std(); {
 	case (d != 0 || s.RestartDelayTTL) && !needs.Restarts:

@@ -232,6 +232,7 @@ func (s Suite) cellIndex(c Cell) int {
 func runOnce(ctx context.Context, runner Runner, c Cell, index int, j int64, suiteDir string) (RunResult, error) {
 	s := c.Spec
 	s.Seed += j
+	s.StopEarly = c.stopsEarly()
 	// A key of its own: a cluster kept from the run before never shows this run its state.
 	s.Key = fmt.Sprintf("%s-c%ds%d", c.Spec.Key, index, s.Seed)
 	runDir, summary, err := runner.Run(ctx, s)

@@ -80,6 +80,25 @@ type Cell struct {
 	// Alone runs the cell's runs with no other run beside them (suite --parallel): a cell
 	// whose fault must land within a lease on a machine that is not busy.
 	Alone bool `json:"alone,omitempty"`
+	// StopEarly ends each run a grace after its first violation (spec.Spec.StopEarly);
+	// unset, it is on for a cell that expects only violations (stopsEarly).
+	StopEarly *bool `json:"stop_early,omitempty"`
+}
+
+// stopsEarly says whether the cell's runs stop at their first violation: as the cell or
+// its spec says, else when the cell expects violations and nothing to hold (stats, the
+// precondition, aside) and no count of hazards that a run cut short might not reach.
+func (c Cell) stopsEarly() bool {
+	switch {
+	case c.Spec.StopEarly:
+		return true
+	case c.StopEarly != nil:
+		return *c.StopEarly
+	case len(c.Hazards) > 0 || len(c.expecting(ExpectInvalid)) == 0:
+		return false
+	}
+	valid := c.expecting(ExpectValid)
+	return len(valid) == 0 || len(valid) == 1 && valid[0] == "stats"
 }
 
 // threshold is the cell's threshold with the default filled in.

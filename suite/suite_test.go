@@ -358,3 +358,26 @@ func TestWritersCountHazards(t *testing.T) {
 		}
 	}
 }
+
+// A cell that expects only violations stops its runs at the first one unless it says
+// otherwise; one that expects something to hold, or counts hazards, runs to its limit.
+func TestCellsExpectingOnlyViolationsStopEarly(t *testing.T) {
+	no, yes := false, true
+	for _, tt := range []struct {
+		name string
+		cell Cell
+		want bool
+	}{
+		{"violations only", Cell{Expect: map[string]Expect{"mutual-exclusion": ExpectInvalid, "stats": ExpectValid}}, true},
+		{"something must hold", Cell{Expect: map[string]Expect{"mutual-exclusion": ExpectInvalid, "data-safety": ExpectValid}}, false},
+		{"nothing expected invalid", Cell{Expect: map[string]Expect{"stats": ExpectValid}}, false},
+		{"hazards counted", Cell{Expect: map[string]Expect{"mutual-exclusion": ExpectInvalid},
+			Hazards: map[history.Hazard]int{history.GrantLost: 3}}, false},
+		{"the cell says no", Cell{Expect: map[string]Expect{"mutual-exclusion": ExpectInvalid}, StopEarly: &no}, false},
+		{"the cell says yes", Cell{Expect: map[string]Expect{"data-safety": ExpectValid}, StopEarly: &yes}, true},
+	} {
+		if got := tt.cell.stopsEarly(); got != tt.want {
+			t.Errorf("%s: stops early %t, want %t", tt.name, got, tt.want)
+		}
+	}
+}

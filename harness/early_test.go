@@ -1,0 +1,110 @@
+package harness
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/checkers"
+	"github.com/lockbreaker/lockbreaker/history"
+)
+
+func ev(p int, f history.Func, typ history.Type) history.Event {
+	return history.Event{Process: p, Func: f, Type: typ, Key: "k"}
+}
+
+// An overlap is seen only once the earlier holder shows its hold reached past another's
+// grant; a holder that released first, or whose next event is a new acquire (a new life
+// after a kill), confirms none.
+func TestOverlapSeenOnlyWhenTheEarlierHolderActsAfterTheRivalsGrant(t *testing.T) {
+	grant := func(p int) []history.Event {
+		return []history.Event{ev(p, history.Acquire, history.Invoke), ev(p, history.Acquire, history.OK)}
+	}
+	for _, tt := range []struct {
+		name   string
+		events []history.Event
+		want   int // index of the confirming event, -1: none
+	}{
+		{"the paused holder writes after the rival's grant",
+			slices.Concat(grant(1), grant(2), []history.Event{ev(1, history.Write, history.Invoke)}), 4},
+		{"the holder released before the rival's grant",
+			slices.Concat(grant(1), []history.Event{ev(1, history.Release, history.Invoke), ev(1, history.Release, history.OK)}, grant(2),
+				[]history.Event{ev(1, history.Read, history.Invoke)}), -1},
+		{"the holder's next event is a new acquire",
+			slices.Concat(grant(1), grant(2), grant(1)), -1},
+		{"the rival acts, not the holder",
+			slices.Concat(grant(1), grant(2), []history.Event{ev(2, history.Write, history.Invoke)}), -1},
+		{"the nemesis's events are no holder's",
+			slices.Concat(grant(1), grant(2), []history.Event{{Process: history.NemesisProcess, Func: history.Start}}), -1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			seen, got := newOverlapSeen(), -1
+			for i, e := range tt.events {
+				if seen.add(e) && got < 0 {
+					got = i
+				}
+			}
+			if got != tt.want {
+				t.Errorf("confirmed at event %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+// The nemesis is stopped once its n faults have begun and every fault on has ended, not
+// while one is on; helper faults (pause-in-lease) keep it waiting but are not counted.
+func TestStopAfterFaultsWaitsForTheRoundToEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fault := func(f history.Func, name string) history.Event {
+			return history.Event{Process: history.NemesisProcess, Func: f, Fault: name}
+		}
+		events := make(chan history.Event, 10)
+		stopped := false
+		go stopAfterFaults(t.Context(), events, []string{"kill-node"}, 1, func() { stopped = true })
+		for _, e := range []history.Event{fault(history.Start, "pause-in-lease"), fault(history.Start, "kill-node"),
+			fault(history.Stop, "kill-node"), fault(history.Roles, ""), fault(history.HazardFunc, "kill-node")} {
+			events <- e
+		}
+		synctest.Wait()
+		if stopped {
+			t.Fatal("the nemesis was stopped while its victim was still paused")
+		}
+		events <- fault(history.Stop, "pause-in-lease")
+		synctest.Wait()
+		if !stopped {
+			t.Fatal("the nemesis was not stopped once its one fault and the pause had ended")
+		}
+	})
+}
+
+// A broken lock's run with --stop-at-first-violation ends a grace after its first overlap,
+// long before its time limit, says so, and is judged on its whole history.
+func TestStopAtFirstViolationEndsTheRunEarly(t *testing.T) {
+	inLane(t, laneLocal)
+	spec := localSpec("local-broken", []string{"none"}, false)
+	spec.TimeLimit, spec.StopEarly = Duration(10*time.Minute), true
+	s, events := runEvents(t, spec)
+	expect(t, s, map[string]checkers.Verdict{"mutual-exclusion": checkers.Invalid})
+	if span := time.Duration(history.Span(events) - events[0].Time); span > spec.TimeLimit.Std()/2 {
+		t.Errorf("the run went on for %s of its %s", span, spec.TimeLimit.Std())
+	}
+	if !slices.ContainsFunc(s.Notes, func(n string) bool { return strings.Contains(n, "stopped early") }) {
+		t.Errorf("notes %q do not say the run stopped early", s.Notes)
+	}
+}
+
+// --faults 1 lets the nemesis begin one fault and no more, while the clients run on.
+func TestFaultsBoundsTheNemesis(t *testing.T) {
+	inLane(t, laneLocal)
+	spec := localSpec("local", []string{"pause-holder"}, false)
+	spec.Faults = 1
+	s, events := runEvents(t, spec)
+	if n := len(nemesisEvents(events, history.Start, "pause-holder")); n != 1 {
+		t.Errorf("%d pause-holder faults began, want 1", n)
+	}
+	if !slices.ContainsFunc(s.Notes, func(n string) bool { return strings.Contains(n, "--faults") }) {
+		t.Errorf("notes %q do not say the nemesis stopped", s.Notes)
+	}
+}
