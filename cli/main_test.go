@@ -60,6 +60,12 @@ func TestBadInputGetsOneLineAndItsExitCode(t *testing.T) {
 	corrupt := t.TempDir()
 	os.WriteFile(filepath.Join(corrupt, "history.jsonl"),
 		[]byte(`{"index":0,"type":"invoke","process":0,"f":"acquire","key":"lock","time":5}`+"\n{not json\n"), 0o644)
+	validRun, otherVersion := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(validRun, "results.json"), []byte(`{"test":"t","verdict":"valid","spec":{"system":"redis"}}`), 0o644)
+	os.WriteFile(filepath.Join(otherVersion, "results.json"), []byte(`{"test":"t","verdict":"invalid","results":"a list once"}`), 0o644)
+	for _, dir := range []string{validRun, otherVersion} {
+		os.WriteFile(filepath.Join(dir, "history.jsonl"), nil, 0o644)
+	}
 	cases := []struct {
 		name string
 		env  []string
@@ -68,6 +74,12 @@ func TestBadInputGetsOneLineAndItsExitCode(t *testing.T) {
 		want string
 	}{
 		{"no command", nil, nil, 254, "no command given"},
+		{"shrink a valid run", nil, []string{"shrink", validRun}, 254, "was valid, not invalid: there is no failure to shrink"},
+		{"shrink another version's run", nil, []string{"shrink", otherVersion}, 254, "is not this version's"},
+		{"shrink a missing run", nil, []string{"shrink", filepath.Join(validRun, "gone")}, 254, "no such file or directory"},
+		{"shrink two runs", nil, []string{"shrink", validRun, otherVersion}, 254, "give one run directory"},
+		{"shrink with no confirmation", nil, []string{"shrink", "--confirm", "0", validRun}, 254, "--confirm must be between 1 and 100"},
+		{"faults without a nemesis", nil, []string{"run", "--nemesis", "none", "--faults", "2"}, 254, "nemesis none injects none"},
 		{"unknown command", nil, []string{"explode"}, 254, `unknown command "explode"`},
 		{"help on an unknown command", nil, []string{"help", "xyz"}, 254, `help: unknown command "xyz"`},
 		{"help on two commands", nil, []string{"help", "run", "check"}, 254, "give at most one command"},
