@@ -51,8 +51,10 @@ func (c Comparison) Text() string {
 	for _, f := range c.Flags {
 		n[f.Kind]++
 		fmt.Fprintf(&b, "  %-11s %s: %s\n", strings.ToUpper(string(f.Kind)), f.Cell, f.Text)
-		if f.Command != "" {
-			fmt.Fprintf(&b, "              %s\n", f.Command)
+		for _, command := range []string{f.Command, f.Shrink} {
+			if command != "" {
+				fmt.Fprintf(&b, "              %s\n", command)
+			}
 		}
 	}
 	fmt.Fprintf(&b, "\nregressions: %d, flaky runs of safe cells: %d, drifts: %d (a drift: %s)\n", n[Regression], n[Flaky], n[Drift], DriftRule)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/internal/shellwords"
 	"github.com/lockbreaker/lockbreaker/results"
 )
 
@@ -44,6 +45,9 @@ type RunResult struct {
 	// Command is the `lockbreaker run ...` that runs it again (results.json's); absent
 	// from suite.json written before it was kept here.
 	Command string `json:"command,omitempty"`
+	// Shrink, on an invalid run, is the `lockbreaker shrink ...` that looks for the
+	// smallest run failing as it did.
+	Shrink string `json:"shrink,omitempty"`
 	// Verdict is the run's overall verdict.
 	Verdict  checkers.Verdict            `json:"verdict"`
 	Verdicts map[string]checkers.Verdict `json:"verdicts"`
@@ -60,10 +64,21 @@ type RunResult struct {
 	Hazards map[history.Hazard]int `json:"hazards,omitempty"`
 }
 
-// FromSummary keeps what the suite needs of a run's summary.
-func FromSummary(seed int64, report string, s results.Summary, err error) RunResult {
+// shrinkText points a reason about a violation at the command that shrinks the run.
+func shrinkText(run RunResult, v checkers.Verdict) string {
+	if v != checkers.Invalid || run.Shrink == "" {
+		return ""
+	}
+	return " (the smallest run that fails so: " + run.Shrink + ")"
+}
+
+// FromSummary keeps what the suite needs of a run's summary; dir is the run's directory.
+func FromSummary(seed int64, report, dir string, s results.Summary, err error) RunResult {
 	r := RunResult{Seed: seed, Report: report, Command: s.Command, Verdict: s.Verdict, Verdicts: map[string]checkers.Verdict{},
 		Summaries: map[string]string{}, FirstViolation: map[string]Duration{}, Error: s.Error}
+	if s.Verdict == checkers.Invalid && dir != "" {
+		r.Shrink = shellwords.Join([]string{"lockbreaker", "shrink", dir})
+	}
 	for _, c := range s.Results {
 		r.Verdicts[c.Checker], r.Summaries[c.Checker] = c.Verdict, c.Summary
 		if c.FirstViolation != nil {
@@ -203,7 +218,7 @@ func Judge(c Cell, runs []RunResult) CellResult {
 				}
 			case e != ExpectInvalid:
 				ch.Status = Failed
-				r.note(Failed, "seed %d: %s expected %s, got %s: %s", run.Seed, name, e, v, run.Summaries[name])
+				r.note(Failed, "seed %d: %s expected %s, got %s: %s%s", run.Seed, name, e, v, run.Summaries[name], shrinkText(run, v))
 			}
 		}
 		if e == ExpectInvalid {

@@ -187,11 +187,11 @@ func TestHazardsAreTalliedOverTheRuns(t *testing.T) {
 func TestFromSummaryKeepsHazardCounts(t *testing.T) {
 	s := results.Summary{Verdict: unknown, Hazards: []results.HazardCount{
 		{Hazard: history.GrantLost, Nemesis: "failover"}, {Hazard: history.LeaseExpiredInPause, Count: 2}}}
-	got := FromSummary(1, "", s, nil).Hazards
+	got := FromSummary(1, "", "", s, nil).Hazards
 	if len(got) != 2 || got[history.GrantLost] != 0 || got[history.LeaseExpiredInPause] != 2 {
 		t.Errorf("hazards %v", got)
 	}
-	if got := FromSummary(1, "", results.Summary{}, nil).Hazards; got != nil {
+	if got := FromSummary(1, "", "", results.Summary{}, nil).Hazards; got != nil {
 		t.Errorf("a run without hazards keeps %v", got)
 	}
 }
@@ -230,5 +230,19 @@ func TestSuiteStatusIsTheWorstCell(t *testing.T) {
 		if r.Tally(); r.Status != tt.want {
 			t.Errorf("cells %v, error %q: %s, want %s", tt.cells, tt.err, r.Status, tt.want)
 		}
+	}
+}
+
+// A run that broke what its cell expects to hold points at the command that shrinks it.
+func TestAViolationOfWhatMustHoldNamesItsShrink(t *testing.T) {
+	s := results.Summary{Verdict: invalid, Results: []checkers.Result{{Checker: "mutual-exclusion", Verdict: invalid, Summary: "1 overlapping hold"}}}
+	run := FromSummary(3, "runs/t/1/report.html", "store/suite-x/1/runs/t/1", s, nil)
+	cell := Cell{Name: "c", Expect: map[string]Expect{"mutual-exclusion": ExpectValid}}
+	r := Judge(cell, []RunResult{run})
+	if want := "(the smallest run that fails so: lockbreaker shrink store/suite-x/1/runs/t/1)"; r.Status != Failed || !strings.Contains(strings.Join(r.Reasons, "\n"), want) {
+		t.Errorf("status %s, reasons %q: want failed and %q", r.Status, r.Reasons, want)
+	}
+	if FromSummary(3, "", "store/x", results.Summary{Verdict: valid}, nil).Shrink != "" {
+		t.Error("a valid run names a shrink")
 	}
 }

@@ -243,7 +243,7 @@ func runOnce(ctx context.Context, runner Runner, c Cell, index int, j int64, sui
 		return RunResult{}, fmt.Errorf("cell %s, seed %d: %w", c.Name, s.Seed, err)
 	}
 	report, _ := filepath.Rel(suiteDir, filepath.Join(runDir, results.ReportFile))
-	return FromSummary(s.Seed, filepath.ToSlash(report), summary, err), nil
+	return FromSummary(s.Seed, filepath.ToSlash(report), runDir, summary, err), nil
 }
 
 // newSuiteDir makes root/suite-<name>/<timestamp>/ (a run directory of the test

@@ -48,10 +48,12 @@ type Flag struct {
 	Cell string
 	// Text says what happened, in one line.
 	Text string
-	// Seed, Command and Report are a flaky cell's violating run: its seed, the `lockbreaker
-	// run` command that runs it again and its report, relative to the suite run's directory.
+	// Seed, Command, Shrink and Report are a flaky cell's violating run: its seed, the
+	// `lockbreaker run` command that runs it again, the `lockbreaker shrink` one that looks
+	// for the smallest run failing so, and its report, relative to the suite run's directory.
 	Seed    int64
 	Command string
+	Shrink  string
 	Report  string
 }
 
@@ -180,7 +182,7 @@ func (ch CellChange) flags() []Flag {
 			}
 		}
 		if len(broke) > 0 {
-			flags = append(flags, Flag{Kind: Flaky, Cell: name, Seed: run.Seed, Command: run.Command, Report: run.Report,
+			flags = append(flags, Flag{Kind: Flaky, Cell: name, Seed: run.Seed, Command: run.Command, Shrink: run.Shrink, Report: run.Report,
 				Text: fmt.Sprintf("seed %d violated what the cell expects to hold: %s", run.Seed, strings.Join(broke, "; "))})
 		}
 	}
