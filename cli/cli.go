@@ -4,7 +4,7 @@
 // started from either finds the same lock clients. See README.md for the commands;
 // `lockbreaker help` lists them.
 //
-// Main is its only export. Each command is one file (run.go, suite.go, serve.go,
+// Main is its only export. Each command is one file (run.go, suite.go, shrink.go, serve.go,
 // clean.go, images.go, version.go, worker.go; help.go prints the help), its help text
 // beside its code; check and report, which judge and draw a saved run with no Docker,
 // are in package cli/offline, and what every command is made of (its help, flags, exit
