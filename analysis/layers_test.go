@@ -40,10 +40,11 @@ func forbidden(pkg string) string {
 	return ""
 }
 
-// Check and report judge and draw a saved run, and a suite judges its runs and the
-// store's trends, with nothing but the files: none of them links the Docker side.
+// Check and report judge and draw a saved run, a suite judges its runs and the store's
+// trends, a story is told and a shrink searches, with nothing but the files and the
+// runner they are handed: none of them links the Docker side.
 func TestOfflineCommandsLinkNoDocker(t *testing.T) {
-	for _, top := range []string{"/analysis", "/cli/offline", "/suite"} {
+	for _, top := range []string{"/analysis", "/cli/offline", "/suite", "/story", "/shrink"} {
 		for _, pkg := range goList(t, "-deps", module+top) {
 			if why := forbidden(pkg); why != "" {
 				t.Errorf("%s links %s, %s", top[1:], pkg, why)
