@@ -172,11 +172,12 @@ func forgetNeed(grant history.Event, nodes []string, majority bool) int {
 	return min(len(granted), max(1, system.Majority(len(nodes))-free))
 }
 
-// forgotten follows the nodes of one held grant that crashes made forget it: killed and
-// back (or, for a restart delayed past the lease, killed). Only once they are as many as
-// another client needs (forgetNeed) can the lock service answer without the grant, so the
-// grant's served watch takes answers (restart-served) from then on, and not before: one
-// Redlock node of three back is no danger while the other two still hold the grant.
+// forgotten follows the nodes of one held grant that crashes made forget it: from its
+// kill on, a node can answer only as a server started again without the grant. Only once
+// they are as many as another client needs (forgetNeed) can the lock service answer
+// without the grant, so the grant's served watch takes answers (restart-served) from then
+// on, and not before: one Redlock node of three crashed is no danger while the other two
+// still hold the grant.
 type forgotten struct {
 	served *served
 	need   int
@@ -219,8 +220,7 @@ const grantNodes = "nodes"
 // crash kills node's server, records the crash with the role the node had, and starts it
 // again env.RestartAfter later. held is the grant the node is killed under (nil: none),
 // whose lease ends at leaseEnd: the crash is then crash-under-grant, and the node serving
-// again before leaseEnd restart-in-lease, when it has forgotten the grant (from the crash
-// on, when the node is to stay down for a lease).
+// again before leaseEnd restart-in-lease; it has forgotten the grant from the crash on.
 func crash(ctx context.Context, env Env, r Restarter, node string, held *history.Event, leaseEnd int64, forgot *forgotten) (err error) {
 	bg := context.WithoutCancel(ctx)
 	detail := map[string]string{"restart-after": env.RestartAfter.String()}
@@ -235,11 +235,11 @@ func crash(ctx context.Context, env Env, r Restarter, node string, held *history
 		return fmt.Errorf("kill node %s: %w", node, err)
 	}
 	recordDetail(env, history.Start, "kill-node", detail, node)
-	if env.RestartAfter >= env.TTL {
-		// antirez's delayed restart: the node stays away for the lease on purpose, and the
-		// danger is the service answering without what it held.
-		forgot.forgot(node, history.Now())
-	}
+	// From the crash on, whatever this node answers comes from a server started again
+	// without what it held in memory: a server crashed in place may answer before Restart
+	// has seen it serve, and one kept down past the lease (antirez's delayed restart)
+	// must not answer at all.
+	forgot.forgot(node, history.Now())
 	if held != nil {
 		recordHazard(env, "kill-node", history.CrashUnderGrant, history.Now(), map[string]string{"grant": grantText(*held)},
 			node, workerName(held.Process))
@@ -249,9 +249,6 @@ func crash(ctx context.Context, env Env, r Restarter, node string, held *history
 		err = errors.Join(err, restartErr)
 		record(env, history.Stop, "kill-node", node)
 		if now := history.Now(); held != nil && restartErr == nil && now < leaseEnd {
-			if env.RestartAfter < env.TTL {
-				forgot.forgot(node, now) // back, having forgotten what it held in memory
-			}
 			recordHazard(env, "kill-node", history.RestartInLease, now,
 				map[string]string{"grant": grantText(*held), "lease left": history.Duration(now, leaseEnd).Round(time.Millisecond).String()},
 				node, workerName(held.Process))
