@@ -46,7 +46,7 @@ func Tell(o checkers.Overlap, events []history.Event, ttl time.Duration, start i
 
 	// The first holder, and what it read.
 	text := fmt.Sprintf("%s was granted the lock%s at %s", pe, tokenText(earlier.Token), t.at(earlier))
-	if read, ok := t.op(earlier.Index, o.Earlier.Process, history.Read, later.Time); ok && read.Type() == history.OK && read.Value() != nil {
+	if read, ok := t.op(earlier.Index, later.Index, o.Earlier.Process, history.Read); ok && read.Type() == history.OK && read.Value() != nil {
 		text += fmt.Sprintf(" and read %d", *read.Value())
 	}
 	t.say(earlier, text)
@@ -64,7 +64,7 @@ func Tell(o checkers.Overlap, events []history.Event, ttl time.Duration, start i
 
 	// The second holder.
 	text = fmt.Sprintf("%s was granted the lock%s at %s", pl, tokenText(later.Token), t.at(later))
-	laterWrite, wroteLater := t.op(later.Index, o.Later.Process, history.Write, 0)
+	laterWrite, wroteLater := t.op(later.Index, o.Later.Until, o.Later.Process, history.Write)
 	wroteLater = wroteLater && laterWrite.Type() == history.OK && laterWrite.Value() != nil
 	if wroteLater {
 		text += fmt.Sprintf(" and wrote %d", *laterWrite.Value())
@@ -78,7 +78,7 @@ func Tell(o checkers.Overlap, events []history.Event, ttl time.Duration, start i
 
 	// The first holder carries on: resumed, healed, and its write.
 	t.resumed(later.Index, o.Earlier.Process)
-	if w, ok := t.op(later.Index, o.Earlier.Process, history.Write, 0); ok {
+	if w, ok := t.op(later.Index, o.Earlier.Until, o.Earlier.Process, history.Write); ok {
 		t.say(w.Invoke, writeText(pe, w, t.at(w.Invoke)))
 		if w.Type() == history.OK && wroteLater && sameValue(w, laterWrite) {
 			t.say(w.Invoke, fmt.Sprintf("%s and %s both wrote %d: 1 update lost", pe, pl, *w.Value()))
@@ -110,15 +110,16 @@ func (t *teller) event(i int) (history.Event, bool) {
 	return t.events[j], true
 }
 
-// op is process p's first operation f invoked after event index from (before time until,
-// when until is not 0); its Complete is nil when it never completed.
-func (t *teller) op(from, p int, f history.Func, until int64) (history.Op, bool) {
+// op is process p's first operation f invoked after event index from and at or before
+// index to, within the hold the story is about; its Complete is nil when it never
+// completed.
+func (t *teller) op(from, to, p int, f history.Func) (history.Op, bool) {
 	for i, e := range t.events {
+		if e.Index > to {
+			break
+		}
 		if e.Index <= from || e.Process != p || e.Func != f || e.Type != history.Invoke {
 			continue
-		}
-		if until != 0 && e.Time > until {
-			break
 		}
 		o := history.Op{Invoke: e}
 		for _, c := range t.events[i+1:] {
