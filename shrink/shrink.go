@@ -217,7 +217,12 @@ func dimensions() []dimension {
 			}
 			return steps
 		},
-		smaller("--faults", []int{1, 2}, func(s *spec.Spec) *int { return &s.Faults }, true),
+		func(s spec.Spec) []step {
+			if !slices.ContainsFunc(s.Nemesis, func(n string) bool { return n != "" && n != "none" }) {
+				return nil // no fault to bound
+			}
+			return smaller("--faults", []int{1, 2}, func(s *spec.Spec) *int { return &s.Faults }, true)(s)
+		},
 		smaller("--clients", []int{2, 3}, func(s *spec.Spec) *int { return &s.Clients }, false),
 		func(s spec.Spec) (steps []step) {
 			for _, d := range []time.Duration{3 * time.Second, 5 * time.Second} {

@@ -99,3 +99,24 @@ func TestSearchStopsAtAHarnessError(t *testing.T) {
 		t.Errorf("error %v, want %v", err, broken)
 	}
 }
+
+// A run with no nemesis (a lock broken on its own) is shrunk without bounding its faults,
+// which run refuses when there are none.
+func TestSearchBoundsNoFaultsOfNoNemesis(t *testing.T) {
+	var runs int
+	trial := failsWhen(func(s spec.Spec) bool { return s.Faults == 0 }, &runs)
+	from := original()
+	from.Nemesis = []string{"none"}
+	res, err := Search(context.Background(), from, []string{"mutual-exclusion"}, trial, Options{Confirm: 2, RateRuns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range res.Steps {
+		if strings.HasPrefix(st.What, "--faults") {
+			t.Errorf("tried %s with no nemesis", st.What)
+		}
+	}
+	if res.Smallest.Clients != 2 {
+		t.Errorf("smallest %+v", res.Smallest)
+	}
+}
