@@ -67,9 +67,9 @@ Exit 1 on a regression, 0 otherwise.`,
 
 // suiteOptions are suite's flags.
 type suiteOptions struct {
-	seeds, parallel int
-	shard, results  string
-	list            bool
+	seeds, parallel  int
+	shard, results   string
+	list, runToLimit bool
 }
 
 func suiteFlags() (*flag.FlagSet, *suiteOptions) {
@@ -80,6 +80,8 @@ func suiteFlags() (*flag.FlagSet, *suiteOptions) {
 	fs.StringVar(&opts.shard, "shard", "1/1", "i/n: run only the i-th of n contiguous parts of the suite (one per CI runner)")
 	fs.StringVar(&opts.results, "results", defaultResults, "directory the suite's directory (or the merged one) is made in")
 	fs.BoolVar(&opts.list, "list", false, "list the suite's cells and their expectations, run nothing")
+	fs.BoolVar(&opts.runToLimit, "run-to-limit", false, "run every cell to its time limit: none stops a second after its first violation, "+
+		"as the cells that expect only violations do unless they say stop_early: false")
 	return fs, opts
 }
 
@@ -142,7 +144,7 @@ func cmdSuite(ctx context.Context, args []string, stdout io.Writer) (int, error)
 		return command.ExitValid, nil
 	}
 	dir, res, err := suite.Run(ctx, s, suite.Options{Seeds: opts.seeds, Shard: shard, Root: opts.results,
-		Parallel: opts.parallel, Progress: stdout, Live: command.IsTerminal(stdout), Runners: harnessRunners})
+		Parallel: opts.parallel, Progress: stdout, Live: command.IsTerminal(stdout), Runners: harnessRunners, RunToLimit: opts.runToLimit})
 	if dir != "" {
 		fmt.Fprint(stdout, "\n"+command.EscapeLines(suite.Summary(dir, res)))
 	}

@@ -35,6 +35,9 @@ type Options struct {
 	// Parallel is how many runs go at once, each on a cluster and network of its own; 0 or
 	// 1: one after another.
 	Parallel int
+	// RunToLimit runs every cell to its time limit, none stopping at its first violation
+	// (Cell.StopEarly).
+	RunToLimit bool
 }
 
 // Runner runs one spec as a run of its own under the results root it was made for and
@@ -102,6 +105,9 @@ func Run(ctx context.Context, s Suite, opts Options) (string, Result, error) {
 	runner, done := opts.Runners(specs, filepath.Join(dir, runsDir), logFile, opts.Parallel)
 	line := progress{w: opts.Progress, live: opts.Live, started: res.Started, runs: len(cells) * opts.Seeds, parallel: opts.Parallel}
 	runErr := runCells(cells, opts, func(c Cell, seed int64) (RunResult, error) {
+		if opts.RunToLimit {
+			c.StopEarly = new(bool)
+		}
 		return runOnce(ctx, runner, c, s.cellIndex(c), seed, dir)
 	}, func(c Cell, runs []RunResult) error {
 		res.Cells = append(res.Cells, Judge(c, runs))
