@@ -32,6 +32,7 @@ deps: deps-run
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	/usr/bin/python3 -c 'import redis' >/dev/null 2>&1 || missing="$$missing python3-redis"; \
 	/usr/bin/python3 -c 'import kazoo' >/dev/null 2>&1 || missing="$$missing python3-kazoo"; \
+	/usr/bin/python3 -c 'import etcd3' >/dev/null 2>&1 || missing="$$missing python3-etcd3"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \

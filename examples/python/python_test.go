@@ -28,7 +28,7 @@ func needModules(t *testing.T, modules ...string) {
 	if err == nil {
 		return
 	}
-	msg := fmt.Sprintf("/usr/bin/python3 cannot import %s (make deps installs python3-redis and python3-kazoo): %v\n%s",
+	msg := fmt.Sprintf("/usr/bin/python3 cannot import %s (make deps installs python3-redis, python3-kazoo and python3-etcd3): %v\n%s",
 		strings.Join(modules, ", "), err, out)
 	if testing.Short() {
 		t.Skip(msg)
@@ -68,19 +68,20 @@ func TestRedisPyProgramSpeaksTheProtocol(t *testing.T) {
 }
 
 // Each suite's cells, one run each, every one met: redis-py's Lock safe without faults
-// (single Redis and Sentinel) and broken by a paused holder; kazoo's Lock safe without
-// faults, broken by a paused holder, and its data kept safe by its sequence numbers.
+// (single Redis and Sentinel) and broken by a paused holder; kazoo's Lock and
+// python-etcd3's safe without faults, broken by a paused holder, and their data kept safe
+// by their tokens (the lock node's sequence number, the lock key's create revision).
 // One cell per test run (--shard i/n), so that each stays short.
 func TestSuites(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker: real Redis, Sentinel and ZooKeeper")
 	}
-	needModules(t, "redis", "kazoo")
+	needModules(t, "redis", "kazoo", "etcd3")
 	bin := filepath.Join(t.TempDir(), "lockbreaker")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/lockbreaker/lockbreaker/cmd/lockbreaker").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	for _, file := range []string{"redispy.yaml", "kazoo.yaml"} {
+	for _, file := range []string{"redispy.yaml", "kazoo.yaml", "etcd3.yaml"} {
 		s, err := suite.Load(file)
 		if err != nil {
 			t.Fatal(err)
@@ -106,6 +107,27 @@ type testLog struct{ t *testing.T }
 func (l testLog) Write(b []byte) (int, error) {
 	l.t.Log(strings.TrimSuffix(string(b), "\n"))
 	return len(b), nil
+}
+
+// python-etcd3's program with no etcd to talk to: an acquire is unknown (the connection
+// failed), neither busy nor a broken client.
+func TestEtcd3ProgramSpeaksTheProtocol(t *testing.T) {
+	needModules(t, "etcd3")
+	cfg := workloads.Config{System: "etcd", Nodes: []string{"127.0.0.1:1"}, Key: "lock", TTL: 2 * time.Second,
+		OpTimeout: 200 * time.Millisecond, Retry: 20 * time.Millisecond, Owner: "w0", Program: []string{"./etcd3_lock.py"}, Fencing: true}
+	opts := execlock.Defaults
+	opts.Log = testLog{t}
+	lock, err := execlock.Start(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = lock.Acquire(ctx)
+	if err == nil || errors.Is(err, workloads.ErrBusy) || errors.Is(err, workloads.ErrLost) || errors.Is(err, workloads.ErrBroken) {
+		t.Errorf("acquire with no etcd: %v, want unknown", err)
+	}
 }
 
 // The complete example in docs/protocol.md, as it is written there, runs under
