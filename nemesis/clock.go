@@ -15,7 +15,10 @@ import (
 // Clock faults move a node's wall clock with libfaketime inside its container; monotonic
 // clocks are never faked, so timers and ZooKeeper's session expiry are unaffected, while
 // Redis, which expires keys by wall clock, sees a lease run out early or late. Each fault
-// lasts env.Pause and ends with the node back on real time (clock-reset).
+// ends with the node back on real time. clock-bump is directed unless env.Undirected: it
+// jumps a node of a holder's grant ahead while the holder, stopped right after its read,
+// is kept within its lease (bumpInLease); the others, and clock-bump undirected, fire on
+// their schedule for env.Pause.
 
 // Clocks moves the nodes' wall clocks: a node's clock reads real time plus offset.
 type Clocks interface {
@@ -46,6 +49,16 @@ func (c clockFault) Run(ctx context.Context, env Env) error {
 		return err
 	}
 	nodes := env.Nodes.Names()
+	if c.mode == "bump" && !env.Undirected {
+		rng := rand.New(rand.NewSource(env.Seed))
+		return afterHolderReads(ctx, env, func(w *watcher, holder int, _ func()) error {
+			granted := grantedBy(w.holding[holder], nodes, env.IndependentMajority)
+			if len(granted) == 0 {
+				granted = nodes
+			}
+			return bumpInLease(ctx, env, w, clocks, holder, granted[rng.Intn(len(granted))])
+		})
+	}
 	w := watch(env.Subscribe())
 	return w.schedule(ctx, env, func(rng *rand.Rand) error {
 		mode := c.mode
@@ -61,6 +74,24 @@ func (c clockFault) Run(ctx context.Context, env Env) error {
 	})
 }
 
+// bumpInLease is clock-bump directed: holder p, stopped right after its read, is kept in
+// its critical section (pauseInLease) while node, one that granted its lock, jumps
+// env.ClockOffset ahead, past the lease it granted, until another client has taken the
+// lock over or p's lease is nearly over; then p is let go and the clock put back. A node
+// that expires leases by its wall clock (Redis) hands the lock on meanwhile.
+func bumpInLease(ctx context.Context, env Env, w *watcher, clocks Clocks, p int, node string) error {
+	s := newSkew(env, w, clocks, "bump", node, env.ClockOffset)
+	var startErr error
+	pauseErr := w.pauseInLease(ctx, env, p, func() bool {
+		startErr = s.start(ctx, env.ClockOffset)
+		return startErr == nil
+	})
+	if startErr != nil {
+		return errors.Join(startErr, pauseErr)
+	}
+	return errors.Join(pauseErr, s.stop(ctx))
+}
+
 // skewClock applies one clock fault to node for env.Pause and puts the clock back,
 // following the history meanwhile for the hazard: a held lease that node granted, past
 // whose end the fault moved node's clock.
@@ -70,43 +101,71 @@ func (c clockFault) Run(ctx context.Context, env Env) error {
 //     strobeStep (libfaketime's own rate counts from process start, so it cannot be
 //     switched on mid-run without a jump).
 func skewClock(ctx context.Context, env Env, w *watcher, clocks Clocks, mode, node string, offset time.Duration) error {
-	fault := fmt.Sprintf("clock-%s %+.3gs", mode, offset.Seconds())
-	if mode == "rate" {
-		fault = fmt.Sprintf("clock-rate x%g", env.ClockRate)
-	}
-	// The history keeps the offset at the start, the furthest it went, and the reset.
-	var furthest time.Duration
-	moves := clockMoves{node: node}
-	set := func(d time.Duration) error {
-		if d.Abs() > furthest.Abs() {
-			furthest = d
-		}
-		err := clocks.SetClock(context.WithoutCancel(ctx), node, d)
-		if err == nil {
-			moves.set(env, w, fault, d)
-		}
+	s := newSkew(env, w, clocks, mode, node, offset)
+	if err := s.start(ctx, initialOffset(mode, offset)); err != nil {
 		return err
 	}
-	start := initialOffset(mode, offset)
-	if err := set(start); err != nil {
-		return fmt.Errorf("%s on %s: %w", fault, node, err)
-	}
-	recordDetail(env, history.Start, fault, map[string]string{"offset": offsetText(start)}, node)
 	var err error
 	if mode != "bump" {
 		for i := 1; err == nil && w.wait(ctx, strobeStep) && time.Duration(i)*strobeStep < env.Pause; i++ {
 			if mode == "strobe" {
-				err = set(offset * time.Duration((i+1)%2))
+				err = s.set(ctx, offset*time.Duration((i+1)%2))
 			} else {
-				err = set(time.Duration(float64(time.Duration(i)*strobeStep) * (env.ClockRate - 1)))
+				err = s.set(ctx, time.Duration(float64(time.Duration(i)*strobeStep)*(env.ClockRate-1)))
 			}
 		}
 	} else {
 		w.wait(ctx, env.Pause)
 	}
-	furthestText := offsetText(furthest)
-	err = errors.Join(err, set(0))
-	recordDetail(env, history.Stop, fault, map[string]string{"offset": offsetText(0), "furthest": furthestText}, node)
+	return errors.Join(err, s.stop(ctx))
+}
+
+// skew is one clock fault on one node: the offsets it sets, recorded as the history
+// keeps them (the offset at the start, the furthest it went, and the reset), and followed
+// for the hazard.
+type skew struct {
+	env      Env
+	w        *watcher
+	clocks   Clocks
+	fault    string
+	moves    clockMoves
+	furthest time.Duration
+}
+
+func newSkew(env Env, w *watcher, clocks Clocks, mode, node string, offset time.Duration) *skew {
+	fault := fmt.Sprintf("clock-%s %+.3gs", mode, offset.Seconds())
+	if mode == "rate" {
+		fault = fmt.Sprintf("clock-rate x%g", env.ClockRate)
+	}
+	return &skew{env: env, w: w, clocks: clocks, fault: fault, moves: clockMoves{node: node}}
+}
+
+// set moves the node's clock to real time plus d.
+func (s *skew) set(ctx context.Context, d time.Duration) error {
+	if d.Abs() > s.furthest.Abs() {
+		s.furthest = d
+	}
+	if err := s.clocks.SetClock(context.WithoutCancel(ctx), s.moves.node, d); err != nil {
+		return fmt.Errorf("%s on %s: %w", s.fault, s.moves.node, err)
+	}
+	s.moves.set(s.env, s.w, s.fault, d)
+	return nil
+}
+
+// start sets the fault's first offset d and records its start.
+func (s *skew) start(ctx context.Context, d time.Duration) error {
+	if err := s.set(ctx, d); err != nil {
+		return err
+	}
+	recordDetail(s.env, history.Start, s.fault, map[string]string{"offset": offsetText(d)}, s.moves.node)
+	return nil
+}
+
+// stop puts the node back on real time and records the fault's end.
+func (s *skew) stop(ctx context.Context) error {
+	furthest := offsetText(s.furthest)
+	err := s.set(ctx, 0)
+	recordDetail(s.env, history.Stop, s.fault, map[string]string{"offset": offsetText(0), "furthest": furthest}, s.moves.node)
 	return err
 }
 

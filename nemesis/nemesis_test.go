@@ -834,3 +834,39 @@ func TestADirectedPauseTakesTheWorkerThatStoppedItself(t *testing.T) {
 		t.Errorf("fault %+v: want worker-1's pause from when it stopped itself (%d)", fl, stoppedAt)
 	}
 }
+
+// Directed, clock-bump keeps the holder inside its lease while the node that granted it
+// jumps past that lease, lets the holder go once another client has taken the lock over
+// and used the storage, and puts the clock back; the node's grant meanwhile is the hazard
+// made real (clock-served).
+func TestDirectedClockBumpJumpsTheHoldersNodeWithinItsLease(t *testing.T) {
+	f := newFake(2, 1)
+	env := f.env()
+	env.TTL, env.ClockOffset = time.Hour, 2*time.Hour // only the takeover ends the pause
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- clockFault{mode: "bump"}.Run(ctx, env) }()
+	now := history.Now()
+	f.events <- history.Event{Type: history.Invoke, Process: 0, Func: history.Acquire, Time: now}
+	f.events <- history.Event{Index: 1, Type: history.OK, Process: 0, Func: history.Acquire, Time: now}
+	f.events <- history.Event{Type: history.OK, Process: 0, Func: history.Read, Time: now}
+	waitFor(t, "the clock moved", func() bool { return slices.Contains(f.did(), "clock n1 +7200.000") })
+	f.events <- history.Event{Type: history.Invoke, Process: 1, Func: history.Acquire, Time: history.Now()}
+	f.events <- history.Event{Index: 5, Type: history.OK, Process: 1, Func: history.Acquire, Time: history.Now()}
+	f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Write, Time: history.Now()}
+	waitFor(t, "the holder let go", func() bool { return slices.Contains(f.did(), "worker-0 CONTINUED") })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"worker-0 STOPPED (SIGNAL)", "clock n1 +7200.000", "worker-0 CONTINUED", "clock n1 +0.000"}
+	if got := f.did(); !slices.Equal(got[:min(len(got), len(want))], want) {
+		t.Errorf("actions %q, want %q first", got, want)
+	}
+	f.mu.Lock()
+	counts := history.CountHazards(f.recorded)
+	f.mu.Unlock()
+	if counts[history.ClockPastLease] != 1 || counts[history.ClockServed] != 1 {
+		t.Errorf("hazards %v: want the lease outrun and then served", counts)
+	}
+}
