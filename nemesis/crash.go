@@ -328,6 +328,10 @@ const promotionTimeout = 30 * time.Second
 // primary's lag (whole seconds) counts from.
 const replicaAckEvery = time.Second
 
+// noReplicas begins a Redis primary's refusal of a write for want of replicas that
+// acknowledged within min-replicas-max-lag.
+const noReplicas = "NOREPLICAS"
+
 // rolePoll is how often a nemesis waiting for a role change asks the nodes.
 const rolePoll = 100 * time.Millisecond
 
@@ -437,13 +441,16 @@ func (c *replicationCut) failOver(ctx context.Context, env Env, net Network, r R
 	// A grant begun before the cut may have been replicated; with min-replicas, one begun
 	// before the guard was on may have been accepted while the lag still allowed it.
 	since := c.at
+	within := max(env.Pause, env.TTL)
 	if env.ReplicaLag > 0 {
 		if !w.wait(ctx, env.ReplicaLag+replicaAckEvery) {
 			return nil
 		}
+		// The primary counts its replicas' lag in whole seconds, once a second: its guard
+		// is on once it has refused a write, however long that took on this machine.
+		w.awaitRefused(ctx, within, noReplicas)
 		since = history.Now()
 	}
-	within := max(env.Pause, env.TTL)
 	var grant history.Event
 	var granted bool
 	if p, ok := env.Nodes.(Promoter); ok && !env.Undirected {

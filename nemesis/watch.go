@@ -235,6 +235,22 @@ func (w *watcher) grantBegunAfter(ctx context.Context, t int64, within time.Dura
 	}
 }
 
+// awaitRefused waits up to within for an acquire answered with a message holding refusal
+// (a server's own words for refusing it), and says whether one came.
+func (w *watcher) awaitRefused(ctx context.Context, within time.Duration, refusal string) bool {
+	timer := time.NewTimer(within)
+	defer timer.Stop()
+	for {
+		e, ok := w.next(ctx, timer.C)
+		if !ok {
+			return false
+		}
+		if e.Func == history.Acquire && e.Type != history.Invoke && strings.Contains(e.Message, refusal) {
+			return true
+		}
+	}
+}
+
 // awaitAcquire waits up to within for an acquire invoked at or after t, unless one has been
 // already.
 func (w *watcher) awaitAcquire(ctx context.Context, t int64, within time.Duration) {
