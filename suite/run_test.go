@@ -73,7 +73,7 @@ func TestRunJudgesEveryCellAndWritesItsFiles(t *testing.T) {
 	defer cancel()
 	var progress strings.Builder
 	root := t.TempDir()
-	dir, r, err := Run(ctx, s, Options{Seeds: 2, Root: root, Progress: &progress, Runners: harnessRunners(exe)})
+	dir, r, err := Run(ctx, s, Options{Seeds: 2, Root: root, Progress: &progress, Runners: harnessRunners(exe), Parallel: 3})
 	t.Log(progress.String())
 	if err != nil {
 		t.Fatal(err)
