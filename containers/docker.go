@@ -153,14 +153,20 @@ const (
 )
 
 // sweep removes the labelled containers, then networks, of run runID (all
-// runs when "") for which doomed returns true.
+// runs when "") for which doomed returns true. A network still in use after the
+// last pass is an error: clean never reports success over what it left.
 func sweep(ctx context.Context, runID string, doomed func(labels map[string]string) bool) (int, error) {
 	total := 0
 	for pass := 1; ; pass++ {
-		removed, foreign, err := sweepOnce(ctx, runID, doomed)
+		removed, p, err := sweepOnce(ctx, runID, doomed)
 		total += removed
-		if err != nil || !foreign || pass == sweepPasses {
+		switch {
+		case err != nil:
 			return total, err
+		case len(p.busy) > 0 && pass == sweepPasses:
+			return total, fmt.Errorf("clean: networks %s still have endpoints after %d passes", strings.Join(p.busy, ", "), pass)
+		case !p.again() || pass == sweepPasses:
+			return total, nil
 		}
 		select {
 		case <-ctx.Done():
@@ -170,12 +176,20 @@ func sweep(ctx context.Context, runID string, doomed func(labels map[string]stri
 	}
 }
 
-// sweepOnce is one pass of sweep. foreign says whether it removed something another
-// process created.
-func sweepOnce(ctx context.Context, runID string, doomed func(labels map[string]string) bool) (removed int, foreign bool, err error) {
+// pass is what one pass of sweep saw that calls for another.
+type pass struct {
+	foreign  bool     // it removed something another process created
+	inFlight bool     // a container the engine was removing already (its network is in use till then)
+	busy     []string // networks it could not remove: something was still attached
+}
+
+func (p pass) again() bool { return p.foreign || p.inFlight || len(p.busy) > 0 }
+
+// sweepOnce is one pass of sweep.
+func sweepOnce(ctx context.Context, runID string, doomed func(labels map[string]string) bool) (removed int, p pass, err error) {
 	cli, err := docker()
 	if err != nil {
-		return 0, false, fmt.Errorf("clean: docker is not reachable: %w", err)
+		return 0, p, fmt.Errorf("clean: docker is not reachable: %w", err)
 	}
 	self := ownerLabels("")
 	ours := func(labels map[string]string) bool {
@@ -190,9 +204,8 @@ func sweepOnce(ctx context.Context, runID string, doomed func(labels map[string]
 
 	ctrs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filters})
 	if err != nil {
-		return 0, false, fmt.Errorf("clean: list containers: %w", err)
+		return 0, p, fmt.Errorf("clean: list containers: %w", err)
 	}
-	inFlight := false // a container the engine is removing already, for a run killed meanwhile
 	for _, c := range ctrs.Items {
 		if !doomed(c.Labels) {
 			continue
@@ -200,23 +213,23 @@ func sweepOnce(ctx context.Context, runID string, doomed func(labels map[string]
 		_, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 		switch {
 		case err != nil && cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress"):
-			inFlight = true
+			p.inFlight = true
 			continue
 		case err != nil && !cerrdefs.IsNotFound(err):
 			errs = append(errs, fmt.Errorf("remove container %s: %w", shortID(c.ID), err))
 			continue
 		}
 		removed++
-		foreign = foreign || !ours(c.Labels)
+		p.foreign = p.foreign || !ours(c.Labels)
 	}
-	if inFlight && len(errs) == 0 {
+	if p.inFlight && len(errs) == 0 {
 		// Its network is in use until the engine is done: the networks go on the next pass.
-		return removed, true, nil
+		return removed, p, nil
 	}
 
 	nets, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: filters})
 	if err != nil {
-		return removed, foreign, fmt.Errorf("clean: list networks: %w", err)
+		return removed, p, fmt.Errorf("clean: list networks: %w", err)
 	}
 	for _, n := range nets.Items {
 		if !doomed(n.Labels) {
@@ -224,19 +237,39 @@ func sweepOnce(ctx context.Context, runID string, doomed func(labels map[string]
 		}
 		_, err := cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{})
 		if err != nil && strings.Contains(err.Error(), "has active endpoints") {
-			continue // an endpoint the engine kept of a removed container (containers go first, above)
+			// A container created after the list above (a request a killed run left in
+			// flight), or an endpoint the engine kept of a removed container: detach what
+			// is attached; the next pass removes the container, then the network.
+			detachAll(ctx, cli, n.ID)
+			p.busy = append(p.busy, n.Name)
+			continue
 		}
 		if err != nil && !cerrdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("remove network %s: %w", n.Name, err))
 			continue
 		}
 		removed++
-		foreign = foreign || !ours(n.Labels)
+		p.foreign = p.foreign || !ours(n.Labels)
 	}
 	if len(errs) > 0 {
-		return removed, foreign, fmt.Errorf("clean: %w", errors.Join(errs...))
+		return removed, p, fmt.Errorf("clean: %w", errors.Join(errs...))
 	}
-	return removed, foreign, nil
+	return removed, p, nil
+}
+
+// detachAll force-disconnects every endpoint of network id, stale ones included. Errors are
+// left to the network's removal on the next pass to report.
+func detachAll(ctx context.Context, cli *client.Client, id string) {
+	n, err := cli.NetworkInspect(ctx, id, client.NetworkInspectOptions{})
+	if err != nil {
+		return
+	}
+	for ctr, ep := range n.Network.Containers {
+		// A stale endpoint is keyed "ep-<endpoint>" and found by its container's name.
+		if _, err := cli.NetworkDisconnect(ctx, id, client.NetworkDisconnectOptions{Container: ctr, Force: true}); err != nil && ep.Name != "" {
+			_, _ = cli.NetworkDisconnect(ctx, id, client.NetworkDisconnectOptions{Container: ep.Name, Force: true})
+		}
+	}
 }
 
 func shortID(id string) string {
