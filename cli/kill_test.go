@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -115,15 +116,17 @@ func killRuns(t *testing.T, kills []kill, programs []string, args ...string) {
 		name := fmt.Sprintf("%s/%s/%s", k.m.phase, k.m.name, k.sig)
 		t.Run(name, func(t *testing.T) {
 			root := t.TempDir()
-			code, pid, stderr := killRun(t, k.m, k.sig, append([]string{"run", "--system", k.m.system, "--nemesis", "pause-holder",
+			code, pid, printed, stderr := killRun(t, k.m, k.sig, append([]string{"run", "--system", k.m.system, "--nemesis", "pause-holder",
 				"--clients", "3", "--ttl", "1s", "--time-limit", "4s", "--seed", "7", "--results", root}, args...)...)
 			counts[fmt.Sprintf("%s %s", k.m.phase, k.sig)]++
 			t.Logf("exit %d, stderr %q", code, strings.TrimSpace(stderr))
 			checkExit(t, k, code, stderr)
 
-			// Only this run's: other tests and other people's runs may share the engine.
+			// Only this run's: other tests and other people's runs may share the engine. The
+			// run's id as it printed it, too: a network or container it was creating when
+			// killed may not exist yet, and clean must catch it when the engine is done.
 			if k.sig == syscall.SIGKILL {
-				for _, run := range runsOf(t, pid) {
+				for _, run := range runsOf(t, pid, printed) {
 					if code, _, stderr := lockbreaker(t, nil, "clean", "--run", run); code != 0 {
 						t.Fatalf("clean --run %s: exit %d: %s", run, code, stderr)
 					}
@@ -132,7 +135,7 @@ func killRuns(t *testing.T, kills []kill, programs []string, args ...string) {
 			if c, n := ownedBy(t, "container", pid), ownedBy(t, "network", pid); len(c)+len(n) > 0 {
 				leftovers += len(c) + len(n)
 				t.Errorf("left containers %v networks %v", c, n)
-				for _, run := range runsOf(t, pid) {
+				for _, run := range runsOf(t, pid, printed) {
 					lockbreaker(t, nil, "clean", "--run", run)
 				}
 			}
@@ -182,8 +185,8 @@ func killRuns(t *testing.T, kills []kill, programs []string, args ...string) {
 }
 
 // killRun runs the binary with args and sends it sig at moment m, then waits for it to exit
-// and returns its exit code (-1 when a signal ended it), its pid and stderr.
-func killRun(t *testing.T, m killMoment, sig syscall.Signal, args ...string) (int, int, string) {
+// and returns its exit code (-1 when a signal ended it), its pid, stdout's lines and stderr.
+func killRun(t *testing.T, m killMoment, sig syscall.Signal, args ...string) (int, int, []string, string) {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
 	var errOut bytes.Buffer
@@ -239,7 +242,7 @@ func killRun(t *testing.T, m killMoment, sig syscall.Signal, args ...string) (in
 	} else if err != nil {
 		t.Fatal(err)
 	}
-	return code, cmd.Process.Pid, errOut.String()
+	return code, cmd.Process.Pid, seen, errOut.String()
 }
 
 // ownedBy lists the labelled containers or networks ("container", "network") that the
@@ -252,10 +255,18 @@ func ownedBy(t *testing.T, what string, pid int) []string {
 // ownerFilter is a docker filter for what the harness of pid created.
 func ownerFilter(pid int) string { return fmt.Sprintf("label=org.lockbreaker.pid=%d", pid) }
 
-// runsOf lists the run ids of what the harness of pid created.
-func runsOf(t *testing.T, pid int) []string {
+// printedRun finds a run's id in what it printed ("starting redis cluster (run ID)").
+var printedRun = regexp.MustCompile(`\(run ([^)\s]+)\)`)
+
+// runsOf lists the run ids of what the harness of pid created, and those it printed.
+func runsOf(t *testing.T, pid int, printed []string) []string {
 	t.Helper()
 	runs := map[string]bool{}
+	for _, line := range printed {
+		if m := printedRun.FindStringSubmatch(line); m != nil {
+			runs[m[1]] = true
+		}
+	}
 	for _, what := range []string{"container", "network"} {
 		for _, run := range dockerList(t, what, `{{.Label "org.lockbreaker.run"}}`, ownerFilter(pid)) {
 			runs[run] = true

@@ -445,7 +445,7 @@ func (c *Cluster) Bridge() Bridge { return c.bridge }
 // Stop removes the cluster's containers and network, whatever their state
 // (paused, partitioned). It is idempotent.
 func (c *Cluster) Stop(ctx context.Context) error {
-	if _, err := Clean(ctx, c.spec.RunID); err != nil {
+	if err := removeRun(ctx, c.spec.RunID); err != nil {
 		return fmt.Errorf("stop %s cluster %s: %w", c.spec.System, c.spec.RunID, err)
 	}
 	return nil

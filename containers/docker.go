@@ -132,30 +132,40 @@ func ownerGone(labels map[string]string) bool {
 // Clean removes the containers and networks carrying the project label: those
 // of run runID, or all of them when runID is "" (whether or not their run is
 // still alive). Images are kept. It returns how many resources it removed.
+// It always looks twice, settle apart: a run killed while the engine created its
+// network or a container has that creation complete after it died, and after a
+// first look that found nothing.
 func Clean(ctx context.Context, runID string) (removed int, err error) {
-	return sweep(ctx, runID, func(map[string]string) bool { return true })
+	return sweep(ctx, runID, 2, func(map[string]string) bool { return true })
 }
 
 // CleanStale removes the containers and networks of runs whose owner process
 // on this host has exited (a crash, kill -9). Live runs, and runs started from
 // another host, are left alone.
 func CleanStale(ctx context.Context) (removed int, err error) {
-	return sweep(ctx, "", ownerGone)
+	return sweep(ctx, "", 1, ownerGone)
 }
 
-// Sweeps that removed another process's resources look again after settle, up to
-// sweepPasses times: a run killed while it created a container leaves the request in
-// flight, and the engine completes it after the killed client has gone (within 100 ms,
-// seen here), after the first sweep.
+// removeRun removes what this process created for run runID: nothing of it is in flight.
+func removeRun(ctx context.Context, runID string) error {
+	_, err := sweep(ctx, runID, 1, func(map[string]string) bool { return true })
+	return err
+}
+
+// Sweeps that removed another process's resources, or could not remove a network yet, look
+// again after settle, up to sweepPasses times: a run killed while it created a network or a
+// container leaves the request in flight, and the engine completes it after the killed
+// client has gone (within 100 ms, seen here), after the first sweep.
 const (
 	settle      = time.Second
 	sweepPasses = 5
 )
 
 // sweep removes the labelled containers, then networks, of run runID (all
-// runs when "") for which doomed returns true. A network still in use after the
-// last pass is an error: clean never reports success over what it left.
-func sweep(ctx context.Context, runID string, doomed func(labels map[string]string) bool) (int, error) {
+// runs when "") for which doomed returns true, in at least minPasses passes. A
+// network still in use after the last pass is an error: clean never reports
+// success over what it left.
+func sweep(ctx context.Context, runID string, minPasses int, doomed func(labels map[string]string) bool) (int, error) {
 	total := 0
 	for pass := 1; ; pass++ {
 		removed, p, err := sweepOnce(ctx, runID, doomed)
@@ -165,7 +175,7 @@ func sweep(ctx context.Context, runID string, doomed func(labels map[string]stri
 			return total, err
 		case len(p.busy) > 0 && pass == sweepPasses:
 			return total, fmt.Errorf("clean: networks %s still have endpoints after %d passes", strings.Join(p.busy, ", "), pass)
-		case !p.again() || pass == sweepPasses:
+		case (!p.again() && pass >= minPasses) || pass == sweepPasses:
 			return total, nil
 		}
 		select {
