@@ -185,9 +185,13 @@ func (s *searcher) run(ctx context.Context, cand spec.Spec) (Outcome, error) {
 	s.runs++
 	o, err := s.trial(ctx, cand)
 	if err == nil {
-		verdict := "passed"
-		if o.fails(s.target) {
+		verdict := "no violation"
+		switch {
+		case o.fails(s.target):
 			verdict = "failed: " + strings.Join(o.Invalid, ", ")
+		case len(o.Invalid) > 0:
+			// Invalid, but not as the original: a different failure, not a pass.
+			verdict = "failed otherwise: " + strings.Join(o.Invalid, ", ") + " only"
 		}
 		fmt.Fprintf(s.progress, "    seed %d: %s\n", cand.Seed, verdict)
 	}

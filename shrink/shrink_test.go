@@ -120,3 +120,27 @@ func TestSearchBoundsNoFaultsOfNoNemesis(t *testing.T) {
 		t.Errorf("smallest %+v", res.Smallest)
 	}
 }
+
+// Each trial run is told as it ended: failed as the original, failed otherwise (other
+// checkers invalid: not a pass), or no violation at all.
+func TestEachRunIsToldAsItEnded(t *testing.T) {
+	outcomes := map[int64]Outcome{
+		1001: {Invalid: []string{"mutual-exclusion", "data-safety"}},
+		1002: {Invalid: []string{"mutual-exclusion"}},
+		1003: {},
+	}
+	trial := func(_ context.Context, s spec.Spec) (Outcome, error) { return outcomes[s.Seed], nil }
+	var progress strings.Builder
+	s := searcher{trial: trial, target: []string{"mutual-exclusion", "data-safety"}, seed: 1001, progress: &progress}
+	for range outcomes {
+		if _, err := s.run(context.Background(), spec.Default()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "    seed 1001: failed: mutual-exclusion, data-safety\n" +
+		"    seed 1002: failed otherwise: mutual-exclusion only\n" +
+		"    seed 1003: no violation\n"
+	if progress.String() != want {
+		t.Errorf("progress:\n%s\nwant:\n%s", progress.String(), want)
+	}
+}
