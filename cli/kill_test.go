@@ -78,6 +78,29 @@ func TestKilledRunsLeaveNothing(t *testing.T) {
 	killRuns(t, kills, nil)
 }
 
+// A shrink killed while one of its trial runs holds a worker paused, by SIGINT, SIGTERM
+// or SIGKILL, leaves nothing either: its trials are runs like any other.
+func TestKilledShrinkLeavesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker: real containers")
+	}
+	root := t.TempDir()
+	if code, stdout, stderr := lockbreaker(t, nil, "run", "--system", "redis", "--nemesis", "pause-holder", "--clients", "3",
+		"--ttl", "1s", "--time-limit", "4s", "--seed", "7", "--stop-at-first-violation", "--results", root); code != 1 {
+		t.Fatalf("the run to shrink: exit %d, want 1 (invalid)\n%s%s", code, stdout, stderr)
+	}
+	failing := filepath.Join(root, "latest")
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) {
+			k := kill{killMoment{phase: "mid-run", name: "trial holder paused", system: "redis", paused: true}, sig}
+			code, pid, printed, stderr := killRun(t, k.m, sig, "shrink", "--results", t.TempDir(), failing)
+			t.Logf("exit %d, stderr %q", code, strings.TrimSpace(stderr))
+			checkExit(t, k, code, stderr)
+			leftBehind(t, sig, pid, printed, nil)
+		})
+	}
+}
+
 // Runs of exec clients (redis-py's Lock, a Python program per client) killed mid-run, with
 // the holder's program stopped or not, and in teardown, leave no program behind either:
 // programs die with their workers, which die with the harness.
@@ -122,37 +145,7 @@ func killRuns(t *testing.T, kills []kill, programs []string, args ...string) {
 			t.Logf("exit %d, stderr %q", code, strings.TrimSpace(stderr))
 			checkExit(t, k, code, stderr)
 
-			// Only this run's: other tests and other people's runs may share the engine. The
-			// run's id as it printed it, too: a network or container it was creating when
-			// killed may not exist yet, and clean must catch it when the engine is done.
-			if k.sig == syscall.SIGKILL {
-				for _, run := range runsOf(t, pid, printed) {
-					if code, _, stderr := lockbreaker(t, nil, "clean", "--run", run); code != 0 {
-						t.Fatalf("clean --run %s: exit %d: %s", run, code, stderr)
-					}
-				}
-			}
-			if c, n := ownedBy(t, "container", pid), ownedBy(t, "network", pid); len(c)+len(n) > 0 {
-				leftovers += len(c) + len(n)
-				t.Errorf("left containers %v networks %v", c, n)
-				for _, run := range runsOf(t, pid, printed) {
-					lockbreaker(t, nil, "clean", "--run", run)
-				}
-			}
-			// Handled signals: the harness reaped its workers before exiting. SIGKILL: the
-			// kernel kills them (Pdeathsig) as the harness dies, and their programs as they
-			// die; give it a moment.
-			wait := time.Duration(0)
-			if k.sig == syscall.SIGKILL {
-				wait = 5 * time.Second
-			}
-			if procs := ownProcesses(t, wait, programs); len(procs) > 0 {
-				leftovers += len(procs)
-				t.Errorf("processes of the binary or its programs outlived the run: %v", procs)
-				for _, p := range procs {
-					syscall.Kill(p.pid, syscall.SIGKILL)
-				}
-			}
+			leftovers += leftBehind(t, k.sig, pid, printed, programs)
 
 			dir := filepath.Join(root, "latest")
 			data, err := os.ReadFile(filepath.Join(dir, "history.jsonl"))
@@ -182,6 +175,45 @@ func killRuns(t *testing.T, kills []kill, programs []string, args ...string) {
 	}
 	t.Logf("%d kills (%s); %d histories checked, %d with a torn last line; leftovers found: %d",
 		len(kills), strings.Join(summary, ", "), checked, torn, leftovers)
+}
+
+// leftBehind checks that the harness of pid, ended by sig, left nothing: no container or
+// network of its own (removed by clean --run after SIGKILL), no process of the binary and
+// none whose command line holds one of programs. It removes what it finds and counts it.
+func leftBehind(t *testing.T, sig syscall.Signal, pid int, printed, programs []string) (leftovers int) {
+	t.Helper()
+	// Only this run's: other tests and other people's runs may share the engine. The
+	// run's id as it printed it, too: a network or container it was creating when
+	// killed may not exist yet, and clean must catch it when the engine is done.
+	if sig == syscall.SIGKILL {
+		for _, run := range runsOf(t, pid, printed) {
+			if code, _, stderr := lockbreaker(t, nil, "clean", "--run", run); code != 0 {
+				t.Fatalf("clean --run %s: exit %d: %s", run, code, stderr)
+			}
+		}
+	}
+	if c, n := ownedBy(t, "container", pid), ownedBy(t, "network", pid); len(c)+len(n) > 0 {
+		leftovers += len(c) + len(n)
+		t.Errorf("left containers %v networks %v", c, n)
+		for _, run := range runsOf(t, pid, printed) {
+			lockbreaker(t, nil, "clean", "--run", run)
+		}
+	}
+	// Handled signals: the harness reaped its workers before exiting. SIGKILL: the
+	// kernel kills them (Pdeathsig) as the harness dies, and their programs as they
+	// die; give it a moment.
+	wait := time.Duration(0)
+	if sig == syscall.SIGKILL {
+		wait = 5 * time.Second
+	}
+	if procs := ownProcesses(t, wait, programs); len(procs) > 0 {
+		leftovers += len(procs)
+		t.Errorf("processes of the binary or its programs outlived the run: %v", procs)
+		for _, p := range procs {
+			syscall.Kill(p.pid, syscall.SIGKILL)
+		}
+	}
+	return leftovers
 }
 
 // killRun runs the binary with args and sends it sig at moment m, then waits for it to exit
