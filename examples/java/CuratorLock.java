@@ -36,9 +36,9 @@ import org.apache.curator.retry.ExponentialBackoffRetry;
  * is what {@code InterProcessSemaphoreMutex} wraps (that class keeps its lease private, so
  * no token could be read from it).
  *
- * <p>Release answers {@code not-held} only when Curator said LOST while the lock was held:
- * Curator's own {@code release()} deletes the lock node and ignores that it is already gone
- * (the session that owned it expired), so it never tells.
+ * <p>Release answers {@code not-held} only when Curator said LOST between the grant and the
+ * end of {@code release()}: Curator's own {@code release()} deletes the lock node and
+ * ignores that it is already gone (the session that owned it expired), so it never tells.
  *
  * <p>Fencing token: the sequence number ZooKeeper appended to the lock node Curator created
  * ({@code _c_<uuid>-lock-0000000042}). InterProcessMutex keeps that path behind its
@@ -136,9 +136,10 @@ public final class CuratorLock {
                     a.putObject("detail").put("node", node);
                     answer(a);
                 } else {
-                    boolean wasLost = lost.get();
                     lock.release();
-                    if (wasLost) {
+                    // Read after release(), which may itself wait out the reconnection in
+                    // which Curator finds the session gone (and says LOST meanwhile).
+                    if (lost.get()) {
                         answer(result("not-held").put("message", "Curator said LOST while the lock was held"));
                     } else {
                         answer(result("released"));
