@@ -59,7 +59,7 @@ run: deps-run build
 # and a test's clean removes only its own runs. Within harness the container tests run
 # in lanes (harness/lanes_test.go), nine tests at most at once. The examples run beside
 # them: most of their time is spent waiting on leases. examples/ is a module of its own (a
-# user's lock built with lockbreaker.Main, and Python locks run over the exec protocol),
+# user's lock built with lockbreaker.Main, and Python and Java locks run over the exec protocol),
 # which ./... does not reach; nor is third_party/porcupine (our copy, with its own tests).
 test: deps vet image
 	@$(GO) test -p 2 -parallel 9 -count=1 -timeout 28m ./... & main=$$!; \
