@@ -15,7 +15,8 @@ build:
 # ip and nsenter and are cut with iptables. That is all a run needs (deps-run); the tests
 # also open reports in Chromium and run the Python lock clients in examples/python, which
 # use Debian's redis-py and kazoo through Debian's own python3 (/usr/bin/python3, which
-# another python3 on PATH may not be).
+# another python3 on PATH may not be), and the Java one in examples/java, compiled with
+# Debian's JDK against Debian's Curator and ZooKeeper jars (/usr/share/java; no Maven).
 deps-run:
 	@missing=""; \
 	command -v debootstrap >/dev/null 2>&1 || missing="$$missing debootstrap"; \
@@ -33,6 +34,11 @@ deps: deps-run
 	/usr/bin/python3 -c 'import redis' >/dev/null 2>&1 || missing="$$missing python3-redis"; \
 	/usr/bin/python3 -c 'import kazoo' >/dev/null 2>&1 || missing="$$missing python3-kazoo"; \
 	/usr/bin/python3 -c 'import etcd3' >/dev/null 2>&1 || missing="$$missing python3-etcd3"; \
+	command -v javac >/dev/null 2>&1 || missing="$$missing openjdk-17-jdk-headless"; \
+	for jar in curator-recipes:libcurator-recipes-java curator-framework:libcurator-framework-java \
+		curator-client:libcurator-client-java zookeeper:libzookeeper-java jackson-databind:libjackson2-databind-java; do \
+		test -r /usr/share/java/$${jar%%:*}.jar || missing="$$missing $${jar#*:}"; \
+	done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
@@ -53,7 +59,7 @@ run: deps-run build
 # and a test's clean removes only its own runs. Within harness the container tests run
 # in lanes (harness/lanes_test.go), nine tests at most at once. The examples run beside
 # them: most of their time is spent waiting on leases. examples/ is a module of its own (a
-# user's lock built with lockbreaker.Main, and Python locks run over the exec protocol),
+# user's lock built with lockbreaker.Main, and Python and Java locks run over the exec protocol),
 # which ./... does not reach; nor is third_party/porcupine (our copy, with its own tests).
 test: deps vet image
 	@$(GO) test -p 2 -parallel 9 -count=1 -timeout 28m ./... & main=$$!; \

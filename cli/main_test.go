@@ -66,6 +66,11 @@ func TestBadInputGetsOneLineAndItsExitCode(t *testing.T) {
 	for _, dir := range []string{validRun, otherVersion} {
 		os.WriteFile(filepath.Join(dir, "history.jsonl"), nil, 0o644)
 	}
+	// A lock client's program missing its runtime, which says so on stderr and ends.
+	noRuntime := filepath.Join(t.TempDir(), "mylock")
+	os.WriteFile(noRuntime, []byte("#!/bin/sh\necho 'mylock: no java on PATH: install openjdk-17-jdk-headless' >&2\nexit 1\n"), 0o755)
+	noRuntimeSuite := filepath.Join(t.TempDir(), "mylock.yaml")
+	os.WriteFile(noRuntimeSuite, []byte("cells: [{spec: {system: zookeeper, client: exec, client_cmd: ["+noRuntime+"]}, expect: {stats: valid}}]\n"), 0o644)
 	cases := []struct {
 		name string
 		env  []string
@@ -74,6 +79,10 @@ func TestBadInputGetsOneLineAndItsExitCode(t *testing.T) {
 		want string
 	}{
 		{"no command", nil, nil, 254, "no command given"},
+		{"a program missing its runtime", nil, []string{"run", "--system", "zookeeper", "--client", "exec", "--client-cmd", noRuntime}, 254,
+			"ended (exit status 1) before it read its configuration: mylock: no java on PATH: install openjdk-17-jdk-headless"},
+		{"a suite's program missing its runtime", nil, []string{"suite", noRuntimeSuite, "--results", filepath.Join(t.TempDir(), "results")}, 254,
+			"before it read its configuration: mylock: no java on PATH"},
 		{"shrink a valid run", nil, []string{"shrink", validRun}, 254, "was valid, not invalid: there is no failure to shrink"},
 		{"shrink another version's run", nil, []string{"shrink", otherVersion}, 254, "is not this version's"},
 		{"shrink a missing run", nil, []string{"shrink", filepath.Join(validRun, "gone")}, 254, "no such file or directory"},
@@ -123,9 +132,9 @@ func TestBadInputGetsOneLineAndItsExitCode(t *testing.T) {
 			if c.code == 254 && len(args) > 0 && args[0] == "run" && !slices.Contains(args, "--results") {
 				args = append(slices.Clone(args), "--results", untouched)
 			}
-			code, _, stderr := lockbreaker(t, c.env, args...)
+			code, stdout, stderr := lockbreaker(t, c.env, args...)
 			if code != c.code {
-				t.Errorf("exit %d, want %d (stderr %q)", code, c.code, stderr)
+				t.Errorf("exit %d, want %d (stderr %q, stdout %q)", code, c.code, stderr, stdout)
 			}
 			lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
 			if len(lines) != 1 || !strings.Contains(lines[0], c.want) {

@@ -143,6 +143,13 @@ func cmdSuite(ctx context.Context, args []string, stdout io.Writer) (int, error)
 		fmt.Fprintf(stdout, "suite %s: %d cells, shard %s runs %d\n%s", command.Escape(s.Name), len(s.Cells), shard, len(shard.Of(s.Cells)), command.EscapeLines(suite.Describe(s)))
 		return command.ExitValid, nil
 	}
+	// A lock client's program that cannot start here is refused before the suite's
+	// directory, or any run of it, exists.
+	for _, c := range shard.Of(s.Cells) {
+		if err := harness.CheckProgram(ctx, c.Spec); err != nil {
+			return 0, err
+		}
+	}
 	dir, res, err := suite.Run(ctx, s, suite.Options{Seeds: opts.seeds, Shard: shard, Root: opts.results,
 		Parallel: opts.parallel, Progress: stdout, Live: command.IsTerminal(stdout), Runners: harnessRunners, RunToLimit: opts.runToLimit})
 	if dir != "" {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -34,7 +35,9 @@ const testProgramEnv = "HARNESS_TEST_PROGRAM"
 //   - heartbeat: says on stderr, every 10 ms, "beat" and the time (CLOCK_MONOTONIC), and
 //     answers every acquire with busy after 100 ms, as a lock library retrying would;
 //   - garbage: answers its first acquire with a line that is no JSON;
-//   - exits: exits at once, saying why on stderr.
+//   - exits: exits at once, saying why on stderr, as a program missing its library does;
+//   - dies-after-reading: reads its configuration, then exits, saying why on stderr, as a
+//     program that cannot connect does.
 func runTestProgram(behaviour string) {
 	switch behaviour {
 	case "heartbeat":
@@ -53,6 +56,10 @@ func runTestProgram(behaviour string) {
 		fmt.Println("OK, got it")
 	case "exits":
 		fmt.Fprintln(os.Stderr, "ModuleNotFoundError: No module named 'kazoo'")
+		os.Exit(1)
+	case "dies-after-reading":
+		bufio.NewScanner(os.Stdin).Scan()
+		fmt.Fprintln(os.Stderr, "kazoo.handlers.threading.KazooTimeoutError: Connection time-out")
 		os.Exit(1)
 	default:
 		return
@@ -225,7 +232,25 @@ func TestExecClientTrials(t *testing.T) {
 	})
 }
 
-// A program that breaks the protocol, or cannot start, ends the run with a harness error
+// A program that cannot start here (its library missing: it ends before reading its
+// configuration) is refused as bad input, quoting its last words, before a run directory,
+// a cluster or a worker exists.
+func TestExecProgramThatCannotStartIsRefused(t *testing.T) {
+	inLane(t, laneLocal)
+	spec := localExecSpec(t, []string{"none"}, false, "exits")
+	root := t.TempDir()
+	r := Runner{ResultsRoot: root}
+	dir, _, err := r.Run(context.Background(), spec)
+	var specErr *SpecError
+	if !errors.As(err, &specErr) || !strings.Contains(err.Error(), "before it read its configuration: ModuleNotFoundError: No module named 'kazoo'") {
+		t.Fatalf("run: %v; want bad input quoting the program's stderr", err)
+	}
+	if entries, _ := os.ReadDir(root); dir != "" || len(entries) > 0 {
+		t.Errorf("the refused run made %q and %d entries in its store", dir, len(entries))
+	}
+}
+
+// A program that breaks the protocol, or cannot run, ends the run with a harness error
 // naming it, long before its hour is up: the run judges the client, not the lock.
 func TestBrokenExecClientEndsTheRun(t *testing.T) {
 	inLane(t, laneLocal)
@@ -234,7 +259,7 @@ func TestBrokenExecClientEndsTheRun(t *testing.T) {
 		says      string
 	}{
 		{"garbage", `lock client broke: program "env ` + testProgramEnv + `=garbage`},
-		{"exits", "lock client broke: lost 3 times in a row before it was ready; the last time, worker-"},
+		{"dies-after-reading", "lock client broke: lost 3 times in a row before it was ready; the last time, worker-"},
 	}
 	for _, c := range cases {
 		t.Run(c.behaviour, func(t *testing.T) {
@@ -252,7 +277,7 @@ func TestBrokenExecClientEndsTheRun(t *testing.T) {
 				t.Errorf("verdict %s, error %q: want no pass and the error in the summary", summary.Verdict, summary.Error)
 			}
 			expectNothingLeft(t, system.System{}, summary.RunID, false)
-			if c.behaviour == "exits" && !strings.Contains(err.Error(), "its stderr ended: ModuleNotFoundError") {
+			if c.behaviour == "dies-after-reading" && !strings.Contains(err.Error(), "its stderr ended: kazoo.handlers.threading.KazooTimeoutError") {
 				t.Errorf("the error does not quote the program's stderr: %v", err)
 			}
 			t.Logf("%v", err)

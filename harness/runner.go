@@ -55,8 +55,11 @@ func (r Runner) Run(ctx context.Context, spec Spec) (string, results.Summary, er
 		return "", results.Summary{}, err
 	}
 	sys, _ := system.Lookup(spec.System) // checked by Normalize
-	// A system that cannot start here (no Docker) says so before a run directory or latest
-	// link exists.
+	// A program that cannot start here (its runtime missing) and a system that cannot (no
+	// Docker) say so before a run directory or latest link exists.
+	if err := CheckProgram(ctx, spec); err != nil {
+		return "", results.Summary{}, err
+	}
 	if err := preflight(ctx, sys); err != nil {
 		return "", results.Summary{}, orInterrupted(ctx, err)
 	}
@@ -411,9 +414,7 @@ const rolesEvery = 250 * time.Millisecond
 
 func (t *trial) workerConfigs(runID string, nodes, sentinels []string, storageAddr string) []WorkerConfig {
 	ttl := t.spec.TTL.Std()
-	// A lock node that does not answer must cost a small part of the lease (Redlock asks
-	// nodes one after another); the storage gets longer, since it is never faulted.
-	nodeTimeout := min(max(ttl/10, 50*time.Millisecond), 500*time.Millisecond)
+	// The storage gets longer than a lock node (nodeTimeout), since it is never faulted.
 	const storageTimeout = 2 * time.Second
 	rng := rand.New(rand.NewSource(t.spec.Seed))
 	configs := make([]WorkerConfig, t.spec.Clients)
@@ -430,7 +431,7 @@ func (t *trial) workerConfigs(runID string, nodes, sentinels []string, storageAd
 				Key:       t.spec.Key,
 				TTL:       ttl,
 				Fencing:   t.spec.Fencing,
-				OpTimeout: nodeTimeout,
+				OpTimeout: nodeTimeout(ttl),
 				Retry:     t.spec.Retry.Std(),
 				Owner:     fmt.Sprintf("%s-w%d-%x", runID, p, rng.Uint32()),
 			},

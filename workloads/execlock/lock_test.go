@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -88,6 +89,14 @@ func runProgram(behaviour string) {
 		ready()
 		request()
 		select {}
+	case "never-reads":
+		fmt.Fprintln(os.Stderr, "compiling...")
+		select {}
+	case "spawns-and-exits-at-once":
+		// A launcher that started a child of its own (a compiler, a runtime) and ended.
+		exec.Command("sleep", "30").Start()
+		fmt.Fprintln(os.Stderr, "mylock: no java on PATH: install openjdk-17-jdk-headless")
+		os.Exit(1)
 	case "exits-in-acquire":
 		ready()
 		request()
