@@ -168,7 +168,7 @@ func (t *trial) notes() []string {
 	notes = append(append(notes, t.fencingNotes()...), t.serverNotes()...)
 	if c := t.sys.Container; c != nil && c.Notes != nil {
 		nodes, _ := t.sys.Check(t.spec.Nodes) // checked by Normalize
-		notes = append(notes, c.Notes(system.Cluster{Nodes: nodes, TTL: t.spec.TTL.Std()})...)
+		notes = append(notes, c.Notes(system.Cluster{Nodes: nodes, TTL: t.spec.TTL.Std(), Pooler: t.spec.Pooler})...)
 	}
 	return notes
 }
@@ -432,6 +432,7 @@ func (t *trial) workerConfigs(runID string, nodes, sentinels []string, storageAd
 				Fencing:   t.spec.Fencing,
 				OpTimeout: nodeTimeout,
 				Retry:     t.spec.Retry.Std(),
+				Pooler:    t.spec.Pooler,
 				Owner:     fmt.Sprintf("%s-w%d-%x", runID, p, rng.Uint32()),
 			},
 			Storage:        storageAddr,

@@ -70,6 +70,11 @@ const (
 	ClockServed Hazard = "clock-served"
 )
 
+// BackendDetail is the detail of a grant that names the server session it was made in
+// (PostgreSQL's backend process id): two grants held at once in one session are a
+// pooler's doing.
+const BackendDetail = "backend"
+
 // hazardWords are a hazard in words: one occurrence, several, and what a run without any
 // lacked.
 type hazardWords struct{ one, many, absent string }
