@@ -301,6 +301,8 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 		}
 	}
 	configs := t.workerConfigs(runID, cluster.Addrs(), monitorAddrs(cluster), store.Addr())
+	stopPooled := t.watchPooler(env)
+	defer stopPooled()
 	started := time.Now()
 	workers, err := startPoolOn(addrs, command, configs, rec, t.logs)
 	if err != nil {
@@ -347,6 +349,7 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 	stopProgress()
 	healErr := nem.Heal(context.WithoutCancel(ctx), env)
 	workers.stop(configs[0].AcquireTimeout + 2*configs[0].OpTimeout + configs[0].Work + 5*time.Second)
+	stopPooled()
 	t.say("all faults healed, clients stopped")
 
 	finalErr := t.finalRead(ctx, rec, store.Addr())
@@ -384,6 +387,24 @@ func (t *trial) stopEarly(limit context.Context, cancel, stopNemesis context.Can
 			})
 		})
 	}
+}
+
+// watchPooler records the hazard a pooler makes with no fault (nemesis.WatchPooledSessions)
+// from the clients' first grant to their last, when the spec puts one in front of the
+// servers. The returned function stops it once it has followed every event recorded so
+// far; it may be called again.
+func (t *trial) watchPooler(env nemesis.Env) (stop func()) {
+	if t.spec.Pooler == "" {
+		return func() {}
+	}
+	events := env.Subscribe()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		nemesis.WatchPooledSessions(ctx, events, env.Record, t.spec.Pooler)
+	}()
+	return func() { cancel(); <-done }
 }
 
 // clientsOf is the pool as a nemesis.ClientNetwork, or nil when its workers share one
