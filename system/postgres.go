@@ -24,7 +24,9 @@ import (
 // whole node, pooler and server together, as a crashed database host would; a pooler that
 // outlived its server, or the reverse, is a scenario of its own that no fault here makes.
 // The pooler is started by the node's shell just before it becomes the server, so it is a
-// child of the postmaster; it ends only with the container.
+// child of the postmaster; it ends only with the container. A signal to the node (pause-node's
+// SIGSTOP) reaches PID 1, the postmaster, alone: the pooler, like the server's backends,
+// runs on.
 const (
 	postgresPort  = 5432
 	postgresBin   = "/usr/lib/postgresql/15/bin"
