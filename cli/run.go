@@ -85,6 +85,8 @@ func runFlags(spec *harness.Spec) (*flag.FlagSet, *runOptions) {
 	fs.StringVar(&spec.Key, "key", spec.Key, "lock key, also the storage register's key")
 	fs.StringVar(&spec.Persistence, "persistence", spec.Persistence, "what Redis servers keep on disk, so what a killed one remembers: "+
 		"none, aof-everysec or aof-always; empty: none")
+	fs.StringVar(&spec.Pooler, "pooler", spec.Pooler, "(postgres) a connection pooler between every client and the server: "+
+		strings.Join(system.PoolerModes(), " or ")+" (PgBouncer in the node, in that pool mode); empty: none")
 	fs.IntVar(&spec.MinReplicas, "min-replicas-to-write", spec.MinReplicas, "(sentinel) the primary refuses a write unless that many replicas acknowledged within --min-replicas-max-lag")
 	fs.Var((*command.Duration)(&spec.MinReplicasMaxLag), "min-replicas-max-lag", "(sentinel) whole seconds; 0: Redis's default, 10s")
 	fs.Var((*command.Duration)(&spec.RestartAfter), "restart-after", "how long a node killed by kill-node or failover stays down; 0: it is started again at once")

@@ -44,6 +44,10 @@ type Spec struct {
 	// that too few replicas acknowledged (see system.Cluster).
 	MinReplicas       int
 	MinReplicasMaxLag time.Duration
+	// Pooler names a pooler mode the nodes run in front of their server (system.Pooler);
+	// the nodes' Port is then the pooler's, which the clients dial and readiness is asked
+	// through. "" runs none.
+	Pooler string
 }
 
 // Node is one server of a cluster: a lock node or a monitor beside the nodes.
@@ -107,6 +111,8 @@ func (s Spec) withDefaults() (Spec, *system.Container, error) {
 		return s, nil, fmt.Errorf("system %s does not choose what its nodes keep on disk", s.System)
 	case s.MinReplicas > 0 && !sys.Replicated:
 		return s, nil, fmt.Errorf("system %s has no replicas", s.System)
+	case s.Pooler != "" && (sys.Container.Pooler == nil || !slices.Contains(sys.Container.Pooler.Modes, s.Pooler)):
+		return s, nil, fmt.Errorf("system %s runs no pooler %s", s.System, quote.Short(s.Pooler))
 	}
 	s.Nodes, err = sys.Check(s.Nodes)
 	return s, sys.Container, err
@@ -168,7 +174,7 @@ func (c *Cluster) start(ctx context.Context) error {
 
 	// Start the nodes together: ZooKeeper servers look each other up by name.
 	cluster := c.setupCluster()
-	nodes, err := c.startAll(ctx, create, labels, "n", 0, c.spec.Nodes, c.recipe.Port, func(id int) system.NodeSetup {
+	nodes, err := c.startAll(ctx, create, labels, "n", 0, c.spec.Nodes, c.recipe.ClientPort(c.spec.Pooler), func(id int) system.NodeSetup {
 		return c.recipe.Node(cluster, id)
 	})
 	if err != nil {
@@ -254,7 +260,7 @@ func (c *Cluster) nodeAddr(i int) netip.Addr {
 // setupCluster is what the system's recipe is told about the cluster.
 func (c *Cluster) setupCluster() system.Cluster {
 	return system.Cluster{Nodes: c.spec.Nodes, TTL: c.spec.TTL, Persistence: c.spec.Persistence,
-		MinReplicas: c.spec.MinReplicas, MinReplicasMaxLag: c.spec.MinReplicasMaxLag}
+		MinReplicas: c.spec.MinReplicas, MinReplicasMaxLag: c.spec.MinReplicasMaxLag, Pooler: c.spec.Pooler}
 }
 
 // startAll starts count containers named <prefix>1.. at once, from the setup of each id,

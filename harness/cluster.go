@@ -54,11 +54,13 @@ type serverSettings struct {
 	persistence system.Persistence
 	minReplicas int
 	maxLag      time.Duration
+	// pooler is the pooler mode in front of the servers (system.Pooler); "" for none.
+	pooler string
 }
 
 // serverSettingsOf are a spec's settings of its nodes' servers.
 func serverSettingsOf(s Spec) serverSettings {
-	return serverSettings{system.Persistence(s.Persistence), s.MinReplicas, s.MinReplicasMaxLag.Std()}
+	return serverSettings{system.Persistence(s.Persistence), s.MinReplicas, s.MinReplicasMaxLag.Std(), s.Pooler}
 }
 
 // monitorAddrs are the addresses of the cluster's monitors (Sentinels), through which
@@ -107,7 +109,8 @@ func startCluster(ctx context.Context, sys system.System, setup clusterSetup) (C
 	fmt.Fprintf(setup.progress, "starting %s cluster (run %s)\n", sys.Name, setup.runID)
 	c, err := containers.Start(ctx, containers.Spec{RunID: setup.runID, Image: image, System: sys.Name,
 		Nodes: setup.nodes, Faketime: setup.needs.Clocks, Partitions: setup.needs.Network, TTL: setup.ttl,
-		Persistence: setup.servers.persistence, MinReplicas: setup.servers.minReplicas, MinReplicasMaxLag: setup.servers.maxLag})
+		Persistence: setup.servers.persistence, MinReplicas: setup.servers.minReplicas, MinReplicasMaxLag: setup.servers.maxLag,
+		Pooler: setup.servers.pooler})
 	if err != nil {
 		return nil, err // Start has removed whatever it created
 	}

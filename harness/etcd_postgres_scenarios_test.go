@@ -1,11 +1,13 @@
 package harness
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/system"
 )
 
 // etcd and PostgreSQL on real nodes, at run's defaults (TTL 2 s, 100 ms of work) but for
@@ -91,4 +93,37 @@ func TestPostgresWithoutFaultsIsSafe(t *testing.T) {
 			expectAllValid(t, runScenario(t, shortSpec("postgres", client, "none", true, 4*time.Second)))
 		})
 	}
+}
+
+// PgBouncer in front of the server (--pooler). In transaction pooling a session's advisory
+// lock stays on the server connection the pooler then hands to another client, whose
+// pg_try_advisory_lock the server grants again: two holders with no fault at all, the
+// hazard recorded as the pooler's and the story naming it. In session pooling a server
+// connection is one client's for its whole session: safe.
+func TestPostgresAdvisoryThroughPgBouncer(t *testing.T) {
+	inLane(t, lanePostgres)
+	t.Run("transaction pooling", func(t *testing.T) {
+		spec := shortSpec("postgres", "pg-advisory", "none", false, 3*time.Second)
+		spec.Pooler = system.PgBouncerTransaction
+		s := runScenario(t, spec)
+		expect(t, s, map[string]checkers.Verdict{"mutual-exclusion": checkers.Invalid, "lock-linearizable": checkers.Invalid,
+			"data-safety": checkers.Invalid, "stats": checkers.Valid})
+		expectHazard(t, s, history.PooledSession)
+		story := ""
+		for _, r := range s.Results {
+			story += checkers.StoryText(r.Story)
+		}
+		if !strings.Contains(story, "which pgbouncer-transaction then handed to") {
+			t.Errorf("the story does not name the pooled session as the cause: %q", story)
+		}
+	})
+	t.Run("session pooling", func(t *testing.T) {
+		spec := shortSpec("postgres", "pg-advisory", "none", true, 3*time.Second)
+		spec.Pooler = system.PgBouncerSession
+		s := runScenario(t, spec)
+		expectAllValid(t, s)
+		if n := hazardCount(s, history.PooledSession); n != 0 {
+			t.Errorf("%d pooled sessions in session pooling", n)
+		}
+	})
 }

@@ -171,7 +171,7 @@ func (t *trial) notes() []string {
 	notes = append(append(notes, t.fencingNotes()...), t.serverNotes()...)
 	if c := t.sys.Container; c != nil && c.Notes != nil {
 		nodes, _ := t.sys.Check(t.spec.Nodes) // checked by Normalize
-		notes = append(notes, c.Notes(system.Cluster{Nodes: nodes, TTL: t.spec.TTL.Std()})...)
+		notes = append(notes, c.Notes(system.Cluster{Nodes: nodes, TTL: t.spec.TTL.Std(), Pooler: t.spec.Pooler})...)
 	}
 	return notes
 }
@@ -304,6 +304,8 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 		}
 	}
 	configs := t.workerConfigs(runID, cluster.Addrs(), monitorAddrs(cluster), store.Addr())
+	stopPooled := t.watchPooler(env)
+	defer stopPooled()
 	started := time.Now()
 	workers, err := startPoolOn(addrs, command, configs, rec, t.logs)
 	if err != nil {
@@ -350,6 +352,7 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 	stopProgress()
 	healErr := nem.Heal(context.WithoutCancel(ctx), env)
 	workers.stop(configs[0].AcquireTimeout + 2*configs[0].OpTimeout + configs[0].Work + 5*time.Second)
+	stopPooled()
 	t.say("all faults healed, clients stopped")
 
 	finalErr := t.finalRead(ctx, rec, store.Addr())
@@ -387,6 +390,24 @@ func (t *trial) stopEarly(limit context.Context, cancel, stopNemesis context.Can
 			})
 		})
 	}
+}
+
+// watchPooler records the hazard a pooler makes with no fault (nemesis.WatchPooledSessions)
+// from the clients' first grant to their last, when the spec puts one in front of the
+// servers. The returned function stops it once it has followed every event recorded so
+// far; it may be called again.
+func (t *trial) watchPooler(env nemesis.Env) (stop func()) {
+	if t.spec.Pooler == "" {
+		return func() {}
+	}
+	events := env.Subscribe()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		nemesis.WatchPooledSessions(ctx, events, env.Record, t.spec.Pooler)
+	}()
+	return func() { cancel(); <-done }
 }
 
 // clientsOf is the pool as a nemesis.ClientNetwork, or nil when its workers share one
@@ -433,6 +454,7 @@ func (t *trial) workerConfigs(runID string, nodes, sentinels []string, storageAd
 				Fencing:   t.spec.Fencing,
 				OpTimeout: nodeTimeout(ttl),
 				Retry:     t.spec.Retry.Std(),
+				Pooler:    t.spec.Pooler,
 				Owner:     fmt.Sprintf("%s-w%d-%x", runID, p, rng.Uint32()),
 			},
 			Storage:        storageAddr,

@@ -68,7 +68,20 @@ const (
 	// ClockServed: a node whose clock had been moved past a held lease answered another
 	// client, its clock still moved, while that lease still ran in real time.
 	ClockServed Hazard = "clock-served"
+
+	// PooledSession: a connection pooler ran another client's lock statement on the server
+	// connection, and so in the server session, that holds a client's lock, while that
+	// client still held it by its own account: a grant naming the server session it was
+	// made in (detail backend, PostgreSQL's pg_backend_pid) named the same one as a grant
+	// still held. No fault makes it; a pooler in transaction mode does (recognised by
+	// nemesis.PooledSessions).
+	PooledSession Hazard = "pooled-session"
 )
+
+// BackendDetail is the detail of a grant that names the server session it was made in
+// (PostgreSQL's backend process id): two grants held at once in one session are a
+// pooler's doing (PooledSession).
+const BackendDetail = "backend"
 
 // hazardWords are a hazard in words: one occurrence, several, and what a run without any
 // lacked.
@@ -99,6 +112,8 @@ var hazards = map[Hazard]hazardWords{
 		"no node killed under a grant answered another client while that grant was held within its lease"},
 	ClockServed: {"answer by a moved clock's node within a held lease", "answers by a moved clock's node within a held lease",
 		"no node whose clock was moved past a held lease answered another client while that lease ran"},
+	PooledSession: {"grant in a server session another client's lock was held in", "grants in a server session another client's lock was held in",
+		"the pooler never ran a client's lock statement in a server session that held another client's lock"},
 }
 
 // Count says n occurrences of h in words: "1 lost grant", "9 lost grants".

@@ -47,6 +47,9 @@ func (s Spec) Args() []string {
 	if s.Persistence != "" {
 		args = append(args, "--persistence", s.Persistence)
 	}
+	if s.Pooler != "" {
+		args = append(args, "--pooler", s.Pooler)
+	}
 	if s.MinReplicas != 0 {
 		args = append(args, "--min-replicas-to-write", strconv.Itoa(s.MinReplicas), "--min-replicas-max-lag", s.MinReplicasMaxLag.Std().String())
 	}

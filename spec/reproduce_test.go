@@ -30,6 +30,11 @@ func TestReproduceCommand(t *testing.T) {
 		}, "lockbreaker run --system local --client local --nemesis pause-holder,kill-client --fencing off --clients 5 " +
 			"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --rate 20 --retry 20ms --interval 1s --clock-rate 2 --key lock " +
 			"--persistence aof-always --min-replicas-to-write 1 --min-replicas-max-lag 2s --restart-after 300ms --restart-delay-ttl"},
+		{"a pooler is kept when set", func(s *Spec) {
+			s.System, s.Client, s.Nemesis, s.Pooler = "postgres", "pg-advisory", nil, "pgbouncer-transaction"
+		}, "lockbreaker run --system postgres --client pg-advisory --nemesis none --fencing off --clients 5 " +
+			"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --rate 20 --retry 20ms --interval 1s --clock-rate 2 --key lock " +
+			"--pooler pgbouncer-transaction"},
 		{"the derived test name is left out", func(s *Spec) { s.Test = s.name() },
 			"lockbreaker run --system local --client local --nemesis pause-holder,kill-client --fencing off --clients 5 " +
 				"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --rate 20 --retry 20ms --interval 1s --clock-rate 2 --key lock"},

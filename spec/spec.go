@@ -69,6 +69,10 @@ type Spec struct {
 	// Redis's own default, 10s).
 	MinReplicas       int      `json:"min_replicas_to_write,omitempty"`
 	MinReplicasMaxLag Duration `json:"min_replicas_max_lag,omitempty"`
+	// Pooler puts a connection pooler between every lock client and the nodes, in the
+	// mode it names (pgbouncer-session, pgbouncer-transaction: system.Pooler), on the
+	// systems that offer one (postgres); "" connects the clients to the servers.
+	Pooler string `json:"pooler,omitempty"`
 	// RestartAfter is how long a node killed by kill-node or failover stays down; 0 means
 	// it is started again at once, as a supervisor would, while the lock it granted is
 	// still held.
@@ -187,6 +191,9 @@ func (s *Spec) Normalize() error {
 		return &Error{Reason: err.Error()}
 	}
 	if err := s.checkCrashSettings(sys, nodes, nem.Needs()); err != nil {
+		return err
+	}
+	if err := s.checkPooler(sys); err != nil {
 		return err
 	}
 	if s.Undirected && len(nemesis.Hazards(s.Nemesis)) == 0 {
@@ -322,6 +329,21 @@ func (s *Spec) checkCrashSettings(sys system.System, nodes int, needs nemesis.Ne
 	return nil
 }
 
+// checkPooler refuses a pooler the system does not offer.
+func (s *Spec) checkPooler(sys system.System) error {
+	if s.Pooler == "" {
+		return nil
+	}
+	offers := systemsWith(func(s system.System) bool { return s.Container != nil && s.Container.Pooler != nil })
+	switch {
+	case sys.Container == nil || sys.Container.Pooler == nil:
+		return errorf("--pooler applies to %s, not %s, which has no pooler in front of it", strings.Join(offers, ", "), s.System)
+	case !slices.Contains(sys.Container.Pooler.Modes, s.Pooler):
+		return errorf("--pooler must be %s, got %s", strings.Join(sys.Container.Pooler.Modes, " or "), quote.Short(s.Pooler))
+	}
+	return nil
+}
+
 // targetedNemeses names the nemeses that target a hazard.
 func targetedNemeses() []string {
 	return slices.Sorted(maps.Keys(nemesis.Hazards(nemesis.Names())))
@@ -372,6 +394,9 @@ func (s Spec) name() string {
 	fencing := "nofence"
 	if s.Fencing {
 		fencing = "fenced"
+	}
+	if s.Pooler != "" {
+		return fmt.Sprintf("%s-%s-%s-%s-%s", s.System, s.Pooler, s.clientName(), faults, fencing)
 	}
 	return fmt.Sprintf("%s-%s-%s-%s", s.System, s.clientName(), faults, fencing)
 }

@@ -75,6 +75,7 @@ func Tell(o checkers.Overlap, events []history.Event, ttl time.Duration, start i
 		text += fmt.Sprintf(", while %s still held it", pe)
 	}
 	t.say(later, text)
+	t.pooled(earlier, later, pe, pl)
 
 	// The first holder carries on: resumed, healed, and its write.
 	t.resumed(later.Index, o.Earlier.Process)
@@ -151,6 +152,27 @@ func (t *teller) faults(from, to, p int) {
 			t.say(e, fmt.Sprintf("%s served again at %s", targets, t.at(e)))
 		}
 	}
+}
+
+// pooled tells how a pooler gave the later grant: both were made in one server session
+// (the backend their grants name), which the pooler handed from the earlier holder to the
+// later one while the lock stayed in it. The pooler is the one the pooled-session hazard
+// of the later grant names, when it was recorded; else "the pooler".
+func (t *teller) pooled(earlier, later history.Event, pe, pl string) {
+	backend := earlier.Detail[history.BackendDetail]
+	if backend == "" || later.Detail[history.BackendDetail] != backend {
+		return
+	}
+	about, pooler := later, "the pooler"
+	for _, e := range t.events {
+		if e.Index > later.Index && e.Process == history.NemesisProcess && e.Func == history.HazardFunc &&
+			e.Hazard == history.PooledSession && strikes(e, later.Process) && e.Time == later.Time {
+			about, pooler = e, e.Fault
+			break
+		}
+	}
+	t.say(about, fmt.Sprintf("%s's lock was taken on server backend %s, which %s then handed to %s: %s's lock statement ran "+
+		"in the session that already held the lock, and the server granted it again", pe, backend, pooler, pl, pl))
 }
 
 // resumed tells when the faults that struck process p ended after event index from: a

@@ -92,6 +92,26 @@ func TestTellsWhoWhichTokenAndWhichFault(t *testing.T) {
 			"p0 resumed at 1.00 s.",
 			"p0 and p2 both held the lock for 100ms.",
 		}},
+		{"a pooler hands the holder's session to another client", `
+{"index":0,"type":"invoke","process":0,"f":"acquire","key":"k","time":1000000000}
+{"index":1,"type":"ok","process":0,"f":"acquire","key":"k","time":1040000000,"detail":{"backend":"1234"}}
+{"index":2,"type":"invoke","process":0,"f":"read","key":"k","time":1050000000}
+{"index":3,"type":"ok","process":0,"f":"read","key":"k","value":0,"time":1052000000}
+{"index":4,"type":"invoke","process":3,"f":"acquire","key":"k","time":1055000000}
+{"index":5,"type":"ok","process":3,"f":"acquire","key":"k","time":1060000000,"detail":{"backend":"1234"}}
+{"index":6,"type":"info","process":-1,"f":"hazard","time":1060000000,"fault":"pgbouncer-transaction","targets":["worker-0","worker-3"],"hazard":"pooled-session","detail":{"backend":"1234"}}
+{"index":7,"type":"invoke","process":3,"f":"write","key":"k","value":1,"time":1070000000}
+{"index":8,"type":"ok","process":3,"f":"write","key":"k","value":1,"time":1072000000}
+{"index":9,"type":"invoke","process":0,"f":"write","key":"k","value":1,"time":1150000000}
+{"index":10,"type":"ok","process":0,"f":"write","key":"k","value":1,"time":1152000000}
+`, 0, []string{
+			"p0 was granted the lock at 0.04 s and read 0.",
+			"p3 was granted the lock at 0.06 s and wrote 1, while p0 still held it.",
+			"p0's lock was taken on server backend 1234, which pgbouncer-transaction then handed to p3: p3's lock statement ran " +
+				"in the session that already held the lock, and the server granted it again.",
+			"p0 wrote 1 at 0.15 s, and the storage accepted it.",
+			"p0 and p3 both wrote 1: 1 update lost.",
+		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			file, err := history.Parse(strings.NewReader(strings.TrimSpace(tt.history) + "\n"))

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/spec"
+	"github.com/lockbreaker/lockbreaker/system"
 	"github.com/lockbreaker/lockbreaker/workloads"
 )
 
@@ -54,6 +56,14 @@ var (
 	sessionCut      = tableRow{ExpectInvalid, ExpectInvalid, "holder cut from the database, still in its critical section: the server ends its session and another client takes the lock, no fencing: violation and corruption", ""}
 	sessionCutFence = tableRow{ExpectInvalid, ExpectValid, "holder cut from the database, still in its critical section, fenced by a sequence: violation, no corruption", ""}
 	leaseClockFree  = tableRow{ExpectValid, ExpectValid, "the database's clock jumps: no effect (a lease row expires by the waiters' monotonic clocks, not the server's)", ""}
+	// A pooler in the path: PgBouncer hands server connections, and the sessions on them,
+	// from client to client.
+	pooledSessionLock = tableRow{ExpectInvalid, ExpectInvalid, "advisory locks through PgBouncer in transaction pooling, no faults: the pooler runs " +
+		"another client's pg_try_advisory_lock in the server session that holds the lock, which grants it again: violation and corruption", ""}
+	pooledSessionKept = tableRow{ExpectValid, ExpectValid, "advisory locks through PgBouncer in session pooling, no faults: a server connection " +
+		"is one client's for its whole session, and DISCARD ALL ends its locks before another gets it: safe", ""}
+	pooledLeaseRow = tableRow{ExpectValid, ExpectValid, "a lease row through PgBouncer in transaction pooling, no faults: each statement " +
+		"stands alone and the lock lives in a table, not in a session: safe", ""}
 )
 
 // expect is the checkers' expectations for a row on a client: fencing holds when the
@@ -102,6 +112,17 @@ func alone(c Cell) Cell {
 
 func timeLimit(d time.Duration) func(*spec.Spec) {
 	return func(s *spec.Spec) { s.TimeLimit = spec.Duration(d) }
+}
+
+// pooled puts the pooler p in front of the servers (spec.Spec.Pooler).
+func pooled(p string) func(*spec.Spec) {
+	return func(s *spec.Spec) { s.Pooler = p }
+}
+
+// requires makes a cell require at least n occurrences of hazard h in each run.
+func requires(c Cell, h history.Hazard, n int) Cell {
+	c.Hazards = map[history.Hazard]int{h: n}
+	return c
 }
 
 // persistence is what the nodes keep on disk, in a cell of its own name.
@@ -187,6 +208,15 @@ func kleppmann() Suite {
 		cell("postgres", "pg-lease", "pause-holder", false, pausedUnfenced),
 		cell("postgres", "pg-lease", "pause-holder", true, pausedFenced),
 		cell("postgres", "pg-lease", "clock-bump", true, leaseClockFree),
+	)
+	// PgBouncer in front of PostgreSQL: in transaction pooling a session's advisory lock
+	// stays on a server connection the pooler hands to the next client, which needs no
+	// fault; the hazard is the pooler's doing (a grant in the session of one still held).
+	cells = append(cells,
+		requires(cell("postgres", "pg-advisory", "none", false, pooledSessionLock, pooled(system.PgBouncerTransaction), timeLimit(6*time.Second)),
+			history.PooledSession, 1),
+		cell("postgres", "pg-advisory", "none", true, pooledSessionKept, pooled(system.PgBouncerSession), timeLimit(6*time.Second)),
+		cell("postgres", "pg-lease", "none", true, pooledLeaseRow, pooled(system.PgBouncerTransaction), timeLimit(6*time.Second)),
 	)
 	// The lock the harness serves itself: no Docker.
 	cells = append(cells, localCells()...)

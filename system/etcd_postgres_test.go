@@ -141,3 +141,47 @@ func TestPostgresServingReadsTheStartupReply(t *testing.T) {
 		}
 	}
 }
+
+// A pooled node runs PgBouncer in the pool mode asked for, in front of the server, with
+// a pool smaller than a run's clients; clients dial its port. An unpooled node is as it
+// was: no pooler's files, the server's port.
+func TestPostgresPoolerRunsInTheNodeWhenAsked(t *testing.T) {
+	s, _ := Lookup("postgres")
+	c := s.Container
+	if got := c.ClientPort(""); got != 5432 {
+		t.Errorf("client port without a pooler %d, want 5432", got)
+	}
+	plain := c.Node(Cluster{Nodes: 1, TTL: 2 * time.Second}, 1)
+	for _, f := range plain.Files {
+		if strings.Contains(f.Path, "pgbouncer") {
+			t.Errorf("an unpooled node has the pooler's file %s", f.Path)
+		}
+	}
+	for pooler, mode := range map[string]string{PgBouncerSession: "session", PgBouncerTransaction: "transaction"} {
+		if got := c.ClientPort(pooler); got != 6432 {
+			t.Errorf("%s: client port %d, want 6432", pooler, got)
+		}
+		setup := c.Node(Cluster{Nodes: 1, TTL: 2 * time.Second, Pooler: pooler}, 1)
+		if !slices.Equal(setup.Cmd, plain.Cmd) {
+			t.Errorf("%s: command %q, want the unpooled one (the pooler starts when its file is there)", pooler, setup.Cmd)
+		}
+		var conf string
+		for _, f := range setup.Files {
+			if f.Path == "/lockbreaker/pg/pgbouncer.ini" {
+				conf = f.Content
+			}
+		}
+		for _, want := range []string{"pool_mode = " + mode + "\n", "default_pool_size = 2\n", "listen_port = 6432\n",
+			"* = host=127.0.0.1 port=5432\n", "tcp_user_timeout = 2000\n", "auth_type = trust\n"} {
+			if !strings.Contains(conf, want) {
+				t.Errorf("%s: pgbouncer.ini lacks %q:\n%s", pooler, want, conf)
+			}
+		}
+		if notes := postgresNotes(Cluster{TTL: 2 * time.Second, Pooler: pooler}); len(notes) != 2 || !strings.Contains(notes[0], "pool_mode "+mode) {
+			t.Errorf("%s: notes %q, want the pooler's first", pooler, notes)
+		}
+	}
+	if !slices.Contains(c.Image.Packages, "pgbouncer") || !slices.Equal(PoolerModes(), []string{PgBouncerSession, PgBouncerTransaction}) {
+		t.Errorf("packages %q, pooler modes %q", c.Image.Packages, PoolerModes())
+	}
+}

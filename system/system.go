@@ -110,6 +110,42 @@ type Container struct {
 	// Notes, when set, are the settings of the nodes a reader needs to judge a run (what
 	// the lease became, how soon a dead client is noticed); the report shows them.
 	Notes func(cluster Cluster) []string
+	// Pooler, when set, is a connection pooler that can stand between every lock client
+	// and the nodes (PgBouncer in front of PostgreSQL), run when Cluster.Pooler names one
+	// of its modes.
+	Pooler *Pooler
+}
+
+// Pooler is a connection pooler a system's node runs beside its server when asked to: the
+// clients then dial Port on the node instead of the server's own, and whether a node
+// serves is asked through it, so a node is ready once both the pooler and the server
+// behind it answer.
+type Pooler struct {
+	// Modes are the names a run chooses it by (--pooler), e.g. pgbouncer-transaction.
+	Modes []string
+	// Port is the pooler's client port inside the container.
+	Port int
+}
+
+// PoolerModes lists the poolers every system offers, sorted.
+func PoolerModes() []string {
+	var modes []string
+	for _, s := range systems {
+		if s.Container != nil && s.Container.Pooler != nil {
+			modes = append(modes, s.Container.Pooler.Modes...)
+		}
+	}
+	slices.Sort(modes)
+	return slices.Compact(modes)
+}
+
+// ClientPort is the port lock clients dial on a node of this recipe: the pooler's when
+// pooler names one, else the server's.
+func (c *Container) ClientPort(pooler string) int {
+	if pooler != "" && c.Pooler != nil && slices.Contains(c.Pooler.Modes, pooler) {
+		return c.Pooler.Port
+	}
+	return c.Port
 }
 
 // Image is a system's own layer on the node image.
@@ -154,6 +190,9 @@ type Cluster struct {
 	// replicated systems. 0 accepts every write.
 	MinReplicas       int
 	MinReplicasMaxLag time.Duration
+	// Pooler names the pooler mode the nodes run in front of their server (one of
+	// Container.Pooler's Modes); "" runs none, and clients reach the server itself.
+	Pooler string
 }
 
 // Persistence is what a Redis server keeps on disk, and so what a server killed and

@@ -102,6 +102,10 @@ type Config struct {
 	Retry time.Duration
 	// Owner names this client uniquely within a run (the lock's value, the znode's data).
 	Owner string
+	// Pooler names the connection pooler between the client and the nodes
+	// (system.Pooler), "" for none: a client whose protocol a pooler breaks speaks one it
+	// does not (pgx's simple protocol through PgBouncer).
+	Pooler string `json:",omitempty"`
 	// Program is the command line of the program an exec client drives (package
 	// execlock); empty for every other client.
 	Program []string

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/lockbreaker/lockbreaker/history"
 )
 
 // PostgreSQL's session-level advisory lock, through github.com/jackc/pgx/v5: the lock is
@@ -16,6 +18,10 @@ import (
 // give up on it (sized to the TTL, see system/postgres.go). The holder learns that only
 // at its next query: until then it believes it holds the lock, and a client cut off the
 // database but not the storage goes on writing.
+//
+// Each grant records the server backend that ran its statement (pg_backend_pid(), in the
+// same statement): through a pooler that is the server connection, and so the session,
+// that holds the lock, which need not be the client's own (nemesis: pooled-session).
 //
 // The fencing token is nextval of a sequence, taken in the same statement, and so the same
 // session, as the grant. A sequence only moves forward, also across a crash (nextval's WAL
@@ -48,6 +54,12 @@ func (s *pgSession) get(ctx context.Context) (*pgx.Conn, error) {
 		return nil, err
 	}
 	cfg.RuntimeParams["application_name"] = s.cfg.Owner
+	if s.cfg.Pooler != "" {
+		// Through a pooler the next statement may run on another server connection, where
+		// pgx's cache of prepared statements names statements that do not exist: the simple
+		// protocol prepares none, as PgBouncer's users are told to do.
+		cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	}
 	ctx, cancel := context.WithTimeout(ctx, pgConnectTimeout)
 	defer cancel()
 	conn, err := pgx.ConnectConfig(ctx, cfg)
@@ -152,7 +164,7 @@ func (l *pgAdvisory) try(ctx context.Context) (Grant, error) {
 		return Grant{}, ErrBusy
 	}
 	l.held = true
-	return Grant{Token: *token, HasToken: true, Detail: map[string]string{"backend": fmt.Sprint(pid)}}, nil
+	return Grant{Token: *token, HasToken: true, Detail: map[string]string{history.BackendDetail: fmt.Sprint(pid)}}, nil
 }
 
 func (l *pgAdvisory) Release(ctx context.Context) error {
