@@ -200,7 +200,10 @@ func Judge(c Cell, runs []RunResult) CellResult {
 			v := run.Verdicts[name]
 			ch.Observed[v]++
 			short := c.shortOf(run) != ""
-			switch o := holds(e, v, run.Error != "", short); {
+			// A run whose precondition failed (nothing granted, its hazard never came) proves
+			// no pass, and a property it lacks (no tokens where nothing was granted) is no miss.
+			partial := run.Error != "" || run.Verdicts[statsChecker] == checkers.Unknown
+			switch o := holds(e, v, partial, short); {
 			case o == found:
 				n++
 			case o == undecided:
@@ -232,9 +235,14 @@ func Judge(c Cell, runs []RunResult) CellResult {
 	return r
 }
 
+// statsChecker is the precondition every pass rests on (checkers' stats): unknown when
+// too little happened for a pass to mean anything.
+const statsChecker = "stats"
+
 // holds says what verdict v of one run says of expectation e; partial is a run the
-// harness broke, whose passes prove nothing; short a run short of a hazard the cell
-// requires, whose passes prove nothing and which is no detection either way (see Judge).
+// harness broke or whose precondition failed, whose passes and absent properties prove
+// nothing; short a run short of a hazard the cell requires, whose passes prove nothing and
+// which is no detection either way (see Judge).
 func holds(e Expect, v checkers.Verdict, partial, short bool) seedOutcome {
 	want, decides := verdictOf[e]
 	switch {
@@ -244,7 +252,7 @@ func holds(e Expect, v checkers.Verdict, partial, short bool) seedOutcome {
 		return undecided
 	case v == want && !((partial || short) && v == checkers.Valid):
 		return found
-	case v != want && (v == checkers.Valid || v == checkers.Invalid || v == checkers.NotApplicable):
+	case v != want && (v == checkers.Valid || v == checkers.Invalid || v == checkers.NotApplicable && !partial):
 		return missed
 	}
 	return undecided

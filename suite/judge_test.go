@@ -32,6 +32,9 @@ func run(seed int64, mutex, data, fencing checkers.Verdict, first time.Duration)
 
 func broken(r RunResult) RunResult { r.Error = "docker went away"; return r }
 
+// unproven is r with its precondition unknown: nothing granted, say.
+func unproven(r RunResult) RunResult { r.Verdicts["stats"] = unknown; return r }
+
 // lost is r with n lost grants.
 func lost(n int, r RunResult) RunResult {
 	r.Hazards = map[history.Hazard]int{history.GrantLost: n}
@@ -114,6 +117,12 @@ func TestJudge(t *testing.T) {
 		}(), []RunResult{broken(run(1, invalid, valid, valid, s))},
 			Unknown, 1, s, s, "harness error"},
 		{"no runs", safeCell, nil, Unknown, -1, 0, 0, "no run"},
+		{"a run that granted nothing lacks tokens: no miss of fencing, no pass either", pausedCell,
+			[]RunResult{run(1, invalid, valid, valid, s), unproven(run(2, unknown, unknown, na, 0))},
+			Unknown, 1, s, s, "seed 2: fencing expected valid, got not-applicable"},
+		{"a run that granted and lacks tokens misses fencing", pausedCell,
+			[]RunResult{run(1, invalid, valid, valid, s), run(2, invalid, valid, na, s)},
+			Failed, 2, s, s, "seed 2: fencing expected valid, got not-applicable"},
 		{"every run had the hazards the cell requires", failoverCell,
 			[]RunResult{lost(3, run(1, invalid, valid, valid, s)), lost(9, run(2, invalid, valid, valid, 2*s))},
 			Met, 2, 1500 * time.Millisecond, 2 * s, ""},
