@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockbreaker/lockbreaker/suite"
+	"github.com/lockbreaker/lockbreaker/examples/internal/exampletest"
 	"github.com/lockbreaker/lockbreaker/workloads"
 	"github.com/lockbreaker/lockbreaker/workloads/execlock"
 )
@@ -36,24 +36,6 @@ func needJDK(t *testing.T) {
 	t.Fatal(msg)
 }
 
-// buildLockbreaker builds the lockbreaker binary into a temporary directory.
-func buildLockbreaker(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "lockbreaker")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/lockbreaker/lockbreaker/cmd/lockbreaker").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// testLog writes a program's stderr into the test's log.
-type testLog struct{ t *testing.T }
-
-func (l testLog) Write(b []byte) (int, error) {
-	l.t.Log(strings.TrimSuffix(string(b), "\n"))
-	return len(b), nil
-}
-
 // The program speaks the protocol without a server to talk to: it refuses a system other
 // than ZooKeeper, and an acquire that cannot reach the ensemble is unknown (Curator's
 // ConnectionLoss), neither busy, nor a broken client, nor a lost one.
@@ -62,7 +44,7 @@ func TestCuratorProgramSpeaksTheProtocol(t *testing.T) {
 	cfg := workloads.Config{System: "zookeeper", Nodes: []string{"127.0.0.1:1"}, Key: "lock", TTL: 2 * time.Second,
 		OpTimeout: 200 * time.Millisecond, Retry: 20 * time.Millisecond, Owner: "w0", Program: []string{"./curator_lock"}, Fencing: true}
 	opts := execlock.Defaults
-	opts.Log = testLog{t}
+	opts.Log = exampletest.Log{T: t}
 
 	redis := cfg
 	redis.System = "redis"
@@ -88,7 +70,7 @@ func TestCuratorProgramSpeaksTheProtocol(t *testing.T) {
 // With no java on PATH, a run of the program is refused in one line that says what to
 // install, with exit 254, before it has made anything: no run directory, no container.
 func TestMissingJavaIsOneLineAnd254(t *testing.T) {
-	bin := buildLockbreaker(t)
+	bin := exampletest.Lockbreaker(t)
 	results := filepath.Join(t.TempDir(), "results")
 	run := exec.Command(bin, "run", "--system", "zookeeper", "--client", "exec", "--client-cmd", "./curator_lock", "--results", results)
 	run.Env = append(os.Environ(), "PATH="+t.TempDir())
@@ -117,24 +99,7 @@ func TestCuratorSuite(t *testing.T) {
 		t.Skip("needs Docker: a real ZooKeeper ensemble")
 	}
 	needJDK(t)
-	bin := buildLockbreaker(t)
-	s, err := suite.Load("curator.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := exampletest.Lockbreaker(t)
 	inTest := []string{"curator-no-faults", "curator-paused-holder-fenced"}
-	for i, c := range s.Cells {
-		if !slices.Contains(inTest, c.Name) {
-			continue
-		}
-		t.Run(c.Name, func(t *testing.T) {
-			started := time.Now()
-			cmd := exec.Command(bin, "suite", "curator.yaml", "--shard", fmt.Sprintf("%d/%d", i+1, len(s.Cells)), "--results", t.TempDir())
-			out, err := cmd.CombinedOutput()
-			t.Logf("%s(%s)", out, time.Since(started).Round(time.Second))
-			if err != nil || !strings.Contains(string(out), "MET      "+c.Name) {
-				t.Errorf("suite: %v, want exit 0 and the cell met", err)
-			}
-		})
-	}
+	exampletest.MeetCells(t, bin, "curator.yaml", func(cell string) bool { return slices.Contains(inTest, cell) })
 }

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockbreaker/lockbreaker/suite"
+	"github.com/lockbreaker/lockbreaker/examples/internal/exampletest"
 	"github.com/lockbreaker/lockbreaker/workloads"
 	"github.com/lockbreaker/lockbreaker/workloads/execlock"
 )
@@ -45,7 +45,7 @@ func TestRedisPyProgramSpeaksTheProtocol(t *testing.T) {
 	cfg := workloads.Config{System: "redis", Nodes: []string{"127.0.0.1:1"}, Key: "lock", TTL: 2 * time.Second,
 		OpTimeout: 200 * time.Millisecond, Retry: 20 * time.Millisecond, Owner: "w0", Program: []string{"./redispy_lock.py"}}
 	opts := execlock.Defaults
-	opts.Log = testLog{t}
+	opts.Log = exampletest.Log{T: t}
 
 	fenced := cfg
 	fenced.Fencing = true
@@ -78,43 +78,16 @@ func TestSuites(t *testing.T) {
 		t.Skip("needs Docker: real Redis, Sentinel and ZooKeeper")
 	}
 	needModules(t, "redis", "kazoo", "etcd3")
-	bin := filepath.Join(t.TempDir(), "lockbreaker")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/lockbreaker/lockbreaker/cmd/lockbreaker").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := exampletest.Lockbreaker(t)
 	// python-etcd3's unfenced pause and its partition are measured by hand (README): the
 	// fenced pause already shows its lock broken, its token working and its data safe, and
 	// make test has minutes, not hours.
 	byHand := []string{"etcd3-py-paused-holder", "etcd3-py-partition-holder"}
 	for _, file := range []string{"redispy.yaml", "kazoo.yaml", "etcd3.yaml"} {
-		s, err := suite.Load(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, c := range s.Cells {
-			if slices.Contains(byHand, c.Name) {
-				continue
-			}
-			t.Run(c.Name, func(t *testing.T) {
-				store := t.TempDir()
-				started := time.Now()
-				cmd := exec.Command(bin, "suite", file, "--shard", fmt.Sprintf("%d/%d", i+1, len(s.Cells)), "--results", store)
-				out, err := cmd.CombinedOutput()
-				t.Logf("%s(%s)", out, time.Since(started).Round(time.Second))
-				if err != nil || !strings.Contains(string(out), "MET      "+c.Name) {
-					t.Errorf("suite: %v, want exit 0 and the cell met", err)
-				}
-			})
-		}
+		t.Run(file, func(t *testing.T) {
+			exampletest.MeetCells(t, bin, file, func(cell string) bool { return !slices.Contains(byHand, cell) })
+		})
 	}
-}
-
-// testLog writes a program's stderr into the test's log.
-type testLog struct{ t *testing.T }
-
-func (l testLog) Write(b []byte) (int, error) {
-	l.t.Log(strings.TrimSuffix(string(b), "\n"))
-	return len(b), nil
 }
 
 // python-etcd3's program with no etcd to talk to: an acquire is unknown (the connection
@@ -124,7 +97,7 @@ func TestEtcd3ProgramSpeaksTheProtocol(t *testing.T) {
 	cfg := workloads.Config{System: "etcd", Nodes: []string{"127.0.0.1:1"}, Key: "lock", TTL: 2 * time.Second,
 		OpTimeout: 200 * time.Millisecond, Retry: 20 * time.Millisecond, Owner: "w0", Program: []string{"./etcd3_lock.py"}, Fencing: true}
 	opts := execlock.Defaults
-	opts.Log = testLog{t}
+	opts.Log = exampletest.Log{T: t}
 	lock, err := execlock.Start(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -167,10 +140,7 @@ func TestProtocolDocumentExample(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "mylock.yaml"), []byte(suiteFile), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "lockbreaker")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/lockbreaker/lockbreaker/cmd/lockbreaker").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := exampletest.Lockbreaker(t)
 	run := exec.Command(bin, "run", "--system", "redis", "--client", "exec", "--client-cmd", "/usr/bin/python3 mylock.py",
 		"--nemesis", "none", "--time-limit", "4s", "--results", filepath.Join(dir, "store"))
 	run.Dir = dir

@@ -1,0 +1,58 @@
+// Package exampletest is what the examples' tests share: the lockbreaker binary as a user
+// runs it, a lock program's stderr in the test's log, and a suite file's cells run one by
+// one as a user would. It never decides what a cell should show: the suite file says that.
+package exampletest
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/suite"
+)
+
+// Lockbreaker builds the lockbreaker binary into the test's temporary directory.
+func Lockbreaker(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "lockbreaker")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/lockbreaker/lockbreaker/cmd/lockbreaker").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// Log writes a program's stderr into the test's log.
+type Log struct{ T *testing.T }
+
+func (l Log) Write(b []byte) (int, error) {
+	l.T.Log(strings.TrimSuffix(string(b), "\n"))
+	return len(b), nil
+}
+
+// MeetCells runs each cell of the suite file that in names, one run each (suite --shard
+// i/n, so that each stays short), as a subtest that fails unless the suite exits 0 with the
+// cell met.
+func MeetCells(t *testing.T, bin, file string, in func(cell string) bool) {
+	t.Helper()
+	s, err := suite.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range s.Cells {
+		if !in(c.Name) {
+			continue
+		}
+		t.Run(c.Name, func(t *testing.T) {
+			started := time.Now()
+			cmd := exec.Command(bin, "suite", file, "--shard", fmt.Sprintf("%d/%d", i+1, len(s.Cells)), "--results", t.TempDir())
+			out, err := cmd.CombinedOutput()
+			t.Logf("%s(%s)", out, time.Since(started).Round(time.Second))
+			if err != nil || !strings.Contains(string(out), "MET      "+c.Name) {
+				t.Errorf("suite: %v, want exit 0 and the cell met", err)
+			}
+		})
+	}
+}
