@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -107,4 +108,49 @@ func TestFaultsBoundsTheNemesis(t *testing.T) {
 	if !slices.ContainsFunc(s.Notes, func(n string) bool { return strings.Contains(n, "--faults") }) {
 		t.Errorf("notes %q do not say the nemesis stopped", s.Notes)
 	}
+}
+
+// The time limit waits for every client to be at work: the wait ends once each has begun
+// an operation (the nemesis's events and a client's second operation count for nothing),
+// or at once when a client broke or the bound has passed.
+func TestClientsAtWorkWaitsForEveryClientsFirstOperation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		never := make(chan struct{})
+		events := make(chan history.Event, 8)
+		for _, e := range []history.Event{
+			{Process: 0, Type: history.Invoke, Func: history.Acquire},
+			{Process: history.NemesisProcess, Type: history.Info, Func: history.Start},
+			{Process: 0, Type: history.Invoke, Func: history.Read},
+			{Process: 1, Type: history.OK, Func: history.Acquire},
+		} {
+			events <- e
+		}
+		var waited time.Duration
+		done := make(chan struct{})
+		go func() {
+			waited = clientsAtWork(context.Background(), events, 2, time.Hour, never)
+			close(done)
+		}()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		select {
+		case <-done:
+			t.Fatal("returned with one client at work")
+		default:
+		}
+		events <- history.Event{Process: 1, Type: history.Invoke, Func: history.Acquire}
+		<-done
+		if waited != time.Minute {
+			t.Errorf("waited %s, want the minute until the second client began", waited)
+		}
+
+		broke := make(chan struct{})
+		close(broke)
+		if waited := clientsAtWork(context.Background(), make(chan history.Event), 2, time.Hour, broke); waited != 0 {
+			t.Errorf("a broken client: waited %s", waited)
+		}
+		if waited := clientsAtWork(context.Background(), make(chan history.Event), 2, 10*time.Second, never); waited != 10*time.Second {
+			t.Errorf("no client at work: waited %s, want the bound", waited)
+		}
+	})
 }

@@ -316,8 +316,15 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 	} else {
 		t.say("%d clients share one address: %v", len(configs), shared)
 	}
-	t.say("%d clients running for %s, nemesis %s", len(configs), t.spec.TimeLimit.Std(), nem.Name())
 	env.Workers, env.Clients = workers, clientsOf(workers)
+	// The time limit counts from when every client is at work: a client whose program takes
+	// seconds to start (a JVM beside other runs on a busy machine) would otherwise spend the
+	// run starting, and a fault aimed at a holder would find none. Waiting is bounded by the
+	// time limit itself.
+	if waited := clientsAtWork(ctx, env.Subscribe(), len(configs), t.spec.TimeLimit.Std(), workers.broke); waited > time.Second {
+		t.say("every client at work after %s", waited.Round(100*time.Millisecond))
+	}
+	t.say("%d clients running for %s, nemesis %s", len(configs), t.spec.TimeLimit.Std(), nem.Name())
 
 	limit, cancel := context.WithTimeout(ctx, t.spec.TimeLimit.Std())
 	defer cancel()
@@ -364,6 +371,29 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 		return errors.Join(errInterrupted, nemErr, healErr)
 	}
 	return errors.Join(clientErr, nemErr, healErr, finalErr)
+}
+
+// clientsAtWork waits until n clients have each begun an operation, at most bound, or
+// until ctx ends or a client broke, and says how long it waited.
+func clientsAtWork(ctx context.Context, events <-chan history.Event, n int, bound time.Duration, broke <-chan struct{}) time.Duration {
+	started := time.Now()
+	timeout := time.NewTimer(bound)
+	defer timeout.Stop()
+	working := map[int]bool{}
+	for len(working) < n {
+		select {
+		case <-ctx.Done():
+		case <-broke:
+		case <-timeout.C:
+		case e := <-events:
+			if e.Process >= 0 && e.Type == history.Invoke {
+				working[e.Process] = true
+			}
+			continue
+		}
+		break
+	}
+	return time.Since(started)
 }
 
 // stopEarly starts the watches that end the run (cancel) a grace after its first
