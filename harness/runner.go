@@ -57,7 +57,8 @@ func (r Runner) Run(ctx context.Context, spec Spec) (string, results.Summary, er
 	sys, _ := system.Lookup(spec.System) // checked by Normalize
 	// A system that cannot start here (no Docker) says so before a run directory or latest
 	// link exists.
-	if err := preflight(ctx, sys); err != nil {
+	nem, _ := nemesis.New(spec.Nemesis) // checked by Normalize
+	if err := preflight(ctx, sys, nem.Needs()); err != nil {
 		return "", results.Summary{}, orInterrupted(ctx, err)
 	}
 	run, err := results.NewRun(r.ResultsRoot, spec.Test, time.Now())
