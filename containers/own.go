@@ -50,7 +50,9 @@ type UnfitError struct{ Reason string }
 
 func (e *UnfitError) Error() string { return e.Reason }
 
-func unfit(format string, args ...any) error { return &UnfitError{Reason: fmt.Sprintf(format, args...)} }
+func unfit(format string, args ...any) error {
+	return &UnfitError{Reason: fmt.Sprintf(format, args...)}
+}
 
 // ownImageRef is the image of a system described in a file, ok false for a built-in one:
 // its local image, the node image when it has no layer, or
