@@ -66,6 +66,10 @@ func TestBadInputGetsOneLineAndItsExitCode(t *testing.T) {
 	for _, dir := range []string{validRun, otherVersion} {
 		os.WriteFile(filepath.Join(dir, "history.jsonl"), nil, 0o644)
 	}
+	badSystem := filepath.Join(t.TempDir(), "system.yaml")
+	os.WriteFile(badSystem, []byte("name: mine\nnodes: 1\nport: 7070\ncommand: [lockd]\nready: {tcp: true}\nclients: [redis]\nreplicas: 3\n"), 0o644)
+	zkSystem := filepath.Join(t.TempDir(), "zk.yaml")
+	os.WriteFile(zkSystem, []byte("name: myzk\nnodes: 1\nport: 2181\ncommand: [zkd]\nready: {tcp: true}\nclients: [zookeeper]\n"), 0o644)
 	cases := []struct {
 		name string
 		env  []string
@@ -74,6 +78,12 @@ func TestBadInputGetsOneLineAndItsExitCode(t *testing.T) {
 		want string
 	}{
 		{"no command", nil, nil, 254, "no command given"},
+		{"a system file with an unknown key", nil, []string{"run", "--system-file", badSystem}, 254, `unknown key "replicas"`},
+		{"a missing system file", nil, []string{"run", "--system-file", badSystem + ".gone"}, 254, "no such file or directory"},
+		{"a client that does not speak a system file's system", nil, []string{"run", "--system-file", zkSystem, "--client", "redis"}, 254,
+			`client "redis" runs on redis and sentinel, not on "myzk"`},
+		{"a size a system file does not allow", nil, []string{"run", "--system-file", zkSystem, "--client", "zookeeper", "--nodes", "3"}, 254,
+			"myzk: 3 nodes (it has 1)"},
 		{"shrink a valid run", nil, []string{"shrink", validRun}, 254, "was valid, not invalid: there is no failure to shrink"},
 		{"shrink another version's run", nil, []string{"shrink", otherVersion}, 254, "is not this version's"},
 		{"shrink a missing run", nil, []string{"shrink", filepath.Join(validRun, "gone")}, 254, "no such file or directory"},
