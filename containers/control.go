@@ -183,7 +183,9 @@ func (c *Cluster) ResetClocks(ctx context.Context) error {
 }
 
 // DropFrom makes node name drop every packet coming from the given source
-// IPs (iptables INPUT rules inside the node). Dropping Gateway() cuts the
+// IPs (iptables INPUT rules in the node's network namespace: made from this host with
+// its own nsenter and iptables when it can, so the node needs neither, else by iptables
+// run inside the node). Dropping Gateway() cuts the
 // host's lock clients off the node; dropping other nodes' IPs partitions the
 // cluster. HealNetwork removes the rules.
 func (c *Cluster) DropFrom(ctx context.Context, name string, sources ...string) error {
