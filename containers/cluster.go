@@ -71,6 +71,9 @@ type Cluster struct {
 
 	mu   sync.Mutex
 	down map[string]downBy // nodes crashed and not serving again yet
+
+	hostOnce sync.Once
+	hostNet  bool // partitions are made from this host (fromHost)
 }
 
 // downBy is how a node that is down went down.

@@ -200,7 +200,7 @@ func (c *Cluster) DropFrom(ctx context.Context, name string, sources ...string) 
 		}
 		args = append(args, ip.String())
 	}
-	if hostNetwork() == nil { // the same rules, made from this host: the node needs no iptables (own.go)
+	if c.fromHost(ctx) { // the same rules, made from this host: the node needs no iptables (own.go)
 		n, err := c.node(name)
 		if err != nil {
 			return err
@@ -223,7 +223,7 @@ func (c *Cluster) HealNetwork(ctx context.Context) error {
 		return nil
 	}
 	return c.each(c.running(), func(n Node) error {
-		if hostNetwork() == nil {
+		if c.fromHost(ctx) {
 			return c.inNetns(ctx, n, "-F", "INPUT")
 		}
 		_, err := c.Exec(ctx, n.Name, "iptables", "-w", "-F", "INPUT")

@@ -269,6 +269,27 @@ func hostRun(ctx context.Context, name string, args ...string) (string, error) {
 	return out.String(), nil
 }
 
+// fromHost reports whether this cluster's partitions are made from this host: when it
+// can reach into a node's network namespace (hostNetwork, and the engine's processes are
+// this host's), decided once, on the first running node. A local image of a system file
+// always is (CheckSystem refused it otherwise): it may have no iptables of its own.
+func (c *Cluster) fromHost(ctx context.Context) bool {
+	if c.local() {
+		return true
+	}
+	c.hostOnce.Do(func() {
+		if hostNetwork() != nil {
+			return
+		}
+		for _, n := range c.running() {
+			_, err := c.nodePID(ctx, n)
+			c.hostNet = err == nil
+			return
+		}
+	})
+	return c.hostNet
+}
+
 // inNetns runs an iptables command in node n's network namespace, from this host.
 func (c *Cluster) inNetns(ctx context.Context, n Node, args ...string) error {
 	pid, err := c.nodePID(ctx, n)
@@ -480,7 +501,7 @@ func (b *imageBox) program(ctx context.Context, name string, env []string) (stri
 	return "", nil, fmt.Errorf("%s is not in the image's PATH", name)
 }
 
-// localRequest adjusts a node's container request for a local image: its command replaces
+// localSetup adjusts a node's container request for a local image: its command replaces
 // the image's entry point, and under faked clocks libfaketime and the offset file are
 // copied in and preloaded through the environment.
 func (c *Cluster) localSetup(ctx context.Context, cmd []string, env map[string]string) (entrypoint []string, files []system.File, err error) {

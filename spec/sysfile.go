@@ -1,8 +1,6 @@
 package spec
 
 import (
-	"fmt"
-
 	"github.com/lockbreaker/lockbreaker/internal/quote"
 	"github.com/lockbreaker/lockbreaker/sysfile"
 	"github.com/lockbreaker/lockbreaker/system"
@@ -37,5 +35,5 @@ func shortHash(h string) string {
 	if len(h) > 12 {
 		return h[:12]
 	}
-	return fmt.Sprint(quote.Short(h))
+	return quote.Short(h)
 }

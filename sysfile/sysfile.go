@@ -353,17 +353,11 @@ func (f file) clients() (string, []string, error) {
 		case w == ExecClient:
 			first = ExecClient
 		case system.BuiltIn(w):
-			for _, c := range workloads.ForSystem(w) {
-				if c.Name != ExecClient && first == "" {
-					first = c.Name
-				}
-			}
-			if sys, _ := system.Lookup(w); sys.DefaultClient != "" {
-				first = sys.DefaultClient
-			}
-			if sys, _ := system.Lookup(w); sys.InProcess != nil || sys.Container != nil && sys.Container.Monitors != nil {
+			sys, _ := system.Lookup(w)
+			if sys.InProcess != nil || sys.Container != nil && sys.Container.Monitors != nil {
 				return "", nil, fmt.Errorf("clients: %s's clients need what a system file cannot describe (%s)", w, monitorsOrHarness(sys))
 			}
+			first = sys.DefaultClient
 		default:
 			c, err := workloads.LookupClient(w)
 			if err != nil {
