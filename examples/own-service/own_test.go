@@ -177,24 +177,39 @@ func TestAnImageWithNothingInItTakesFaultsFromOutside(t *testing.T) {
 
 // Clock faults on the lease server are refused before anything starts, with the reason,
 // exit 254: from the copied binary's own file (a Go program), and from the image by
-// looking into it.
+// looking into it; so is an image the engine does not have, which is never pulled.
 func TestClockFaultsOnAGoServerAreRefusedBeforeTheRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker")
 	}
 	bin := build(t)
 	makeImage(t, bin, "lease-image")
-	for _, file := range []string{"lease.yaml", "lease-image.yaml"} {
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	b, err := os.ReadFile("lease-image.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.Replace(strings.Replace(string(b), "image: lockbreaker-example-lease:1", "image: lockbreaker-example-missing:0", 1),
+		"name: leased-image", "name: leased-missing", 1))
+	if err := os.WriteFile(missing, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ file, nemesis, want string }{
+		{"lease.yaml", "clock-bump", "/usr/local/bin/leased is a Go program"},
+		{"lease-image.yaml", "clock-bump", "/leased is a Go program"},
+		{missing, "pause-holder", `image "lockbreaker-example-missing:0" is not in the engine`},
+	} {
+		file := c.file
 		results := filepath.Join(t.TempDir(), "results")
-		cmd := exec.Command(bin, "run", "--system-file", file, "--client-cmd", "./lease/lease_client.py", "--nemesis", "clock-bump",
+		cmd := exec.Command(bin, "run", "--system-file", file, "--client-cmd", "./lease/lease_client.py", "--nemesis", c.nemesis,
 			"--results", results)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		err := cmd.Run()
 		var exit *exec.ExitError
 		lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
-		if !errors.As(err, &exit) || exit.ExitCode() != 254 || len(lines) != 1 || !strings.Contains(lines[0], "is a Go program") {
-			t.Errorf("%s: %v, stderr %q; want exit 254 and one line saying it is a Go program", file, err, stderr.String())
+		if !errors.As(err, &exit) || exit.ExitCode() != 254 || len(lines) != 1 || !strings.Contains(lines[0], c.want) {
+			t.Errorf("%s: %v, stderr %q; want exit 254 and one line saying %q", file, err, stderr.String(), c.want)
 		}
 		if _, err := os.Stat(results); !os.IsNotExist(err) {
 			t.Errorf("%s: the refused run made %s", file, results)
