@@ -13,6 +13,9 @@
 //	ready: {tcp: true}                 # or {command: [...]} run in the node,
 //	                                   # or {send: PING, expect: +PONG}
 //	role: {command: [lockctl, role]}   # optional; its output's first word is the role
+//	crash: {send: "DEBUG CRASH-AND-RECOVER 0"}  # optional: a line that makes the server
+//	                                   # crash and restart in place; else a crash kills
+//	                                   # the container and starts it again
 //	leader: false                      # optional; true needs role
 //	fixed_clock: ""                    # optional: why its clock cannot be moved
 //	clients: [redis]                   # built-in systems whose clients speak to it,
@@ -75,6 +78,7 @@ type file struct {
 	Files      []fileEntry     `json:"files"`
 	Ready      *ready          `json:"ready"`
 	Role       *role           `json:"role"`
+	Crash      *crash          `json:"crash"`
 	Leader     bool            `json:"leader"`
 	FixedClock string          `json:"fixed_clock"`
 	Clients    []string        `json:"clients"`
@@ -98,6 +102,10 @@ type ready struct {
 
 type role struct {
 	Command []string `json:"command"`
+}
+
+type crash struct {
+	Send string `json:"send"`
 }
 
 type copyEntry struct {
@@ -238,6 +246,9 @@ func Parse(data []byte, dir string) (system.System, error) {
 	if f.Role != nil {
 		c.RoleIn = slices.Clone(f.Role.Command)
 	}
+	if f.Crash != nil {
+		c.Crash = system.LineCrash(f.Crash.Send)
+	}
 	sys.Container = c
 	if sys.FixedClock == "" {
 		sys.FixedClock = f.copiedClock(img)
@@ -284,7 +295,7 @@ func jsonError(err error) error {
 }
 
 func knownKeys() []string {
-	return []string{"name", "about", "nodes", "port", "peer_port", "command", "files", "ready", "role", "leader",
+	return []string{"name", "about", "nodes", "port", "peer_port", "command", "files", "ready", "role", "crash", "leader",
 		"fixed_clock", "clients", "packages", "prepare", "copy", "image"}
 }
 
@@ -493,6 +504,8 @@ func (f file) checkNode(img *system.Image) error {
 		return errors.New("ready: send is one line (a newline is added)")
 	}
 	switch {
+	case f.Crash != nil && (f.Crash.Send == "" || strings.ContainsAny(f.Crash.Send, "\r\n")):
+		return errors.New("crash: send is the one line that makes the server crash and start again in place")
 	case f.Role != nil && len(f.Role.Command) == 0:
 		return errors.New("role: needs a command whose output names the node's role")
 	case f.Leader && f.Role == nil:

@@ -136,6 +136,7 @@ func TestBadFilesGetOneLine(t *testing.T) {
 		{"a mode that is not octal", good + "copy: [{from: notes.txt, to: /bin/lockd, mode: rwx}]\n", "want octal permissions"},
 		{"a leader without a role probe", good + "leader: true\n", "needs a role probe"},
 		{"a role probe without a command", good + "role: {}\n", "role: needs a command"},
+		{"a crash line without a line", good + "crash: {send: ''}\n", "crash: send is the one line"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

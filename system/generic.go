@@ -3,9 +3,12 @@ package system
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/internal/quote"
@@ -65,4 +68,20 @@ func ParseRole(output string) (Role, error) {
 		return Replica, nil
 	}
 	return "", fmt.Errorf("the role probe said %s: want leader, follower, primary or replica", quote.Short(words[0]))
+}
+
+// LineCrash returns a Crash for a server that crashes and starts again in place when sent
+// send and a newline (Redis's DEBUG CRASH-AND-RECOVER): it succeeds once the server has
+// dropped the connection, and an answer is an error carrying it.
+func LineCrash(send string) func(ctx context.Context, addr string) error {
+	return func(ctx context.Context, addr string) error {
+		reply, err := ask(ctx, addr, send+"\n", readLine)
+		switch {
+		case errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET):
+			return nil // it closed the connection as it crashed
+		case err != nil:
+			return fmt.Errorf("%s: %w", quote.Short(send), err)
+		}
+		return fmt.Errorf("%s answered %s", quote.Short(send), quote.Short(strings.TrimSpace(reply)))
+	}
 }
