@@ -292,3 +292,49 @@ func TestLeaseSuite(t *testing.T) {
 		})
 	}
 }
+
+// A system file with no image of its own runs on the node image, with its readiness and
+// role asked by commands run in each node and its configuration written from a file with
+// placeholders: two independent Redis servers, each its own primary.
+func TestReadyAndRoleCommandsRunInTheNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker")
+	}
+	file := filepath.Join(t.TempDir(), "pair.yaml")
+	err := os.WriteFile(file, []byte(`name: own-test-pair
+nodes: {default: 2, min: 1, max: 3}
+port: 6379
+command: [redis-server, "/etc/pair/{{name}}.conf"]
+files:
+  - {path: "/etc/pair/{{name}}.conf", content: "port {{port}}\nprotected-mode no\nsave \"\"\n# {{name}} of {{count}}: {{peers}}\n"}
+ready: {command: [redis-cli, ping]}
+role: {command: [sh, -c, "redis-cli role | head -n 1"]}
+clients: [redis]
+`), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := sysfile.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	image, err := containers.EnsureSystemImage(ctx, l.System.Name, nil)
+	if err != nil || image != containers.ImageRef() {
+		t.Fatalf("image %q, %v; want the node image", image, err)
+	}
+	c, err := containers.Start(ctx, containers.Spec{RunID: fmt.Sprintf("own-pair-%d", os.Getpid()), Image: image,
+		System: l.System.Name, TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(context.WithoutCancel(ctx))
+	roles, err := c.Roles(ctx)
+	if err != nil || fmt.Sprint(roles) != "map[n1:primary n2:primary]" {
+		t.Errorf("roles %v, %v; want two primaries", roles, err)
+	}
+	conf, err := c.Exec(ctx, "n2", "cat", "/etc/pair/n2.conf")
+	if err != nil || !strings.Contains(conf, "# n2 of 2: n1:6379") {
+		t.Errorf("n2's configuration %q, %v", conf, err)
+	}
+}
