@@ -82,6 +82,8 @@ func TestBadInputGetsOneLineAndItsExitCode(t *testing.T) {
 		{"a missing system file", nil, []string{"run", "--system-file", badSystem + ".gone"}, 254, "no such file or directory"},
 		{"a client that does not speak a system file's system", nil, []string{"run", "--system-file", zkSystem, "--client", "redis"}, 254,
 			`client "redis" runs on redis and sentinel, not on "myzk"`},
+		{"a built-in system and a system file", nil, []string{"run", "--system", "etcd", "--system-file", zkSystem}, 254,
+			`--system "etcd" and --system-file`},
 		{"a size a system file does not allow", nil, []string{"run", "--system-file", zkSystem, "--client", "zookeeper", "--nodes", "3"}, 254,
 			"myzk: 3 nodes (it has 1)"},
 		{"shrink a valid run", nil, []string{"shrink", validRun}, 254, "was valid, not invalid: there is no failure to shrink"},
