@@ -6,7 +6,8 @@
 // the node image; no registry is contacted.
 //
 // LOCKBREAKER_LONG=1 adds the slower comparisons and cells (kill-node and
-// partition-holder on both Redis systems; the lease suite's unfenced cells).
+// partition-holder on both Redis systems, redislock under pause-holder; the lease suite's
+// unfenced cells).
 package own_test
 
 import (
@@ -245,20 +246,20 @@ func verdicts(t *testing.T, bin string, args ...string) map[string]string {
 
 // The team's Redis (redis.yaml: its own image, its own configuration) and the built-in
 // redis give every checker the same verdict on the same seed, through the built-in redis
-// client.
+// client (and bsm/redislock's, with LOCKBREAKER_LONG=1).
 func TestFileRedisGivesTheBuiltInRedisVerdicts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker")
 	}
 	bin := build(t)
 	makeImage(t, bin, "redis-image")
-	scenarios := [][]string{{"--nemesis", "none"}, {"--nemesis", "pause-holder"}}
+	scenarios := [][2]string{{"redis", "none"}, {"redis", "pause-holder"}}
 	if long() {
-		scenarios = append(scenarios, []string{"--nemesis", "kill-node"}, []string{"--nemesis", "partition-holder"})
+		scenarios = append(scenarios, [2]string{"redis", "kill-node"}, [2]string{"redis", "partition-holder"}, [2]string{"redislock", "pause-holder"})
 	}
 	for _, scenario := range scenarios {
-		t.Run(scenario[1], func(t *testing.T) {
-			common := append([]string{"--time-limit", "5s", "--seed", "7", "--client", "redis"}, scenario...)
+		t.Run(scenario[0]+"-"+scenario[1], func(t *testing.T) {
+			common := []string{"--time-limit", "5s", "--seed", "7", "--client", scenario[0], "--nemesis", scenario[1]}
 			file := verdicts(t, bin, append([]string{"--system-file", "redis.yaml"}, common...)...)
 			builtIn := verdicts(t, bin, append([]string{"--system", "redis"}, common...)...)
 			if len(file) == 0 || fmt.Sprint(file) != fmt.Sprint(builtIn) {
