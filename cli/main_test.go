@@ -71,6 +71,10 @@ func TestBadInputGetsOneLineAndItsExitCode(t *testing.T) {
 	os.WriteFile(noRuntime, []byte("#!/bin/sh\necho 'mylock: no java on PATH: install openjdk-17-jdk-headless' >&2\nexit 1\n"), 0o755)
 	noRuntimeSuite := filepath.Join(t.TempDir(), "mylock.yaml")
 	os.WriteFile(noRuntimeSuite, []byte("cells: [{spec: {system: zookeeper, client: exec, client_cmd: ["+noRuntime+"]}, expect: {stats: valid}}]\n"), 0o644)
+	badSystem := filepath.Join(t.TempDir(), "system.yaml")
+	os.WriteFile(badSystem, []byte("name: mine\nnodes: 1\nport: 7070\ncommand: [lockd]\nready: {tcp: true}\nclients: [redis]\nreplicas: 3\n"), 0o644)
+	zkSystem := filepath.Join(t.TempDir(), "zk.yaml")
+	os.WriteFile(zkSystem, []byte("name: myzk\nnodes: 1\nport: 2181\ncommand: [zkd]\nready: {tcp: true}\nclients: [zookeeper]\n"), 0o644)
 	cases := []struct {
 		name string
 		env  []string
@@ -83,6 +87,14 @@ func TestBadInputGetsOneLineAndItsExitCode(t *testing.T) {
 			"ended (exit status 1) before it read its configuration: mylock: no java on PATH: install openjdk-17-jdk-headless"},
 		{"a suite's program missing its runtime", nil, []string{"suite", noRuntimeSuite, "--results", filepath.Join(t.TempDir(), "results")}, 254,
 			"before it read its configuration: mylock: no java on PATH"},
+		{"a system file with an unknown key", nil, []string{"run", "--system-file", badSystem}, 254, `unknown key "replicas"`},
+		{"a missing system file", nil, []string{"run", "--system-file", badSystem + ".gone"}, 254, "no such file or directory"},
+		{"a client that does not speak a system file's system", nil, []string{"run", "--system-file", zkSystem, "--client", "redis"}, 254,
+			`client "redis" runs on redis and sentinel, not on "myzk"`},
+		{"a built-in system and a system file", nil, []string{"run", "--system", "etcd", "--system-file", zkSystem}, 254,
+			`--system "etcd" and --system-file`},
+		{"a size a system file does not allow", nil, []string{"run", "--system-file", zkSystem, "--client", "zookeeper", "--nodes", "3"}, 254,
+			"myzk: 3 nodes (it has 1)"},
 		{"shrink a valid run", nil, []string{"shrink", validRun}, 254, "was valid, not invalid: there is no failure to shrink"},
 		{"shrink another version's run", nil, []string{"shrink", otherVersion}, 254, "is not this version's"},
 		{"shrink a missing run", nil, []string{"shrink", filepath.Join(validRun, "gone")}, 254, "no such file or directory"},

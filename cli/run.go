@@ -47,6 +47,7 @@ time limit, heals and tears everything down, then checks the history. Writes
 		"lockbreaker run --system postgres --client pg-advisory --nemesis partition-holder",
 		"lockbreaker run --system postgres --client pg-lease --nemesis pause-holder --fencing on",
 		"lockbreaker run --system redis --client exec --client-cmd 'python3 mylock.py'   # a lock in any language",
+		"lockbreaker run --system-file examples/own-service/redis.yaml --nemesis pause-holder   # your own lock service",
 	},
 	Run: cmdRun,
 }
@@ -61,6 +62,8 @@ func runFlags(spec *harness.Spec) (*flag.FlagSet, *runOptions) {
 	opts := &runOptions{}
 	fs := command.NewFlags("run")
 	fs.StringVar(&spec.System, "system", spec.System, "lock service: "+strings.Join(system.Names(), ", "))
+	fs.StringVar(&spec.SystemFile, "system-file", spec.SystemFile, "a file describing your own lock service (its name, nodes, command, image...; "+
+		"see the README's \"Test your own lock service\"), tested as a built-in system is; it replaces --system")
 	fs.StringVar(&spec.Client, "client", spec.Client, "lock client: "+strings.Join(workloads.ClientNames(), ", ")+"; empty: the system's own")
 	fs.StringVar(&opts.clientCmd, "client-cmd", shellwords.Join(spec.ClientCmd), "the program each lock client runs with --client exec, "+
 		"in any language: JSON lines on stdin and stdout (docs/protocol.md); split into words as a shell would, without expanding anything")

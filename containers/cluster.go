@@ -75,6 +75,9 @@ type Cluster struct {
 
 	mu   sync.Mutex
 	down map[string]downBy // nodes crashed and not serving again yet
+
+	hostOnce sync.Once
+	hostNet  bool // partitions are made from this host (fromHost)
 }
 
 // downBy is how a node that is down went down.
@@ -182,7 +185,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	c.nodes = nodes
 	c.reached("nodes")
-	if err := c.waitAll(ctx, c.nodes, c.recipe.Ready); err != nil {
+	if err := c.waitAll(ctx, c.nodes, c.ready); err != nil {
 		return err
 	}
 	c.reached("ready")
@@ -308,7 +311,7 @@ func (c *Cluster) waitAll(ctx context.Context, nodes []Node, ready func(context.
 }
 
 // startNode creates and starts the container of node name at address addr and returns it.
-func (c *Cluster) startNode(ctx context.Context, name string, addr netip.Addr, port int, setup system.NodeSetup, labels map[string]string) (Node, error) {
+func (c *Cluster) startNode(ctx context.Context, name string, addr netip.Addr, port int, setup system.NodeSetup, labels map[string]string) (_ Node, err error) {
 	labels = maps.Clone(labels)
 	labels[LabelNode] = name
 	env := map[string]string{}
@@ -335,6 +338,13 @@ func (c *Cluster) startNode(ctx context.Context, name string, addr netip.Addr, p
 		req.HostConfigModifier = func(hc *container.HostConfig) { hc.CapAdd = append(hc.CapAdd, "NET_ADMIN") }
 	}
 	req.Cmd = setup.Cmd
+	if c.local() { // an image of a system file's, run as it is (own.go)
+		var extra []system.File
+		if req.Entrypoint, extra, err = c.localSetup(ctx, setup.Cmd, env); err != nil {
+			return Node{}, fmt.Errorf("start %s node %s: %w", c.spec.System, name, err)
+		}
+		req.Cmd, setup.Files = nil, append(slices.Clone(setup.Files), extra...)
+	}
 	for _, f := range setup.Files {
 		req.Files = append(req.Files, testcontainers.ContainerFile{
 			Reader: strings.NewReader(f.Content), ContainerFilePath: f.Path, FileMode: 0o644})
@@ -366,6 +376,21 @@ func (c *Cluster) containerIP(ctx context.Context, n Node) (string, error) {
 		return "", fmt.Errorf("%s node %s: no IP on network %s", c.spec.System, n.Name, c.network)
 	}
 	return ip, nil
+}
+
+// ready asks the node at addr whether it serves: the recipe's probe, or its command run
+// in the node (a system file's ready: {command: ...}).
+func (c *Cluster) ready(ctx context.Context, addr string) error {
+	if len(c.recipe.ReadyIn) == 0 {
+		return c.recipe.Ready(ctx, addr)
+	}
+	for _, n := range c.nodes {
+		if n.Addr() == addr {
+			_, err := probeIn(ctx, n, c.recipe.ReadyIn)
+			return err
+		}
+	}
+	return fmt.Errorf("no node at %s", addr)
 }
 
 // readyPoll is how often a node that does not serve yet is asked again: often, since a

@@ -43,11 +43,11 @@ func (c *Cluster) Signal(ctx context.Context, name string, sig syscall.Signal) e
 
 // Leader returns the name of the node that leads the cluster now.
 func (c *Cluster) Leader(ctx context.Context) (string, error) {
-	if c.recipe.Role == nil {
+	if c.recipe.Role == nil && len(c.recipe.RoleIn) == 0 {
 		return "", fmt.Errorf("a %s cluster has no leader", c.spec.System)
 	}
 	for _, n := range c.running() {
-		if role, err := c.recipe.Role(ctx, n.Addr()); err == nil && role == system.Leader {
+		if role, err := c.role(ctx, n); err == nil && role == system.Leader {
 			return n.Name, nil
 		}
 	}
@@ -159,6 +159,13 @@ func (c *Cluster) SetClock(ctx context.Context, name string, offset time.Duratio
 	// libfaketime reads seconds, with an optional m/h/d/y suffix ("+500ms" would be 500
 	// minutes), so the offset is written as signed seconds: "+0.500".
 	seconds := fmt.Sprintf("%+.3f", offset.Seconds())
+	if c.local() { // no shell in it, perhaps: the host writes the file (own.go)
+		n, err := c.node(name)
+		if err != nil {
+			return err
+		}
+		return c.setClockFromHost(ctx, n, seconds)
+	}
 	// Write a new file and rename it over the old one: the server reads the file on every
 	// time call and must never see it half written.
 	_, err := c.Exec(ctx, name, "sh", "-c",
@@ -176,7 +183,9 @@ func (c *Cluster) ResetClocks(ctx context.Context) error {
 }
 
 // DropFrom makes node name drop every packet coming from the given source
-// IPs (iptables INPUT rules inside the node). Dropping Gateway() cuts the
+// IPs (iptables INPUT rules in the node's network namespace: made from this host with
+// its own nsenter and iptables when it can, so the node needs neither, else by iptables
+// run inside the node). Dropping Gateway() cuts the
 // host's lock clients off the node; dropping other nodes' IPs partitions the
 // cluster. HealNetwork removes the rules.
 func (c *Cluster) DropFrom(ctx context.Context, name string, sources ...string) error {
@@ -191,6 +200,18 @@ func (c *Cluster) DropFrom(ctx context.Context, name string, sources ...string) 
 		}
 		args = append(args, ip.String())
 	}
+	if c.fromHost(ctx) { // the same rules, made from this host: the node needs no iptables (own.go)
+		n, err := c.node(name)
+		if err != nil {
+			return err
+		}
+		for _, ip := range args[4:] {
+			if err := c.inNetns(ctx, n, "-I", "INPUT", "-s", ip, "-j", "DROP"); err != nil {
+				return fmt.Errorf("drop traffic to node %s: %w", name, err)
+			}
+		}
+		return nil
+	}
 	_, err := c.Exec(ctx, name, args...)
 	return err
 }
@@ -202,6 +223,9 @@ func (c *Cluster) HealNetwork(ctx context.Context) error {
 		return nil
 	}
 	return c.each(c.running(), func(n Node) error {
+		if c.fromHost(ctx) {
+			return c.inNetns(ctx, n, "-F", "INPUT")
+		}
 		_, err := c.Exec(ctx, n.Name, "iptables", "-w", "-F", "INPUT")
 		return err
 	})
@@ -290,14 +314,14 @@ func (c *Cluster) Restart(ctx context.Context, name string) error {
 	c.setDown(name, 0)
 	ready, cancelReady := context.WithTimeout(ctx, readyTimeout)
 	defer cancelReady()
-	return c.waitReady(ready, n, c.recipe.Ready)
+	return c.waitReady(ready, n, c.ready)
 }
 
 // Roles asks every node for its part in the cluster now: system.Down for a node killed
 // and not started again, system.Unknown for one that does not say (paused, cut off from
 // this host, between roles).
 func (c *Cluster) Roles(ctx context.Context) (map[string]system.Role, error) {
-	if c.recipe.Role == nil {
+	if c.recipe.Role == nil && len(c.recipe.RoleIn) == 0 {
 		return nil, fmt.Errorf("the nodes of a %s cluster have no roles", c.spec.System)
 	}
 	var mu sync.Mutex
@@ -306,7 +330,7 @@ func (c *Cluster) Roles(ctx context.Context) (map[string]system.Role, error) {
 		roles[n.Name] = system.Down
 	}
 	err := c.each(c.running(), func(n Node) error {
-		role, err := c.recipe.Role(ctx, n.Addr())
+		role, err := c.role(ctx, n)
 		if err != nil || role == "" {
 			role = system.Unknown
 		}
@@ -316,6 +340,19 @@ func (c *Cluster) Roles(ctx context.Context) (map[string]system.Role, error) {
 		return nil
 	})
 	return roles, err
+}
+
+// role asks node n for its role: the recipe's probe, or its command run in the node (a
+// system file's role: {command: ...}).
+func (c *Cluster) role(ctx context.Context, n Node) (system.Role, error) {
+	if len(c.recipe.RoleIn) == 0 {
+		return c.recipe.Role(ctx, n.Addr())
+	}
+	out, err := probeIn(ctx, n, c.recipe.RoleIn)
+	if err != nil {
+		return "", err
+	}
+	return system.ParseRole(out)
 }
 
 // startAgain starts the stopped container of n and checks it kept its address.

@@ -5,8 +5,11 @@
 // PostgreSQL server) in Docker, and gives the
 // nemesis its levers on them: signals (SIGSTOP/SIGCONT), crashes and restarts
 // (SIGKILL, then the same container started again on what its disk kept), clock
-// offsets through libfaketime, partitions through iptables rules inside the
-// nodes, and each node's role (leader, primary, replica...).
+// offsets through libfaketime, partitions through iptables rules in the nodes'
+// network namespaces (made from this host with nsenter when it runs as root with
+// nsenter and iptables, else inside the nodes), and each node's role (leader, primary,
+// replica...). A system described in a file (package sysfile) may run an image of its
+// own with none of the node image's tools in it: see own.go.
 //
 // Containers are created with testcontainers-go, whose Ryuk reaper is disabled
 // (its image cannot be pulled where lockbreaker runs). Instead everything the

@@ -34,6 +34,9 @@ func SystemImageRef(name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if ref, own, err := ownImageRef(sys); own { // a system described in a file (own.go)
+		return ref, err
+	}
 	if sys.Container == nil || sys.Container.Image == nil {
 		return ImageRef(), nil
 	}
@@ -51,6 +54,11 @@ func SystemImageRef(name string) (string, error) {
 func EnsureSystemImage(ctx context.Context, name string, progress io.Writer) (string, error) {
 	if progress == nil {
 		progress = io.Discard
+	}
+	if sys, err := system.Lookup(name); err == nil {
+		if ref, own, err := ensureOwnImage(ctx, sys, progress); own { // a system described in a file (own.go)
+			return ref, err
+		}
 	}
 	base, err := EnsureImage(ctx, progress)
 	if err != nil {

@@ -84,12 +84,21 @@ func clientNetwork(c Cluster) (*clientnet.Network, error) {
 	return clientnet.New(br.Name, br.Subnet, br.Gateway)
 }
 
-// preflight refuses a run whose system cannot start here, before anything is created.
-func preflight(ctx context.Context, sys system.System) error {
-	if sys.Container != nil {
-		return containers.Ping(ctx)
+// preflight refuses a run whose system cannot start here, before anything is created: no
+// Docker, or a system described in a file that cannot take the faults asked for here (its
+// image missing, a clock libfaketime cannot move), which is bad input.
+func preflight(ctx context.Context, sys system.System, needs nemesis.Needs) error {
+	if sys.Container == nil {
+		return nil
 	}
-	return nil
+	if err := containers.Ping(ctx); err != nil {
+		return err
+	}
+	err := containers.CheckSystem(ctx, sys, needs.Clocks, needs.Network)
+	if unfit := (*containers.UnfitError)(nil); errors.As(err, &unfit) {
+		return &SpecError{Reason: unfit.Reason}
+	}
+	return err
 }
 
 // startCluster brings sys up and waits until it serves. On error nothing is left behind.

@@ -60,7 +60,8 @@ func (r Runner) Run(ctx context.Context, spec Spec) (string, results.Summary, er
 	if err := CheckProgram(ctx, spec); err != nil {
 		return "", results.Summary{}, err
 	}
-	if err := preflight(ctx, sys); err != nil {
+	nem, _ := nemesis.New(spec.Nemesis) // checked by Normalize
+	if err := preflight(ctx, sys, nem.Needs()); err != nil {
 		return "", results.Summary{}, orInterrupted(ctx, err)
 	}
 	run, err := results.NewRun(r.ResultsRoot, spec.Test, time.Now())

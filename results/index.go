@@ -168,6 +168,9 @@ func newRunRow(dir, test, id string) runRow {
 		}
 		setup := ReadSetup(s.Spec)
 		row.System, row.Client, row.Nemesis = setup.System, setup.Client, strings.Join(setup.Nemesis, ", ")
+		if h := setup.SystemFileSHA256; len(h) >= 12 { // a system described in a file (package sysfile)
+			row.System += " (file " + h[:12] + ")"
+		}
 		if setup.System != "" {
 			row.Fencing = map[bool]string{true: "on", false: "off"}[setup.Fencing]
 			row.systems, row.clients, row.nemeses = []string{setup.System}, []string{setup.Client}, setup.Nemesis

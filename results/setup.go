@@ -18,6 +18,9 @@ type Setup struct {
 	Seed      int64    `json:"seed"`
 	TTL       string   `json:"ttl"`
 	TimeLimit string   `json:"time_limit"`
+	// SystemFile and SystemFileSHA256 name the file that described the system, when one did.
+	SystemFile       string `json:"system_file"`
+	SystemFileSHA256 string `json:"system_file_sha256"`
 }
 
 // ReadSetup reads a summary's spec; a spec it cannot read gives the zero Setup.
@@ -42,6 +45,10 @@ func (s Setup) facts() []fact {
 	if nemesis == "" {
 		nemesis = "none"
 	}
-	return []fact{{"system", s.System}, {"client", s.Client}, {"nemesis", nemesis}, {"fencing", fencing},
-		{"clients", strconv.Itoa(s.Clients)}, {"seed", strconv.FormatInt(s.Seed, 10)}, {"ttl", s.TTL}, {"time limit", s.TimeLimit}}
+	facts := []fact{{"system", s.System}}
+	if s.SystemFile != "" {
+		facts = append(facts, fact{"system file", s.SystemFile + " (sha256 " + s.SystemFileSHA256 + ")"})
+	}
+	return append(facts, []fact{{"client", s.Client}, {"nemesis", nemesis}, {"fencing", fencing},
+		{"clients", strconv.Itoa(s.Clients)}, {"seed", strconv.FormatInt(s.Seed, 10)}, {"ttl", s.TTL}, {"time limit", s.TimeLimit}}...)
 }

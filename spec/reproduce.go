@@ -24,6 +24,9 @@ func (s Spec) Args() []string {
 		fencing = "on"
 	}
 	args := []string{"--system", s.System, "--client", s.Client}
+	if s.SystemFile != "" {
+		args = []string{"--system-file", s.SystemFile, "--client", s.Client}
+	}
 	if len(s.ClientCmd) > 0 {
 		args = append(args, "--client-cmd", shellwords.Join(s.ClientCmd))
 	}

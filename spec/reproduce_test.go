@@ -46,6 +46,10 @@ func TestReproduceCommand(t *testing.T) {
 		}, "lockbreaker run --system local --client exec --client-cmd 'python3 examples/python/redispy_lock.py' " +
 			"--nemesis pause-holder,kill-client --fencing off --clients 5 " +
 			"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --rate 20 --retry 20ms --interval 1s --clock-rate 2 --key lock"},
+		{"a system file stands for the system", func(s *Spec) {
+			s.System, s.SystemFile, s.SystemFileSHA256 = "mine", "own/mine.yaml", "ab12"
+		}, "lockbreaker run --system-file own/mine.yaml --client local --nemesis pause-holder,kill-client --fencing off --clients 5 " +
+			"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --rate 20 --retry 20ms --interval 1s --clock-rate 2 --key lock"},
 		{"a test name is quoted for the shell", func(s *Spec) { s.Test, s.ClockRate = `it's $(rm -rf ~)`, 1.5 },
 			"lockbreaker run --system local --client local --nemesis pause-holder,kill-client --fencing off --clients 5 " +
 				"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --rate 20 --retry 20ms --interval 1s --clock-rate 1.5 --key lock --test 'it'\\''s $(rm -rf ~)'"},

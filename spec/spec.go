@@ -89,6 +89,11 @@ type Spec struct {
 	// StopEarly ends the run StopGrace after two clients were first seen holding the lock
 	// at once, rather than at its time limit; the run is then judged on its whole history.
 	StopEarly bool `json:"stop_early,omitempty"`
+	// SystemFile, when set, is a system file (package sysfile) describing the lock service;
+	// Normalize reads it, makes System its name and SystemFileSHA256 the file's hash, which
+	// results and the suite matrix show.
+	SystemFile       string `json:"system_file,omitempty"`
+	SystemFileSHA256 string `json:"system_file_sha256,omitempty"`
 }
 
 // StopGrace is how long a run that stops early goes on after the first violation it saw:
@@ -153,6 +158,9 @@ func errorf(format string, args ...any) error {
 
 // Normalize fills defaults (client, test name) and validates the spec.
 func (s *Spec) Normalize() error {
+	if err := s.loadSystemFile(); err != nil {
+		return err
+	}
 	sys, err := system.Lookup(s.System)
 	if err != nil {
 		return &Error{Reason: err.Error()}

@@ -21,7 +21,8 @@ import (
 // laid over the file's defaults, which are laid over run's defaults with no nemesis and a
 // 10 s time limit. Unknown keys are refused: a typo must not silently test something else.
 // An exec client's program is client_cmd, a list of words; a word starting with ./ or ../
-// is a path from the suite file's directory.
+// is a path from the suite file's directory, as system_file (a system file, package
+// sysfile) always is.
 //
 //	name: mine
 //	defaults: {system: redis, ttl: 2s, time_limit: 8s}
@@ -88,6 +89,9 @@ func besideFile(cells []Cell, dir string) {
 			}
 		}
 		cells[i].Spec.ClientCmd = cmd
+		if f := cells[i].Spec.SystemFile; f != "" && !filepath.IsAbs(f) {
+			cells[i].Spec.SystemFile = filepath.Join(dir, f)
+		}
 	}
 }
 

@@ -59,6 +59,9 @@ func renderHTML(r Result) ([]byte, error) {
 	var scenarios []string
 	for i, c := range r.Cells {
 		v := cellView{CellResult: c, Anchor: fmt.Sprintf("cell-%d", i+1), Lock: c.Cell.Spec.System + " / " + c.Cell.Spec.Client}
+		if h := c.Cell.Spec.SystemFileSHA256; len(h) >= 12 {
+			v.Lock = c.Cell.Spec.System + " (file " + h[:12] + ") / " + c.Cell.Spec.Client
+		}
 		v.Scenario = strings.Join(c.Cell.Spec.Nemesis, "+")
 		if v.Scenario == "" {
 			v.Scenario = "none"

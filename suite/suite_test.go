@@ -249,6 +249,26 @@ cells:
 	}
 }
 
+// A system file is a path from the suite file's directory; the cells' specs name the
+// file's system and carry the file's hash.
+func TestSystemFilesAreBesideTheSuiteFile(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "suites")
+	os.MkdirAll(filepath.Join(dir, "own"), 0o755)
+	os.WriteFile(filepath.Join(dir, "own", "mine.yaml"), []byte("name: suite-mine\nnodes: 1\nport: 7070\ncommand: [lockd]\n"+
+		"ready: {tcp: true}\nclients: [exec]\n"), 0o644)
+	path := filepath.Join(dir, "s.yaml")
+	os.WriteFile(path, []byte("defaults: {system_file: own/mine.yaml, client_cmd: [/bin/true]}\n"+
+		"cells: [{name: a, expect: {stats: valid}}]\n"), 0o644)
+	s, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.Cells[0].Spec
+	if c.SystemFile != filepath.Join(dir, "own", "mine.yaml") || c.System != "suite-mine" || c.Client != "exec" || len(c.SystemFileSHA256) != 64 {
+		t.Errorf("cell a: system file %q, system %q, client %q, sha256 %q", c.SystemFile, c.System, c.Client, c.SystemFileSHA256)
+	}
+}
+
 // junit.xml has one testcase per cell: a failed expectation is a failure with its reason,
 // an unknown cell an error.
 func TestJUnitHasOneCasePerCell(t *testing.T) {

@@ -11,10 +11,12 @@ package system
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/internal/quote"
@@ -51,6 +53,10 @@ type System struct {
 	// FixedClock, when set, says why the nodes' wall clocks cannot be moved, so clock
 	// faults are refused; "" when they can.
 	FixedClock string
+	// Speaks, for a system described in a file (package sysfile), says which lock clients
+	// speak to it: each word a built-in system, all of whose clients do, a client's name,
+	// or exec. Built-in systems leave it empty: their clients name them.
+	Speaks []string
 	// Exactly one of Container and InProcess is set: how the service runs.
 	Container *Container
 	InProcess *InProcess
@@ -91,9 +97,15 @@ type Container struct {
 	Node func(cluster Cluster, id int) NodeSetup
 	// Ready succeeds once the node at addr serves (for an ensemble: once a quorum does).
 	Ready func(ctx context.Context, addr string) error
+	// ReadyIn, when set, is a command run in the node (no shell needed) that exits 0 once
+	// it serves, asked instead of Ready; for systems described in a file.
+	ReadyIn []string
 	// Role, when set, asks the node at addr for its role now (Leader, Follower, Primary,
 	// Replica).
 	Role func(ctx context.Context, addr string) (Role, error)
+	// RoleIn, when set, is a command run in the node whose output's first word is its role
+	// (ParseRole), asked instead of Role; for systems described in a file.
+	RoleIn []string
 	// Crash, when set, crashes the server at addr in place and has it start again at once,
 	// as a supervisor restarting a crashed server would: its memory is lost, its disk and
 	// address kept, and connections are refused until it serves again rather than left to
@@ -155,6 +167,22 @@ type Image struct {
 	// Prepare is a shell script run as root once the packages are installed, when the
 	// image is built: whatever must exist before a node's first start (a database's files).
 	Prepare string
+	// Copy are files from this machine copied into the layer before Prepare runs (a
+	// team's own server binary); for systems described in a file.
+	Copy []CopyFile
+	// Local, when set, is an image the engine already has (docker load, a local build),
+	// which the nodes run as it is instead of a layer on the node image: nothing is
+	// pulled, and the image needs no shell, iptables or libfaketime (the harness cuts its
+	// network and moves its clock from outside). Its node command replaces the image's
+	// entry point. Packages, Prepare and Copy are then empty.
+	Local string
+}
+
+// CopyFile is a file of this machine copied into an image layer.
+type CopyFile struct {
+	From string // an absolute path on this machine
+	To   string // an absolute path in the image
+	Mode int64  // its permissions in the image
 }
 
 // Monitors are servers that watch a system's nodes and decide their roles: they grant no
@@ -263,27 +291,64 @@ type InProcess struct {
 	Broken bool
 }
 
-var systems = map[string]System{}
+var (
+	// systemsMu guards systems: a system described in a file is registered while a suite
+	// runs cells side by side.
+	systemsMu sync.RWMutex
+	systems   = map[string]System{}
+	builtIn   = map[string]bool{}
+)
 
 // register adds a descriptor; each system's file registers its own.
 func register(s System) {
-	if _, dup := systems[s.Name]; dup || (s.Container == nil) == (s.InProcess == nil) {
-		panic("system: bad descriptor " + s.Name)
+	if err := Register(s); err != nil {
+		panic("system: bad descriptor " + s.Name + ": " + err.Error())
+	}
+	builtIn[s.Name] = true
+}
+
+// Register adds a descriptor from outside this package: a system described in a file
+// (package sysfile), once it has been checked. A name that is taken is refused.
+func Register(s System) error {
+	systemsMu.Lock()
+	defer systemsMu.Unlock()
+	if _, dup := systems[s.Name]; dup {
+		return fmt.Errorf("the name %s is taken by another system", quote.Short(s.Name))
+	}
+	if (s.Container == nil) == (s.InProcess == nil) {
+		return errors.New("a system runs either in containers or in the harness")
 	}
 	systems[s.Name] = s
+	return nil
+}
+
+// BuiltIn reports whether name is one of lockbreaker's own systems, not one described in
+// a file.
+func BuiltIn(name string) bool {
+	systemsMu.RLock()
+	defer systemsMu.RUnlock()
+	return builtIn[name]
 }
 
 // Lookup returns the system called name.
 func Lookup(name string) (System, error) {
+	systemsMu.RLock()
+	defer systemsMu.RUnlock()
 	s, ok := systems[name]
 	if !ok {
-		return System{}, fmt.Errorf("unknown system %s (known: %s)", quote.Short(name), strings.Join(Names(), ", "))
+		return System{}, fmt.Errorf("unknown system %s (known: %s)", quote.Short(name), strings.Join(names(), ", "))
 	}
 	return s, nil
 }
 
 // Names lists the systems, sorted.
 func Names() []string {
+	systemsMu.RLock()
+	defer systemsMu.RUnlock()
+	return names()
+}
+
+func names() []string {
 	names := make([]string, 0, len(systems))
 	for n := range systems {
 		names = append(names, n)
@@ -294,8 +359,10 @@ func Names() []string {
 
 // All lists the descriptors in the order of Names.
 func All() []System {
+	systemsMu.RLock()
+	defer systemsMu.RUnlock()
 	var all []System
-	for _, n := range Names() {
+	for _, n := range names() {
 		all = append(all, systems[n])
 	}
 	return slices.Clip(all)

@@ -177,8 +177,19 @@ func ClientNames() []string {
 	return names
 }
 
-// RunsOn reports whether the client runs against system.
-func (c Client) RunsOn(system string) bool { return slices.Contains(c.Systems, system) }
+// RunsOn reports whether the client runs against the system called name: one it names,
+// or one described in a file that says it speaks to this client (system.System.Speaks:
+// one of the systems the client names, or the client itself).
+func (c Client) RunsOn(name string) bool {
+	if slices.Contains(c.Systems, name) {
+		return true
+	}
+	sys, err := system.Lookup(name)
+	if err != nil {
+		return false
+	}
+	return slices.Contains(sys.Speaks, c.Name) || slices.ContainsFunc(c.Systems, func(s string) bool { return slices.Contains(sys.Speaks, s) })
+}
 
 // ForSystem lists the clients that run on a system, sorted by name.
 func ForSystem(system string) []Client {

@@ -1,0 +1,341 @@
+// Package own_test puts the system files beside it under lockbreaker as a team would put
+// its own lock service: the example lease server from an image that holds nothing but its
+// static binary (partitions, pauses and kills reach it from outside; clock faults are
+// refused before the run), the team's Redis image against the built-in redis on the same
+// seeds, and the lease server's suite. The images are built with make (Makefile), from
+// the node image; no registry is contacted.
+//
+// LOCKBREAKER_LONG=1 adds the slower comparisons and cells (kill-node and
+// partition-holder on both Redis systems, redislock under pause-holder; the lease suite's
+// unfenced cells).
+package own_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/containers"
+	"github.com/lockbreaker/lockbreaker/sysfile"
+)
+
+func long() bool { return os.Getenv("LOCKBREAKER_LONG") == "1" }
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// build builds the lockbreaker binary, once for all the tests, and returns its path.
+func build(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		if binDir, buildErr = os.MkdirTemp("", "own-service-"); buildErr != nil {
+			return
+		}
+		out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "lockbreaker"), "github.com/lockbreaker/lockbreaker/cmd/lockbreaker").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(binDir, "lockbreaker")
+}
+
+// makeImage runs a target of the example's Makefile.
+func makeImage(t *testing.T, bin, target string) {
+	t.Helper()
+	out, err := exec.Command("make", "-s", target, "LOCKBREAKER="+bin).CombinedOutput()
+	if err != nil {
+		t.Fatalf("make %s: %v\n%s", target, err, out)
+	}
+}
+
+// ping asks the lease server at addr for PONG within half a second.
+func ping(addr string) error {
+	conn, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(500 * time.Millisecond))
+	if _, err := conn.Write([]byte("PING\n")); err != nil {
+		return err
+	}
+	b := make([]byte, 5)
+	if _, err := conn.Read(b); err != nil {
+		return err
+	}
+	if string(b) != "PONG\n" {
+		return fmt.Errorf("answered %q", b)
+	}
+	return nil
+}
+
+// eventually waits up to 10 s for ping to give want (nil or not).
+func eventually(t *testing.T, what, addr string, serving bool) {
+	t.Helper()
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if err = ping(addr); (err == nil) == serving {
+			return
+		}
+	}
+	t.Fatalf("%s: ping %v, want serving %v", what, err, serving)
+}
+
+// An image with no shell, no libc, no iptables and no libfaketime: the example lease
+// server's static binary alone. A cut made from the host in its network namespace stops
+// the host's packets and its heal lets them through; SIGSTOP and SIGCONT from the engine
+// pause and resume it; a kill stops it and a restart brings it back serving at the same
+// address. Clock faults are refused, with the reason, before any container starts.
+func TestAnImageWithNothingInItTakesFaultsFromOutside(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker")
+	}
+	makeImage(t, "", "lease-image")
+	l, err := sysfile.Load("lease-image.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	err = containers.CheckSystem(ctx, l.System, true, false)
+	var unfit *containers.UnfitError
+	if !errors.As(err, &unfit) || !strings.Contains(err.Error(), "/leased is a Go program, which reads the time without libc") {
+		t.Errorf("clock faults on it: %v, want them refused because it is a Go program", err)
+	}
+	if err := containers.CheckSystem(ctx, l.System, false, true); err != nil {
+		t.Fatalf("partitions on it: %v", err)
+	}
+	c, err := containers.Start(ctx, containers.Spec{RunID: fmt.Sprintf("own-nothing-%d", os.Getpid()),
+		Image: "lockbreaker-example-lease:1", System: l.System.Name, Partitions: true, TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(context.WithoutCancel(ctx))
+	addr := c.Addrs()[0]
+	eventually(t, "started", addr, true)
+	if _, err := c.Exec(ctx, "n1", "sh", "-c", "true"); err == nil {
+		t.Error("the image has a shell; this test is about one without")
+	}
+
+	if err := c.DropFrom(ctx, "n1", c.Gateway()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "cut off the host", addr, false)
+	if err := c.HealNetwork(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "healed", addr, true)
+
+	if err := c.Signal(ctx, "n1", syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "paused", addr, false)
+	if err := c.Signal(ctx, "n1", syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "resumed", addr, true)
+
+	if err := c.Kill(ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "killed", addr, false)
+	if err := c.Restart(ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "restarted", addr, true)
+	if err := c.DropFrom(ctx, "n1", c.Gateway()); err != nil {
+		t.Fatalf("a cut after the restart (a new process id): %v", err)
+	}
+	eventually(t, "cut off after the restart", addr, false)
+	if err := c.Heal(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "healed after the restart", addr, true)
+}
+
+// Clock faults on the lease server are refused before anything starts, with the reason,
+// exit 254: from the copied binary's own file (a Go program), and from the image by
+// looking into it; so is an image the engine does not have, which is never pulled.
+func TestClockFaultsOnAGoServerAreRefusedBeforeTheRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker")
+	}
+	bin := build(t)
+	makeImage(t, bin, "lease-image")
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	b, err := os.ReadFile("lease-image.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.Replace(strings.Replace(string(b), "image: lockbreaker-example-lease:1", "image: lockbreaker-example-missing:0", 1),
+		"name: leased-image", "name: leased-missing", 1))
+	if err := os.WriteFile(missing, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ file, nemesis, want string }{
+		{"lease.yaml", "clock-bump", "/usr/local/bin/leased is a Go program"},
+		{"lease-image.yaml", "clock-bump", "/leased is a Go program"},
+		{missing, "pause-holder", `image "lockbreaker-example-missing:0" is not in the engine`},
+	} {
+		file := c.file
+		results := filepath.Join(t.TempDir(), "results")
+		cmd := exec.Command(bin, "run", "--system-file", file, "--client-cmd", "./lease/lease_client.py", "--nemesis", c.nemesis,
+			"--results", results)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var exit *exec.ExitError
+		lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+		if !errors.As(err, &exit) || exit.ExitCode() != 254 || len(lines) != 1 || !strings.Contains(lines[0], c.want) {
+			t.Errorf("%s: %v, stderr %q; want exit 254 and one line saying %q", file, err, stderr.String(), c.want)
+		}
+		if _, err := os.Stat(results); !os.IsNotExist(err) {
+			t.Errorf("%s: the refused run made %s", file, results)
+		}
+	}
+}
+
+// verdicts runs lockbreaker and returns each checker's verdict.
+func verdicts(t *testing.T, bin string, args ...string) map[string]string {
+	t.Helper()
+	results := t.TempDir()
+	out, err := exec.Command(bin, append(append([]string{"run"}, args...), "--results", results)...).CombinedOutput()
+	var exit *exec.ExitError
+	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() <= 2) {
+		t.Fatalf("run %v: %v\n%s", args, err, out)
+	}
+	var summary struct {
+		Results []struct{ Checker, Verdict string }
+	}
+	b, err := os.ReadFile(filepath.Join(results, "latest", "results.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &summary)
+	}
+	if err != nil {
+		t.Fatalf("run %v: results: %v\n%s", args, err, out)
+	}
+	got := map[string]string{}
+	for _, r := range summary.Results {
+		got[r.Checker] = r.Verdict
+	}
+	return got
+}
+
+// The team's Redis (redis.yaml: its own image, its own configuration) and the built-in
+// redis give every checker the same verdict on the same seed, through the built-in redis
+// client (and bsm/redislock's, with LOCKBREAKER_LONG=1).
+func TestFileRedisGivesTheBuiltInRedisVerdicts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker")
+	}
+	bin := build(t)
+	makeImage(t, bin, "redis-image")
+	scenarios := [][2]string{{"redis", "none"}, {"redis", "pause-holder"}}
+	if long() {
+		scenarios = append(scenarios, [2]string{"redis", "kill-node"}, [2]string{"redis", "partition-holder"}, [2]string{"redislock", "pause-holder"})
+	}
+	for _, scenario := range scenarios {
+		t.Run(scenario[0]+"-"+scenario[1], func(t *testing.T) {
+			common := []string{"--time-limit", "5s", "--seed", "7", "--client", scenario[0], "--nemesis", scenario[1]}
+			file := verdicts(t, bin, append([]string{"--system-file", "redis.yaml"}, common...)...)
+			builtIn := verdicts(t, bin, append([]string{"--system", "redis"}, common...)...)
+			if len(file) == 0 || fmt.Sprint(file) != fmt.Sprint(builtIn) {
+				t.Errorf("system file: %v\nbuilt-in:    %v", file, builtIn)
+			}
+			t.Logf("both: %v", file)
+		})
+	}
+}
+
+// The lease server's suite, one cell per run (--shard): safe with no faults and, fenced,
+// under a paused holder (make test); broken unfenced under a paused or a cut-off holder
+// (LOCKBREAKER_LONG=1).
+func TestLeaseSuite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker")
+	}
+	bin := build(t)
+	makeImage(t, bin, "lease-image")
+	cells := []string{"lease-no-faults", "lease-paused-holder-fenced", "lease-paused-holder", "lease-partitioned-holder"}
+	for i, cell := range cells {
+		if i >= 2 && !long() {
+			continue
+		}
+		t.Run(cell, func(t *testing.T) {
+			out, err := exec.Command(bin, "suite", "lease-suite.yaml", "--shard", fmt.Sprintf("%d/%d", i+1, len(cells)),
+				"--results", t.TempDir()).CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "MET      "+cell) {
+				t.Errorf("suite: %v, want exit 0 and %s met\n%s", err, cell, out)
+			}
+		})
+	}
+}
+
+// A system file with no image of its own runs on the node image, with its readiness and
+// role asked by commands run in each node and its configuration written from a file with
+// placeholders: two independent Redis servers, each its own primary.
+func TestReadyAndRoleCommandsRunInTheNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker")
+	}
+	file := filepath.Join(t.TempDir(), "pair.yaml")
+	err := os.WriteFile(file, []byte(`name: own-test-pair
+nodes: {default: 2, min: 1, max: 3}
+port: 6379
+command: [redis-server, "/etc/pair/{{name}}.conf"]
+files:
+  - {path: "/etc/pair/{{name}}.conf", content: "port {{port}}\nprotected-mode no\nsave \"\"\n# {{name}} of {{count}}: {{peers}}\n"}
+ready: {command: [redis-cli, ping]}
+role: {command: [sh, -c, "redis-cli role | head -n 1"]}
+clients: [redis]
+`), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := sysfile.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	image, err := containers.EnsureSystemImage(ctx, l.System.Name, nil)
+	if err != nil || image != containers.ImageRef() {
+		t.Fatalf("image %q, %v; want the node image", image, err)
+	}
+	c, err := containers.Start(ctx, containers.Spec{RunID: fmt.Sprintf("own-pair-%d", os.Getpid()), Image: image,
+		System: l.System.Name, TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(context.WithoutCancel(ctx))
+	roles, err := c.Roles(ctx)
+	if err != nil || fmt.Sprint(roles) != "map[n1:primary n2:primary]" {
+		t.Errorf("roles %v, %v; want two primaries", roles, err)
+	}
+	conf, err := c.Exec(ctx, "n2", "cat", "/etc/pair/n2.conf")
+	if err != nil || !strings.Contains(conf, "# n2 of 2: n1:6379") {
+		t.Errorf("n2's configuration %q, %v", conf, err)
+	}
+}
