@@ -5,7 +5,7 @@ GO      ?= go
 BIN     := bin/lockbreaker
 RESULTS ?= store
 
-.PHONY: run test unit bench load deps deps-run build image clean vet fuzz serve nightly kleppmann-time
+.PHONY: run test test-long unit bench load deps deps-run build image clean vet fuzz serve nightly kleppmann-time
 
 build:
 	$(GO) build -o $(BIN) ./cmd/lockbreaker
@@ -67,6 +67,11 @@ test: deps vet image
 	(cd third_party/porcupine && $(GO) test -count=1 -timeout 10m ./...); others=$$?; \
 	wait $$main; main=$$?; \
 	test $$main -eq 0 && test $$others -eq 0
+
+# The examples' slower cells and comparisons too (exampletest.Long): every cell of the
+# Python and Java locks' suites, the own-service comparisons under every Redis fault.
+test-long: deps vet image
+	cd examples && LOCKBREAKER_LONG=1 $(GO) test -count=1 -timeout 30m ./...
 
 unit:
 	$(GO) test -count=1 -short ./...

@@ -5,6 +5,7 @@ package exampletest
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,12 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/suite"
 )
+
+// Long says whether the examples' slower cells and comparisons run too: LOCKBREAKER_LONG=1
+// (make test-long). make test runs the cell of each lock that shows the most (its lock
+// broken by a paused holder, its data kept by its token where it has one); the rest are
+// measured over many seeds by hand (README, docs/measurements.md).
+func Long() bool { return os.Getenv("LOCKBREAKER_LONG") == "1" }
 
 // Lockbreaker builds the lockbreaker binary into the test's temporary directory.
 func Lockbreaker(t *testing.T) string {
