@@ -252,11 +252,12 @@ func TestPartitionPrimaryKeepsSomeClientsWithTheOldPrimary(t *testing.T) {
 }
 
 // While the split lasts, a client on one side granted the lock while a client on the other
-// holds it is partition-primary's hazard; a grant on the same side is not.
+// holds it is partition-primary's hazard; a grant on the same side is not. The split lasts
+// until that hazard, not for a pause of its own (an hour here, with leases of an hour).
 func TestPartitionPrimaryRecordsGrantsUnderTwoPrimaries(t *testing.T) {
 	f := newFake(3, 3)
 	env, _ := f.crashEnv()
-	env.Clients, env.Pause, env.Interval = addressed{f}, time.Hour, time.Millisecond
+	env.Clients, env.Pause, env.PauseFixed, env.TTL, env.Interval = addressed{f}, time.Hour, false, time.Hour, time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	done := make(chan error)
@@ -281,6 +282,7 @@ func TestPartitionPrimaryRecordsGrantsUnderTwoPrimaries(t *testing.T) {
 		defer f.mu.Unlock()
 		return len(history.Hazards(f.recorded)) > 0
 	})
+	waitFor(t, "the heal once the hazard came", func() bool { return slices.Contains(f.did(), "heal clients") })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

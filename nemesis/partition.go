@@ -244,7 +244,8 @@ func (partitionHolder) Heal(ctx context.Context, env Env) error { return partiti
 // have found it, both sides are granted over and over by their own primary, so the hazard
 // comes with any split that outlasts the promotion (a second or two with Sentinel, which
 // finds the cut primary down itself: told to promote at once, it takes longer to tell its
-// clients). The default --pause, twice the TTL, does.
+// clients; on a busy machine longer still). So a split lasts until two primaries' grants
+// were seen held at once, at most five leases; a --pause the user chose, exactly that.
 type primarySplit struct{}
 
 func (primarySplit) Name() string { return "partition-primary" }
@@ -282,9 +283,14 @@ func (p primarySplit) Run(ctx context.Context, env Env) error {
 		}
 		g, side := p.grudge(env, primary, rng)
 		return cutFor(ctx, env, net, p.Name(), g, func() {
-			stop := w.seeSplitGrants(env, p.Name(), side)
+			seen := false
+			stop := w.seeSplitGrants(env, p.Name(), side, func() { seen = true })
 			defer stop()
-			w.wait(ctx, env.Pause)
+			if env.PauseFixed {
+				w.wait(ctx, env.Pause)
+				return
+			}
+			w.waitUntil(ctx, takeoverLeases*env.TTL, func() bool { return seen })
 		})
 	})
 }
@@ -316,14 +322,15 @@ func (primarySplit) grudge(env Env, primary string, rng *rand.Rand) (grudge, map
 
 // seeSplitGrants records two-primaries, seen by fault, each time a client on one side of a
 // split (side: the processes on the old primary's side) is granted the lock while a client
-// on the other side holds it, until stop is called.
-func (w *watcher) seeSplitGrants(env Env, fault string, side map[int]bool) (stop func()) {
+// on the other side holds it, and calls seen, until stop is called.
+func (w *watcher) seeSplitGrants(env Env, fault string, side map[int]bool, seen func()) (stop func()) {
 	w.granted = func(grant history.Event) {
 		for p, held := range w.holding {
 			if p != grant.Process && side[p] != side[grant.Process] {
 				recordHazard(env, fault, history.TwoPrimaries, grant.Time,
 					map[string]string{"holder": grantText(held), "granted": grantText(grant)},
 					workerName(p), workerName(grant.Process))
+				seen()
 				return
 			}
 		}

@@ -119,6 +119,18 @@ func (w *watcher) wait(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// waitUntil follows the history until done says so, at most d; it says whether done did.
+func (w *watcher) waitUntil(ctx context.Context, d time.Duration, done func() bool) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for !done() {
+		if _, ok := w.next(ctx, timer.C); !ok {
+			return false
+		}
+	}
+	return true
+}
+
 // schedule calls inject at seeded random moments, on average env.Interval apart, until
 // ctx ends, following the history meanwhile. inject gets the schedule's random source.
 func (w *watcher) schedule(ctx context.Context, env Env, inject func(*rand.Rand) error) error {
