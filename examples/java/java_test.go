@@ -5,7 +5,6 @@
 package java_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/examples/internal/exampletest"
 	"github.com/lockbreaker/lockbreaker/workloads"
-	"github.com/lockbreaker/lockbreaker/workloads/execlock"
 )
 
 // needJDK compiles the program (as its first use would), and fails the test when it
@@ -42,28 +40,10 @@ func TestCuratorProgramSpeaksTheProtocol(t *testing.T) {
 	needJDK(t)
 	cfg := workloads.Config{System: "zookeeper", Nodes: []string{"127.0.0.1:1"}, Key: "lock", TTL: 2 * time.Second,
 		OpTimeout: 200 * time.Millisecond, Retry: 20 * time.Millisecond, Owner: "w0", Program: []string{"./curator_lock"}, Fencing: true}
-	opts := execlock.Defaults
-	opts.Log = exampletest.Log{T: t}
-
 	redis := cfg
 	redis.System = "redis"
-	if _, err := execlock.Start(redis, opts); !errors.Is(err, workloads.ErrBroken) ||
-		!strings.Contains(err.Error(), "refused its configuration: Curator's locks run on ZooKeeper, not on redis") {
-		t.Errorf("on redis: %v, want the configuration refused", err)
-	}
-
-	lock, err := execlock.Start(cfg, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
-	defer cancel()
-	_, err = lock.Acquire(ctx)
-	if err == nil || errors.Is(err, workloads.ErrBusy) || errors.Is(err, workloads.ErrLost) || errors.Is(err, workloads.ErrBroken) ||
-		!strings.Contains(err.Error(), "ConnectionLoss") {
-		t.Errorf("acquire with no ZooKeeper: %v, want unknown (a ConnectionLoss)", err)
-	}
+	exampletest.ConfigRefused(t, redis, "Curator's locks run on ZooKeeper, not on redis")
+	exampletest.AcquireIsUnknown(t, cfg, 6*time.Second, "ConnectionLoss")
 }
 
 // With no java on PATH, a run of the program is refused in one line that says what to

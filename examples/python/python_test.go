@@ -5,8 +5,6 @@
 package python_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,7 +16,6 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/examples/internal/exampletest"
 	"github.com/lockbreaker/lockbreaker/workloads"
-	"github.com/lockbreaker/lockbreaker/workloads/execlock"
 )
 
 // needModules fails the test when python3 cannot import what the programs need (skips
@@ -44,28 +41,10 @@ func TestRedisPyProgramSpeaksTheProtocol(t *testing.T) {
 	needModules(t, "redis")
 	cfg := workloads.Config{System: "redis", Nodes: []string{"127.0.0.1:1"}, Key: "lock", TTL: 2 * time.Second,
 		OpTimeout: 200 * time.Millisecond, Retry: 20 * time.Millisecond, Owner: "w0", Program: []string{"./redispy_lock.py"}}
-	opts := execlock.Defaults
-	opts.Log = exampletest.Log{T: t}
-
 	fenced := cfg
 	fenced.Fencing = true
-	if _, err := execlock.Start(fenced, opts); !errors.Is(err, workloads.ErrBroken) ||
-		!strings.Contains(err.Error(), "refused its configuration: redis-py's Lock hands out no fencing token") {
-		t.Errorf("with fencing: %v, want the configuration refused", err)
-	}
-
-	lock, err := execlock.Start(cfg, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_, err = lock.Acquire(ctx)
-	if err == nil || errors.Is(err, workloads.ErrBusy) || errors.Is(err, workloads.ErrLost) || errors.Is(err, workloads.ErrBroken) ||
-		!strings.Contains(err.Error(), "ConnectionError") {
-		t.Errorf("acquire with no Redis: %v, want unknown (a ConnectionError)", err)
-	}
+	exampletest.ConfigRefused(t, fenced, "redis-py's Lock hands out no fencing token")
+	exampletest.AcquireIsUnknown(t, cfg, time.Second, "ConnectionError")
 }
 
 // A cell of each suite, one run each, met: redis-py's Lock broken by a paused holder;
@@ -93,19 +72,7 @@ func TestEtcd3ProgramSpeaksTheProtocol(t *testing.T) {
 	needModules(t, "etcd3")
 	cfg := workloads.Config{System: "etcd", Nodes: []string{"127.0.0.1:1"}, Key: "lock", TTL: 2 * time.Second,
 		OpTimeout: 200 * time.Millisecond, Retry: 20 * time.Millisecond, Owner: "w0", Program: []string{"./etcd3_lock.py"}, Fencing: true}
-	opts := execlock.Defaults
-	opts.Log = exampletest.Log{T: t}
-	lock, err := execlock.Start(cfg, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, err = lock.Acquire(ctx)
-	if err == nil || errors.Is(err, workloads.ErrBusy) || errors.Is(err, workloads.ErrLost) || errors.Is(err, workloads.ErrBroken) {
-		t.Errorf("acquire with no etcd: %v, want unknown", err)
-	}
+	exampletest.AcquireIsUnknown(t, cfg, 5*time.Second, "")
 }
 
 // The complete example in docs/protocol.md, as it is written there, runs under

@@ -4,6 +4,8 @@
 package exampletest
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +15,8 @@ import (
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/suite"
+	"github.com/lockbreaker/lockbreaker/workloads"
+	"github.com/lockbreaker/lockbreaker/workloads/execlock"
 )
 
 // Long says whether the examples' slower cells and comparisons run too: LOCKBREAKER_LONG=1
@@ -37,6 +41,44 @@ type Log struct{ T *testing.T }
 func (l Log) Write(b []byte) (int, error) {
 	l.T.Log(strings.TrimSuffix(string(b), "\n"))
 	return len(b), nil
+}
+
+// Options are the exec client's defaults with the program's stderr in the test's log.
+func Options(t *testing.T) execlock.Options {
+	opts := execlock.Defaults
+	opts.Log = Log{T: t}
+	return opts
+}
+
+// ConfigRefused fails the test unless cfg's program refuses its configuration, saying says.
+func ConfigRefused(t *testing.T, cfg workloads.Config, says string) {
+	t.Helper()
+	lock, err := execlock.Start(cfg, Options(t))
+	if err == nil {
+		lock.Close()
+	}
+	if !errors.Is(err, workloads.ErrBroken) || !strings.Contains(err.Error(), "refused its configuration: "+says) {
+		t.Errorf("start: %v, want the configuration refused: %s", err, says)
+	}
+}
+
+// AcquireIsUnknown starts cfg's program, whose nodes answer nothing, and fails the test
+// unless an acquire within the given time is indeterminate (neither busy, lost nor a broken
+// client) and its error says says ("" for anything).
+func AcquireIsUnknown(t *testing.T, cfg workloads.Config, within time.Duration, says string) {
+	t.Helper()
+	lock, err := execlock.Start(cfg, Options(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	_, err = lock.Acquire(ctx)
+	if err == nil || errors.Is(err, workloads.ErrBusy) || errors.Is(err, workloads.ErrLost) || errors.Is(err, workloads.ErrBroken) ||
+		!strings.Contains(err.Error(), says) {
+		t.Errorf("acquire with no server: %v, want unknown (%s)", err, says)
+	}
 }
 
 // MeetCells runs each cell of the suite file that in names, one run each (suite --shard
