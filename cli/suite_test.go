@@ -177,6 +177,7 @@ cells:
 // and statuses, a report per run inside the merged directory. A shard given twice, or
 // one left out, is refused in one line.
 func TestSuiteMergeEqualsTheUnshardedRun(t *testing.T) {
+	t.Parallel() // processes on the in-process lock, each with stores of its own
 	file := writeSuite(t, shardedSuite)
 	whole := t.TempDir()
 	shards := make([]string, 4)
@@ -273,6 +274,7 @@ func readSuiteJSON(t *testing.T, dir string) suite.Result {
 // from the store where it ran and from a copy of it (an artifact), and from the two suite
 // runs' directories.
 func TestSuiteRegressionIsFlaggedAndFailsCompare(t *testing.T) {
+	t.Parallel() // processes on the in-process lock, each with stores of its own
 	const cells = "defaults: {system: local, clients: 3, ttl: 500ms, interval: 500ms, time_limit: 1s}\ncells:\n" +
 		"  - {name: broken, spec: {system: local-broken, nemesis: [none]}, expect: {mutual-exclusion: invalid}}\n"
 	store := t.TempDir()
