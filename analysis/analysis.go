@@ -12,7 +12,6 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
-	"time"
 
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/history"
@@ -21,22 +20,24 @@ import (
 	"github.com/lockbreaker/lockbreaker/spec"
 )
 
-// DefaultTimeout bounds each checker's porcupine searches unless the user
-// gives more (lockbreaker check --timeout).
-const DefaultTimeout = time.Minute
-
-// File judges a history file as it reads it (checkers.Stream, its searches bounded by
-// timeout and its memory by limits), completes the summary from it (results, verdict, op
-// and fault counts, rerun command) and writes results.json, report.html and junit.xml into
-// dir. It needs nothing but the history and the summary's spec, so a run and a
-// `lockbreaker check` of it later get the same verdicts. The summary's times and error are
-// the caller's and are kept, and so are its notes, to which it adds its own once: checking
-// again changes no byte of results.json. A history larger than memory is judged in bounded
-// memory; the report's timeline is then drawn from its first events (results.Drawing), as
-// a note says. An error reading the history leaves s without results; any other is about
-// writing the files, and the summary is complete either way.
-func File(ctx context.Context, dir, path string, s results.Summary, timeout time.Duration, limits checkers.Limits) (results.Summary, error) {
-	opts := options(dir, s, timeout)
+// File judges a history file as it reads it (checkers.Stream: each porcupine search
+// bounded by checkers.DefaultSteps steps of its model, so that the verdicts depend on the
+// history alone, never on the machine's speed; its memory bounded by limits), completes
+// the summary from it (results, verdict, op and fault counts, rerun command) and writes
+// results.json, report.html and junit.xml into dir. It needs nothing but the history and
+// the summary's spec, so a run and a `lockbreaker check` of it later get the same
+// verdicts. The summary's times and error are the caller's and are kept, and so are its
+// notes, to which it adds its own once: checking again changes no byte of results.json. A
+// history larger than memory is judged in bounded memory; the report's timeline is then
+// drawn from its first events (results.Drawing), as a note says. An error reading the
+// history leaves s without results; any other is about writing the files, and the
+// summary is complete either way.
+//
+// ctx bounds no search unless the caller gives it an end: a run gives it none; `check
+// --timeout` gives it a deadline, a wall-clock guard for the user's patience, whose cause
+// is then the summary of every search it stopped (unknown).
+func File(ctx context.Context, dir, path string, s results.Summary, limits checkers.Limits) (results.Summary, error) {
+	opts := options(dir, s)
 	stream := checkers.NewStream(ctx, opts, limits)
 	var nemesis []history.Event
 	drawing := results.NewDrawing()
@@ -86,9 +87,9 @@ func File(ctx context.Context, dir, path string, s results.Summary, timeout time
 }
 
 // options are the checkers' options for a run's history.
-func options(dir string, s results.Summary, timeout time.Duration) checkers.Options {
+func options(dir string, s results.Summary) checkers.Options {
 	faults, hazards := requested(s.Spec)
-	return checkers.Options{Dir: dir, Timeout: timeout, FaultsRequested: faults, Hazards: hazards}
+	return checkers.Options{Dir: dir, FaultsRequested: faults, Hazards: hazards}
 }
 
 // finish completes the summary from the verdicts and writes the files, the report drawing

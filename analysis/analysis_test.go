@@ -42,7 +42,7 @@ func analyze(t *testing.T, dir, text string, s results.Summary) (results.Summary
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return File(context.Background(), dir, path, s, DefaultTimeout, checkers.DefaultLimits)
+	return File(context.Background(), dir, path, s, checkers.DefaultLimits)
 }
 
 // File builds the whole summary itself: what a saved results.json said about

@@ -40,7 +40,7 @@ func TestSavedRunsAreJudgedTheSame(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := File(context.Background(), dir, filepath.Join(dir, results.HistoryFile), summary, DefaultTimeout, checkers.DefaultLimits); err != nil {
+			if _, err := File(context.Background(), dir, filepath.Join(dir, results.HistoryFile), summary, checkers.DefaultLimits); err != nil {
 				t.Fatal(err)
 			}
 			got, err := os.ReadFile(filepath.Join(dir, results.SummaryFile))

@@ -27,7 +27,8 @@ type Verdict string
 const (
 	Valid   Verdict = "valid"
 	Invalid Verdict = "invalid"
-	// Unknown: the checker could not decide (timeout, crash, not enough data). Never a pass.
+	// Unknown: the checker could not decide (a search stopped at its bound or by a guard, a
+	// crash, not enough data). Never a pass.
 	Unknown Verdict = "unknown"
 	// NotApplicable: the property does not exist for this run (fencing on a lock without
 	// tokens, herd on a lock that is not a queue). It proves nothing and counts for nothing.
@@ -96,8 +97,13 @@ func StoryText(story []Sentence) string {
 type Options struct {
 	// Dir is where a checker may write artifacts (porcupine's visualisation); empty: none.
 	Dir string
-	// Timeout bounds a search (porcupine); when it runs out the verdict is Unknown.
-	Timeout time.Duration
+	// MaxSteps bounds each porcupine search by the steps of its model one key's search may
+	// take (DefaultSteps when zero); a history judged in pieces (Stream) gives each key this
+	// bound in each piece. A search that needs more is Unknown and says so. A bound in
+	// steps, unlike one in time, gives a history the same verdict on any machine; to bound
+	// the wall-clock time as well, give the context a deadline (its cause is then the
+	// summary's reason).
+	MaxSteps int64
 	// FaultsRequested says the run asked a nemesis for faults, so a history without any
 	// fault did not test what it was meant to (see stats.go).
 	FaultsRequested bool

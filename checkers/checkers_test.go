@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/history/histgen"
 )
 
 // expect is what one checker must say about a history: its verdict, the counts that matter
@@ -223,48 +225,55 @@ func readHistory(t *testing.T, name string) []history.Event {
 	return file.Events
 }
 
-func TestSearchesEndUnknownWhenOutOfTime(t *testing.T) {
-	cancelled, cancel := context.WithCancel(t.Context())
-	cancel()
+// A search that may take no step, or whose context has ended, is Unknown and names why.
+func TestSearchesEndUnknownWhenStopped(t *testing.T) {
+	cancelled, cancel := context.WithCancelCause(t.Context())
+	cancel(errors.New("stopped on purpose"))
 	tests := []struct {
 		name    string
 		ctx     context.Context
-		timeout time.Duration
+		steps   int64
+		summary string
 	}{
-		{"no time at all", t.Context(), time.Nanosecond},
-		{"context cancelled", cancelled, time.Minute},
+		{"one step", t.Context(), 1, "search stopped on key k after its bound of 1 step"},
+		{"context cancelled", cancelled, 0, "search did not finish on key k (stopped on purpose)"},
 	}
 	events := readHistory(t, "clean.jsonl")
 	for _, tt := range tests {
 		for _, c := range []Checker{lockLinearizable, dataSafety} {
 			t.Run(tt.name+"/"+c.Name(), func(t *testing.T) {
-				r := c.Check(tt.ctx, events, Options{Timeout: tt.timeout})
-				if r.Verdict != Unknown || !strings.Contains(r.Summary, "search did not finish") {
-					t.Errorf("got %s: %s, want unknown: search did not finish", r.Verdict, r.Summary)
+				r := c.Check(tt.ctx, events, Options{MaxSteps: tt.steps})
+				if r.Verdict != Unknown || !strings.HasPrefix(r.Summary, tt.summary) {
+					t.Errorf("got %s: %s, want unknown: %s", r.Verdict, r.Summary, tt.summary)
 				}
 			})
 		}
 	}
 }
 
-// A search that has started and cannot finish before the deadline ends Unknown: the model
-// below never answers until porcupine gives up, so no machine is fast enough to finish it.
-func TestSearchCutShortIsUnknown(t *testing.T) {
-	stuck := linearizability{
+// A wall-clock guard (a deadline on the context, as check --timeout gives) stops a search
+// under way: the model below takes a millisecond a step, and the history 1,915 steps, far
+// more than the deadline leaves; the verdict is Unknown with the deadline's cause, never
+// the Illegal that refused steps would make of a legal history.
+func TestAWallClockGuardStopsASearch(t *testing.T) {
+	slow := linearizability{
 		model: func(part, string) porcupine.Model {
-			return porcupine.Model{
-				Init: func() any { return nobody },
-				StepContext: func(ctx context.Context, state, _, _ any) (bool, any) {
-					<-ctx.Done() // porcupine cancels it when its time is up
-					return true, state
-				},
+			m := strictMutex
+			step := m.StepContext
+			m.StepContext = func(c context.Context, state, in, out any) (bool, any) {
+				time.Sleep(time.Millisecond)
+				return step(c, state, in, out)
 			}
+			return m
 		},
 		models: isLockOp,
 	}
-	r := stuck.checker("stuck", PropertyLockSafety).Check(t.Context(), readHistory(t, "clean.jsonl"), Options{Timeout: 50 * time.Millisecond})
-	if r.Verdict != Unknown || !strings.Contains(r.Summary, "search did not finish on key k (time limit 50ms)") {
-		t.Errorf("got %s: %s, want unknown: search did not finish", r.Verdict, r.Summary)
+	ctx, cancel := context.WithTimeoutCause(t.Context(), 50*time.Millisecond, errors.New("a wall-clock guard"))
+	defer cancel()
+	events := histgen.Generate(histgen.Config{Ops: 300, Clients: 20, Seed: 1})
+	r := slow.checker("slow", PropertyLockSafety).Check(ctx, events, Options{})
+	if r.Verdict != Unknown || r.Summary != "search did not finish on key k (a wall-clock guard)" {
+		t.Errorf("got %s: %s, want unknown: search did not finish, a wall-clock guard", r.Verdict, r.Summary)
 	}
 }
 
@@ -628,7 +637,7 @@ func TestSearchStoppedMidwayIsUnknown(t *testing.T) {
 		},
 		models: isLockOp,
 	}
-	r := counting.checker("counting", PropertyLockSafety).Check(ctx, readHistory(t, "clean.jsonl"), Options{Timeout: time.Minute})
+	r := counting.checker("counting", PropertyLockSafety).Check(ctx, readHistory(t, "clean.jsonl"), Options{})
 	if r.Verdict != Unknown || !strings.Contains(r.Summary, "search did not finish on key k (memory limit reached") {
 		t.Errorf("got %s: %s, want unknown: search did not finish, memory limit reached", r.Verdict, r.Summary)
 	}

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/history/histgen"
@@ -21,9 +20,9 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/go
 // goldenOptions are the options every golden history is judged with: plainly, and as a
 // run that asked for faults and a hazard (the stats precondition's other paths).
 var goldenOptions = map[string]func(dir string) Options{
-	"plain": func(dir string) Options { return Options{Dir: dir, Timeout: time.Minute} },
+	"plain": func(dir string) Options { return Options{Dir: dir} },
 	"hazard": func(dir string) Options {
-		return Options{Dir: dir, Timeout: time.Minute, FaultsRequested: true,
+		return Options{Dir: dir, FaultsRequested: true,
 			Hazards: map[string]history.Hazard{"pause-holder": history.GrantedInPause}}
 	},
 }

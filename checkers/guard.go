@@ -2,7 +2,7 @@ package checkers
 
 // A guard on the memory a Stream's judging takes. Operations held are bounded by
 // Limits.MaxOps, but porcupine's search of one piece keeps every state it has visited,
-// which an illegal piece can make gigabytes within its time limit: the guard stops the
+// which an illegal piece can make gigabytes within its bound of steps: the guard stops the
 // search instead, and the verdicts it leaves undecided are unknown with the reason.
 
 import (

@@ -15,8 +15,14 @@ package checkers
 //     stale write it made long after losing the lock.
 //
 // Every key is its own search (the lock and its register are independent per key) and its
-// own visualisation file. The searches share one deadline, Options.Timeout or the
-// context's, whichever is sooner; a key the deadline cuts short is Unknown, never a pass.
+// own visualisation file. A search is bounded by what the history determines, never by the
+// clock: one key's search of one piece may take Options.MaxSteps steps of its model
+// (DefaultSteps when zero), and a key that needs more is Unknown, "stopped after its bound",
+// never a pass. Porcupine searches one key in one goroutine (our models have no Partition),
+// in an order fixed by the operations, so the same history takes the same steps and gets
+// the same verdict on any machine, idle or busy. A context's end also stops a search (the
+// heap guard, guard.go; a user's wall-clock guard, check --timeout): that verdict is
+// Unknown too, and its summary gives the context's cause, the guard that stopped it.
 
 import (
 	"cmp"
@@ -28,15 +34,24 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
+	"sync/atomic"
 
 	"github.com/anishathalye/porcupine"
 
 	"github.com/lockbreaker/lockbreaker/history"
 )
 
-// defaultTimeout bounds the porcupine searches when Options.Timeout is zero.
-const defaultTimeout = 30 * time.Second
+// DefaultSteps bounds each porcupine search when Options.MaxSteps is zero: the model steps
+// one key's search of one piece may take. What it costs, measured on the 2-core build
+// machine: a hard search (histgen, 20 clients without effects, judged whole) takes 380,000
+// to 460,000 steps a second of CPU and about 100 bytes of memory a step, so reaching the
+// bound costs 22-25 s of CPU and 1 GB: well under a minute, and under the heap guard's
+// 2 GiB. An illegal key is searched again to be explained, which can double the time.
+// What it leaves room for: the hardest history the tests judge (300 operations, 20
+// clients, no effects, seed 1, whole) takes 8,505,015 steps; `make bench`'s take at most
+// 959,411 (a million operations judged whole); a history the harness records, with its
+// effects, about one step per operation.
+const DefaultSteps = 10_000_000
 
 // identity is a worker in the models: its process number and which of its lives (see
 // operations) made the request. A struct, not a packed number, so no process number and
@@ -126,28 +141,31 @@ func (l linearizability) checker(name string, property Property) checker {
 
 // begin starts the search of one history.
 func (l linearizability) begin(name string, opts Options) *searchState {
-	timeout := opts.Timeout
-	if timeout <= 0 {
-		timeout = defaultTimeout
+	bound := opts.MaxSteps
+	if bound <= 0 {
+		bound = DefaultSteps
 	}
-	return &searchState{l: l, name: name, dir: opts.Dir, timeout: timeout,
-		keys: map[string]bool{}, illegal: map[string]bool{}, undecided: map[string]bool{}, files: fileNames{}}
+	return &searchState{l: l, name: name, dir: opts.Dir, bound: bound,
+		keys: map[string]bool{}, illegal: map[string]bool{}, bounded: map[string]bool{}, stopped: map[string]bool{}, files: fileNames{}}
 }
 
 // searchState is what a porcupine checker found, over the pieces judged so far.
 type searchState struct {
-	l       linearizability
-	name    string
-	dir     string        // Options.Dir
-	timeout time.Duration // each piece's
-	// why is why the last piece's searches stopped short, if one did: the time limit, or
-	// the cause of its context's end.
-	why                      string
-	keys, illegal, undecided map[string]bool
-	operations               int
-	proof, doubt             evidence
-	files                    fileNames
-	drawn                    []string // the pages written
+	l     linearizability
+	name  string
+	dir   string // Options.Dir
+	bound int64  // the steps of each key's search of each piece
+	// why is the cause of the context's end that stopped a search, if one did (guard.go,
+	// check --timeout).
+	why  string
+	keys map[string]bool
+	// illegal keys have no legal order; bounded ones needed more than the bound in some
+	// piece, stopped ones were cut short by the context's end.
+	illegal, bounded, stopped map[string]bool
+	operations                int
+	proof, doubt              evidence
+	files                     fileNames
+	drawn                     []string // the pages written
 }
 
 // keySearch is one key's search and what is needed to explain it.
@@ -158,14 +176,17 @@ type keySearch struct {
 	operations []porcupine.Operation
 	result     porcupine.CheckResult
 	info       porcupine.LinearizationInfo
-	searched   bool // false when the deadline passed before the search could start
-	verbose    bool // info holds porcupine's record of the search
+	verbose    bool  // info holds porcupine's record of the search
+	steps      int64 // the model steps the search that gave result took
+	// bounded: the search needed more steps than its bound; stopped: the context ended
+	// first (or before it could start). Either way result is Unknown.
+	bounded, stopped bool
 }
 
 // add searches every key of the piece. Any illegal key makes the history invalid, any
 // key left undecided makes it unknown.
 func (st *searchState) add(ctx context.Context, p part) {
-	l, ops, timeout := st.l, p.ops, st.timeout
+	l, ops := st.l, p.ops
 	var modelled []*history.Op // the shared operations, never copied
 	for i := range ops {
 		if l.models(ops[i], outcomeOf(ops[i])) {
@@ -173,10 +194,6 @@ func (st *searchState) add(ctx context.Context, p part) {
 		}
 	}
 	keys, groups := byKey(modelled, func(op *history.Op) string { return op.Invoke.Key })
-	deadline := time.Now().Add(timeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
 	infinity, tl := p.infinity, p.tl
 	var page visualisation
 	if st.dir != "" {
@@ -194,11 +211,15 @@ func (st *searchState) add(ctx context.Context, p part) {
 			continue
 		}
 		draw := st.dir != ""
-		s := l.search(ctx, deadline, l.model(p, key), key, groups[key], infinity, draw)
+		s := l.search(ctx, st.bound, l.model(p, key), key, groups[key], infinity, draw)
 		switch {
-		case !s.searched || s.result == porcupine.Unknown:
-			st.undecided[key] = true
-			doubt.addf("key %s: no answer in time (%d operations)", key, len(s.ops))
+		case s.bounded:
+			st.bounded[key] = true
+			doubt.addf("key %s: no answer within its bound of %s (%d operations)", key, steps(st.bound), len(s.ops))
+		case s.stopped:
+			st.stopped[key] = true
+			st.why = context.Cause(ctx).Error()
+			doubt.addf("key %s: no answer before the search was stopped (%d operations)", key, len(s.ops))
 		case s.result == porcupine.Illegal:
 			st.illegal[key] = true
 			for _, line := range l.explain(s, tl) {
@@ -220,78 +241,128 @@ func (st *searchState) add(ctx context.Context, p part) {
 			}
 		}
 	}
-	st.why = fmt.Sprintf("time limit %v", timeout)
-	if ctx.Err() != nil {
-		st.why = context.Cause(ctx).Error()
-	}
 }
 
 func (st *searchState) result() Result {
 	r := Result{Counts: map[string]int{"keys": len(st.keys), "operations": st.operations}, Files: st.drawn}
-	illegal, undecided := slices.Sorted(maps.Keys(st.illegal)), slices.Sorted(maps.Keys(st.undecided))
+	illegal := slices.Sorted(maps.Keys(st.illegal))
+	bounded, stopped := slices.Sorted(maps.Keys(st.bounded)), slices.Sorted(maps.Keys(st.stopped))
 	r.Evidence = append(st.proof.list(), st.doubt.list()...)
 	switch {
 	case len(illegal) > 0:
 		r.Verdict, r.Summary = Invalid, "not linearizable on key "+strings.Join(illegal, ", ")
-	case len(undecided) > 0:
-		r.Verdict, r.Summary = Unknown, fmt.Sprintf("search did not finish on key %s (%s)", strings.Join(undecided, ", "), st.why)
+	case len(bounded) > 0 || len(stopped) > 0:
+		var why []string
+		if len(bounded) > 0 {
+			why = append(why, fmt.Sprintf("search stopped on key %s after its bound of %s", strings.Join(bounded, ", "), steps(st.bound)))
+		}
+		if len(stopped) > 0 {
+			why = append(why, fmt.Sprintf("search did not finish on key %s (%s)", strings.Join(stopped, ", "), st.why))
+		}
+		r.Verdict, r.Summary = Unknown, strings.Join(why, "; ")
 	default:
 		r.Verdict, r.Summary = Valid, fmt.Sprintf("linearizable: %s, %s", plural(len(st.keys), "key"), plural(st.operations, "operation"))
 	}
 	return r
 }
 
-// search runs porcupine on one key with the time left; a cancelled context (its cause: a
-// memory limit, see guard.go) also stops a search under way.
+// search runs porcupine on one key, each search within bound steps of the model; a
+// cancelled context (its cause: a memory limit, see guard.go, or a wall-clock guard) also
+// stops a search under way. What a search answers after a step was refused is no verdict:
+// the key is Unknown, bounded or stopped.
 //
 // The first search keeps no record of where it went, which costs porcupine most of its
 // time and memory on a long history; only an illegal answer, which must be explained, is
-// searched again with the record (in the time still left). A key small enough to draw
-// (visualiseLimit) is searched once, with the record, when the pages are wanted.
-func (l linearizability) search(ctx context.Context, deadline time.Time, model porcupine.Model, key string, ops []*history.Op, infinity int64, draw bool) (s keySearch) {
-	s = keySearch{key: key, model: model, ops: ops, operations: operations(ops, infinity)}
-	defer func() {
-		if ctx.Err() != nil { // stopped: an answer may come from the steps refused
-			s.result = porcupine.Unknown
-		}
-	}()
-	left := time.Until(deadline)
-	if left <= 0 || ctx.Err() != nil {
+// searched again with the record, within a bound of its own. It takes the steps the first
+// took (the record changes no step), so it ends with the same answer unless the context
+// ends first; the illegal answer stands either way, explained from what the record holds.
+// A key small enough to draw (visualiseLimit) is searched once, with the record, when the
+// pages are wanted.
+func (l linearizability) search(ctx context.Context, bound int64, model porcupine.Model, key string, ops []*history.Op, infinity int64, draw bool) (s keySearch) {
+	s = keySearch{key: key, model: model, ops: ops, operations: operations(ops, infinity), result: porcupine.Unknown}
+	if ctx.Err() != nil {
+		s.stopped = true
 		return s
 	}
-	s.searched = true
 	if !draw || len(ops) > visualiseLimit {
-		if s.result = porcupine.CheckOperationsTimeout(stoppable(ctx, model), s.operations, left); s.result != porcupine.Illegal {
-			return s
-		}
-		if left = time.Until(deadline); left <= 0 { // explained without the record
+		b := &budget{bound: bound}
+		s.result = porcupine.CheckOperationsTimeout(stoppable(ctx, model, b), s.operations, 0)
+		if s.steps = b.taken.Load(); b.refused(&s) || s.result != porcupine.Illegal {
 			return s
 		}
 	}
-	result, info := porcupine.CheckOperationsVerbose(stoppable(ctx, model), s.operations, left)
-	if s.result != porcupine.Illegal { // an illegal answer stands even if the second search ran out of time
-		s.result = result
-	}
+	b := &budget{bound: bound}
+	result, info := porcupine.CheckOperationsVerbose(stoppable(ctx, model, b), s.operations, 0)
 	s.info, s.verbose = info, true
+	if s.result == porcupine.Illegal { // found by the first search: it stands
+		return s
+	}
+	s.result, s.steps = result, b.taken.Load()
+	b.refused(&s)
 	return s
 }
 
-// stoppable is m refusing every step once ctx is done, which ends a search soon after
-// (porcupine stops one by itself only at its timeout). What such a search answers is no
-// verdict: search makes it Unknown.
-func stoppable(ctx context.Context, m porcupine.Model) porcupine.Model {
+// budget is a search's bound on its model's steps, and what it refused.
+type budget struct {
+	bound int64
+	taken atomic.Int64
+	// spent: a step was refused because the bound was reached; stopped: because the
+	// context had ended.
+	spent, stopped atomic.Bool
+}
+
+// refused says whether the search refused a step, and if so makes s Unknown, bounded or
+// stopped.
+func (b *budget) refused(s *keySearch) bool {
+	switch {
+	case b.spent.Load():
+		s.result, s.bounded = porcupine.Unknown, true
+	case b.stopped.Load():
+		s.result, s.stopped = porcupine.Unknown, true
+	default:
+		return false
+	}
+	return true
+}
+
+// stoppable is m refusing every step once b's bound is reached or ctx is done, which ends
+// a search soon after: with every step refused porcupine only backtracks. What such a
+// search answers is no verdict (budget.refused). The steps are counted in the one
+// goroutine porcupine searches a model without Partition in; atomics only keep the count
+// sound if a model ever partitions.
+func stoppable(ctx context.Context, m porcupine.Model, b *budget) porcupine.Model {
 	step := m.StepContext
 	if step == nil {
 		plain := m.Step
 		step = func(_ context.Context, state, in, out any) (bool, any) { return plain(state, in, out) }
 	}
 	m.Step, m.StepContext = nil, func(c context.Context, state, in, out any) (bool, any) {
-		if ctx.Err() != nil {
+		switch {
+		case b.spent.Load() || b.stopped.Load():
+			return false, state
+		case ctx.Err() != nil:
+			b.stopped.Store(true)
+			return false, state
+		case b.taken.Add(1) > b.bound:
+			b.taken.Add(-1)
+			b.spent.Store(true)
 			return false, state
 		}
 		return step(c, state, in, out)
 	}
 	return m
+}
+
+// steps is n steps, its thousands separated by commas: "20,000,000 steps", "1 step".
+func steps(n int64) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if n == 1 {
+		return s + " step"
+	}
+	return s + " steps"
 }
 
 // operations converts one key's operations (in invocation order) to porcupine's, applying

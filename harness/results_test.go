@@ -48,7 +48,7 @@ func TestARunsResultsAreACheckOfItsHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := analysis.File(context.Background(), dir, filepath.Join(dir, results.HistoryFile), saved, analysis.DefaultTimeout, checkers.DefaultLimits); err != nil {
+	if _, err := analysis.File(context.Background(), dir, filepath.Join(dir, results.HistoryFile), saved, checkers.DefaultLimits); err != nil {
 		t.Fatal(err)
 	}
 	checked, err := os.ReadFile(path)

@@ -157,8 +157,7 @@ func (t *trial) execute(ctx context.Context) (results.Summary, error) {
 	}
 	// Judged from the file, as check judges it, so that the run's memory does not grow with
 	// its length and a check of it later writes the same results.json.
-	summary, err = analysis.File(context.WithoutCancel(ctx), t.run.Dir(), t.run.Path(results.HistoryFile), summary,
-		analysis.DefaultTimeout, checkers.DefaultLimits)
+	summary, err = analysis.File(context.WithoutCancel(ctx), t.run.Dir(), t.run.Path(results.HistoryFile), summary, checkers.DefaultLimits)
 	return summary, errors.Join(runErr, err)
 }
 

@@ -64,7 +64,7 @@ const checkGCPercent = 200
 // checkFlags makes check's flag set; timeout holds --timeout, maxOps --max-ops, whole --whole.
 func checkFlags() (fs *flag.FlagSet, timeout *spec.Duration, maxOps *int, whole *bool) {
 	timeout = new(spec.Duration)
-	*timeout = spec.Duration(analysis.DefaultTimeout)
+	*timeout = spec.Duration(time.Minute)
 	fs = command.NewFlags("check")
 	fs.Var((*command.Duration)(timeout), "timeout", "how long a checker may search (porcupine) before its verdict is unknown")
 	maxOps = fs.Int("max-ops", checkers.DefaultLimits.MaxOps,
@@ -110,7 +110,9 @@ func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error)
 		fmt.Fprintf(os.Stderr, "lockbreaker: check: %s is not this version's; set aside: %s\n",
 			command.Escape(filepath.Join(dir, results.SummaryFile)), command.Escape(strings.Join(run.setAside, ", ")))
 	}
-	summary, err = analysis.File(ctx, dir, filepath.Join(dir, results.HistoryFile), summary, timeout.Std(), limits)
+	ctx, cancel := context.WithTimeout(ctx, timeout.Std())
+	defer cancel()
+	summary, err = analysis.File(ctx, dir, filepath.Join(dir, results.HistoryFile), summary, limits)
 	if len(summary.Results) == 0 { // the history could not be read
 		return 0, err
 	}
