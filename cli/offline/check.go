@@ -49,6 +49,14 @@ version wrote, what this one cannot read is set aside (said on stderr). Needs no
 // is a typo, not a plan.
 const maxCheckTimeout = 24 * time.Hour
 
+// wallClockGuard is the cause check --timeout gives the searches it stops, which their
+// verdicts' summaries show: the one verdict that depends on the machine says so.
+type wallClockGuard struct{ timeout time.Duration }
+
+func (g wallClockGuard) Error() string {
+	return fmt.Sprintf("stopped by check --timeout %s, a wall-clock guard; without it the search is bounded by steps", g.timeout)
+}
+
 // checkMemoryLimit is the soft limit (debug.SetMemoryLimit) check sets on its heap unless
 // GOMEMLIMIT sets one: a long history's searches would otherwise let the heap grow to
 // twice what they hold (3 GB at a million operations). Near it the collector works harder;
@@ -64,9 +72,9 @@ const checkGCPercent = 200
 // checkFlags makes check's flag set; timeout holds --timeout, maxOps --max-ops, whole --whole.
 func checkFlags() (fs *flag.FlagSet, timeout *spec.Duration, maxOps *int, whole *bool) {
 	timeout = new(spec.Duration)
-	*timeout = spec.Duration(time.Minute)
 	fs = command.NewFlags("check")
-	fs.Var((*command.Duration)(timeout), "timeout", "how long a checker may search (porcupine) before its verdict is unknown")
+	fs.Var((*command.Duration)(timeout), "timeout",
+		"a wall-clock guard for your patience: how long the checkers may search (porcupine) before the verdicts of the searches left are unknown; 0 (the default): no limit. Without it each search is bounded by the steps of its model, which gives a history the same verdicts on any machine")
 	maxOps = fs.Int("max-ops", checkers.DefaultLimits.MaxOps,
 		"the memory limit: the most operations held at once while the history has no safe place to cut (about 2.5 KB each); past it the verdicts are unknown")
 	whole = fs.Bool("whole", false,
@@ -82,8 +90,8 @@ func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error)
 	if *whole && command.IsSet(fs, "max-ops") {
 		return 0, command.Bad(errors.New("check: --whole holds the whole history: --max-ops does not go with it"))
 	}
-	if t := timeout.Std(); t < time.Millisecond || t > maxCheckTimeout {
-		return 0, command.Bad(fmt.Errorf("check: --timeout must be between 1ms and 24h, got %s", t))
+	if t := timeout.Std(); t != 0 && (t < time.Millisecond || t > maxCheckTimeout) {
+		return 0, command.Bad(fmt.Errorf("check: --timeout must be 0 (no limit) or between 1ms and 24h, got %s", t))
 	}
 	if *maxOps < 1 {
 		return 0, command.Bad(fmt.Errorf("check: --max-ops must be at least 1, got %d", *maxOps))
@@ -110,8 +118,11 @@ func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error)
 		fmt.Fprintf(os.Stderr, "lockbreaker: check: %s is not this version's; set aside: %s\n",
 			command.Escape(filepath.Join(dir, results.SummaryFile)), command.Escape(strings.Join(run.setAside, ", ")))
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout.Std())
-	defer cancel()
+	if t := timeout.Std(); t > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, t, wallClockGuard{t})
+		defer cancel()
+	}
 	summary, err = analysis.File(ctx, dir, filepath.Join(dir, results.HistoryFile), summary, limits)
 	if len(summary.Results) == 0 { // the history could not be read
 		return 0, err
