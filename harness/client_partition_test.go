@@ -13,6 +13,7 @@ import (
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/clientnet"
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/internal/tier"
 )
 
 // Partitions that reach single lock clients: each client has its own address on the
@@ -107,13 +108,24 @@ func clientFaults(t *testing.T, events []history.Event, kind string) (faults []h
 // (n4, n5) while the others can. Client 1 is granted the lock by A, B, C; C's clock
 // jumps; client 2 is granted C, D, E while client 1 still holds it.
 func TestRedlockKleppmannLiveGivesTwoHoldersNamingTheirNodes(t *testing.T) {
+	tier.Long(t) // make test has the clock's two majorities with client 1 paused
 	inLane(t, laneRedis)
 	needClientAddrs(t)
 	s := DefaultSpec()
 	s.System, s.Client, s.Nemesis = "redlock", "redlock", []string{"kleppmann-clock"}
 	s.TimeLimit, s.Seed = Duration(10*time.Second), 3
-	summary, events := runEvents(t, s)
-	expect(t, summary, map[string]checkers.Verdict{"mutual-exclusion": checkers.Invalid})
+	tr := untilDanger(t, s, both(overlapped, func(tr ran) string {
+		if !twoMajoritiesNamed(t, tr.events) {
+			return "no two holders at once with client 1 on n1,n2,n3 and client 2 on n3,n4,n5"
+		}
+		return ""
+	}))
+	expect(t, tr.summary, map[string]checkers.Verdict{"mutual-exclusion": checkers.Invalid})
+}
+
+// twoMajoritiesNamed says whether client 1, cut from D and E, held the lock by A, B and C
+// while client 2 was granted it by C, D and E.
+func twoMajoritiesNamed(t *testing.T, events []history.Event) bool {
 	_, cut := clientFaults(t, events, "partition-client-from")
 	found := false
 	all := ops(t, events)
@@ -140,9 +152,7 @@ func TestRedlockKleppmannLiveGivesTwoHoldersNamingTheirNodes(t *testing.T) {
 			}
 		}
 	}
-	if !found {
-		t.Errorf("no two holders at once with client 1 on n1,n2,n3 and client 2 on n3,n4,n5")
-	}
+	return found
 }
 
 // heldUntil is when the holder granted by acquire began to release, or the end of time.
@@ -173,11 +183,12 @@ func TestZooKeeperHolderPartitionedFromTheEnsemble(t *testing.T) {
 	inLane(t, laneZooKeeper1s)
 	needClientAddrs(t)
 	t.Run("unfenced", func(t *testing.T) {
-		s := runScenario(t, holderCutSpec("zookeeper", "partition-holder", false))
+		s := untilDanger(t, holderCutSpec("zookeeper", "partition-holder", false), overlapped).summary
 		expect(t, s, map[string]checkers.Verdict{"mutual-exclusion": checkers.Invalid, "data-safety": checkers.Invalid})
 	})
 	t.Run("fenced", func(t *testing.T) {
-		expectLockBrokenDataSafe(t, runScenario(t, holderCutSpec("zookeeper", "partition-holder", true)))
+		tier.Long(t) // make test has fencing under a cut on PostgreSQL
+		expectLockBrokenDataSafe(t, untilDanger(t, holderCutSpec("zookeeper", "partition-holder", true), overlapped).summary)
 	})
 }
 
@@ -185,13 +196,15 @@ func TestZooKeeperHolderPartitionedFromTheEnsemble(t *testing.T) {
 // it is cut: accepted without fencing (corrupting it), rejected as stale with fencing. The
 // reverse, a holder cut from the storage only, cannot write at all and breaks no data.
 func TestHolderCutFromTheLockServiceStillReachesTheStorage(t *testing.T) {
+	tier.Long(t) // make test cuts a holder from ZooKeeper and from PostgreSQL
 	inLane(t, laneZooKeeper1s)
 	needClientAddrs(t)
 	for _, fencing := range []bool{false, true} {
 		t.Run(map[bool]string{false: "unfenced", true: "fenced"}[fencing], func(t *testing.T) {
 			s := holderCutSpec("zk-recipe-lib", "partition-holder", fencing)
 			s.Pause = Duration(4 * time.Second) // the cut outlasts the holder's work
-			summary, events := runEvents(t, s)
+			tr := untilDanger(t, s, overlapped)
+			summary, events := tr.summary, tr.events
 			want := map[string]checkers.Verdict{"mutual-exclusion": checkers.Invalid, "data-safety": checkers.Invalid}
 			wantWrite := history.OK
 			if fencing {
@@ -219,7 +232,8 @@ func TestHolderCutFromTheLockServiceStillReachesTheStorage(t *testing.T) {
 	t.Run("cut from the storage only", func(t *testing.T) {
 		s := holderCutSpec("zookeeper", "partition-holder-storage", true)
 		s.Work, s.Pause = Duration(100*time.Millisecond), Duration(3*time.Second)
-		summary, events := runEvents(t, s)
+		tr := untilDanger(t, s, overlapped)
+		summary, events := tr.summary, tr.events
 		expect(t, summary, map[string]checkers.Verdict{
 			"mutual-exclusion": checkers.Invalid, "data-safety": checkers.Valid, "lost-updates": checkers.Valid})
 		faults, cut := clientFaults(t, events, "partition-holder-storage")
@@ -317,9 +331,11 @@ func TestSentinelPartitionedPrimaryKeepsGrantingToItsSide(t *testing.T) {
 	needClientAddrs(t)
 	s := sentinelSpec([]string{"partition-primary"}, 8*time.Second)
 	s.TTL, s.Seed = DefaultSpec().TTL, 4
-	summary, events := runEvents(t, s)
+	// The hazard is two primaries' grants held at once; the overlap is seen only when the
+	// earlier holder acts after the other side's grant.
+	tr := untilDanger(t, s, both(hazard(history.TwoPrimaries), overlapped))
+	summary, events := tr.summary, tr.events
 	expect(t, summary, map[string]checkers.Verdict{"mutual-exclusion": checkers.Invalid})
-	expectHazard(t, summary, history.TwoPrimaries)
 	twoPrimaries := slices.ContainsFunc(history.RoleChanges(events), func(c history.RoleChange) bool {
 		primaries := 0
 		for _, role := range c.Roles {

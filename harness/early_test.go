@@ -110,8 +110,8 @@ func TestFaultsBoundsTheNemesis(t *testing.T) {
 	}
 }
 
-// The time limit waits for every client to be at work: the wait ends once each has begun
-// an operation (the nemesis's events and a client's second operation count for nothing),
+// The time limit waits for every client to be at work: the wait ends once each has had an
+// operation answered (the nemesis's events and an operation only begun count for nothing),
 // or at once when a client broke or the bound has passed.
 func TestClientsAtWorkWaitsForEveryClientsFirstOperation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -120,8 +120,8 @@ func TestClientsAtWorkWaitsForEveryClientsFirstOperation(t *testing.T) {
 		for _, e := range []history.Event{
 			{Process: 0, Type: history.Invoke, Func: history.Acquire},
 			{Process: history.NemesisProcess, Type: history.Info, Func: history.Start},
-			{Process: 0, Type: history.Invoke, Func: history.Read},
-			{Process: 1, Type: history.OK, Func: history.Acquire},
+			{Process: 0, Type: history.OK, Func: history.Acquire},
+			{Process: 1, Type: history.Invoke, Func: history.Acquire},
 		} {
 			events <- e
 		}
@@ -138,10 +138,10 @@ func TestClientsAtWorkWaitsForEveryClientsFirstOperation(t *testing.T) {
 			t.Fatal("returned with one client at work")
 		default:
 		}
-		events <- history.Event{Process: 1, Type: history.Invoke, Func: history.Acquire}
+		events <- history.Event{Process: 1, Type: history.Fail, Func: history.Acquire}
 		<-done
 		if waited != time.Minute {
-			t.Errorf("waited %s, want the minute until the second client began", waited)
+			t.Errorf("waited %s, want the minute until the second client was answered", waited)
 		}
 
 		broke := make(chan struct{})

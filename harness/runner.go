@@ -317,10 +317,10 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 		t.say("%d clients share one address: %v", len(configs), shared)
 	}
 	env.Workers, env.Clients = workers, clientsOf(workers)
-	// The time limit counts from when every client is at work: a client whose program takes
-	// seconds to start (a JVM beside other runs on a busy machine) would otherwise spend the
-	// run starting, and a fault aimed at a holder would find none. Waiting is bounded by the
-	// time limit itself.
+	// The time limit counts from when every client is at work, each answered once: a client
+	// whose program takes seconds to start (a JVM beside other runs on a busy machine), or
+	// whose first connection does, would otherwise spend the run starting, and a fault aimed
+	// at a holder would find none. Waiting is bounded by the time limit itself.
 	if waited := clientsAtWork(ctx, env.Subscribe(), len(configs), t.spec.TimeLimit.Std(), workers.broke); waited > time.Second {
 		t.say("every client at work after %s", waited.Round(100*time.Millisecond))
 	}
@@ -373,8 +373,8 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 	return errors.Join(clientErr, nemErr, healErr, finalErr)
 }
 
-// clientsAtWork waits until n clients have each begun an operation, at most bound, or
-// until ctx ends or a client broke, and says how long it waited.
+// clientsAtWork waits until n clients have each had an operation answered, at most bound,
+// or until ctx ends or a client broke, and says how long it waited.
 func clientsAtWork(ctx context.Context, events <-chan history.Event, n int, bound time.Duration, broke <-chan struct{}) time.Duration {
 	started := time.Now()
 	timeout := time.NewTimer(bound)
@@ -386,7 +386,7 @@ func clientsAtWork(ctx context.Context, events <-chan history.Event, n int, boun
 		case <-broke:
 		case <-timeout.C:
 		case e := <-events:
-			if e.Process >= 0 && e.Type == history.Invoke {
+			if e.Process >= 0 && e.Type != history.Invoke {
 				working[e.Process] = true
 			}
 			continue
