@@ -67,8 +67,10 @@ type Roles interface {
 //
 // Its hazard is the crash made real (restart-served): a node killed under a held grant,
 // serving again, answered another client (a grant naming it, or any grant or busy answer
-// when answers do not name their nodes) while that grant was still held within its lease.
-// The conditions on the way are counted too: the crash under the grant (crash-under-grant)
+// when answers do not name their nodes) while that grant was still held within its lease;
+// on a majority of independent nodes (Redlock), where only a grant speaks, another client's
+// attempt of any answer while enough of the grant's nodes had forgotten it (so a lock kept
+// down past the lease, as antirez's delayed restart, passes by refusing it). The conditions on the way are counted too: the crash under the grant (crash-under-grant)
 // and the node serving again within its lease (restart-in-lease).
 type killNode struct{}
 

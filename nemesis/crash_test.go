@@ -557,7 +557,8 @@ func (p promoting) Announced(context.Context) (string, error) {
 // A grant is forgotten only when as many of its nodes as another client needs have
 // forgotten it: before that, the others hold the grant and no second grant can be the
 // crash's doing; once the third of five is back, a second grant is its danger made real.
-// On a majority of independent nodes a busy answer never is: it may be split votes.
+// On a majority of independent nodes a busy answer says nothing by itself (it may be split
+// votes): the attempt counts, and only once the majority forgot.
 func TestAGrantIsForgottenWhenEnoughOfItsNodesForgotIt(t *testing.T) {
 	f := newFake(2, 5)
 	env := f.env()
@@ -597,5 +598,56 @@ func TestAGrantIsForgottenWhenEnoughOfItsNodesForgotIt(t *testing.T) {
 		if want := min(1, max(0, i-1)); served() != want {
 			t.Fatalf("%d nodes forgot: %d served, want %d", i+1, served(), want)
 		}
+	}
+}
+
+// antirez's delayed restart: the killed majority stays down past the lease, so another
+// client's attempt within the lease is refused, unanswered or busy. Each is the danger
+// the delay guards against, once enough nodes forgot the grant, and never after the
+// holder's lease.
+func TestAnAttemptWhileAMajorityForgotIsTheDangerOnIndependentNodes(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		answer  history.Event
+		forgot  int
+		late    bool
+		counted bool
+	}{
+		{"refused by nodes down", history.Event{Type: history.Fail, Error: history.ErrUnreachable}, 3, false, true},
+		{"no answer", history.Event{Type: history.Info}, 3, false, true},
+		{"busy", history.Event{Type: history.Fail, Error: history.ErrLockBusy}, 3, false, true},
+		{"before a majority forgot", history.Event{Type: history.Fail, Error: history.ErrUnreachable}, 2, false, false},
+		{"after the lease", history.Event{Type: history.Fail, Error: history.ErrUnreachable}, 3, true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake(2, 5)
+			env := f.env()
+			env.TTL, env.IndependentMajority = time.Hour, true
+			w := watch(f.events)
+			follow := func(e history.Event) {
+				f.events <- e
+				w.next(context.Background(), nil)
+			}
+			now := history.Now()
+			follow(history.Event{Type: history.Invoke, Process: 0, Func: history.Acquire, Time: now})
+			follow(history.Event{Index: 1, Type: history.OK, Process: 0, Func: history.Acquire, Time: now})
+			forgot := w.watchForgotten(env, w.holding[0], f.nodes)
+			for _, node := range f.nodes[:tt.forgot] {
+				forgot.forgot(node, now+1)
+			}
+			at := now + 2
+			if tt.late {
+				at = now + 2 + env.TTL.Nanoseconds()
+			}
+			follow(history.Event{Type: history.Invoke, Process: 1, Func: history.Acquire, Time: at})
+			a := tt.answer
+			a.Process, a.Func, a.Time = 1, history.Acquire, at+1
+			follow(a)
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if got := history.CountHazards(f.recorded)[history.RestartServed] == 1; got != tt.counted {
+				t.Errorf("restart-served recorded: %v, want %v (%+v)", got, tt.counted, f.recorded)
+			}
+		})
 	}
 }

@@ -85,8 +85,8 @@ func (w *watcher) follow(e history.Event) {
 			w.granted(e)
 		}
 		w.answered(e)
-	case e.Func == history.Acquire && e.Type == history.Fail && e.Error == history.ErrLockBusy:
-		w.answered(e)
+	case e.Func == history.Acquire && e.IsCompletion():
+		w.answered(e) // a busy answer, or on independent nodes any: an attempt was made
 	case e.Func == history.Release && e.Type == history.Invoke:
 		w.keptWaiting(e)
 		delete(w.holding, e.Process)
@@ -395,7 +395,8 @@ func (s *served) end(node string, t int64) {
 	}
 }
 
-// answered takes an acquire's answer (a grant, or a busy fail) into every served watch,
+// answered takes an acquire's answer (a grant, a fail or an indeterminate end) into every
+// served watch,
 // and ends the watches no answer can count for any more: recorded already, past their
 // lease by answerLag, or whose grant was replaced without a release.
 func (w *watcher) answered(e history.Event) {
@@ -416,6 +417,22 @@ func (w *watcher) answered(e history.Event) {
 		if e.Process == s.victim.Process {
 			continue
 		}
+		if s.env.IndependentMajority && e.Type != history.OK {
+			// On a majority of independent nodes a refusal may be other clients' split votes
+			// rather than the grant remembered, so no answer but a grant speaks of it. The
+			// danger is the asking: another client's attempt, whatever its answer, while
+			// enough of the grant's nodes had forgotten it (down, or back without it) for a
+			// majority without them, within the victim's lease. A lock that forgets grants it
+			// again; one whose killed nodes stay down past the lease (antirez's delayed
+			// restart) cannot answer it.
+			if node, ok := s.askedIn(w.acquiring[e.Process], e.Time); ok {
+				s.record(w, node, e.Process, e.Time, "asked for it while enough of its nodes had forgotten it ("+answerText(e)+")")
+			}
+			continue
+		}
+		if e.Type != history.OK && e.Error != history.ErrLockBusy {
+			continue // neither a grant nor a busy answer: the service may not have been reached
+		}
 		busyFrom, busyTo, busyNamed := from, to, named
 		if e.Type == history.OK {
 			// A second grant while the victim holds within its lease is the danger itself,
@@ -430,10 +447,8 @@ func (w *watcher) answered(e history.Event) {
 			// The attempts before the granted one found the lock busy.
 			busyFrom, busyTo, busyNamed = w.acquiring[e.Process], e.EffectFrom, nil
 		}
-		// On a majority of independent nodes a refusal may be other clients' split votes
-		// rather than the grant remembered: only a grant speaks there.
 		if s.env.IndependentMajority {
-			continue
+			continue // a grant outside the condition says nothing there either
 		}
 		if node, ok := s.answeredIn(busyFrom, busyTo, every, busyNamed); ok {
 			s.record(w, node, e.Process, busyTo, "refused it as busy")
@@ -490,6 +505,30 @@ func (s *served) heldDuring(from, to int64) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// askedIn finds a node on which the condition held at some time in [from, to] within the
+// victim's hold and lease.
+func (s *served) askedIn(from, to int64) (string, bool) {
+	end := s.leaseEnd
+	if s.released != 0 {
+		end = min(end, s.released)
+	}
+	if from <= 0 || from >= end {
+		return "", false
+	}
+	return s.heldDuring(from, min(to, end))
+}
+
+// answerText is an acquire's answer in words.
+func answerText(e history.Event) string {
+	switch {
+	case e.Type == history.Info:
+		return "no answer"
+	case e.Error != "":
+		return "refused: " + string(e.Error)
+	}
+	return "refused"
 }
 
 // answeredIn finds a node on which the condition held while the service gave an answer,
