@@ -167,6 +167,34 @@ func TestCheckersOnHandMadeHistories(t *testing.T) {
 			"lost-updates": {verdict: Invalid, counts: map[string]int{"acknowledged": 2, "final": 2, "lost": 1}},
 		},
 	}, {
+		// ZooKeeper under kill-client: p0 is killed holding the lock, with its write in
+		// flight; the ensemble expires its session and p1 is granted seconds later. The
+		// hold that was never released lapses at p0's last event (issue 35).
+		file: "killed-holder-lapses.jsonl",
+		want: map[string]expect{
+			"lock-linearizable": {verdict: Valid, counts: map[string]int{"keys": 1, "operations": 5}},
+			"mutual-exclusion":  {verdict: Valid, counts: map[string]int{"holds": 3, "overlaps": 0}},
+			"data-safety":       {verdict: Valid},
+			"lost-updates":      {verdict: Valid, counts: map[string]int{"acknowledged": 2, "indeterminate": 1, "final": 3, "lost": 0}},
+			"fencing":           {verdict: Valid},
+		},
+	}, {
+		// The same kill, but p1 was granted while p0 still acted (its rejected write, its
+		// read the kill cut short): a lapse comes only after the holder's last event.
+		file: "killed-holder-still-acting.jsonl",
+		want: map[string]expect{
+			"lock-linearizable": {verdict: Invalid, evidence: []string{
+				"key k: no order of its 3 operations (and 1 lapse) is legal",
+				"state then: {held by p0}",
+				"cannot come next: p1 acquire k -> ok token=2, #2 (t=2ms) .. #5 (t=4.01s)",
+			}},
+			"mutual-exclusion": {verdict: Invalid, counts: map[string]int{"holds": 2, "overlaps": 1}, evidence: []string{
+				"p0 held k from #1 (t=1ms) to #15 (t=4.019s), its last event; p1 acquired k at #5 (t=4.01s) while p0 still believed it held it; overlap 9ms",
+			}},
+			"data-safety": {verdict: Valid},
+			"fencing":     {verdict: Valid, counts: map[string]int{"stale-rejected": 1}},
+		},
+	}, {
 		file: "three-holders.jsonl", // every overlapping pair is its own line
 		want: map[string]expect{
 			"mutual-exclusion": {verdict: Invalid, summary: "3 overlapping holds", counts: map[string]int{"holds": 3, "overlaps": 3},

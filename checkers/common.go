@@ -202,6 +202,9 @@ func (tl timeline) event(e history.Event) string {
 // describe renders an operation with everything needed to find it in history.jsonl:
 // "p1 write k 3 token=7 -> fail (stale-token), #40 (t=1.2s) .. #41 (t=1.3s)".
 func (tl timeline) describe(op history.Op) string {
+	if op.Func() == lapse {
+		return fmt.Sprintf("%s's hold of %s lapses at its last event, %s", processName(op.Process()), op.Invoke.Key, tl.event(op.Invoke))
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s %s", processName(op.Process()), op.Func(), op.Invoke.Key)
 	if v := op.Invoke.Value; v != nil && op.Func() == history.Write {

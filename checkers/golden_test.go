@@ -68,8 +68,12 @@ func TestGolden(t *testing.T) {
 		{Ops: 300, Clients: 5, Fencing: true, Effects: true, Seed: 2},
 		{Ops: 300, Clients: 20, Effects: true, Seed: 3},
 		{Ops: 300, Clients: 2, Fencing: true, Seed: 4},
+		{Ops: 300, Clients: 5, Fencing: true, Effects: true, Kills: true, Seed: 5},
 	} {
 		name := fmt.Sprintf("histgen-ops%d-clients%d-fencing%t-effects%t-seed%d", cfg.Ops, cfg.Clients, cfg.Fencing, cfg.Effects, cfg.Seed)
+		if cfg.Kills {
+			name += "-kills"
+		}
 		inputs[name] = map[string][]history.Event{"generated": histgen.Generate(cfg)}
 	}
 	if len(inputs) < 60 {

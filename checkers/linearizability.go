@@ -134,6 +134,9 @@ type linearizability struct {
 	model func(p part, key string) porcupine.Model
 	// models says whether op takes part in the search; any other op is left out.
 	models func(op history.Op, o outcome) bool
+	// extra are operations the model needs that no event records, made from the piece
+	// (lock-linearizable's lapses); nil: none.
+	extra func(p part) []*history.Op
 }
 
 // checker is the porcupine checker named name.
@@ -195,6 +198,15 @@ func (st *searchState) add(ctx context.Context, p part) {
 			modelled = append(modelled, &ops[i])
 		}
 	}
+	st.operations += len(modelled) // the history's; extra ones are the model's own
+	if l.extra != nil {
+		if extra := l.extra(p); len(extra) > 0 {
+			// After the history's operations invoked at the same time: operations wants
+			// them in the order invoked, with an op's own before what it makes.
+			modelled = append(modelled, extra...)
+			slices.SortStableFunc(modelled, func(a, b *history.Op) int { return cmp.Compare(a.Invoke.Time, b.Invoke.Time) })
+		}
+	}
 	keys, groups := byKey(modelled, func(op *history.Op) string { return op.Invoke.Key })
 	infinity, tl := p.infinity, p.tl
 	var page visualisation
@@ -202,7 +214,6 @@ func (st *searchState) add(ctx context.Context, p part) {
 		page = newVisualisation(p.events, tl, infinity)
 	}
 
-	st.operations += len(modelled)
 	proof, doubt := &st.proof, &st.doubt
 	for _, key := range keys {
 		st.keys[key] = true
@@ -373,6 +384,9 @@ func steps(n int64) string {
 func operations(ops []*history.Op, infinity int64) []porcupine.Operation {
 	clientID := map[int]int{} // process -> its current porcupine client id
 	lives := map[int]int{}    // process -> its current incarnation
+	// granted is who holds by its own account, by process (as holds counts them): a lapse
+	// ends that identity's hold, whatever lives came after.
+	granted := map[int]identity{}
 	fresh := 0
 	out := make([]porcupine.Operation, len(ops))
 	for i, op := range ops {
@@ -383,6 +397,14 @@ func operations(ops []*history.Op, infinity int64) []porcupine.Operation {
 		}
 		caller := identity{op.Process(), lives[op.Process()]}
 		o := outcomeOf(*op)
+		switch held, holding := granted[op.Process()]; {
+		case op.Func() == lapse && holding:
+			caller = held
+		case op.Func() == history.Acquire && o == succeeded && !holding:
+			granted[op.Process()] = caller
+		case op.Func() == history.Release:
+			delete(granted, op.Process())
+		}
 		// What the servers saw narrows the operation (Op.Window): the search then tries
 		// far fewer orders. An indeterminate operation may take effect at any time after
 		// its start; settle bounds when that can matter.
@@ -501,8 +523,17 @@ func (r returnsAbove) earliestAbove(k int64) (int64, bool) {
 // anything invoked after it returned).
 func (l linearizability) explain(s keySearch, tl timeline) []string {
 	longest, stuck := s.stuck()
-	lines := []string{fmt.Sprintf("key %s: no order of its %d operations is legal; the longest legal prefix has %d",
-		s.key, len(s.ops), len(longest))}
+	lapsed := 0
+	for _, op := range s.ops {
+		if op.Func() == lapse {
+			lapsed++
+		}
+	}
+	of := fmt.Sprintf("%d operations", len(s.ops)-lapsed)
+	if lapsed > 0 {
+		of += fmt.Sprintf(" (and %s)", plural(lapsed, "lapse"))
+	}
+	lines := []string{fmt.Sprintf("key %s: no order of its %s is legal; the longest legal prefix has %d", s.key, of, len(longest))}
 	state := s.model.Init()
 	for _, id := range longest {
 		_, state = s.model.Step(state, s.operations[id].Input, s.operations[id].Output)
@@ -575,6 +606,9 @@ func (used fileNames) next(checker, key string) string {
 // describeRequest is the models' DescribeOperation: "p1 write 3 -> info".
 func describeRequest(in, out any) string {
 	req, resp := in.(request), out.(response)
+	if req.f == lapse {
+		return req.caller.String() + "'s hold lapses"
+	}
 	s := req.caller.String() + " " + string(req.f)
 	if req.f == history.Write {
 		s += fmt.Sprintf(" %d", req.value)

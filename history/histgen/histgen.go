@@ -15,6 +15,14 @@
 //   - 5-9 % of operations end indeterminate (info): a reply lost on the way back, after the
 //     server did or did not act.
 //
+// With Kills a kill-client nemesis takes pause-holder's place and SIGKILLs the holder now
+// and then, just after the storage served its read: the read's reply is still on its way (the harness then records
+// the read info as the worker dies) or has just arrived. The dead holder never releases;
+// its lease runs out, as a ZooKeeper session expires, and the lock passes to the next
+// client. A new client takes its place under a new process number (the old plus Clients),
+// as the harness's pool does. No client ever holds the lock while another does: every
+// checker must find such a history valid.
+//
 // With Effects the completions also carry what the servers saw, as the real workers record
 // it: an ok acquire's EffectFrom is when its last, successful attempt started; the storage
 // applied (or refused) a read or write at EffectFrom = EffectTo. Without, the history is
@@ -45,7 +53,10 @@ type Config struct {
 	Fencing bool
 	// Effects records EffectFrom and EffectTo on completions, as the real workers do.
 	Effects bool
-	Seed    uint64
+	// Kills has the holder killed now and then, while it holds the lock, instead of paused
+	// (see the package comment).
+	Kills bool
+	Seed  uint64
 }
 
 // Key is the one lock key every client contends for.
@@ -61,6 +72,10 @@ const (
 	pauseEvery = 5 * time.Second
 	// infoRate is the chance that a reply is lost: the operation ends indeterminate.
 	infoRate = 0.07
+	// killEvery is the mean time between two kills of the holder (Kills), and restart how
+	// long a new worker takes to start in the dead one's place.
+	killEvery = 3 * time.Second
+	restart   = 100 * time.Millisecond
 )
 
 // step is what a client does next.
@@ -131,7 +146,7 @@ type world struct {
 	// the storage
 	register, highest int64
 	// the nemesis
-	nextPause int64
+	nextPause, nextKill int64
 }
 
 // Generate returns the history: client operations, pause faults and a final read, numbered
@@ -152,6 +167,9 @@ func Emit(cfg Config, emit func(history.Event) error) error {
 	w := &world{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.Clients))), holder: -1, out: emit}
 	const start = int64(1e9)
 	w.nextPause = start + w.exp(pauseEvery)
+	if cfg.Kills { // kill-client instead of pause-holder
+		w.nextPause, w.nextKill = math.MaxInt64, start+w.exp(killEvery)
+	}
 	q := make(queue, cfg.Clients)
 	for p := range q {
 		q[p] = &client{process: p, next: invokeAcquire, at: start + w.rng.Int64N(int64(pace))}
@@ -319,7 +337,9 @@ func (w *world) run(c *client) bool {
 			then = invokeRelease
 		}
 		w.reply(c, done, now, then)
-		w.maybePause(c, now)
+		if !w.maybeKill(c, now) {
+			w.maybePause(c, now)
+		}
 	case invokeWrite:
 		w.invoke(c, history.Write, writeServed, w.tokenOf(c), history.Int64(c.read+1))
 	case writeServed:
@@ -424,6 +444,37 @@ func (w *world) maybePause(c *client, now int64) {
 	w.add(fault)
 	fault.Func, fault.Time = history.Stop, stop
 	w.add(fault)
+}
+
+// maybeKill kills the holder c after its read was served when a kill is due (Kills), and
+// says whether it did: the read's reply is lost with the worker (the harness records the
+// read info just after the kill) or arrives just before the kill. A new client takes c's
+// place; the lock stays with the dead one until its lease runs out.
+func (w *world) maybeKill(c *client, now int64) bool {
+	if !w.cfg.Kills || now < w.nextKill || c.pausedUntil > now {
+		return false
+	}
+	read := c.done
+	var at int64
+	if read.Type == history.OK && w.rng.IntN(2) == 0 { // killed before it invoked its write
+		w.emit(c, read)
+		at = read.Time + 1 + w.rng.Int64N(10e3)
+	} else {
+		at = now + 1 + w.rng.Int64N(read.Time-now)
+		w.emit(c, history.Event{Type: history.Info, Func: history.Read, Time: at + 50e3 + w.rng.Int64N(450e3),
+			Message: "worker exited during the operation (signal: killed)"})
+	}
+	fault := history.Event{Type: history.Info, Process: history.NemesisProcess, Fault: "kill-client",
+		Targets: []string{fmt.Sprintf("worker-%d", c.process)}, Time: at}
+	fault.Func = history.Start
+	w.add(fault)
+	fault.Func = history.Stop
+	w.add(fault)
+	w.nextKill = at + w.exp(killEvery)
+	c.process += w.cfg.Clients
+	c.token, c.read = 0, 0
+	c.next, c.at = invokeAcquire, at+int64(restart)+w.rng.Int64N(int64(restart))
+	return true
 }
 
 // WriteRun writes a run directory that `lockbreaker check` reads: the generated history as

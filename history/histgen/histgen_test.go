@@ -60,3 +60,61 @@ func TestGeneratedHistoriesParse(t *testing.T) {
 		}
 	}
 }
+
+// With Kills the holder is killed now and then, never paused: the dead one's process never
+// acts again but for the read the kill cut short, its hold is never released, and the lock
+// passes to another client once the lease has run out.
+func TestKillsLeaveHoldsUnreleased(t *testing.T) {
+	for seed := range uint64(5) {
+		cfg := Config{Ops: 1000, Clients: 5, Fencing: seed%2 == 0, Effects: seed%3 != 0, Kills: true, Seed: seed}
+		events := Generate(cfg)
+		ops, err := history.Pair(events)
+		if err != nil {
+			t.Fatalf("%+v: %v", cfg, err)
+		}
+		kills := 0
+		for _, f := range history.Faults(events) {
+			if f.Description != "kill-client" {
+				t.Fatalf("%+v: a %s fault; want kill-client only", cfg, f.Description)
+			}
+			kills++
+			victim, ok := history.ClientTarget(f.Targets[0])
+			if !ok {
+				t.Fatalf("%+v: kill of %v names no client", cfg, f.Targets)
+			}
+			// What the victim recorded: at most the info of its read after the kill, no release.
+			var granted *history.Op
+			for i, op := range ops {
+				switch {
+				case op.Process() != victim:
+				case op.Func() == history.Acquire && op.Type() == history.OK:
+					granted = &ops[i]
+				case op.Func() == history.Release:
+					granted = nil
+				}
+				if op.Process() == victim && op.Complete != nil && op.Complete.Time > f.Start &&
+					(op.Func() != history.Read || op.Type() != history.Info || op.Invoke.Time > f.Start) {
+					t.Errorf("%+v: worker-%d killed at %d acted after: %+v", cfg, victim, f.Start, op)
+				}
+			}
+			if granted == nil {
+				t.Errorf("%+v: worker-%d was killed holding no lock", cfg, victim)
+				continue
+			}
+			next := -1
+			for _, op := range ops {
+				if op.Process() != victim && op.Func() == history.Acquire && op.Type() == history.OK && op.Complete.Time > f.Start {
+					next = op.Process()
+					break
+				}
+			}
+			if next < 0 && f.Start < events[len(events)-1].Time-int64(2*ttl) {
+				t.Errorf("%+v: nobody was granted the lock after worker-%d's kill", cfg, victim)
+			}
+		}
+		t.Logf("%+v: %d events, %d kills", cfg, len(events), kills)
+		if kills < 3 {
+			t.Errorf("%+v: %d kills, want a few", cfg, kills)
+		}
+	}
+}
