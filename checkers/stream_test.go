@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/history/histgen"
+	"github.com/lockbreaker/lockbreaker/internal/tier"
 )
 
 // streamed judges events with a Stream that cuts as often as it can.
@@ -42,7 +43,8 @@ var tinyPieces = Limits{PieceOps: 20, MaxOps: 1 << 30, LongOps: 1 << 30}
 
 // Cut as often as the rule allows, generated histories of every kind (valid and violated,
 // with and without fencing and effects, several seeds and sizes) get the verdicts their
-// whole gets. Under -short (the fast tier) each kind gets one seed.
+// whole gets. Each kind gets one seed, and several in the long tier (make test-long): the
+// wholes' searches take minutes of CPU beside make test's runs.
 //
 // The whole is searched within DefaultSteps, which no machine's speed changes: the hardest
 // here, 300 operations of 20 clients without effects or fencing, seed 1, takes data-safety
@@ -51,9 +53,9 @@ var tinyPieces = Limits{PieceOps: 20, MaxOps: 1 << 30, LongOps: 1 << 30}
 // then the history is what changes (another seed, fewer clients), not the test's bound,
 // since DefaultSteps is what a run gives its searches and the test is about runs' verdicts.
 func TestStreamGivesTheWholeHistorysVerdicts(t *testing.T) {
-	seeds, workloads := uint64(3), uint64(5)
-	if testing.Short() {
-		seeds, workloads = 1, 1
+	seeds, workloads := uint64(1), uint64(1)
+	if tier.IsLong() && !testing.Short() {
+		seeds, workloads = 3, 5
 	}
 	cuts := 0
 	for _, ops := range []int{300, 3000} {

@@ -62,12 +62,27 @@ func build(t *testing.T) string {
 	return filepath.Join(binDir, "lockbreaker")
 }
 
-// makeImage runs a target of the example's Makefile.
+var (
+	imagesMu sync.Mutex
+	images   = map[string]error{} // target -> how its make ended
+)
+
+// makeImage runs a target of the example's Makefile, once for all the tests: they run side
+// by side, and two builds of one image at once would race for its tag.
 func makeImage(t *testing.T, bin, target string) {
 	t.Helper()
-	out, err := exec.Command("make", "-s", target, "LOCKBREAKER="+bin).CombinedOutput()
+	imagesMu.Lock()
+	defer imagesMu.Unlock()
+	err, made := images[target]
+	if !made {
+		out, runErr := exec.Command("make", "-s", target, "LOCKBREAKER="+bin).CombinedOutput()
+		if runErr != nil {
+			err = fmt.Errorf("make %s: %v\n%s", target, runErr, out)
+		}
+		images[target] = err
+	}
 	if err != nil {
-		t.Fatalf("make %s: %v\n%s", target, err, out)
+		t.Fatal(err)
 	}
 }
 
@@ -113,6 +128,7 @@ func TestAnImageWithNothingInItTakesFaultsFromOutside(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker")
 	}
+	t.Parallel() // each its own containers, run ids and stores
 	makeImage(t, "", "lease-image")
 	l, err := sysfile.Load("lease-image.yaml")
 	if err != nil {
@@ -182,6 +198,7 @@ func TestClockFaultsOnAGoServerAreRefusedBeforeTheRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker")
 	}
+	t.Parallel() // each its own containers, run ids and stores
 	bin := build(t)
 	makeImage(t, bin, "lease-image")
 	missing := filepath.Join(t.TempDir(), "missing.yaml")
@@ -251,6 +268,7 @@ func TestFileRedisGivesTheBuiltInRedisVerdicts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker")
 	}
+	t.Parallel() // each its own containers, run ids and stores
 	bin := build(t)
 	makeImage(t, bin, "redis-image")
 	scenarios := [][2]string{{"redis", "pause-holder"}}
@@ -278,6 +296,7 @@ func TestLeaseSuite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker")
 	}
+	t.Parallel() // each its own containers, run ids and stores
 	bin := build(t)
 	makeImage(t, bin, "lease-image")
 	cells := []string{"lease-no-faults", "lease-paused-holder-fenced", "lease-paused-holder", "lease-partitioned-holder"}
@@ -302,6 +321,7 @@ func TestReadyAndRoleCommandsRunInTheNodes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker")
 	}
+	t.Parallel() // each its own containers, run ids and stores
 	file := filepath.Join(t.TempDir(), "pair.yaml")
 	err := os.WriteFile(file, []byte(`name: own-test-pair
 nodes: {default: 2, min: 1, max: 3}
