@@ -21,11 +21,17 @@ import (
 // maxFaults is how many faults a story names: the ones that struck first.
 const maxFaults = 5
 
-// Window is the span of event indexes the story of overlap o reads: from the earlier
-// grant to the later of the two holds' ends, and a few events past it for the outcome of
-// a last write.
+// Window is the span of event indexes the story of overlap o reads: from the first of the
+// two grants in the file to the later of the two holds' ends, and a few events past it for
+// the outcome of a last write.
+//
+// The first grant in the file is not always the earlier one: mutual exclusion orders holds
+// by their times, the recorder numbers events as they reach it, and two clients' replies
+// a fraction of a millisecond apart reach it in either order (issue 35: through PgBouncer,
+// two grants in one server session came back that close, and a window opening at the
+// earlier one's index lacked the other grant and told nothing).
 func Window(o checkers.Overlap) (from, to int) {
-	return o.Earlier.Granted, max(o.Earlier.Until, o.Later.Until) + windowSlack
+	return min(o.Earlier.Granted, o.Later.Granted), max(o.Earlier.Until, o.Later.Until) + windowSlack
 }
 
 // windowSlack is how many events past the holds' ends a story reads: a write's completion

@@ -143,6 +143,22 @@ func TestTellsNothingWithoutTheGrants(t *testing.T) {
 	}
 }
 
+// The recorder numbers events as they reach it, so the earlier hold's grant may come
+// second in the file (issue 35): the window opens at whichever grant comes first.
+func TestWindowHoldsBothGrants(t *testing.T) {
+	for _, o := range []checkers.Overlap{
+		{Key: "k", Earlier: checkers.Holding{Process: 0, Granted: 3, Until: 13}, Later: checkers.Holding{Process: 1, Granted: 2, Until: 15}},
+		{Key: "k", Earlier: checkers.Holding{Process: 0, Granted: 2, Until: 9}, Later: checkers.Holding{Process: 1, Granted: 5, Until: 7}},
+	} {
+		from, to := Window(o)
+		for _, i := range []int{o.Earlier.Granted, o.Later.Granted, o.Earlier.Until, o.Later.Until} {
+			if i < from || i > to {
+				t.Errorf("window %d..%d of %+v lacks event %d", from, to, o, i)
+			}
+		}
+	}
+}
+
 func firstOverlap(t *testing.T, events []history.Event) checkers.Overlap {
 	t.Helper()
 	for _, r := range checkers.Judge(context.Background(), events, checkers.Options{}) {
