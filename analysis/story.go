@@ -12,8 +12,9 @@ import (
 // tell gives every invalid lock-safety, data-safety and fencing result the story of the history's
 // first overlap (package story), when mutual exclusion found one: the violations those
 // checkers find follow from two clients holding the lock at once. The history file at
-// path is read again, keeping only the overlap's window of events, so a soak's story takes
-// no more memory than its overlap.
+// path is read again, keeping only the events the story reads (story.Reads: the overlap's
+// window, and the hazards about its two holders), so a soak's story takes no more memory
+// than its overlap and its hazards.
 func tell(path string, rs []checkers.Result, savedSpec json.RawMessage) error {
 	var first *checkers.Overlap
 	for _, r := range rs {
@@ -24,14 +25,13 @@ func tell(path string, rs []checkers.Result, savedSpec json.RawMessage) error {
 	if first == nil {
 		return nil
 	}
-	from, to := story.Window(*first)
 	var window []history.Event
 	var start int64
 	_, err := history.Scan(path, func(e history.Event) error {
 		if e.Index == 0 {
 			start = e.Time
 		}
-		if e.Index >= from && e.Index <= to {
+		if story.Reads(*first, e) {
 			window = append(window, e)
 		}
 		return nil
