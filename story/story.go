@@ -271,7 +271,7 @@ func (t *teller) pooled(e, earlier, later history.Event) {
 // processNamed is the client a hazard's detail names ("worker-2 #41") as p2, or "".
 func processNamed(grant string) string {
 	name, _, _ := strings.Cut(grant, " ")
-	if p, err := strconv.Atoi(strings.TrimPrefix(name, "worker-")); err == nil && strings.HasPrefix(name, "worker-") {
+	if p, ok := history.ClientTarget(name); ok {
 		return proc(p)
 	}
 	return ""
