@@ -41,8 +41,9 @@ func Window(o checkers.Overlap) (from, to int) {
 const windowSlack = 64
 
 // Tell tells overlap o, two clients holding the lock at once, in a history whose first
-// event was at start: events must hold those in Window(o), in order; ttl is the lease
-// the clients asked for (0: not known). It returns nil when the events do not hold the overlap.
+// event was at start: events must hold those Reads(o) says it reads (the window and the
+// hazards about either holder), in the order of their indexes; ttl is the lease the clients
+// asked for (0: not known). It returns nil when the events do not hold the overlap's grants.
 func Tell(o checkers.Overlap, events []history.Event, ttl time.Duration, start int64) []checkers.Sentence {
 	t := teller{events: events, start: start}
 	earlier, ok1 := t.event(o.Earlier.Granted)
