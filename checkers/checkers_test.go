@@ -205,6 +205,19 @@ func TestCheckersOnHandMadeHistories(t *testing.T) {
 				}},
 			"lost-updates": {verdict: Unknown, summary: "no final read"},
 		},
+	}, {
+		// Issue 35: PgBouncer in transaction pooling ran p0's lock statement in the server
+		// session (backend 4242) that held p1's, and the server granted it again. p1's reply
+		// reached the recorder first, though p0's was read 0.3 ms earlier: the earlier hold
+		// is the later grant in the file.
+		file: "pooled-session.jsonl",
+		want: map[string]expect{
+			"mutual-exclusion": {verdict: Invalid, summary: "1 overlapping hold", counts: map[string]int{"holds": 2, "overlaps": 1},
+				evidence: []string{
+					"p0 held k from #3 (t=41.6ms) to #13 (t=47ms), its release; p1 acquired k at #2 (t=41.9ms) while p0 still believed it held it; overlap 5.1ms",
+				}},
+			"lost-updates": {verdict: Invalid, counts: map[string]int{"lost": 1}},
+		},
 	}}
 	for _, tt := range tests {
 		t.Run(strings.TrimSuffix(tt.file, ".jsonl"), func(t *testing.T) {

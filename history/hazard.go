@@ -128,6 +128,15 @@ func (h Hazard) Count(n int) string {
 	return fmt.Sprintf("%d %s", n, w.many)
 }
 
+// One says one occurrence of h in words, without a count: "lost grant"; h's name when it
+// is not one of the hazards above.
+func (h Hazard) One() string {
+	if w, ok := hazards[h]; ok {
+		return w.one
+	}
+	return string(h)
+}
+
 // Absent says what a run in which h never occurred lacked.
 func (h Hazard) Absent() string {
 	if w, ok := hazards[h]; ok {

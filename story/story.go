@@ -10,7 +10,9 @@ package story
 
 import (
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,11 +23,17 @@ import (
 // maxFaults is how many faults a story names: the ones that struck first.
 const maxFaults = 5
 
-// Window is the span of event indexes the story of overlap o reads: from the earlier
-// grant to the later of the two holds' ends, and a few events past it for the outcome of
-// a last write.
+// Window is the span of event indexes the story of overlap o reads: from the first of the
+// two grants in the file to the later of the two holds' ends, and a few events past it for
+// the outcome of a last write.
+//
+// The first grant in the file is not always the earlier one: mutual exclusion orders holds
+// by their times, the recorder numbers events as they reach it, and two clients' replies
+// a fraction of a millisecond apart reach it in either order (issue 35: through PgBouncer,
+// two grants in one server session came back that close, and a window opening at the
+// earlier one's index lacked the other grant and told nothing).
 func Window(o checkers.Overlap) (from, to int) {
-	return o.Earlier.Granted, max(o.Earlier.Until, o.Later.Until) + windowSlack
+	return min(o.Earlier.Granted, o.Later.Granted), max(o.Earlier.Until, o.Later.Until) + windowSlack
 }
 
 // windowSlack is how many events past the holds' ends a story reads: a write's completion
@@ -33,8 +41,9 @@ func Window(o checkers.Overlap) (from, to int) {
 const windowSlack = 64
 
 // Tell tells overlap o, two clients holding the lock at once, in a history whose first
-// event was at start: events must hold those in Window(o), in order; ttl is the lease
-// the clients asked for (0: not known). It returns nil when the events do not hold the overlap.
+// event was at start: events must hold those Reads(o) says it reads (the window and the
+// hazards about either holder), in the order of their indexes; ttl is the lease the clients
+// asked for (0: not known). It returns nil when the events do not hold the overlap's grants.
 func Tell(o checkers.Overlap, events []history.Event, ttl time.Duration, start int64) []checkers.Sentence {
 	t := teller{events: events, start: start}
 	earlier, ok1 := t.event(o.Earlier.Granted)
@@ -64,6 +73,9 @@ func Tell(o checkers.Overlap, events []history.Event, ttl time.Duration, start i
 
 	// The second holder.
 	text = fmt.Sprintf("%s was granted the lock%s at %s", pl, tokenText(later.Token), t.at(later))
+	if t.at(later) == t.at(earlier) { // the same to the hundredth of a second: say which came first
+		text += fmt.Sprintf(" (%s after %s)", time.Duration(later.Time-earlier.Time).Round(time.Microsecond), pe)
+	}
 	laterWrite, wroteLater := t.op(later.Index, o.Later.Until, o.Later.Process, history.Write)
 	wroteLater = wroteLater && laterWrite.Type() == history.OK && laterWrite.Value() != nil
 	if wroteLater {
@@ -75,7 +87,7 @@ func Tell(o checkers.Overlap, events []history.Event, ttl time.Duration, start i
 		text += fmt.Sprintf(", while %s still held it", pe)
 	}
 	t.say(later, text)
-	t.pooled(earlier, later, pe, pl)
+	t.hazards(earlier, later)
 
 	// The first holder carries on: resumed, healed, and its write.
 	t.resumed(later.Index, o.Earlier.Process)
@@ -154,25 +166,146 @@ func (t *teller) faults(from, to, p int) {
 	}
 }
 
-// pooled tells how a pooler gave the later grant: both were made in one server session
-// (the backend their grants name), which the pooler handed from the earlier holder to the
-// later one while the lock stayed in it. The pooler is the one the pooled-session hazard
-// of the later grant names, when it was recorded; else "the pooler".
-func (t *teller) pooled(earlier, later history.Event, pe, pl string) {
-	backend := earlier.Detail[history.BackendDetail]
-	if backend == "" || later.Detail[history.BackendDetail] != backend {
-		return
+// Reads says whether the story of overlap o reads event e: every event in Window(o), and
+// the hazards recorded about either holder wherever they are in the history (a watcher may
+// record one long after the grant it is about).
+func Reads(o checkers.Overlap, e history.Event) bool {
+	if from, to := Window(o); e.Index >= from && e.Index <= to {
+		return true
 	}
-	about, pooler := later, "the pooler"
+	return isHazard(e) && (strikes(e, o.Earlier.Process) || strikes(e, o.Later.Process))
+}
+
+// hazards tells the hazards the run recorded about the two grants, each kind once, in the
+// hazard's own terms: what made the overlap possible, as the nemesis (or the pooler's
+// watcher) saw it happen; a fault's condition (crash-under-grant) is left out when its
+// danger (restart-served) is told. A hazard is about them when every grant its detail names
+// ("worker-2 #41 token 7", "#41") is one of the two, or, naming none, when it names both
+// holders and came between the grants. When the two grants name one server session and no
+// pooled-session hazard was recorded, the session is told all the same.
+func (t *teller) hazards(earlier, later history.Event) {
+	var found []history.Event
+	recorded := map[history.Hazard]bool{}
 	for _, e := range t.events {
-		if e.Index > later.Index && e.Process == history.NemesisProcess && e.Func == history.HazardFunc &&
-			e.Hazard == history.PooledSession && strikes(e, later.Process) && e.Time == later.Time {
-			about, pooler = e, e.Fault
-			break
+		if isHazard(e) && !recorded[e.Hazard] && about(e, earlier, later) {
+			found = append(found, e)
+			recorded[e.Hazard] = true
 		}
 	}
-	t.say(about, fmt.Sprintf("%s's lock was taken on server backend %s, which %s then handed to %s: %s's lock statement ran "+
-		"in the session that already held the lock, and the server granted it again", pe, backend, pooler, pl, pl))
+	told := map[history.Hazard]bool{}
+	for _, e := range found {
+		if slices.ContainsFunc(found, func(d history.Event) bool { return d.Hazard.Condition() == e.Hazard }) {
+			continue // its danger, told below or above, says more
+		}
+		told[e.Hazard] = true
+		if e.Hazard == history.PooledSession {
+			t.pooled(e, earlier, later)
+			continue
+		}
+		by := "the run"
+		if e.Fault != "" {
+			by = e.Fault
+		}
+		text := fmt.Sprintf("%s recorded its hazard at %s: %s (%s)", by, t.at(e), article(e.Hazard.One()), e.Hazard)
+		if names := targetNames(e.Targets); names != "" {
+			text += ", involving " + names
+		}
+		t.say(e, text)
+	}
+	if backend := earlier.Detail[history.BackendDetail]; !told[history.PooledSession] && backend != "" &&
+		later.Detail[history.BackendDetail] == backend {
+		t.pooled(history.Event{Index: later.Index, Detail: map[string]string{history.BackendDetail: backend}}, earlier, later)
+	}
+}
+
+// about says whether hazard event e is about the grants earlier and later.
+func about(e, earlier, later history.Event) bool {
+	grants := grantsNamed(e.Detail)
+	for _, g := range grants {
+		if g != earlier.Index && g != later.Index {
+			return false
+		}
+	}
+	if len(grants) > 0 {
+		return true
+	}
+	return strikes(e, earlier.Process) && strikes(e, later.Process) && e.Time >= earlier.Time && e.Time <= later.Time
+}
+
+// grantsNamed are the event indexes of the grants a hazard's detail names: "#41" in a
+// value ("worker-2 #41 token 7").
+func grantsNamed(detail map[string]string) []int {
+	var grants []int
+	for _, key := range slices.Sorted(maps.Keys(detail)) {
+		for _, word := range strings.Fields(detail[key]) {
+			if i, err := strconv.Atoi(strings.TrimPrefix(word, "#")); err == nil && strings.HasPrefix(word, "#") {
+				grants = append(grants, i)
+			}
+		}
+	}
+	return grants
+}
+
+// pooled tells pooled-session hazard e (history.PooledSession): a pooler ran one client's
+// lock statement in the server session (the backend, PostgreSQL's pg_backend_pid) that
+// held the other's lock, and the server granted it again. Who held the session and who
+// was handed it are the hazard's (detail holder and granted, in the order the pooler's
+// watcher saw the grants), else the earlier and the later holder; the pooler is the
+// hazard's fault, else "the pooler".
+func (t *teller) pooled(e, earlier, later history.Event) {
+	holder, granted := proc(earlier.Process), proc(later.Process)
+	if h, g := processNamed(e.Detail["holder"]), processNamed(e.Detail["granted"]); h != "" && g != "" && h != g {
+		holder, granted = h, g
+	}
+	pooler := "the pooler"
+	if e.Fault != "" {
+		pooler = e.Fault
+	}
+	backend := e.Detail[history.BackendDetail]
+	if backend == "" {
+		backend = later.Detail[history.BackendDetail]
+	}
+	t.say(e, fmt.Sprintf("%s's lock was taken on server backend %s, which %s then handed to %s: %s's lock statement ran "+
+		"in the session that already held the lock, and the server granted it again", holder, backend, pooler, granted, granted))
+}
+
+// processNamed is the client a hazard's detail names ("worker-2 #41") as p2, or "".
+func processNamed(grant string) string {
+	name, _, _ := strings.Cut(grant, " ")
+	if p, ok := history.ClientTarget(name); ok {
+		return proc(p)
+	}
+	return ""
+}
+
+func isHazard(e history.Event) bool {
+	return e.Process == history.NemesisProcess && e.Func == history.HazardFunc
+}
+
+// targetNames names an event's targets in a sentence: workers as pN, nodes by name.
+func targetNames(targets []string) string {
+	var names []string
+	for _, target := range targets {
+		if name := processNamed(target); name != "" {
+			target = name
+		}
+		names = append(names, target)
+	}
+	switch len(names) {
+	case 0:
+		return ""
+	case 1:
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
+// article puts "a" or "an" before a phrase.
+func article(phrase string) string {
+	if phrase != "" && strings.ContainsRune("aeiou", rune(phrase[0])) {
+		return "an " + phrase
+	}
+	return "a " + phrase
 }
 
 // resumed tells when the faults that struck process p ended after event index from: a

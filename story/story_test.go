@@ -46,6 +46,30 @@ func TestTellsWhoWhichTokenAndWhichFault(t *testing.T) {
 			"p1 wrote 13 at 2.95 s, and the storage accepted it.",
 			"p1 and p3 both wrote 13: 1 update lost.",
 		}},
+		{"a paused holder's hazards, recorded late", `
+{"index":0,"type":"invoke","process":1,"f":"acquire","key":"k","time":1000000000}
+{"index":1,"type":"ok","process":1,"f":"acquire","key":"k","time":1410000000}
+{"index":2,"type":"info","process":-1,"f":"start","time":1520000000,"fault":"pause-holder","targets":["worker-1"]}
+{"index":3,"type":"invoke","process":3,"f":"acquire","key":"k","time":1600000000}
+{"index":4,"type":"ok","process":3,"f":"acquire","key":"k","time":3430000000}
+{"index":5,"type":"info","process":-1,"f":"hazard","time":3430000000,"fault":"pause-holder","targets":["worker-1","worker-3"],"hazard":"granted-in-pause","detail":{"granted":"worker-3 #4","holder":"worker-1 #1"}}
+{"index":6,"type":"info","process":-1,"f":"stop","time":3900000000,"fault":"pause-holder","targets":["worker-1"]}
+{"index":7,"type":"info","process":-1,"f":"hazard","time":3410000000,"fault":"pause-holder","targets":["worker-1"],"hazard":"lease-expired-in-pause","detail":{"holder":"worker-1 #1","thawed":"490ms later"}}
+{"index":8,"type":"info","process":-1,"f":"hazard","time":3500000000,"fault":"pause-holder","targets":["worker-1","worker-2"],"hazard":"granted-in-pause","detail":{"granted":"worker-2 #9","holder":"worker-1 #1"}}
+{"index":9,"type":"invoke","process":1,"f":"release","key":"k","time":3990000000}
+{"index":10,"type":"fail","process":1,"f":"release","key":"k","time":4000000000,"error":"not-held"}
+{"index":11,"type":"invoke","process":3,"f":"release","key":"k","time":4010000000}
+{"index":12,"type":"ok","process":3,"f":"release","key":"k","time":4020000000}
+`, 2 * time.Second, []string{
+			"p1 was granted the lock at 0.41 s.",
+			"p1 was paused (pause-holder) at 0.52 s.",
+			"p1's TTL of 2s ran out at 2.41 s.",
+			"p3 was granted the lock at 2.43 s.",
+			"pause-holder recorded its hazard at 2.43 s: a grant while its holder was paused (granted-in-pause), involving p1 and p3.",
+			"pause-holder recorded its hazard at 2.41 s: a lease expired in a pause (lease-expired-in-pause), involving p1.",
+			"p1 resumed at 2.90 s.",
+			"p1 and p3 both held the lock for 560ms.",
+		}},
 		{"a fenced holder refused", `
 {"index":0,"type":"invoke","process":1,"f":"acquire","key":"k","time":1000000000}
 {"index":1,"type":"ok","process":1,"f":"acquire","key":"k","token":7,"time":1410000000}
@@ -99,7 +123,7 @@ func TestTellsWhoWhichTokenAndWhichFault(t *testing.T) {
 {"index":3,"type":"ok","process":0,"f":"read","key":"k","value":0,"time":1052000000}
 {"index":4,"type":"invoke","process":3,"f":"acquire","key":"k","time":1055000000}
 {"index":5,"type":"ok","process":3,"f":"acquire","key":"k","time":1060000000,"detail":{"backend":"1234"}}
-{"index":6,"type":"info","process":-1,"f":"hazard","time":1060000000,"fault":"pgbouncer-transaction","targets":["worker-0","worker-3"],"hazard":"pooled-session","detail":{"backend":"1234"}}
+{"index":6,"type":"info","process":-1,"f":"hazard","time":1060000000,"fault":"pgbouncer-transaction","targets":["worker-0","worker-3"],"hazard":"pooled-session","detail":{"backend":"1234","granted":"worker-3 #5","holder":"worker-0 #1"}}
 {"index":7,"type":"invoke","process":3,"f":"write","key":"k","value":1,"time":1070000000}
 {"index":8,"type":"ok","process":3,"f":"write","key":"k","value":1,"time":1072000000}
 {"index":9,"type":"invoke","process":0,"f":"write","key":"k","value":1,"time":1150000000}
@@ -140,6 +164,22 @@ func TestTellsNothingWithoutTheGrants(t *testing.T) {
 	o := checkers.Overlap{Key: "k", Earlier: checkers.Holding{Process: 1, Granted: 5, Until: 9}, Later: checkers.Holding{Process: 2, Granted: 7, Until: 9}}
 	if got := Tell(o, nil, time.Second, 0); got != nil {
 		t.Errorf("story of no events: %v", got)
+	}
+}
+
+// The recorder numbers events as they reach it, so the earlier hold's grant may come
+// second in the file (issue 35): the window opens at whichever grant comes first.
+func TestWindowHoldsBothGrants(t *testing.T) {
+	for _, o := range []checkers.Overlap{
+		{Key: "k", Earlier: checkers.Holding{Process: 0, Granted: 3, Until: 13}, Later: checkers.Holding{Process: 1, Granted: 2, Until: 15}},
+		{Key: "k", Earlier: checkers.Holding{Process: 0, Granted: 2, Until: 9}, Later: checkers.Holding{Process: 1, Granted: 5, Until: 7}},
+	} {
+		from, to := Window(o)
+		for _, i := range []int{o.Earlier.Granted, o.Later.Granted, o.Earlier.Until, o.Later.Until} {
+			if i < from || i > to {
+				t.Errorf("window %d..%d of %+v lacks event %d", from, to, o, i)
+			}
+		}
 	}
 }
 

@@ -439,7 +439,7 @@ func (w *world) maybePause(c *client, now int64) {
 	c.pausedUntil = stop
 	w.nextPause = stop + w.exp(pauseEvery)
 	fault := history.Event{Type: history.Info, Process: history.NemesisProcess, Fault: "pause",
-		Targets: []string{fmt.Sprintf("worker%d", c.process)}}
+		Targets: []string{fmt.Sprintf("worker-%d", c.process)}}
 	fault.Func, fault.Time = history.Start, start
 	w.add(fault)
 	fault.Func, fault.Time = history.Stop, stop
