@@ -26,19 +26,22 @@ import (
 
 // Signal sends sig (SIGSTOP, SIGCONT, SIGKILL...) to the server of node name. It is sent
 // from outside through the engine: PID 1 of a container ignores SIGSTOP sent from inside
-// its own namespace.
+// its own namespace. A busy engine is asked again (engineCall): a signal sent twice does
+// what it does once.
 func (c *Cluster) Signal(ctx context.Context, name string, sig syscall.Signal) error {
 	n, err := c.node(name)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := bounded(ctx)
-	defer cancel()
 	cli, _ := docker()
-	if _, err := cli.ContainerKill(ctx, n.ContainerID, client.ContainerKillOptions{Signal: unix.SignalName(sig)}); err != nil {
-		return fmt.Errorf("send %s to node %s: %w", unix.SignalName(sig), name, err)
-	}
-	return nil
+	signal := unix.SignalName(sig)
+	return engineCall(ctx, fmt.Sprintf("send %s to node %s", signal, name), func(ctx context.Context, again bool) error {
+		_, err := cli.ContainerKill(ctx, n.ContainerID, client.ContainerKillOptions{Signal: signal})
+		if sig == syscall.SIGKILL && again && notRunning(err) {
+			return nil // the SIGKILL that went unanswered
+		}
+		return err
+	})
 }
 
 // Leader returns the name of the node that leads the cluster now.
@@ -100,31 +103,24 @@ func (c *Cluster) Announced(ctx context.Context) (string, error) {
 }
 
 // Exec runs cmd in node name and returns its combined output. A non-zero exit
-// status is an error carrying the output.
+// status is an error carrying the output. The faults' commands (iptables, the clock file)
+// run through it, so a busy engine is asked again (engineCall): cmd must be safe to run
+// twice, since a try that went unanswered may have run it.
 func (c *Cluster) Exec(ctx context.Context, name string, cmd ...string) (output string, err error) {
 	n, err := c.node(name)
 	if err != nil {
 		return "", err
 	}
-	out, err := execIn(ctx, n.ContainerID, cmd)
-	if err != nil {
-		return out, fmt.Errorf("exec %q in node %s: %w", strings.Join(cmd, " "), name, err)
-	}
-	return out, nil
+	err = engineCall(ctx, fmt.Sprintf("exec %q in node %s", strings.Join(cmd, " "), name), func(ctx context.Context, _ bool) error {
+		output, err = execIn(ctx, n.ContainerID, cmd)
+		return err
+	})
+	return output, err
 }
 
-// nodeCallTimeout bounds one call into a node. Heals run on contexts that outlive the
-// run's (they must happen after Ctrl-C); a stalled engine must still not hang them.
-const nodeCallTimeout = 30 * time.Second
-
-// bounded gives ctx a deadline of nodeCallTimeout unless it has an earlier one.
-func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, nodeCallTimeout)
-}
-
+// execIn runs cmd in a container, once, within ctx: its output stream too, which the
+// engine's client does not tie to ctx once attached.
 func execIn(ctx context.Context, containerID string, cmd []string) (string, error) {
-	ctx, cancel := bounded(ctx)
-	defer cancel()
 	cli, _ := docker()
 	created, err := cli.ExecCreate(ctx, containerID, client.ExecCreateOptions{Cmd: cmd, AttachStdout: true, AttachStderr: true})
 	if err != nil {
@@ -135,6 +131,8 @@ func execIn(ctx context.Context, containerID string, cmd []string) (string, erro
 		return "", err
 	}
 	defer attached.Close()
+	stop := context.AfterFunc(ctx, attached.Close)
+	defer stop()
 	var out bytes.Buffer
 	if _, err := stdcopy.StdCopy(&out, &out, attached.Reader); err != nil {
 		return out.String(), err
@@ -233,7 +231,8 @@ func (c *Cluster) HealNetwork(ctx context.Context) error {
 
 // Heal undoes every fault this package can inject: it starts every killed node again,
 // continues every node (SIGCONT), removes the partitions and resets the clocks. Run it
-// in a defer.
+// in a defer. Like every heal here it is not cut by ctx's end: its calls into the engine
+// have deadlines of their own and are tried again (engineCall).
 func (c *Cluster) Heal(ctx context.Context) error {
 	restart := c.RestartKilled(ctx)
 	cont := c.each(c.running(), func(n Node) error { return c.Signal(ctx, n.Name, syscall.SIGCONT) })
@@ -247,29 +246,36 @@ func (c *Cluster) RestartKilled(ctx context.Context) error {
 
 // Kill crashes node name's server with SIGKILL, as a crash would, and returns once its
 // container has stopped. The container keeps its disk, which Restart starts the server
-// on again; until then the node's role is system.Down.
+// on again; until then the node's role is system.Down. A busy engine is asked again
+// (engineCall); a node the engine never answered for is taken as killed, since it may
+// be: Restart copes either way (the engine takes the start of a running container as
+// done).
 func (c *Cluster) Kill(ctx context.Context, name string) error {
 	n, err := c.lockNode(name)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := bounded(ctx)
-	defer cancel()
 	cli, _ := docker()
-	// Waiting for "not running" returns at once for a container already stopped, so asking
-	// before the kill cannot miss it.
-	stopped := cli.ContainerWait(ctx, n.ContainerID, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
 	c.setDown(name, killed)
-	if _, err := cli.ContainerKill(ctx, n.ContainerID, client.ContainerKillOptions{Signal: "SIGKILL"}); err != nil {
-		c.setDown(name, 0)
-		return fmt.Errorf("kill node %s: %w", name, err)
+	err = engineCall(ctx, "kill node "+name, func(ctx context.Context, again bool) error {
+		// Waiting for "not running" returns at once for a container already stopped, so asking
+		// before the kill cannot miss it.
+		stopped := cli.ContainerWait(ctx, n.ContainerID, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+		if _, err := cli.ContainerKill(ctx, n.ContainerID, client.ContainerKillOptions{Signal: "SIGKILL"}); err != nil &&
+			!(again && notRunning(err)) { // stopped by the SIGKILL that went unanswered
+			return err
+		}
+		select {
+		case <-stopped.Result:
+			return nil
+		case err := <-stopped.Error:
+			return fmt.Errorf("wait for it to stop: %w", err)
+		}
+	})
+	if err != nil && !errors.As(err, new(*SlowEngineError)) {
+		c.setDown(name, 0) // the engine said no: it runs as it did
 	}
-	select {
-	case <-stopped.Result:
-		return nil
-	case err := <-stopped.Error:
-		return fmt.Errorf("kill node %s: wait for it to stop: %w", name, err)
-	}
+	return err
 }
 
 // Crash crashes node name's server as Kill does and returns once it has gone, to start
@@ -300,7 +306,9 @@ func (c *Cluster) Crash(ctx context.Context, name string) error {
 
 // Restart starts node name's crashed server again, with whatever its disk kept, and returns
 // once it serves. A node that came back at another address is an error: the lock clients
-// and the monitors know it by its address.
+// and the monitors know it by its address. It is a heal: neither ctx's end nor its
+// deadline cuts it; its engine calls have deadlines of their own (engineCall), and the
+// wait for the node to serve readyTimeout.
 func (c *Cluster) Restart(ctx context.Context, name string) error {
 	n, err := c.lockNode(name)
 	if err != nil {
@@ -308,11 +316,11 @@ func (c *Cluster) Restart(ctx context.Context, name string) error {
 	}
 	if c.downBy(name) != inPlace {
 		if err := c.startAgain(ctx, n); err != nil {
-			return fmt.Errorf("restart node %s: %w", name, err)
+			return err
 		}
 	}
 	c.setDown(name, 0)
-	ready, cancelReady := context.WithTimeout(ctx, readyTimeout)
+	ready, cancelReady := context.WithTimeout(context.WithoutCancel(ctx), readyTimeout)
 	defer cancelReady()
 	return c.waitReady(ready, n, c.ready)
 }
@@ -355,21 +363,33 @@ func (c *Cluster) role(ctx context.Context, n Node) (system.Role, error) {
 	return system.ParseRole(out)
 }
 
-// startAgain starts the stopped container of n and checks it kept its address.
+// startAgain starts the stopped container of n and checks it kept its address. A busy
+// engine is asked again (engineCall), after a look at the container: the start that went
+// unanswered may have happened, and a container running already is not started twice.
 func (c *Cluster) startAgain(ctx context.Context, n Node) error {
-	ctx, cancel := bounded(ctx)
-	defer cancel()
 	cli, _ := docker()
-	if _, err := cli.ContainerStart(ctx, n.ContainerID, client.ContainerStartOptions{}); err != nil {
-		return err
-	}
-	switch ip, err := c.containerIP(ctx, n); {
-	case err != nil:
-		return err
-	case ip != n.IP:
-		return fmt.Errorf("it came back at %s, not %s, where the clients look for it", ip, n.IP)
-	}
-	return nil
+	return engineCall(ctx, "restart node "+n.Name, func(ctx context.Context, again bool) error {
+		start := true
+		if again {
+			info, err := cli.ContainerInspect(ctx, n.ContainerID, client.ContainerInspectOptions{})
+			if err != nil {
+				return err
+			}
+			start = info.Container.State == nil || !info.Container.State.Running
+		}
+		if start {
+			if _, err := cli.ContainerStart(ctx, n.ContainerID, client.ContainerStartOptions{}); err != nil {
+				return err
+			}
+		}
+		switch ip, err := c.containerIP(ctx, n); {
+		case err != nil:
+			return err
+		case ip != n.IP:
+			return fmt.Errorf("it came back at %s, not %s, where the clients look for it", ip, n.IP)
+		}
+		return nil
+	})
 }
 
 // setDown notes how node name went down; 0: it serves again.

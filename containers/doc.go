@@ -9,7 +9,10 @@
 // network namespaces (made from this host with nsenter when it runs as root with
 // nsenter and iptables, else inside the nodes), and each node's role (leader, primary,
 // replica...). A system described in a file (package sysfile) may run an image of its
-// own with none of the node image's tools in it: see own.go.
+// own with none of the node image's tools in it: see own.go. A lever's calls into the
+// engine have deadlines of their own, fit for a busy engine, and are tried again when it
+// does not answer; the caller's context never cuts them, so a heal runs after a run's end
+// and a fault is never left half made (engine.go).
 //
 // Containers are created with testcontainers-go, whose Ryuk reaper is disabled
 // (its image cannot be pulled where lockbreaker runs). Instead everything the

@@ -241,9 +241,13 @@ func hostNetwork() error {
 // process namespace, and a node's host name (its own /etc/hostname) tells.
 func (c *Cluster) nodePID(ctx context.Context, n Node) (int, error) {
 	cli, _ := docker()
-	info, err := cli.ContainerInspect(ctx, n.ContainerID, client.ContainerInspectOptions{})
+	var info client.ContainerInspectResult
+	err := engineCall(ctx, "inspect node "+n.Name, func(ctx context.Context, _ bool) (err error) {
+		info, err = cli.ContainerInspect(ctx, n.ContainerID, client.ContainerInspectOptions{})
+		return err
+	})
 	if err != nil {
-		return 0, fmt.Errorf("node %s: inspect: %w", n.Name, err)
+		return 0, err
 	}
 	st := info.Container.State
 	if st == nil || st.Pid == 0 {
@@ -256,9 +260,11 @@ func (c *Cluster) nodePID(ctx context.Context, n Node) (int, error) {
 	return st.Pid, nil
 }
 
-// hostRun runs a command on this host, bounded, and returns its output.
+// hostRun runs a command on this host and returns its output. It makes or heals a fault,
+// so it has a deadline of its own, engineTimeout, which ctx's end does not cut
+// (ownDeadline); it is not the engine's, so it is not tried again.
 func hostRun(ctx context.Context, name string, args ...string) (string, error) {
-	ctx, cancel := bounded(ctx)
+	ctx, cancel := ownDeadline(ctx)
 	defer cancel()
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, name, args...)
@@ -438,7 +444,7 @@ func openImage(ctx context.Context, ref string) (*imageBox, error) {
 
 func (b *imageBox) close() {
 	cli, _ := docker()
-	ctx, cancel := context.WithTimeout(context.Background(), nodeCallTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), engineTimeout)
 	defer cancel()
 	_, _ = cli.ContainerRemove(ctx, b.id, client.ContainerRemoveOptions{Force: true})
 }

@@ -63,7 +63,10 @@ type SelfStop struct {
 	At      int64
 }
 
-// Nodes reaches the lock service's nodes (containers).
+// Nodes reaches the lock service's nodes (containers). Every lever's ctx, here and in the
+// other levers, is the run's without its cancellation (context.WithoutCancel) when a fault
+// is made or healed: a fault begun is made whole and a heal happens after the run ended,
+// however long a busy engine takes, within the deadlines the lever keeps of its own.
 type Nodes interface {
 	Names() []string
 	// Signal sends sig (SIGSTOP, SIGCONT) to the node's server.

@@ -302,6 +302,44 @@ func TestHealResumesEveryWorkerAndNode(t *testing.T) {
 	}
 }
 
+// slowEngine is a cluster whose engine answers a SIGSTOP only after the run has ended, as a
+// busy one did in issue 35, and refuses a signal on a context that has ended, as a call
+// cut short does.
+type slowEngine struct {
+	fakeNodes
+	endRun context.CancelFunc
+}
+
+func (n slowEngine) Signal(ctx context.Context, node string, sig syscall.Signal) error {
+	if sig == syscall.SIGSTOP {
+		n.endRun()
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("send %s to node %s: %w", unix.SignalName(sig), node, err)
+	}
+	return n.SignalNode(node, sig)
+}
+
+// Issue 35: a pause-node whose SIGSTOP the engine answered after the run's time was up
+// gave up and failed its run. The signal is sent whole, and the node thawed at once.
+func TestPauseNodeFinishesASignalTheRunsEndMeets(t *testing.T) {
+	f := newFake(1, 3)
+	env := f.env()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	env.Nodes = slowEngine{fakeNodes{f}, cancel}
+	if err := (pauseNode{}).Run(ctx, env); err != nil {
+		t.Fatalf("a pause whose signal met the run's end: %v", err)
+	}
+	got := f.did()
+	if len(got) != 2 || !strings.HasSuffix(got[0], " SIGSTOP") || got[1] != strings.TrimSuffix(got[0], "STOP")+"CONT" {
+		t.Errorf("actions %q, want one node stopped and continued", got)
+	}
+	if faults := f.faults(); len(faults) != 1 || !faults[0].Healed {
+		t.Errorf("faults %+v, want one, healed", faults)
+	}
+}
+
 func TestSchedulesAreSeeded(t *testing.T) {
 	run := func() []string {
 		f := newFake(5, 5)
