@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lockbreaker/lockbreaker/internal/tier"
 )
 
 // A run with Docker unreachable fails before it creates anything: no run directory, no
@@ -61,21 +63,10 @@ func TestKilledRunsLeaveNothing(t *testing.T) {
 		{phase: "mid-run", name: "holder paused", system: "redis", paused: true},
 		{phase: "teardown", name: "clients stopped", system: "redis", line: "all faults healed, clients stopped"},
 	}
-	signals := []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL}
-	var kills []kill
-	for _, m := range moments {
-		for _, sig := range signals {
-			kills = append(kills, kill{m, sig})
-		}
-	}
 	// The reported bug: a Redlock cluster interrupted while its five nodes start. Killed
 	// then, it leaves container creations in flight that `clean` must still catch.
-	redlock := killMoment{phase: "bring-up", name: "redlock cluster starting", system: "redlock", line: "starting redlock cluster"}
-	for _, sig := range signals {
-		kills = append(kills, kill{redlock, sig})
-	}
-
-	killRuns(t, kills, nil)
+	moments = append(moments, killMoment{phase: "bring-up", name: "redlock cluster starting", system: "redlock", line: "starting redlock cluster"})
+	killRuns(t, killsOf(moments), nil)
 }
 
 // A shrink killed while one of its trial runs holds a worker paused, by SIGINT, SIGTERM
@@ -90,9 +81,9 @@ func TestKilledShrinkLeavesNothing(t *testing.T) {
 		t.Fatalf("the run to shrink: exit %d, want 1 (invalid)\n%s%s", code, stdout, stderr)
 	}
 	failing := filepath.Join(root, "latest")
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL} {
+	for _, k := range killsOf([]killMoment{{phase: "mid-run", name: "trial holder paused", system: "redis", paused: true}}) {
+		sig := k.sig
 		t.Run(sig.String(), func(t *testing.T) {
-			k := kill{killMoment{phase: "mid-run", name: "trial holder paused", system: "redis", paused: true}, sig}
 			code, pid, printed, stderr := killRun(t, k.m, sig, "shrink", "--results", t.TempDir(), failing)
 			t.Logf("exit %d, stderr %q", code, strings.TrimSpace(stderr))
 			checkExit(t, k, code, stderr)
@@ -115,18 +106,32 @@ func TestKilledExecRunsLeaveNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var kills []kill
-	for _, m := range []killMoment{
+	kills := killsOf([]killMoment{
 		{phase: "mid-run", name: "exec clients started", system: "redis", line: "clients running"},
 		{phase: "mid-run", name: "exec holder paused", system: "redis", paused: true},
-	} {
-		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL} {
-			kills = append(kills, kill{m, sig})
-		}
-	}
+	})
 	kills = append(kills, kill{killMoment{phase: "teardown", name: "exec clients stopped", system: "redis",
 		line: "all faults healed, clients stopped"}, syscall.SIGKILL})
 	killRuns(t, kills, []string{program}, "--client", "exec", "--client-cmd", program)
+}
+
+// killSignals are the ways a run is killed: handled (SIGINT, SIGTERM) and not (SIGKILL).
+var killSignals = []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL}
+
+// killsOf are the kills of moments: in make test each moment once, by signals taken in turn
+// (SIGKILL first, which leaves the most to clean); in the long tier by every signal.
+func killsOf(moments []killMoment) []kill {
+	var kills []kill
+	for i, m := range moments {
+		if !tier.IsLong() {
+			kills = append(kills, kill{m, killSignals[(len(killSignals)-1+i)%len(killSignals)]})
+			continue
+		}
+		for _, sig := range killSignals {
+			kills = append(kills, kill{m, sig})
+		}
+	}
+	return kills
 }
 
 // killRuns runs each kill (a run of pause-holder with args, killed at its moment) and checks
@@ -167,7 +172,7 @@ func killRuns(t *testing.T, kills []kill, programs []string, args ...string) {
 	}
 	var summary []string
 	for _, m := range []string{"bring-up", "mid-run", "teardown"} {
-		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL} {
+		for _, sig := range killSignals {
 			if n := counts[fmt.Sprintf("%s %s", m, sig)]; n > 0 {
 				summary = append(summary, fmt.Sprintf("%s %s: %d", m, sig, n))
 			}
