@@ -1,7 +1,9 @@
 package checkers
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/lockbreaker/lockbreaker/history"
@@ -64,6 +66,76 @@ func TestHoldLapsesAtItsHoldersLastEvent(t *testing.T) {
 					t.Errorf("%s: %s (%s; %q), want %s", r.Checker, r.Verdict, r.Summary, r.Evidence, tt.want)
 				}
 			}
+		})
+	}
+}
+
+// A hold whose release was rejected (unreachable: it never got there) lapses at that
+// release, where mutual-exclusion ends it: the lease then runs out and another client's
+// grant is legal. A grant while the holder still acts under its hold is not; nor is a
+// release the service accepted from a client after granting another (lock-linearizable
+// alone, as mutual-exclusion judges beliefs and p0 had let go). Whole and in pieces.
+func TestHoldLapsesAtItsRejectedRelease(t *testing.T) {
+	type step struct {
+		typ     history.Type
+		process int
+		f       history.Func
+		at      int64 // ms
+		err     history.ErrorKind
+	}
+	held := []step{{history.Invoke, 0, history.Acquire, 1, ""}, {history.OK, 0, history.Acquire, 2, ""}}
+	unreachable := []step{{history.Invoke, 0, history.Release, 10, ""}, {history.Fail, 0, history.Release, 11, history.ErrUnreachable}}
+	granted := func(p int, at int64) []step { // p's acquire, invoked at 3 ms, granted at at
+		return []step{{history.Invoke, p, history.Acquire, 3, ""}, {history.OK, p, history.Acquire, at, ""}}
+	}
+	released := func(p int, at int64, typ history.Type, err history.ErrorKind) []step {
+		return []step{{history.Invoke, p, history.Release, at, ""}, {typ, p, history.Release, at + 1, err}}
+	}
+	cat := func(parts ...[]step) []step { return slices.Concat(parts...) }
+	tests := []struct {
+		name    string
+		steps   []step
+		lin, me Verdict
+	}{
+		{"p1 granted after the lease", cat(held, unreachable, granted(1, 4000), released(1, 4001, history.OK, "")), Valid, Valid},
+		{"p1 granted as p0 invokes its release", cat(held, granted(1, 10), unreachable), Valid, Valid},
+		{"p1 granted while p0 held", cat(held, granted(1, 9), unreachable), Invalid, Invalid},
+		{"a release with no kind fails", cat(held, []step{{history.Invoke, 0, history.Release, 10, ""}, {history.Fail, 0, history.Release, 11, ""}},
+			granted(1, 4000)), Valid, Valid},
+		{"p0 acquires again, nobody else", cat(held, unreachable, []step{{history.Invoke, 0, history.Acquire, 20, ""}, {history.OK, 0, history.Acquire, 4000, ""}},
+			released(0, 4010, history.OK, "")), Valid, Valid},
+		{"p0 acquires again after p1", cat(held, unreachable, granted(1, 4000), released(1, 4001, history.OK, ""),
+			[]step{{history.Invoke, 0, history.Acquire, 4003, ""}, {history.OK, 0, history.Acquire, 4004, ""}}, released(0, 4010, history.OK, "")), Valid, Valid},
+		{"p0 fails twice, then p1", cat(held, unreachable, released(0, 20, history.Fail, history.ErrUnreachable), granted(1, 4000)), Valid, Valid},
+		{"p0 fails, times out acquiring, is granted, fails again; then p1", cat(held, unreachable,
+			[]step{{history.Invoke, 0, history.Acquire, 20, ""}, {history.Info, 0, history.Acquire, 30, ""}},
+			[]step{{history.Invoke, 0, history.Acquire, 40, ""}, {history.OK, 0, history.Acquire, 4000, ""}},
+			released(0, 4010, history.Fail, history.ErrUnreachable), granted(1, 8000)), Valid, Valid},
+		{"p0's retry succeeds, nobody else", cat(held, unreachable, released(0, 20, history.OK, "")), Valid, Valid},
+		{"p0's retry finds it not held after p1's grant", cat(held, unreachable, granted(1, 4000), released(0, 4002, history.Fail, history.ErrNotHeld)), Valid, Valid},
+		{"p0's retry times out after p1's grant", cat(held, unreachable, granted(1, 4000), released(0, 4002, history.Info, "")), Valid, Valid},
+		{"p0's retry succeeds after p1's grant", cat(held, unreachable, granted(1, 4000), released(0, 4002, history.OK, "")), Invalid, Valid},
+		{"p0's release times out, then p1", cat(held, released(0, 10, history.Info, ""), granted(1, 4000)), Valid, Valid},
+		{"p0's release times out, p0 acquires again", cat(held, released(0, 10, history.Info, ""),
+			[]step{{history.Invoke, 0, history.Acquire, 20, ""}, {history.OK, 0, history.Acquire, 4000, ""}}), Valid, Valid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			slices.SortStableFunc(tt.steps, func(a, b step) int { return cmp.Compare(a.at, b.at) })
+			var events []history.Event
+			for _, s := range tt.steps {
+				events = append(events, history.Event{Index: len(events), Type: s.typ, Process: s.process, Func: s.f, Key: "k", Time: 1e9 + s.at*1e6, Error: s.err})
+			}
+			if _, err := history.Pair(events); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]Verdict{"lock-linearizable": tt.lin, "mutual-exclusion": tt.me}
+			for _, r := range RunAll(t.Context(), []Checker{lockLinearizable, mutualExclusion}, events, Options{}) {
+				if r.Verdict != want[r.Checker] {
+					t.Errorf("%s: %s (%s; %q), want %s", r.Checker, r.Verdict, r.Summary, r.Evidence, want[r.Checker])
+				}
+			}
+			sameVerdicts(t, tt.name, events, Limits{PieceOps: 1, MaxOps: 1 << 30, LongOps: 1 << 30})
 		})
 	}
 }
