@@ -142,17 +142,20 @@ func TestHoldLapsesAtItsRejectedRelease(t *testing.T) {
 
 // Over many generated histories, lock-linearizable and mutual-exclusion answer alike: valid
 // when no two clients held the lock at once, invalid when two did. Histories with Kills
-// (holders killed while holding, the lock passing on when their lease ran out) are valid;
-// those with pause-holder mostly are not. Judged in pieces, they get the same verdicts.
+// (holders killed while holding, the lock passing on when their lease ran out) are valid,
+// with releases failing unreachable (Unreachable: the lease runs out too) or not; those
+// with pause-holder mostly are not, and failed releases change nothing in that. Judged in
+// pieces, the valid ones get the same verdicts.
 func TestLockLinearizableAgreesWithMutualExclusion(t *testing.T) {
 	seeds := uint64(24)
 	if testing.Short() {
 		seeds = 8
 	}
-	killedThenGranted, paused := 0, map[Verdict]int{}
+	killedThenGranted, failedThenGranted, paused := 0, 0, map[Verdict]int{}
 	for seed := range seeds {
-		for _, kills := range []bool{true, false} {
-			cfg := histgen.Config{Ops: 400, Clients: []int{2, 5, 10}[seed%3], Fencing: seed%2 == 0, Effects: seed%4 != 3, Kills: kills, Seed: seed}
+		for _, v := range []struct{ kills, unreachable bool }{{true, false}, {false, false}, {true, true}, {false, true}} {
+			cfg := histgen.Config{Ops: 400, Clients: []int{2, 5, 10}[seed%3], Fencing: seed%2 == 0, Effects: seed%4 != 3,
+				Kills: v.kills, Unreachable: v.unreachable, Seed: seed}
 			name := fmt.Sprintf("%+v", cfg)
 			events := histgen.Generate(cfg)
 			results := map[string]Result{}
@@ -167,10 +170,13 @@ func TestLockLinearizableAgreesWithMutualExclusion(t *testing.T) {
 			if me.Verdict != want || lin.Verdict != want {
 				t.Errorf("%s: mutual-exclusion %s (%s), lock-linearizable %s (%s; %q)", name, me.Verdict, me.Summary, lin.Verdict, lin.Summary, lin.Evidence)
 			}
-			if !kills {
+			if v.unreachable {
+				failedThenGranted += grantsAfterFailedReleases(events)
+			}
+			if !v.kills {
 				paused[want]++
 			}
-			if kills {
+			if v.kills {
 				if want != Valid {
 					t.Errorf("%s: a history with kills and no pause has overlapping holds: %q", name, me.Evidence)
 				}
@@ -179,13 +185,37 @@ func TestLockLinearizableAgreesWithMutualExclusion(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d grants after a holder's kill; histories with pauses: %v", killedThenGranted, paused)
+	t.Logf("%d grants after a holder's kill, %d after a failed release; histories with pauses: %v", killedThenGranted, failedThenGranted, paused)
 	if killedThenGranted < int(seeds)*3 {
 		t.Errorf("only %d grants after a holder's kill: lapses are not exercised", killedThenGranted)
+	}
+	if failedThenGranted < int(seeds)*3 {
+		t.Errorf("only %d grants after a failed release: its lapses are not exercised", failedThenGranted)
 	}
 	if paused[Invalid] == 0 {
 		t.Errorf("no history with pauses had overlapping holds: invalid agreement is not exercised")
 	}
+}
+
+// grantsAfterFailedReleases counts the releases that failed unreachable after which the
+// next grant was another client's.
+func grantsAfterFailedReleases(events []history.Event) int {
+	ops, _ := history.Pair(events)
+	n := 0
+	for i, op := range ops {
+		if op.Func() != history.Release || op.Type() != history.Fail || op.Complete.Error != history.ErrUnreachable {
+			continue
+		}
+		for _, next := range ops[i+1:] {
+			if next.Func() == history.Acquire && next.Type() == history.OK {
+				if next.Process() != op.Process() {
+					n++
+				}
+				break
+			}
+		}
+	}
+	return n
 }
 
 // grantsAfterKills counts the kills of a holder that held the lock when it died and after
