@@ -195,6 +195,19 @@ func TestCheckersOnHandMadeHistories(t *testing.T) {
 			"fencing":     {verdict: Valid, counts: map[string]int{"stale-rejected": 1}},
 		},
 	}, {
+		// p0's release fails unreachable (a partition: the request never got there), so the
+		// service keeps its lease until it runs out and grants p1 seconds later. p0 let go
+		// at its release, and its hold lapses there: every checker finds it valid.
+		file: "release-unreachable.jsonl",
+		want: map[string]expect{
+			"lock-linearizable": {verdict: Valid, counts: map[string]int{"keys": 1, "operations": 3}},
+			"mutual-exclusion":  {verdict: Valid, counts: map[string]int{"holds": 2, "overlaps": 0}},
+			"data-safety":       {verdict: Valid, counts: map[string]int{"writes-accepted": 2, "writes-rejected": 0}},
+			"lost-updates":      {verdict: Valid, counts: map[string]int{"acknowledged": 2, "final": 2, "lost": 0}},
+			"fencing":           {verdict: Valid},
+			"stats":             {verdict: Valid, counts: map[string]int{"acquires-granted": 2, "writes-accepted": 2, "faults": 1}},
+		},
+	}, {
 		file: "three-holders.jsonl", // every overlapping pair is its own line
 		want: map[string]expect{
 			"mutual-exclusion": {verdict: Invalid, summary: "3 overlapping holds", counts: map[string]int{"holds": 3, "overlaps": 3},

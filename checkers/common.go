@@ -4,6 +4,7 @@ package checkers
 // into history.jsonl, and the one real-time sweep that fencing and lost-updates both need.
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -202,8 +203,9 @@ func (tl timeline) event(e history.Event) string {
 // describe renders an operation with everything needed to find it in history.jsonl:
 // "p1 write k 3 token=7 -> fail (stale-token), #40 (t=1.2s) .. #41 (t=1.3s)".
 func (tl timeline) describe(op history.Op) string {
-	if op.Func() == lapse {
-		return fmt.Sprintf("%s's hold of %s lapses at its last event, %s", processName(op.Process()), op.Invoke.Key, tl.event(op.Invoke))
+	if op.Func() == lapse { // where it lapses is its Message, when not the last event
+		where := cmp.Or(op.Invoke.Message, "its last event")
+		return fmt.Sprintf("%s's hold of %s lapses at %s, %s", processName(op.Process()), op.Invoke.Key, where, tl.event(op.Invoke))
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s %s", processName(op.Process()), op.Func(), op.Invoke.Key)

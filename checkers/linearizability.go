@@ -398,8 +398,11 @@ func operations(ops []*history.Op, infinity int64) []porcupine.Operation {
 		caller := identity{op.Process(), lives[op.Process()]}
 		o := outcomeOf(*op)
 		switch held, holding := granted[op.Process()]; {
-		case op.Func() == lapse && holding:
-			caller = held
+		case op.Func() == lapse: // it ends the hold, as a release does
+			if holding {
+				caller = held
+			}
+			delete(granted, op.Process())
 		case op.Func() == history.Acquire && o == succeeded && !holding:
 			granted[op.Process()] = caller
 		case op.Func() == history.Release:

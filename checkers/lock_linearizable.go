@@ -14,6 +14,14 @@ package checkers
 // each hold that mutual-exclusion's holds finds unreleased gets a lapse at its holder's
 // last event, a release no event records; a grant to another client before that event is
 // still a violation.
+//
+// A hold whose release failed other than "not-held" (unreachable: the request never got
+// there) lapses too. The model leaves that release out, as it changed nothing, yet the
+// holder is done with the lock and the service's lease runs out: mutual-exclusion ends the
+// hold at the release, and so does a lapse there, unless the holder's next lock operation
+// on the key is a release that succeeded, which says the service still counted it the
+// holder (that release ends the hold). An indeterminate release needs no lapse: the model already lets it free the
+// lock from its invocation on.
 
 import (
 	"cmp"
@@ -29,20 +37,31 @@ import (
 var lockLinearizable = linearizability{model: func(part, string) porcupine.Model { return strictMutex }, models: isLockOp, extra: lapses}.
 	checker("lock-linearizable", PropertyLockSafety)
 
-// lapse is the operation that ends a hold never released, at its holder's last event.
+// lapse is the operation that ends a hold no release the model steps ends: at its holder's
+// last event, or at its release that was rejected.
 const lapse history.Func = "lapse"
 
-// lapses are the piece's holds never released, each ended by a lapse at its holder's last
-// event. A hold open at a cut forbids it (see stream.go), so a hold and its holder's last
-// event are in one piece. The lapse's caller is the identity the hold was granted to (see
+// lapses are the piece's holds that end with no release the model steps, each ended by a
+// lapse: a hold never released at its holder's last event, one whose release was rejected
+// at that release (see failedReleases). A hold open at a cut forbids it (see stream.go),
+// and a rejected release leaves its hold open to the cutter, so a hold and where it lapses
+// are in one piece. The lapse's caller is the identity the hold was granted to (see
 // operations).
 func lapses(p part) []*history.Op {
 	var out []*history.Op
+	failed := failedReleases(p.ops)
 	for _, h := range holds(p.ops, lastEvents(p.events)) {
-		if h.released {
-			continue
-		}
 		at := history.Event{Index: h.until.Index, Type: history.Invoke, Process: h.process, Func: lapse, Key: h.key, Time: h.until.Time}
+		if h.released {
+			why, ok := failed[h.release]
+			if !ok {
+				continue
+			}
+			// At the release's invocation, where mutual-exclusion ends the hold (the holder
+			// stopped believing it held the lock when it let go), so that both judge a
+			// grant to another client between the release's invocation and its reply alike.
+			at.Message = why
+		}
 		done := at
 		done.Type = history.OK
 		out = append(out, &history.Op{Invoke: at, Complete: &done})
@@ -52,6 +71,50 @@ func lapses(p part) []*history.Op {
 		return cmp.Or(cmp.Compare(a.Invoke.Index, b.Invoke.Index), cmp.Compare(a.Process(), b.Process()), strings.Compare(a.Invoke.Key, b.Invoke.Key))
 	})
 	return out
+}
+
+// failedReleases are the rejected releases in ops (by their index) after which a hold
+// lapses, each with where, as evidence tells it: those after which their process's next
+// acquire or release of the key, rejected releases aside, is no release that succeeded. A
+// release after it that found the lock not held, or ended indeterminate, steps the model
+// from a lapsed hold as well as from one still held.
+func failedReleases(ops []history.Op) map[int]string {
+	type holding struct {
+		process int
+		key     string
+	}
+	pending := map[holding][]int{} // rejected releases since the process's last lock operation on the key
+	failed := map[int]string{}
+	lapses := func(i int) {
+		why := "its release, which failed"
+		if err := ops[i].Complete.Error; err != "" {
+			why += " (" + string(err) + ")"
+		}
+		failed[i] = why
+	}
+	for i, op := range ops {
+		f, o := op.Func(), outcomeOf(op)
+		if f != history.Acquire && f != history.Release {
+			continue
+		}
+		h := holding{op.Process(), op.Invoke.Key}
+		if f == history.Release && o == rejected {
+			pending[h] = append(pending[h], i)
+			continue
+		}
+		if f == history.Acquire || o != succeeded {
+			for _, r := range pending[h] {
+				lapses(r)
+			}
+		}
+		delete(pending, h)
+	}
+	for _, rs := range pending {
+		for _, r := range rs {
+			lapses(r)
+		}
+	}
+	return failed
 }
 
 // isLockOp keeps acquires and releases that may have had an effect. A failed acquire

@@ -30,6 +30,7 @@ type hold struct {
 	granted  history.Event // the acquire's ok: the hold starts at its time
 	until    history.Event // the release's invocation, or the process's last event
 	released bool          // whether until is a release
+	release  int           // when released, the release's index in the ops holds was given
 }
 
 // exclusionState is what mutualExclusion found, over the pieces judged so far. A piece
@@ -91,7 +92,7 @@ func holds(ops []history.Op, last map[int]history.Event) []hold {
 	}
 	open := map[holding]int{} // index into out
 	var out []hold
-	for _, op := range ops {
+	for j, op := range ops {
 		h := holding{op.Process(), op.Invoke.Key}
 		i, held := open[h]
 		switch {
@@ -99,7 +100,7 @@ func holds(ops []history.Op, last map[int]history.Event) []hold {
 			open[h] = len(out)
 			out = append(out, hold{process: h.process, key: h.key, granted: *op.Complete})
 		case op.Func() == history.Release && held:
-			out[i].until, out[i].released = op.Invoke, true
+			out[i].until, out[i].released, out[i].release = op.Invoke, true, j
 			delete(open, h)
 		}
 	}

@@ -23,6 +23,11 @@
 // as the harness's pool does. No client ever holds the lock while another does: every
 // checker must find such a history valid.
 //
+// With Unreachable a release fails "unreachable" now and then: its request never reaches
+// the lock service, which keeps the lease until it runs out, while the client, done with
+// the lock, goes on to its next acquire. Nobody holds the lock while another does here
+// either: the next grant, the client's own or another's, comes after the lease.
+//
 // With Effects the completions also carry what the servers saw, as the real workers record
 // it: an ok acquire's EffectFrom is when its last, successful attempt started; the storage
 // applied (or refused) a read or write at EffectFrom = EffectTo. Without, the history is
@@ -56,7 +61,9 @@ type Config struct {
 	// Kills has the holder killed now and then, while it holds the lock, instead of paused
 	// (see the package comment).
 	Kills bool
-	Seed  uint64
+	// Unreachable has a release fail unreachable now and then (see the package comment).
+	Unreachable bool
+	Seed        uint64
 }
 
 // Key is the one lock key every client contends for.
@@ -76,6 +83,8 @@ const (
 	// long a new worker takes to start in the dead one's place.
 	killEvery = 3 * time.Second
 	restart   = 100 * time.Millisecond
+	// unreachableRate is the chance that a release fails unreachable (Unreachable).
+	unreachableRate = 0.05
 )
 
 // step is what a client does next.
@@ -355,10 +364,13 @@ func (w *world) run(c *client) bool {
 		w.invoke(c, history.Release, releaseServed, nil, nil)
 	case releaseServed:
 		done := history.Event{Type: history.OK, Func: history.Release}
-		if w.holder == c.process && now < w.expires {
+		switch {
+		case w.cfg.Unreachable && w.rng.Float64() < unreachableRate: // the service never heard of it
+			done.Type, done.Error, done.Message = history.Fail, history.ErrUnreachable, "dial tcp: connect: connection refused"
+		case w.holder == c.process && now < w.expires:
 			w.holder = -1
 			done = w.maybeLost(done)
-		} else {
+		default:
 			done.Type, done.Error = history.Fail, history.ErrNotHeld
 		}
 		c.token = 0

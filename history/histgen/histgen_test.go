@@ -118,3 +118,34 @@ func TestKillsLeaveHoldsUnreleased(t *testing.T) {
 		}
 	}
 }
+
+// With Unreachable some releases fail unreachable, and the lock passes on after them, to
+// another client now and then.
+func TestUnreachableReleasesLetTheLeaseRunOut(t *testing.T) {
+	for seed := range uint64(3) {
+		cfg := Config{Ops: 1000, Clients: 5, Fencing: seed%2 == 0, Effects: seed%3 != 0, Unreachable: true, Kills: seed == 2, Seed: seed}
+		ops, err := history.Pair(Generate(cfg))
+		if err != nil {
+			t.Fatalf("%+v: %v", cfg, err)
+		}
+		failed, passed := 0, 0
+		for i, op := range ops {
+			if op.Func() != history.Release || op.Type() != history.Fail || op.Complete.Error != history.ErrUnreachable {
+				continue
+			}
+			failed++
+			for _, next := range ops[i+1:] {
+				if next.Func() == history.Acquire && next.Type() == history.OK && next.Complete.Time > op.Invoke.Time {
+					if next.Process() != op.Process() {
+						passed++
+					}
+					break
+				}
+			}
+		}
+		t.Logf("%+v: %d releases failed unreachable, %d followed by another client's grant", cfg, failed, passed)
+		if failed < 3 || passed == 0 {
+			t.Errorf("%+v: %d releases failed unreachable, %d followed by another client's grant; want a few", cfg, failed, passed)
+		}
+	}
+}

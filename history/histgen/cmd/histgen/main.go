@@ -19,10 +19,11 @@ func main() {
 	flag.BoolVar(&cfg.Fencing, "fencing", false, "send tokens to the storage, which rejects stale ones")
 	flag.BoolVar(&cfg.Effects, "effects", true, "record what the servers saw (effect_from, effect_to), as workers do")
 	flag.BoolVar(&cfg.Kills, "kills", false, "kill the holder now and then (kill-client) instead of pausing it: its lease runs out unreleased")
+	flag.BoolVar(&cfg.Unreachable, "unreachable", false, "fail a release now and then as unreachable: the holder lets go, its lease runs out")
 	flag.Uint64Var(&cfg.Seed, "seed", 1, "random seed")
 	flag.Parse()
 	if flag.NArg() != 1 || cfg.Ops <= 0 || cfg.Clients <= 0 {
-		fmt.Fprintln(os.Stderr, "usage: histgen [-ops N] [-clients N] [-fencing] [-effects=false] [-kills] [-seed N] DIR")
+		fmt.Fprintln(os.Stderr, "usage: histgen [-ops N] [-clients N] [-fencing] [-effects=false] [-kills] [-unreachable] [-seed N] DIR")
 		os.Exit(2)
 	}
 	if err := histgen.WriteRun(flag.Arg(0), cfg); err != nil {
