@@ -67,7 +67,7 @@ func runFlags(spec *harness.Spec) (*flag.FlagSet, *runOptions) {
 	fs := command.NewFlags("run")
 	fs.StringVar(&spec.System, "system", spec.System, "lock service: "+strings.Join(system.Names(), ", "))
 	fs.StringVar(&spec.SystemFile, "system-file", spec.SystemFile, "a file describing your own lock service (its name, nodes, command, image...; "+
-		"see the README's \"Test your own lock service\"), tested as a built-in system is; it replaces --system")
+		"docs/your-own.md), tested as a built-in system is; it replaces --system")
 	fs.StringVar(&spec.Client, "client", spec.Client, "lock client: "+strings.Join(workloads.ClientNames(), ", ")+"; empty: the system's own")
 	fs.StringVar(&opts.clientCmd, "client-cmd", shellwords.Join(spec.ClientCmd), "the program each lock client runs with --client exec, "+
 		"in any language: JSON lines on stdin and stdout (docs/protocol.md); split into words as a shell would, without expanding anything")

@@ -28,7 +28,7 @@ and judges each cell: a cell expecting a violation
 must find it in at least its threshold of seeds (default 90 %); a cell expecting a
 property to hold fails on any violation. Built-in suites: ` + strings.Join(suite.BuiltinNames(), ", ") + ` (kleppmann is the
 design's expected-outcome table; smoke a few fast cells). FILE is a suite in YAML or
-JSON (see README.md, "Test your own lock"). Writes suite.html (the matrix, linking every
+JSON (docs/suites.md). Writes suite.html (the matrix, linking every
 run's report), suite.json and junit.xml (one test case per cell) into
 <results>/suite-<name>/<timestamp>/, the runs under its runs/. Cells of one system
 share a cluster where that is sound. Exit 0 when every cell met its expectation, 1 when
@@ -89,8 +89,8 @@ func suiteFlags() (*flag.FlagSet, *suiteOptions) {
 // maxSeeds caps --seeds: a nightly wants tens, not millions.
 const maxSeeds = 1000
 
-// defaultParallel is suite's runs at once: see README.md, "Runs side by side", for what
-// 1, 2 and 3 did on a 2-core machine. maxParallel is what one engine can hold: each run
+// defaultParallel is suite's runs at once: see docs/suites.md, "Runs side by side", for
+// what 2 and 3 did on a 2-core machine (and docs/measurements.md for 1). maxParallel is what one engine can hold: each run
 // starts up to nine containers and a network of its own.
 const (
 	defaultParallel = 2
