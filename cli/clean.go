@@ -33,6 +33,10 @@ an exec client's program with its worker.`,
 		"docker ps -a --filter label=org.lockbreaker.project   # what clean --all removes",
 	},
 	Run: cmdClean,
+	Parse: func(args []string) error {
+		_, _, err := parseClean(args)
+		return err
+	},
 }
 
 // cleanFlags makes clean's flag set; run holds --run, all --all.
@@ -43,21 +47,30 @@ func cleanFlags() (fs *flag.FlagSet, run *string, all *bool) {
 	return fs, run, all
 }
 
-func cmdClean(ctx context.Context, args []string, stdout io.Writer) (int, error) {
-	fs, run, all := cleanFlags()
+// parseClean parses clean's arguments: the run named by --run, and --all.
+func parseClean(args []string) (run string, all bool, err error) {
+	fs, runFlag, allFlag := cleanFlags()
 	if err := command.Parse(fs, args); err != nil {
+		return "", false, err
+	}
+	if *allFlag && *runFlag != "" {
+		return "", false, command.Bad(errors.New("clean: --run and --all exclude each other"))
+	}
+	return *runFlag, *allFlag, nil
+}
+
+func cmdClean(ctx context.Context, args []string, stdout io.Writer) (int, error) {
+	run, all, err := parseClean(args)
+	if err != nil {
 		return 0, err
 	}
 	if err := containers.Ping(ctx); err != nil {
 		return 0, err
 	}
 	var n int
-	var err error
 	switch {
-	case *all && *run != "":
-		return 0, command.Bad(errors.New("clean: --run and --all exclude each other"))
-	case *all || *run != "":
-		n, err = containers.Clean(ctx, *run)
+	case all || run != "":
+		n, err = containers.Clean(ctx, run)
 	default:
 		n, err = containers.CleanStale(ctx)
 	}

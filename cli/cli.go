@@ -1,7 +1,7 @@
 // Package cli is the lockbreaker command line: run, suite, check, report, serve, clean,
 // images, help, version and worker. Our binary (cmd/lockbreaker) and a user's own binary
 // built with lockbreaker.Main run exactly this code, so both behave alike and a worker
-// started from either finds the same lock clients. See README.md for the commands;
+// started from either finds the same lock clients. See README.md and docs/ for the commands;
 // `lockbreaker help` lists them.
 //
 // Main is its only export. Each command is one file (run.go, suite.go, shrink.go, serve.go,

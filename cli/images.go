@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 
@@ -25,21 +26,43 @@ host's apt sources, or from LOCKBREAKER_APT_MIRROR.`,
 		"lockbreaker images --system etcd",
 		"LOCKBREAKER_APT_MIRROR=http://mirror.example/debian lockbreaker images",
 	},
+	Flags: func() *flag.FlagSet {
+		fs, _ := imagesFlags()
+		return fs
+	},
 	Run: cmdImages,
+	Parse: func(args []string) error {
+		_, err := parseImages(args)
+		return err
+	},
+}
+
+// imagesFlags makes images' flag set; only holds --system.
+func imagesFlags() (fs *flag.FlagSet, only *string) {
+	fs = command.NewFlags("images")
+	only = fs.String("system", "", "build only the images this system's nodes run; empty: every system's")
+	return fs, only
+}
+
+// parseImages parses images' arguments into the systems whose images to build.
+func parseImages(args []string) ([]string, error) {
+	fs, only := imagesFlags()
+	if err := command.Parse(fs, args); err != nil {
+		return nil, err
+	}
+	if *only == "" {
+		return system.Names(), nil
+	}
+	if _, err := system.Lookup(*only); err != nil {
+		return nil, command.Bad(fmt.Errorf("images: %w", err))
+	}
+	return []string{*only}, nil
 }
 
 func cmdImages(ctx context.Context, args []string, stdout io.Writer) (int, error) {
-	fs := command.NewFlags("images")
-	only := fs.String("system", "", "build only the image this system's nodes run")
-	if err := command.Parse(fs, args); err != nil {
+	names, err := parseImages(args)
+	if err != nil {
 		return 0, err
-	}
-	names := system.Names()
-	if *only != "" {
-		if _, err := system.Lookup(*only); err != nil {
-			return 0, command.Bad(fmt.Errorf("images: %w", err))
-		}
-		names = []string{*only}
 	}
 	if err := containers.Ping(ctx); err != nil {
 		return 0, err

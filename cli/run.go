@@ -50,6 +50,10 @@ time limit, heals and tears everything down, then checks the history. Writes
 		"lockbreaker run --system-file examples/own-service/redis.yaml --nemesis pause-holder   # your own lock service",
 	},
 	Run: cmdRun,
+	Parse: func(args []string) error {
+		_, _, err := parseRun(args)
+		return err
+	},
 }
 
 // runOptions are run's flags that are not part of the spec.
@@ -63,7 +67,7 @@ func runFlags(spec *harness.Spec) (*flag.FlagSet, *runOptions) {
 	fs := command.NewFlags("run")
 	fs.StringVar(&spec.System, "system", spec.System, "lock service: "+strings.Join(system.Names(), ", "))
 	fs.StringVar(&spec.SystemFile, "system-file", spec.SystemFile, "a file describing your own lock service (its name, nodes, command, image...; "+
-		"see the README's \"Test your own lock service\"), tested as a built-in system is; it replaces --system")
+		"docs/your-own.md), tested as a built-in system is; it replaces --system")
 	fs.StringVar(&spec.Client, "client", spec.Client, "lock client: "+strings.Join(workloads.ClientNames(), ", ")+"; empty: the system's own")
 	fs.StringVar(&opts.clientCmd, "client-cmd", shellwords.Join(spec.ClientCmd), "the program each lock client runs with --client exec, "+
 		"in any language: JSON lines on stdin and stdout (docs/protocol.md); split into words as a shell would, without expanding anything")
@@ -110,33 +114,42 @@ func runFlags(spec *harness.Spec) (*flag.FlagSet, *runOptions) {
 // 15-minute full-rate run (10.8 M operations) in 234 MB rather than 280, 16 % slower.
 const runGCPercent = 50
 
-func cmdRun(ctx context.Context, args []string, stdout io.Writer) (int, error) {
+// parseRun makes run's spec and results root from its arguments, starting nothing; the
+// harness validates the spec itself (Normalize) when it runs it.
+func parseRun(args []string) (harness.Spec, string, error) {
 	spec := harness.DefaultSpec()
 	fs, opts := runFlags(&spec)
 	if err := command.Parse(fs, args); err != nil {
-		return 0, err
+		return spec, "", err
 	}
 	switch opts.fencing {
 	case "on":
 		spec.Fencing = true
 	case "off":
 	default:
-		return 0, command.Bad(fmt.Errorf("run: --fencing must be on or off, got %s", quote.Short(opts.fencing)))
+		return spec, "", command.Bad(fmt.Errorf("run: --fencing must be on or off, got %s", quote.Short(opts.fencing)))
 	}
 	if opts.results == "" {
-		return 0, command.Bad(errors.New("run: --results must name a directory, got an empty string"))
+		return spec, "", command.Bad(errors.New("run: --results must name a directory, got an empty string"))
 	}
 	spec.Nemesis = strings.Split(opts.nemesis, ",")
 	cmdWords, err := shellwords.Split(opts.clientCmd)
 	if err != nil {
-		return 0, command.Bad(fmt.Errorf("run: --client-cmd: %w", err))
+		return spec, "", command.Bad(fmt.Errorf("run: --client-cmd: %w", err))
 	}
 	spec.ClientCmd = cmdWords
+	return spec, opts.results, nil
+}
 
+func cmdRun(ctx context.Context, args []string, stdout io.Writer) (int, error) {
+	spec, root, err := parseRun(args)
+	if err != nil {
+		return 0, err
+	}
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(runGCPercent)
 	}
-	runner := harness.Runner{ResultsRoot: opts.results, Progress: stdout, Trends: suite.StoreTrends}
+	runner := harness.Runner{ResultsRoot: root, Progress: stdout, Trends: suite.StoreTrends}
 	dir, summary, err := runner.Run(ctx, spec)
 	if dir != "" && len(summary.Results) > 0 {
 		command.PrintVerdicts(stdout, dir, summary)

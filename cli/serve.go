@@ -31,6 +31,10 @@ run's report and files below it, and nothing outside the store. Listens on loopb
 	},
 	Examples: []string{"lockbreaker serve", "lockbreaker serve --addr 127.0.0.1:9000 --results /tmp/store"},
 	Run:      cmdServe,
+	Parse: func(args []string) error {
+		_, err := parseServe(args)
+		return err
+	},
 }
 
 // serveOptions are serve's flags.
@@ -44,11 +48,17 @@ func serveFlags() (*flag.FlagSet, *serveOptions) {
 	return fs, opts
 }
 
+// parseServe parses serve's arguments.
+func parseServe(args []string) (*serveOptions, error) {
+	fs, opts := serveFlags()
+	return opts, command.Parse(fs, args)
+}
+
 // cmdServe serves the run store read-only until interrupted: the index at /, every run's
 // files below it, nothing outside the store (symbolic links that lead out of it included).
 func cmdServe(ctx context.Context, args []string, stdout io.Writer) (int, error) {
-	fs, opts := serveFlags()
-	if err := command.Parse(fs, args); err != nil {
+	opts, err := parseServe(args)
+	if err != nil {
 		return 0, err
 	}
 	root, err := os.OpenRoot(opts.results)

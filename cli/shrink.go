@@ -43,6 +43,10 @@ fresh run failed, 254 for a run that did not fail or cannot be read.`,
 		"lockbreaker shrink --confirm 5 --budget 30m store/redlock-redsync-kill-node-nofence",
 	},
 	Run: cmdShrink,
+	Parse: func(args []string) error {
+		_, _, err := parseShrink(args)
+		return err
+	},
 }
 
 type shrinkOptions struct {
@@ -63,22 +67,31 @@ func shrinkFlags() (*flag.FlagSet, *shrinkOptions) {
 	return fs, opts
 }
 
-func cmdShrink(ctx context.Context, args []string, stdout io.Writer) (int, error) {
+// parseShrink parses shrink's arguments: its flags and the failing run's directory.
+func parseShrink(args []string) (*shrinkOptions, string, error) {
 	fs, opts := shrinkFlags()
 	if err := command.ParseFlags(fs, args); err != nil {
-		return 0, err
+		return nil, "", err
 	}
 	switch {
 	case fs.NArg() != 1:
-		return 0, command.Bad(fmt.Errorf("shrink: give one run directory, e.g. lockbreaker shrink store/latest"))
+		return nil, "", command.Bad(fmt.Errorf("shrink: give one run directory, e.g. lockbreaker shrink store/latest"))
 	case opts.confirm < 1 || opts.confirm > 100:
-		return 0, command.Bad(fmt.Errorf("shrink: --confirm must be between 1 and 100, got %d", opts.confirm))
+		return nil, "", command.Bad(fmt.Errorf("shrink: --confirm must be between 1 and 100, got %d", opts.confirm))
 	case opts.budget.Std() < time.Second || opts.budget.Std() > 24*time.Hour:
-		return 0, command.Bad(fmt.Errorf("shrink: --budget must be between 1s and 24h, got %s", opts.budget.Std()))
+		return nil, "", command.Bad(fmt.Errorf("shrink: --budget must be between 1s and 24h, got %s", opts.budget.Std()))
 	case opts.results == "":
-		return 0, command.Bad(fmt.Errorf("shrink: --results must name a directory, got an empty string"))
+		return nil, "", command.Bad(fmt.Errorf("shrink: --results must name a directory, got an empty string"))
 	}
-	from, target, err := failingRun(fs.Arg(0))
+	return opts, fs.Arg(0), nil
+}
+
+func cmdShrink(ctx context.Context, args []string, stdout io.Writer) (int, error) {
+	opts, path, err := parseShrink(args)
+	if err != nil {
+		return 0, err
+	}
+	from, target, err := failingRun(path)
 	if err != nil {
 		return 0, command.Bad(fmt.Errorf("shrink: %w", err))
 	}

@@ -28,7 +28,7 @@ and judges each cell: a cell expecting a violation
 must find it in at least its threshold of seeds (default 90 %); a cell expecting a
 property to hold fails on any violation. Built-in suites: ` + strings.Join(suite.BuiltinNames(), ", ") + ` (kleppmann is the
 design's expected-outcome table; smoke a few fast cells). FILE is a suite in YAML or
-JSON (see README.md, "Test your own lock"). Writes suite.html (the matrix, linking every
+JSON (docs/suites.md). Writes suite.html (the matrix, linking every
 run's report), suite.json and junit.xml (one test case per cell) into
 <results>/suite-<name>/<timestamp>/, the runs under its runs/. Cells of one system
 share a cluster where that is sound. Exit 0 when every cell met its expectation, 1 when
@@ -62,7 +62,8 @@ Exit 1 on a regression, 0 otherwise.`,
 		"lockbreaker suite merge shard-1/store shard-2/store shard-3/store shard-4/store --results store",
 		"lockbreaker suite compare last-night/store store   # exit 1 on a regression",
 	},
-	Run: cmdSuite,
+	Run:   cmdSuite,
+	Parse: parseSuiteArgs,
 }
 
 // suiteOptions are suite's flags.
@@ -88,8 +89,8 @@ func suiteFlags() (*flag.FlagSet, *suiteOptions) {
 // maxSeeds caps --seeds: a nightly wants tens, not millions.
 const maxSeeds = 1000
 
-// defaultParallel is suite's runs at once: see README.md, "Runs side by side", for what
-// 1, 2 and 3 did on a 2-core machine. maxParallel is what one engine can hold: each run
+// defaultParallel is suite's runs at once: see docs/suites.md, "Runs side by side", for
+// what 2 and 3 did on a 2-core machine (and docs/measurements.md for 1). maxParallel is what one engine can hold: each run
 // starts up to nine containers and a network of its own.
 const (
 	defaultParallel = 2
@@ -105,35 +106,9 @@ func cmdSuite(ctx context.Context, args []string, stdout io.Writer) (int, error)
 			return cmdSuiteCompare(args[1:], stdout)
 		}
 	}
-	fs, opts := suiteFlags()
-	// Flags may also follow the suite's name, as in "suite kleppmann --seeds 5".
-	names, err := command.ParseInterleaved(fs, args)
+	name, opts, shard, err := parseSuite(args)
 	if err != nil {
 		return 0, err
-	}
-	var name string
-	switch len(names) {
-	case 0:
-	case 1:
-		name = names[0]
-	default:
-		return 0, command.Bad(fmt.Errorf("suite: unexpected argument %q", names[1]))
-	}
-	if name == "" {
-		return 0, command.Bad(fmt.Errorf("suite: give one suite, a built-in (%s) or a YAML or JSON file", strings.Join(suite.BuiltinNames(), ", ")))
-	}
-	if opts.seeds < 1 || opts.seeds > maxSeeds {
-		return 0, command.Bad(fmt.Errorf("suite: --seeds must be between 1 and %d, got %d", maxSeeds, opts.seeds))
-	}
-	if opts.parallel < 1 || opts.parallel > maxParallel {
-		return 0, command.Bad(fmt.Errorf("suite: --parallel must be between 1 and %d, got %d", maxParallel, opts.parallel))
-	}
-	if opts.results == "" {
-		return 0, command.Bad(errors.New("suite: --results must name a directory, got an empty string"))
-	}
-	shard, err := suite.ParseShard(opts.shard)
-	if err != nil {
-		return 0, command.Bad(err)
 	}
 	s, err := loadSuite(name)
 	if err != nil {
@@ -161,21 +136,91 @@ func cmdSuite(ctx context.Context, args []string, stdout io.Writer) (int, error)
 	return suiteExit(res.Status), nil
 }
 
-// cmdSuiteMerge joins the shards of one suite run into one matrix: suite merge DIR...
-func cmdSuiteMerge(args []string, stdout io.Writer) (int, error) {
+// parseSuiteArgs parses suite's arguments as cmdSuite does, running nothing.
+func parseSuiteArgs(args []string) error {
+	var err error
+	switch {
+	case len(args) > 0 && args[0] == "merge":
+		_, _, err = parseSuiteMerge(args[1:])
+	case len(args) > 0 && args[0] == "compare":
+		_, err = parseSuiteCompare(args[1:])
+	default:
+		_, _, _, err = parseSuite(args)
+	}
+	return err
+}
+
+// parseSuite parses suite NAME|FILE's arguments: the suite's name or file, the flags and
+// the shard to run. Flags may also follow the suite's name, as in "suite kleppmann --seeds 5".
+func parseSuite(args []string) (string, *suiteOptions, suite.Shard, error) {
+	fs, opts := suiteFlags()
+	names, err := command.ParseInterleaved(fs, args)
+	if err != nil {
+		return "", nil, suite.Shard{}, err
+	}
+	var name string
+	switch len(names) {
+	case 0:
+	case 1:
+		name = names[0]
+	default:
+		return "", nil, suite.Shard{}, command.Bad(fmt.Errorf("suite: unexpected argument %q", names[1]))
+	}
+	if name == "" {
+		return "", nil, suite.Shard{}, command.Bad(fmt.Errorf("suite: give one suite, a built-in (%s) or a YAML or JSON file", strings.Join(suite.BuiltinNames(), ", ")))
+	}
+	if opts.seeds < 1 || opts.seeds > maxSeeds {
+		return "", nil, suite.Shard{}, command.Bad(fmt.Errorf("suite: --seeds must be between 1 and %d, got %d", maxSeeds, opts.seeds))
+	}
+	if opts.parallel < 1 || opts.parallel > maxParallel {
+		return "", nil, suite.Shard{}, command.Bad(fmt.Errorf("suite: --parallel must be between 1 and %d, got %d", maxParallel, opts.parallel))
+	}
+	if opts.results == "" {
+		return "", nil, suite.Shard{}, command.Bad(errors.New("suite: --results must name a directory, got an empty string"))
+	}
+	shard, err := suite.ParseShard(opts.shard)
+	if err != nil {
+		return "", nil, suite.Shard{}, command.Bad(err)
+	}
+	return name, opts, shard, nil
+}
+
+// parseSuiteMerge parses suite merge's arguments: the results root and the shards' directories.
+func parseSuiteMerge(args []string) (string, []string, error) {
 	fs := command.NewFlags("suite merge")
 	root := fs.String("results", defaultResults, "directory the merged suite's directory is made in")
 	dirs, err := command.ParseInterleaved(fs, args)
 	if err != nil {
-		return 0, err
+		return "", nil, err
 	}
 	if len(dirs) == 0 {
-		return 0, command.Bad(errors.New("suite merge: give the directories of a suite run's shards (suite runs, or stores holding one each)"))
+		return "", nil, command.Bad(errors.New("suite merge: give the directories of a suite run's shards (suite runs, or stores holding one each)"))
 	}
 	if *root == "" {
-		return 0, command.Bad(errors.New("suite merge: --results must name a directory, got an empty string"))
+		return "", nil, command.Bad(errors.New("suite merge: --results must name a directory, got an empty string"))
 	}
-	dir, res, err := suite.MergeInto(*root, dirs)
+	return *root, dirs, nil
+}
+
+// parseSuiteCompare parses suite compare's arguments: OLD and NEW.
+func parseSuiteCompare(args []string) ([]string, error) {
+	dirs, err := command.ParseInterleaved(command.NewFlags("suite compare"), args)
+	if err != nil {
+		return nil, err
+	}
+	if len(dirs) != 2 {
+		return nil, command.Bad(fmt.Errorf("suite compare: give OLD and NEW, each a suite run's directory or a store, got %d arguments", len(dirs)))
+	}
+	return dirs, nil
+}
+
+// cmdSuiteMerge joins the shards of one suite run into one matrix: suite merge DIR...
+func cmdSuiteMerge(args []string, stdout io.Writer) (int, error) {
+	root, dirs, err := parseSuiteMerge(args)
+	if err != nil {
+		return 0, err
+	}
+	dir, res, err := suite.MergeInto(root, dirs)
 	var refused *suite.Error
 	if errors.As(err, &refused) {
 		return 0, command.Bad(fmt.Errorf("suite merge: %w", err))
@@ -192,12 +237,9 @@ func cmdSuiteMerge(args []string, stdout io.Writer) (int, error) {
 // cmdSuiteCompare compares the newest suite run in NEW with the runs of its suite in OLD
 // before it, and exits 1 on a regression: suite compare OLD NEW.
 func cmdSuiteCompare(args []string, stdout io.Writer) (int, error) {
-	dirs, err := command.ParseInterleaved(command.NewFlags("suite compare"), args)
+	dirs, err := parseSuiteCompare(args)
 	if err != nil {
 		return 0, err
-	}
-	if len(dirs) != 2 {
-		return 0, command.Bad(fmt.Errorf("suite compare: give OLD and NEW, each a suite run's directory or a store, got %d arguments", len(dirs)))
 	}
 	olds, problems, err := suite.Find(dirs[0])
 	if err != nil {

@@ -17,10 +17,14 @@ var versionCommand = command.Command{
 	About:    "Prints the module version, the commit it was built from when known, and the node image tag. Needs no Docker.",
 	Examples: []string{"lockbreaker version"},
 	Run:      cmdVersion,
+	Parse:    parseVersion,
 }
 
+// parseVersion parses version's arguments: none.
+func parseVersion(args []string) error { return command.Parse(command.NewFlags("version"), args) }
+
 func cmdVersion(_ context.Context, args []string, stdout io.Writer) (int, error) {
-	if err := command.Parse(command.NewFlags("version"), args); err != nil {
+	if err := parseVersion(args); err != nil {
 		return 0, err
 	}
 	version := "(no build information)"

@@ -43,6 +43,10 @@ version wrote, what this one cannot read is set aside (said on stderr). Needs no
 		"lockbreaker check store/redis-redis-pause-holder-nofence/20250101T120000Z",
 	},
 	Run: cmdCheck,
+	Parse: func(args []string) error {
+		_, _, err := parseCheck(args)
+		return err
+	},
 }
 
 // maxCheckTimeout caps check --timeout like run's other spans: a search longer than a day
@@ -82,23 +86,40 @@ func checkFlags() (fs *flag.FlagSet, timeout *spec.Duration, maxOps *int, whole 
 	return fs, timeout, maxOps, whole
 }
 
-func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error) {
+// checkOptions are check's flags.
+type checkOptions struct {
+	timeout spec.Duration
+	maxOps  int
+	whole   bool
+}
+
+// parseCheck parses check's arguments: its flags and the run's path.
+func parseCheck(args []string) (checkOptions, string, error) {
 	fs, timeout, maxOps, whole := checkFlags()
 	if err := command.ParseFlags(fs, args); err != nil {
-		return 0, err
+		return checkOptions{}, "", err
 	}
 	if *whole && command.IsSet(fs, "max-ops") {
-		return 0, command.Bad(errors.New("check: --whole holds the whole history: --max-ops does not go with it"))
+		return checkOptions{}, "", command.Bad(errors.New("check: --whole holds the whole history: --max-ops does not go with it"))
 	}
 	if t := timeout.Std(); t != 0 && (t < time.Millisecond || t > maxCheckTimeout) {
-		return 0, command.Bad(fmt.Errorf("check: --timeout must be 0 (no limit) or between 1ms and 24h, got %s", t))
+		return checkOptions{}, "", command.Bad(fmt.Errorf("check: --timeout must be 0 (no limit) or between 1ms and 24h, got %s", t))
 	}
 	if *maxOps < 1 {
-		return 0, command.Bad(fmt.Errorf("check: --max-ops must be at least 1, got %d", *maxOps))
+		return checkOptions{}, "", command.Bad(fmt.Errorf("check: --max-ops must be at least 1, got %d", *maxOps))
+	}
+	path, err := oneRun(fs)
+	return checkOptions{timeout: *timeout, maxOps: *maxOps, whole: *whole}, path, err
+}
+
+func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error) {
+	opts, path, err := parseCheck(args)
+	if err != nil {
+		return 0, err
 	}
 	limits := checkers.DefaultLimits
-	limits.MaxOps = *maxOps
-	if *whole {
+	limits.MaxOps = opts.maxOps
+	if opts.whole {
 		limits.PieceOps, limits.MaxOps, limits.LongOps = math.MaxInt, math.MaxInt, math.MaxInt
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
@@ -107,7 +128,7 @@ func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error)
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(checkGCPercent)
 	}
-	run, err := openRun(fs)
+	run, err := openRun(path)
 	if err != nil {
 		return 0, err
 	}
@@ -118,7 +139,7 @@ func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error)
 		fmt.Fprintf(os.Stderr, "lockbreaker: check: %s is not this version's; set aside: %s\n",
 			command.Escape(filepath.Join(dir, results.SummaryFile)), command.Escape(strings.Join(run.setAside, ", ")))
 	}
-	if t := timeout.Std(); t > 0 {
+	if t := opts.timeout.Std(); t > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, t, wallClockGuard{t})
 		defer cancel()

@@ -26,16 +26,29 @@ nothing (lockbreaker check re-judges), and rebuilds the store's index.html. RUN 
 directory, a latest link, a test directory or a results root (then its latest run).`,
 	Examples: []string{"lockbreaker report store/latest"},
 	Run:      cmdReport,
+	Parse: func(args []string) error {
+		_, err := parseReport(args)
+		return err
+	},
+}
+
+// parseReport parses report's arguments: the run's path.
+func parseReport(args []string) (string, error) {
+	fs := command.NewFlags("report")
+	if err := command.ParseFlags(fs, args); err != nil {
+		return "", err
+	}
+	return oneRun(fs)
 }
 
 // cmdReport renders a saved run's report.html again from its results.json and history,
 // checking nothing, and rebuilds the index of the store it is in.
 func cmdReport(_ context.Context, args []string, stdout io.Writer) (int, error) {
-	fs := command.NewFlags("report")
-	if err := command.ParseFlags(fs, args); err != nil {
+	path, err := parseReport(args)
+	if err != nil {
 		return 0, err
 	}
-	run, err := openRun(fs)
+	run, err := openRun(path)
 	if err != nil {
 		return 0, err
 	}
@@ -68,14 +81,19 @@ type savedRun struct {
 	setAside []string
 }
 
-// openRun reads the one run directory a command's flag set was given; a run without a
-// results.json has the zero summary, and one this version did not write what it can read.
-func openRun(fs *flag.FlagSet) (savedRun, error) {
-	var run savedRun
+// oneRun is the one run directory a command's flag set was given.
+func oneRun(fs *flag.FlagSet) (string, error) {
 	if fs.NArg() != 1 {
-		return run, command.Bad(fmt.Errorf("%s: give one run directory, e.g. lockbreaker %s store/latest", fs.Name(), fs.Name()))
+		return "", command.Bad(fmt.Errorf("%s: give one run directory, e.g. lockbreaker %s store/latest", fs.Name(), fs.Name()))
 	}
-	dir, err := results.Resolve(fs.Arg(0))
+	return fs.Arg(0), nil
+}
+
+// openRun reads the run directory at path; a run without a results.json has the zero
+// summary, and one this version did not write what it can read.
+func openRun(path string) (savedRun, error) {
+	var run savedRun
+	dir, err := results.Resolve(path)
 	if err != nil {
 		return run, command.Bad(err)
 	}

@@ -47,6 +47,10 @@ type Command struct {
 	// Run runs the command on its arguments: an exit code, or an error (a BadInput for the
 	// user's, flag.ErrHelp for -h).
 	Run func(ctx context.Context, args []string, stdout io.Writer) (int, error)
+	// Parse parses the arguments as Run does before it starts anything (the flags, their
+	// values, how many operands), and runs nothing: Run calls the same code. It lets a
+	// command line be checked without Docker, as every one README.md and docs/ show is.
+	Parse func(args []string) error
 }
 
 // BadInput marks errors that are the user's input, not the harness's fault.

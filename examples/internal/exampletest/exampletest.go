@@ -22,7 +22,7 @@ import (
 // Long says whether the examples' slower cells and comparisons run too: LOCKBREAKER_LONG=1
 // (make test-long). make test runs the cell of each lock that shows the most (its lock
 // broken by a paused holder, its data kept by its token where it has one); the rest are
-// measured over many seeds by hand (README, docs/measurements.md).
+// measured over many seeds by hand (docs/locks-people-run.md, docs/measurements.md).
 func Long() bool { return os.Getenv("LOCKBREAKER_LONG") == "1" }
 
 // Lockbreaker builds the lockbreaker binary into the test's temporary directory.

@@ -1,0 +1,480 @@
+package cli
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"unicode"
+
+	"github.com/lockbreaker/lockbreaker/clientnet"
+	"github.com/lockbreaker/lockbreaker/internal/shellwords"
+	"github.com/lockbreaker/lockbreaker/suite"
+)
+
+// The README and the pages under docs/ show commands to copy; these tests hold every one
+// to the code, so none goes stale: each `lockbreaker ...` or `bin/lockbreaker ...` line of
+// a code block is parsed by the command's own Parse (its flags, their values, its
+// operands), a run's spec is validated as a run validates it, a suite named is loaded, a
+// repository path named exists, and each `make ...` names targets the Makefile has. The
+// links between the pages lead to files, and to headings, that exist. No Docker.
+
+// docPages are the pages the tests read, relative to the repository root.
+func docPages(t *testing.T, root string) []string {
+	t.Helper()
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range pages {
+		pages[i], _ = filepath.Rel(root, p)
+	}
+	return append([]string{"README.md", "ARCHITECTURE.md"}, pages...)
+}
+
+// repoRoot is the repository's root: the test runs in cli/.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("no repository root at %s: %v", root, err)
+	}
+	return root
+}
+
+// docLine is one line of a page, with where it stands.
+type docLine struct {
+	page string
+	n    int
+	text string
+}
+
+func (l docLine) String() string { return fmt.Sprintf("%s:%d: %s", l.page, l.n, l.text) }
+
+// markdown splits a page into the lines of its code blocks (fenced, or indented by four
+// spaces after a blank line) and the lines of its prose.
+func markdown(t *testing.T, root, page string) (code, prose []docLine) {
+	t.Helper()
+	f, err := os.Open(filepath.Join(root, page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var fence string
+	indented, blank := false, true
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		text := sc.Text()
+		line := docLine{page, n, text}
+		trimmed := strings.TrimSpace(text)
+		switch {
+		case fence != "":
+			if strings.HasPrefix(trimmed, fence) {
+				fence = ""
+			} else {
+				code = append(code, line)
+			}
+		case strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~"):
+			fence, indented = trimmed[:3], false
+		case (blank || indented) && (strings.HasPrefix(text, "    ") || strings.HasPrefix(text, "\t")):
+			indented = true
+			code = append(code, line)
+		default:
+			indented = indented && trimmed == ""
+			prose = append(prose, line)
+		}
+		blank = trimmed == ""
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return code, prose
+}
+
+// commandLines are the commands a code line holds: its words without a trailing comment,
+// split at &&, || and ;, each without the variable assignments before it. A line that is
+// no shell command (output, YAML) gives words the caller does not look at.
+func commandLines(text string) ([][]string, error) {
+	text = strings.TrimPrefix(strings.TrimSpace(text), "$ ")
+	words, err := shellwords.Split(withoutComment(text))
+	if err != nil {
+		return nil, err
+	}
+	var cmds [][]string
+	var cmd []string
+	for _, w := range append(words, ";") {
+		switch {
+		case w == "&&" || w == "||" || w == ";" || w == "|":
+			if len(cmd) > 0 {
+				cmds = append(cmds, cmd)
+			}
+			cmd = nil
+		case len(cmd) == 0 && assignment.MatchString(w):
+		default:
+			cmd = append(cmd, w)
+		}
+	}
+	return cmds, nil
+}
+
+// withoutComment cuts a shell comment off a line: a # that starts a word, outside quotes.
+func withoutComment(s string) string {
+	var quote byte
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		case c == '#' && (i == 0 || s[i-1] == ' ' || s[i-1] == '\t'):
+			return s[:i]
+		}
+	}
+	return s
+}
+
+// assignment is a shell variable's assignment before a command: NAME=value.
+var assignment = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*=`)
+
+// isLockbreaker says whether a command's first word is our binary.
+func isLockbreaker(word string) bool { return word == "lockbreaker" || word == "bin/lockbreaker" }
+
+func TestDocsCommandsParse(t *testing.T) {
+	root := repoRoot(t)
+	t.Chdir(root) // the commands are shown run from the root: their paths are from there
+	var lockbreakers, makes int
+	for _, page := range docPages(t, root) {
+		code, _ := markdown(t, root, page)
+		for _, line := range code {
+			cmds, err := commandLines(line.text)
+			if err != nil {
+				if strings.Contains(line.text, "lockbreaker") || strings.HasPrefix(strings.TrimSpace(line.text), "make") {
+					t.Errorf("%s: %v", line, err)
+				}
+				continue
+			}
+			for _, cmd := range cmds {
+				switch {
+				case isLockbreaker(cmd[0]):
+					lockbreakers++
+					if err := checkCommand(root, cmd[1:]); err != nil {
+						t.Errorf("%s\n\t%v", line, err)
+					}
+				case cmd[0] == "make":
+					makes++
+					if err := checkMake(root, cmd[1:]); err != nil {
+						t.Errorf("%s\n\t%v", line, err)
+					}
+				}
+			}
+		}
+	}
+	t.Logf("checked %d lockbreaker and %d make commands", lockbreakers, makes)
+	// A parser that found nothing would pass everything.
+	if lockbreakers < 40 || makes < 5 {
+		t.Errorf("found %d lockbreaker and %d make commands in the docs' code blocks; expected many more", lockbreakers, makes)
+	}
+}
+
+// checkCommand checks a lockbreaker command line (without the binary's name) as far as it
+// can without running it.
+func checkCommand(root string, args []string) error {
+	if len(args) == 0 {
+		return errors.New("no command given")
+	}
+	if err := checkPaths(root, args); err != nil {
+		return err
+	}
+	if name := args[0]; name == "help" || name == "-h" || name == "--help" {
+		return cmdHelp(args[1:], io.Discard)
+	}
+	cmd, ok := lookup(args[0])
+	if !ok {
+		return fmt.Errorf("unknown command %s", args[0])
+	}
+	if err := cmd.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	switch {
+	case cmd.Name == "run":
+		spec, _, err := parseRun(args[1:])
+		if err != nil {
+			return err
+		}
+		return hostPermitting(spec.Normalize(), spec.ClientCmd)
+	case cmd.Name == "suite" && len(args) > 1 && args[1] != "merge" && args[1] != "compare":
+		name, _, _, err := parseSuite(args[1:])
+		if err != nil {
+			return err
+		}
+		if _, builtin, _ := suite.Builtin(name); !builtin {
+			if _, err := os.Stat(name); err != nil {
+				return nil // a file of the reader's (mine.yaml), not one of ours
+			}
+		}
+		_, err = loadSuite(name)
+		return hostPermitting(err, nil)
+	}
+	return nil
+}
+
+// hostPermitting is err unless it is about this host rather than the command: lock
+// clients on addresses of their own need root and ip, nsenter and iptables; a program of
+// the reader's (python3 mylock.py) need not be installed here; and a binary a system file
+// copies in is built by make (examples/own-service's lease/bin/leased), maybe not yet.
+func hostPermitting(err error, clientCmd []string) error {
+	if err == nil {
+		return nil
+	}
+	if unbuilt.MatchString(err.Error()) {
+		return nil
+	}
+	if host := clientnet.Supported(); host != nil && strings.Contains(err.Error(), host.Error()) {
+		return nil
+	}
+	if len(clientCmd) > 0 && !strings.Contains(clientCmd[0], "/") && strings.Contains(err.Error(), "--client-cmd: ") {
+		return nil
+	}
+	return err
+}
+
+// unbuilt is a system file's refusal of a file to copy that is not there.
+var unbuilt = regexp.MustCompile(`: copy: "[^"]+": no such file or directory`)
+
+// repoPath matches a word that names a path in the repository: a top-level directory of
+// it, then more. Words with placeholders (<test>, {{id}}, *) are not paths.
+var repoPath = regexp.MustCompile(`^\.?[A-Za-z0-9_-]+/[^ <>{}*]*$`)
+
+// checkPaths checks that every word of args (and of a flag's value, and of a quoted
+// program) that names a repository path exists.
+func checkPaths(root string, args []string) error {
+	for _, arg := range args {
+		if _, value, ok := strings.Cut(arg, "="); ok && strings.HasPrefix(arg, "-") {
+			arg = value
+		}
+		for _, word := range strings.Fields(arg) {
+			if !namesRepoPath(root, word) {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(root, word)); err != nil {
+				return fmt.Errorf("%s is not in the repository", word)
+			}
+		}
+	}
+	return nil
+}
+
+// namesRepoPath says whether word is a path under one of the repository's top-level
+// directories (not the run store or the binaries, which runs make).
+func namesRepoPath(root, word string) bool {
+	if !repoPath.MatchString(word) {
+		return false
+	}
+	top, _, _ := strings.Cut(word, "/")
+	if top == "store" || top == "bin" || top == ".git" {
+		return false
+	}
+	info, err := os.Stat(filepath.Join(root, top))
+	return err == nil && info.IsDir()
+}
+
+// checkMake checks that a make command's targets are the Makefile's (with -C, that
+// directory's).
+func checkMake(root string, args []string) error {
+	dir := root
+	var targets []string
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "-C" && i+1 < len(args):
+			dir = filepath.Join(root, args[i+1])
+			i++
+		case strings.HasPrefix(a, "-") || strings.Contains(a, "="):
+		default:
+			targets = append(targets, a)
+		}
+	}
+	have, err := makeTargets(filepath.Join(dir, "Makefile"))
+	if err != nil {
+		return err
+	}
+	for _, target := range targets {
+		if !slices.Contains(have, target) {
+			return fmt.Errorf("make: %s has no target %s (it has %s)", filepath.Join(dir, "Makefile"), target, strings.Join(have, ", "))
+		}
+	}
+	return nil
+}
+
+var makeRule = regexp.MustCompile(`^([A-Za-z0-9_.-]+(?: +[A-Za-z0-9_.-]+)*) *:([^=]|$)`)
+
+// makeTargets are the targets a Makefile's rules name.
+func makeTargets(path string) ([]string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var targets []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if m := makeRule.FindStringSubmatch(line); m != nil && !strings.HasPrefix(m[1], ".") {
+			targets = append(targets, strings.Fields(m[1])...)
+		}
+	}
+	return targets, nil
+}
+
+func TestDocsParseOnlyCommands(t *testing.T) {
+	for _, c := range commands {
+		if c.Parse == nil {
+			t.Errorf("command %s has no Parse: its command lines in the docs cannot be checked", c.Name)
+		}
+	}
+	root := repoRoot(t)
+	t.Chdir(root)
+	// The checks find what they are for.
+	for _, bad := range [][]string{
+		{"run", "--sytem", "redis"},
+		{"run", "--nemesis", "pause-holdr"},
+		{"run", "--fencing", "maybe"},
+		{"run", "--system", "redlock", "--fencing", "on"},
+		{"run", "--system-file", "examples/own-service/no-such.yaml"},
+		{"suite", "suites/no-such.yaml"},
+		{"suite", "smoke", "--seeds", "0"},
+		{"suite", "compare", "one"},
+		{"check"},
+		{"check", "--whole", "--max-ops", "5", "store/latest"},
+		{"shrink", "--confirm", "0", "store/latest"},
+		{"clean", "--all", "--run", "x"},
+		{"images", "--system", "mysql"},
+		{"help", "nosuch"},
+		{"nosuch"},
+	} {
+		if err := checkCommand(root, bad); err == nil {
+			t.Errorf("lockbreaker %s passed the docs' check", strings.Join(bad, " "))
+		}
+	}
+	if err := checkMake(root, []string{"nosuch"}); err == nil {
+		t.Error("make nosuch passed the docs' check")
+	}
+	for _, good := range [][]string{{"run", "-h"}, {"help", "run"}, {"suite", "--list", "kleppmann"}} {
+		if err := checkCommand(root, good); err != nil {
+			t.Errorf("lockbreaker %s: %v", strings.Join(good, " "), err)
+		}
+	}
+}
+
+func TestDocsCommandLinesSplit(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		want [][]string
+	}{
+		{"bin/lockbreaker run --nemesis none   # a comment", [][]string{{"bin/lockbreaker", "run", "--nemesis", "none"}}},
+		{"$ lockbreaker run --client-cmd 'python3 my#lock.py'", [][]string{{"lockbreaker", "run", "--client-cmd", "python3 my#lock.py"}}},
+		{"make build && make -C examples/own-service images", [][]string{{"make", "build"}, {"make", "-C", "examples/own-service", "images"}}},
+		{"LOCKBREAKER_APT_MIRROR=http://m/debian lockbreaker images", [][]string{{"lockbreaker", "images"}}},
+		{"# only a comment", nil},
+	} {
+		got, err := commandLines(c.line)
+		if err != nil || !slices.EqualFunc(got, c.want, slices.Equal) {
+			t.Errorf("commandLines(%q) = %q, %v; want %q", c.line, got, err, c.want)
+		}
+	}
+}
+
+// link is a Markdown link's target in prose: [text](target).
+var link = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+
+// inlineCode is a code span of prose.
+var inlineCode = regexp.MustCompile("`[^`]*`")
+
+func TestDocsLinksLead(t *testing.T) {
+	root := repoRoot(t)
+	anchors := map[string][]string{}
+	anchorsOf := func(page string) []string {
+		if a, ok := anchors[page]; ok {
+			return a
+		}
+		_, prose := markdown(t, root, page)
+		for _, l := range prose {
+			if strings.HasPrefix(l.text, "#") {
+				anchors[page] = append(anchors[page], slug(strings.TrimLeft(l.text, "# ")))
+			}
+		}
+		return anchors[page]
+	}
+	links := 0
+	for _, page := range docPages(t, root) {
+		_, prose := markdown(t, root, page)
+		for _, line := range prose {
+			for _, m := range link.FindAllStringSubmatch(inlineCode.ReplaceAllString(line.text, ""), -1) {
+				target := m[1]
+				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+					continue
+				}
+				links++
+				file, anchor, _ := strings.Cut(target, "#")
+				to := page
+				if file != "" {
+					to = filepath.Join(filepath.Dir(page), file)
+					if _, err := os.Stat(filepath.Join(root, to)); err != nil {
+						t.Errorf("%s\n\tlinks to %s, which does not exist", line, to)
+						continue
+					}
+				}
+				if anchor != "" && strings.HasSuffix(to, ".md") && !slices.Contains(anchorsOf(to), anchor) {
+					t.Errorf("%s\n\tlinks to #%s, which is no heading of %s (%s)", line, anchor, to, strings.Join(anchorsOf(to), ", "))
+				}
+			}
+		}
+	}
+	if links < 30 {
+		t.Errorf("found %d links in the docs; expected many more", links)
+	}
+}
+
+// slug is a heading's anchor as GitHub makes it: lower case, spaces as hyphens, and
+// nothing else but letters, digits, hyphens and underscores. (Two headings alike would
+// take -1, -2...; the pages have none.)
+func slug(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(heading)) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func TestDocsNameFilesThatExist(t *testing.T) {
+	root := repoRoot(t)
+	for _, page := range docPages(t, root) {
+		_, prose := markdown(t, root, page)
+		for _, line := range prose {
+			for _, span := range inlineCode.FindAllString(line.text, -1) {
+				word := strings.Trim(span, "`")
+				if namesRepoPath(root, word) {
+					if _, err := os.Stat(filepath.Join(root, word)); err != nil {
+						t.Errorf("%s\n\tnames %s, which is not in the repository", line, word)
+					}
+				}
+			}
+		}
+	}
+}
