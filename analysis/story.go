@@ -22,7 +22,7 @@ import (
 func tell(path string, rs []checkers.Result, savedSpec json.RawMessage) error {
 	var exclusion *checkers.Result
 	for i, r := range rs {
-		if r.Checker == "mutual-exclusion" && r.Verdict == checkers.Invalid {
+		if r.Checker == checkers.MutualExclusion && r.Verdict == checkers.Invalid {
 			exclusion = &rs[i]
 		}
 	}

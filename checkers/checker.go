@@ -183,6 +183,19 @@ func (c checker) Check(ctx context.Context, events []history.Event, opts Options
 	return RunAll(ctx, []Checker{c}, events, opts)[0]
 }
 
+// The checkers' names, declared here once: a Result's Checker, the keys of a suite's
+// expectations, the rows of a report. Everything that names a checker uses these
+// (history/names_test.go finds a name spelled out anywhere else).
+const (
+	LockLinearizable = "lock-linearizable"
+	MutualExclusion  = "mutual-exclusion"
+	DataSafety       = "data-safety"
+	LostUpdates      = "lost-updates"
+	Fencing          = "fencing"
+	Herd             = "herd"
+	Stats            = "stats"
+)
+
 // All returns every checker, in the order reports list them: lock safety first
 // (lock-linearizable, mutual-exclusion), then data safety (data-safety, lost-updates),
 // then fencing, then the herd metric, then the stats precondition.

@@ -26,8 +26,8 @@ import (
 )
 
 // dataSafety checks storage reads and writes against a register guarded by a correct lock.
-var dataSafety = checker{name: "data-safety", property: PropertyDataSafety, search: true, start: func(opts Options) accumulator {
-	return &safetyState{searchState: linearizability{model: storedModel, models: isGuardedOp}.begin("data-safety", opts)}
+var dataSafety = checker{name: DataSafety, property: PropertyDataSafety, search: true, start: func(opts Options) accumulator {
+	return &safetyState{searchState: linearizability{model: storedModel, models: isGuardedOp}.begin(DataSafety, opts)}
 }}
 
 // safetyState is dataSafety's search, and the writes it counts, over the pieces judged so far.

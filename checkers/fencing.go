@@ -24,7 +24,7 @@ import (
 const CountStaleRejected = "stale-rejected"
 
 // fencing checks that tokens increase and that the storage rejects stale ones.
-var fencing = checker{name: "fencing", property: PropertyFencing, start: func(Options) accumulator {
+var fencing = checker{name: Fencing, property: PropertyFencing, start: func(Options) accumulator {
 	return &fencingState{keys: map[string]*keyFencing{}}
 }}
 

@@ -25,7 +25,7 @@ import (
 const herdLimit = 2.0
 
 // herd measures watch notifications per handoff of the lock.
-var herd = checker{name: "herd", property: PropertyMetric, start: func(Options) accumulator {
+var herd = checker{name: Herd, property: PropertyMetric, start: func(Options) accumulator {
 	return &herdState{granted: map[string]bool{}}
 }}
 

@@ -35,7 +35,7 @@ import (
 
 // lockLinearizable checks the lock operations against a strict mutex, key by key.
 var lockLinearizable = linearizability{model: func(part, string) porcupine.Model { return strictMutex }, models: isLockOp, extra: lapses}.
-	checker("lock-linearizable", PropertyLockSafety)
+	checker(LockLinearizable, PropertyLockSafety)
 
 // lapse is the operation that ends a hold no release the model steps ends: at its holder's
 // last event, or at its release that was rejected.

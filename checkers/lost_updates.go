@@ -21,7 +21,7 @@ import (
 )
 
 // lostUpdates compares the final counter with the writes the storage acknowledged.
-var lostUpdates = checker{name: "lost-updates", property: PropertyDataSafety, start: func(Options) accumulator {
+var lostUpdates = checker{name: LostUpdates, property: PropertyDataSafety, start: func(Options) accumulator {
 	return &updatesState{keys: map[string]*keyUpdates{}}
 }}
 

@@ -19,7 +19,7 @@ import (
 )
 
 // mutualExclusion reports every pair of overlapping holds of one key by different clients.
-var mutualExclusion = checker{name: "mutual-exclusion", property: PropertyLockSafety, start: func(Options) accumulator {
+var mutualExclusion = checker{name: MutualExclusion, property: PropertyLockSafety, start: func(Options) accumulator {
 	return &exclusionState{keys: map[string]bool{}}
 }}
 

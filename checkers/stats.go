@@ -18,7 +18,7 @@ import (
 )
 
 // stats is the precondition every pass rests on.
-var stats = checker{name: "stats", property: PropertyPrecondition, start: func(opts Options) accumulator {
+var stats = checker{name: Stats, property: PropertyPrecondition, start: func(opts Options) accumulator {
 	return &statsState{faultsRequested: opts.FaultsRequested, wanted: opts.Hazards}
 }}
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/spec"
 	"github.com/lockbreaker/lockbreaker/system"
@@ -66,10 +67,11 @@ var (
 		"stands alone and the lock lives in a table, not in a session: safe", ""}
 )
 
-// expect is the checkers' expectations for a row on a client: fencing holds when the
-// storage checks tokens, is not applicable to a client without them, and is not decided
-// otherwise (some clients take a token only when asked to fence); the stats precondition
-// must pass for a pass to mean anything.
+// expect is the checkers' expectations for a row on a client, one for every checker
+// (TestBuiltinCellsExpectEveryChecker): fencing holds when the storage checks tokens, is
+// not applicable to a client without them, and is not decided otherwise (some clients take
+// a token only when asked to fence); herd, a metric, decides nothing; the stats
+// precondition must pass for a pass to mean anything.
 func (row tableRow) expect(client string, fenced bool) map[string]Expect {
 	fencing := ExpectEither
 	if c, err := workloads.LookupClient(client); err == nil && !c.Tokens {
@@ -80,12 +82,13 @@ func (row tableRow) expect(client string, fenced bool) map[string]Expect {
 		fencing = ExpectValid
 	}
 	return map[string]Expect{
-		"lock-linearizable": row.lock,
-		"mutual-exclusion":  row.lock,
-		"data-safety":       row.data,
-		"lost-updates":      row.data,
-		"fencing":           fencing,
-		"stats":             ExpectValid,
+		checkers.LockLinearizable: row.lock,
+		checkers.MutualExclusion:  row.lock,
+		checkers.DataSafety:       row.data,
+		checkers.LostUpdates:      row.data,
+		checkers.Fencing:          fencing,
+		checkers.Herd:             ExpectEither,
+		checkers.Stats:            ExpectValid,
 	}
 }
 

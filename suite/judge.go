@@ -202,7 +202,7 @@ func Judge(c Cell, runs []RunResult) CellResult {
 			short := c.shortOf(run) != ""
 			// A run whose precondition failed (nothing granted, its hazard never came) proves
 			// no pass, and a property it lacks (no tokens where nothing was granted) is no miss.
-			partial := run.Error != "" || run.Verdicts[statsChecker] == checkers.Unknown
+			partial := run.Error != "" || run.Verdicts[checkers.Stats] == checkers.Unknown
 			switch o := holds(e, v, partial, short); {
 			case o == found:
 				n++
@@ -234,10 +234,6 @@ func Judge(c Cell, runs []RunResult) CellResult {
 	}
 	return r
 }
-
-// statsChecker is the precondition every pass rests on (checkers' stats): unknown when
-// too little happened for a pass to mean anything.
-const statsChecker = "stats"
 
 // holds says what verdict v of one run says of expectation e; partial is a run the
 // harness broke or whose precondition failed, whose passes and absent properties prove

@@ -98,7 +98,7 @@ func (c Cell) stopsEarly() bool {
 		return false
 	}
 	valid := c.expecting(ExpectValid)
-	return len(valid) == 0 || len(valid) == 1 && valid[0] == statsChecker
+	return len(valid) == 0 || len(valid) == 1 && valid[0] == checkers.Stats
 }
 
 // threshold is the cell's threshold with the default filled in.

@@ -37,6 +37,22 @@ func TestBuiltinSuitesAreComplete(t *testing.T) {
 	}
 }
 
+// Every built-in cell says what it expects of every checker, so a checker added to
+// checkers.All() without a built-in expectation is caught here rather than expected
+// "either" in silence.
+func TestBuiltinCellsExpectEveryChecker(t *testing.T) {
+	for _, name := range BuiltinNames() {
+		s, _, _ := Builtin(name)
+		for _, c := range s.Cells {
+			for _, ck := range checkers.All() {
+				if _, ok := c.Expect[ck.Name()]; !ok {
+					t.Errorf("%s: cell %s has no expectation of checker %s (suite/builtin.go, tableRow.expect)", name, c.Name, ck.Name())
+				}
+			}
+		}
+	}
+}
+
 // Every system a cell names in the kleppmann suite is covered with every one of its
 // clients: a client added later must be added to the table too.
 func TestKleppmannCoversEveryClientOfItsSystems(t *testing.T) {
