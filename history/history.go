@@ -108,7 +108,9 @@ type Event struct {
 	// WatchEvents counts the watch notifications a queue-based lock's acquire waited
 	// through (see the herd checker); nil for other locks.
 	WatchEvents *int `json:"watch_events,omitempty"`
-	// Fault describes a nemesis fault (kind and target), on Start/Stop events.
+	// Fault describes a nemesis fault on Start/Stop events: its kind's name (FaultKind),
+	// alone or followed by a space and what that one fault was (KindOf reads it back); on a
+	// hazard event, the nemesis that saw the hazard.
 	Fault string `json:"fault,omitempty"`
 	// Targets are what a fault hit: lock clients (worker-3) or nodes (n2).
 	Targets []string `json:"targets,omitempty"`
@@ -158,7 +160,8 @@ func Duration(from, to int64) time.Duration { return time.Duration(to - from) }
 //   - final-read: process HarnessProcess, invoke{key}, ok{value}, after every client stopped.
 //   - info outcomes carry no error kind, only a message.
 //   - nemesis: process NemesisProcess, type info, f start/stop, fault and targets set; a
-//     stop closes the start with the same fault and targets.
+//     stop closes the start with the same fault and targets. The fault begins with the
+//     name of one of the kinds in faults.go.
 //   - kill-node: start when the node's server was killed, detail{restart-after, role: its
 //     role then, when the cluster has roles}; stop once it serves again.
 //   - failover: start when replication from the primary is cut, detail{primary}; stop

@@ -1,0 +1,141 @@
+package history
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// FaultKind is one kind of fault, declared once, here, with everything the judging half
+// says of it: the nemesis that makes it refers to it (nemesis registers one per chosen
+// kind), and the story, the report, `help run` and the suites read its name and words from
+// it. A fault's start and stop events carry its kind's Name as their Fault, alone or
+// followed by a space and what that one fault was ("partition-halves n1|n2,n3",
+// "clock-bump +2.000s"); KindOf reads it back.
+type FaultKind struct {
+	// Name is how the kind is chosen (--nemesis, a suite's cells) and recorded.
+	Name string
+	// Does says what a fault of this kind does, one phrase for `help run`.
+	Does string
+	// Struck is how a story tells that a fault of this kind struck a process or a node,
+	// after its name: "was paused", "had its packets delayed".
+	Struck string
+	// Back is how a story tells that what it struck came back when the fault stopped
+	// ("resumed", "served again"); "" when a stop is not worth telling.
+	Back string
+	// Hazard is the hazard the kind exists to create (see Hazard); "" for none. A run that
+	// asked for the kind and never saw its hazard is no pass (the stats checker).
+	Hazard Hazard
+	// Part says the kind is never chosen by name: it is recorded only as a step of another
+	// kind's faults (the pause that keeps a cut-off holder in its critical section).
+	Part bool
+}
+
+// The fault kinds. Each is declared with all its words; a kind without them fails
+// TestFaultKindsHaveTheirWords, a chosen kind no nemesis makes fails nemesis's
+// TestEveryChosenFaultKindHasItsNemesis, and its name spelled out anywhere else fails
+// TestNamesAreDeclaredOnce.
+var (
+	PauseHolder = declare(FaultKind{Name: "pause-holder", Struck: "was paused", Back: "resumed", Hazard: GrantedInPause,
+		Does: "freezes a holder (SIGSTOP) right after its read until another client has taken the lock over: Kleppmann's GC pause"})
+	PauseClient = declare(FaultKind{Name: "pause-client", Struck: "was paused", Back: "resumed", Hazard: GrantedInPause,
+		Does: "freezes a random client, holder or not, for --pause"})
+	PauseNode = declare(FaultKind{Name: "pause-node", Struck: "was paused", Back: "resumed",
+		Does: "freezes a random node's server for --pause"})
+	// PauseInLease keeps a holder within its lease while another kind's fault does its work.
+	PauseInLease = declare(FaultKind{Name: "pause-in-lease", Struck: "was paused", Back: "resumed", Part: true,
+		Does: "keeps a holder within its lease (SIGSTOP) while another fault strikes"})
+	// PauseInSection keeps a holder cut off by partition-holder inside its critical section.
+	PauseInSection = declare(FaultKind{Name: "pause-in-section", Struck: "was paused", Back: "resumed", Part: true,
+		Does: "keeps a cut-off holder inside its critical section (SIGSTOP) until the lock has passed on"})
+
+	KillClient = declare(FaultKind{Name: "kill-client", Struck: "was killed",
+		Does: "kills (SIGKILL) the client that has waited longest for the lock; a new one takes its place"})
+	KillNode = declare(FaultKind{Name: "kill-node", Struck: "was killed", Back: "served again", Hazard: RestartServed,
+		Does: "kills the server of a node that granted a held lock and starts it again on what its disk kept (--persistence, --restart-after)"})
+	Failover = declare(FaultKind{Name: "failover", Struck: "was cut off from its replicas", Hazard: LostGrantServed,
+		Does: "cuts the primary off its replicas, lets it grant the lock, crashes it and promotes a replica at once"})
+
+	Clock = declare(FaultKind{Name: "clock", Struck: "had its clock moved", Hazard: ClockServed,
+		Does: "moves a random node's wall clock, by clock-bump, clock-strobe or clock-rate, for --pause"})
+	ClockBump = declare(FaultKind{Name: "clock-bump", Struck: "had its clock moved", Hazard: ClockServed,
+		Does: "jumps the clock of a node that granted a holder's lock --clock-offset ahead while the holder is kept within its lease"})
+	ClockStrobe = declare(FaultKind{Name: "clock-strobe", Struck: "had its clock moved", Hazard: ClockServed,
+		Does: "flips a random node's clock between --clock-offset ahead and real time every 100 ms, for --pause"})
+	ClockRate = declare(FaultKind{Name: "clock-rate", Struck: "had its clock moved", Hazard: ClockServed,
+		Does: "runs a random node's clock --clock-rate times as fast, for --pause"})
+	KleppmannClock = declare(FaultKind{Name: "kleppmann-clock", Struck: "was cut off while a node's clock jumped", Hazard: TwoMajorities,
+		Does: "Kleppmann's example against Redlock: a client cut off a minority of the nodes, a majority node's clock jumped past its lease"})
+
+	Partition = declare(FaultKind{Name: "partition", Struck: "was cut off",
+		Does: "cuts the network in one of the partition-* shapes at random, for --pause"})
+	PartitionIsolateOne = declare(FaultKind{Name: "partition-isolate-one", Struck: "was cut off",
+		Does: "cuts one node off every other node, for --pause"})
+	PartitionHalves = declare(FaultKind{Name: "partition-halves", Struck: "was cut off",
+		Does: "splits the nodes into two sides that cannot talk, for --pause"})
+	PartitionMajoritiesRing = declare(FaultKind{Name: "partition-majorities-ring", Struck: "was cut off",
+		Does: "puts the nodes on a ring where each hears a majority, no two the same, for --pause"})
+	PartitionBridge = declare(FaultKind{Name: "partition-bridge", Struck: "was cut off",
+		Does: "splits the nodes into two sides joined by one node that sees both, for --pause"})
+	PartitionClientsFrom = declare(FaultKind{Name: "partition-clients-from", Struck: "was cut off",
+		Does: "cuts every client off a minority of the nodes, for --pause"})
+	PartitionClient = declare(FaultKind{Name: "partition-client", Struck: "was cut off",
+		Does: "cuts one client off every node (not off the storage), for --pause"})
+	PartitionClientMinority = declare(FaultKind{Name: "partition-client-minority", Struck: "was cut off",
+		Does: "cuts one client and a minority of the nodes off the rest, for --pause"})
+	PartitionLeader = declare(FaultKind{Name: "partition-leader", Struck: "was cut off",
+		Does: "cuts whichever node leads off the others, for --pause"})
+	// PartitionClientFrom is kleppmann-clock's cut of one client off a minority of the nodes.
+	PartitionClientFrom = declare(FaultKind{Name: "partition-client-from", Struck: "was cut off", Part: true,
+		Does: "cuts one client off a minority of the nodes"})
+	PartitionPrimary = declare(FaultKind{Name: "partition-primary", Struck: "was cut off", Hazard: TwoPrimaries,
+		Does: "cuts the primary and a minority of the clients off the rest until both sides' grants are held at once (split brain)"})
+	PartitionHolder = declare(FaultKind{Name: "partition-holder", Struck: "was cut off", Hazard: GrantedInCut,
+		Does: "cuts a holder off the lock service right after its read, kept in its critical section until another client holds the lock"})
+	PartitionHolderStorage = declare(FaultKind{Name: "partition-holder-storage", Struck: "was cut off", Hazard: GrantedInCut,
+		Does: "cuts a holder off the storage right after its read, kept in its critical section until another client holds the lock"})
+
+	Delay = declare(FaultKind{Name: "delay", Struck: "had its packets delayed",
+		Does: "delays every packet one client sends by --pause, for twice that (tc netem)"})
+)
+
+// faultKinds are the declared kinds by name.
+var faultKinds = map[string]FaultKind{}
+
+// declare adds k to the kinds; a name declared twice is a programming error.
+func declare(k FaultKind) FaultKind {
+	if _, ok := faultKinds[k.Name]; ok {
+		panic(fmt.Sprintf("history: fault kind %s declared twice", k.Name))
+	}
+	faultKinds[k.Name] = k
+	return k
+}
+
+// FaultKinds lists every declared kind, by name.
+func FaultKinds() []FaultKind {
+	kinds := make([]FaultKind, 0, len(faultKinds))
+	for _, k := range faultKinds {
+		kinds = append(kinds, k)
+	}
+	slices.SortFunc(kinds, func(a, b FaultKind) int { return cmp.Compare(a.Name, b.Name) })
+	return kinds
+}
+
+// KindOf is the kind of a fault as an event records it (Event.Fault): its name, or its name
+// and what that fault was after a space. A fault no kind declares (a pooler named as a
+// hazard's fault, an older history's) has none.
+func KindOf(fault string) (FaultKind, bool) {
+	name, _, _ := strings.Cut(fault, " ")
+	k, ok := faultKinds[name]
+	return k, ok
+}
+
+// With is what a start or stop event of this kind records as its Fault: the kind's name,
+// then what that one fault was, when something was ("n1|n2,n3", "+2.000s").
+func (k FaultKind) With(what string) string {
+	if what == "" {
+		return k.Name
+	}
+	return k.Name + " " + what
+}

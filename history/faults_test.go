@@ -1,0 +1,55 @@
+package history
+
+import (
+	"strings"
+	"testing"
+)
+
+// Every fault kind has the words the story, the report and `help run` say of it, and a
+// hazard that has words of its own.
+func TestFaultKindsHaveTheirWords(t *testing.T) {
+	kinds := FaultKinds()
+	if len(kinds) == 0 {
+		t.Fatal("no fault kind declared")
+	}
+	for _, k := range kinds {
+		switch {
+		case k.Name == "" || strings.ContainsAny(k.Name, " \t\n,"):
+			t.Errorf("%+v: a name is one word with no comma (a fault records it before a space)", k)
+		case k.Does == "":
+			t.Errorf("%s: no words for what it does (Does), which help run shows", k.Name)
+		case k.Struck == "":
+			t.Errorf("%s: no words for what it does to what it strikes (Struck), which a story tells", k.Name)
+		case k.Hazard != "" && !k.Hazard.Known():
+			t.Errorf("%s: hazard %s has no words (hazard.go)", k.Name, k.Hazard)
+		case k.Part && k.Hazard != "":
+			t.Errorf("%s: a part of another kind's faults targets no hazard of its own", k.Name)
+		}
+	}
+}
+
+// KindOf reads a fault's kind back from what an event records: the name alone, or the
+// name and what that one fault was.
+func TestKindOfReadsWhatAFaultRecords(t *testing.T) {
+	for _, tt := range []struct {
+		fault string
+		want  FaultKind
+		ok    bool
+	}{
+		{Delay.With(""), Delay, true},
+		{"delay", Delay, true},
+		{PartitionHalves.With("n1|n2,n3"), PartitionHalves, true},
+		{"clock-bump +2.000s", ClockBump, true},
+		{"pause-in-section", PauseInSection, true},
+		{"pgbouncer-transaction", FaultKind{}, false},
+		{"delay-client", FaultKind{}, false},
+		{"", FaultKind{}, false},
+	} {
+		if got, ok := KindOf(tt.fault); got != tt.want || ok != tt.ok {
+			t.Errorf("KindOf(%q) = %s, %v; want %s, %v", tt.fault, got.Name, ok, tt.want.Name, tt.ok)
+		}
+	}
+	if got := PartitionHalves.With("n1|n2"); got != "partition-halves n1|n2" {
+		t.Errorf("With: %q", got)
+	}
+}
