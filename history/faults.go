@@ -43,7 +43,9 @@ var (
 		Does: "freezes a random client, holder or not, for --pause"})
 	PauseNode = declare(FaultKind{Name: "pause-node", Struck: "was paused", Back: "resumed",
 		Does: "freezes a random node's server for --pause"})
-	// PauseInLease keeps a holder within its lease while another kind's fault does its work.
+	// PauseInLease keeps a directed fault's victim inside its critical section, and never
+	// past its lease, while the fault does its work, as a GC pause would. A pause within the
+	// lease breaks no correct lock, so a second holder meanwhile is the fault's doing.
 	PauseInLease = declare(FaultKind{Name: "pause-in-lease", Struck: "was paused", Back: "resumed", Part: true,
 		Does: "keeps a holder within its lease (SIGSTOP) while another fault strikes"})
 	// PauseInSection keeps a holder cut off by partition-holder inside its critical section.

@@ -43,7 +43,7 @@ func TestClientShapesNameSingleClients(t *testing.T) {
 	nodes := []string{"n1", "n2", "n3", "n4", "n5"}
 	clients := []string{"worker-0", "worker-1", "worker-2"}
 	rng := rand.New(rand.NewSource(1))
-	g := shapes["client"](nodes, clients, rng)
+	g := shapes[history.PartitionClient](nodes, clients, rng)
 	var cut []string
 	for _, target := range g.targets() {
 		if isClient(target) {
@@ -53,7 +53,7 @@ func TestClientShapesNameSingleClients(t *testing.T) {
 	if len(cut) != 1 || !slices.Equal(g[cut[0]], nodes) || len(g) != 6 {
 		t.Errorf("client must cut one client off every node: %s", g)
 	}
-	g = shapes["client-minority"](nodes, clients, rng)
+	g = shapes[history.PartitionClientMinority](nodes, clients, rng)
 	// One client and two nodes on one side: that client hears 3 nodes no longer, the other
 	// clients 2, and no client is cut off another.
 	var heard []int

@@ -29,17 +29,20 @@ type Clocks interface {
 // strobeStep is how often clock-strobe flips and clock-rate advances the clock.
 const strobeStep = 100 * time.Millisecond
 
-// clockFault is one of the clock faults; mode is bump, strobe, rate, or "" for a mix.
-type clockFault struct{ mode string }
+// clockFault is one of the clock faults: its mode is the kind of each fault, clock-bump,
+// clock-strobe or clock-rate, or clock for a mix of them.
+type clockFault struct{ mode history.FaultKind }
 
-var clockModes = []string{"bump", "strobe", "rate"}
+// clockModes are the kinds a mix picks from.
+var clockModes = []history.FaultKind{history.ClockBump, history.ClockStrobe, history.ClockRate}
 
-func (c clockFault) Name() string {
-	if c.mode == "" {
-		return "clock"
+func init() {
+	for _, mode := range append([]history.FaultKind{history.Clock}, clockModes...) {
+		register(func() kind { return clockFault{mode} })
 	}
-	return "clock-" + c.mode
 }
+
+func (c clockFault) Kind() history.FaultKind { return c.mode }
 
 func (clockFault) Needs() Needs { return Needs{Clocks: true} }
 
@@ -49,7 +52,7 @@ func (c clockFault) Run(ctx context.Context, env Env) error {
 		return err
 	}
 	nodes := env.Nodes.Names()
-	if c.mode == "bump" && !env.Undirected {
+	if c.mode == history.ClockBump && !env.Undirected {
 		rng := rand.New(rand.NewSource(env.Seed))
 		return afterHolderReads(ctx, env, func(w *watcher, holder int, _ func()) error {
 			granted := grantedBy(w.holding[holder], nodes, env.IndependentMajority)
@@ -62,12 +65,12 @@ func (c clockFault) Run(ctx context.Context, env Env) error {
 	w := watch(env.Subscribe())
 	return w.schedule(ctx, env, func(rng *rand.Rand) error {
 		mode := c.mode
-		if mode == "" {
+		if mode == history.Clock {
 			mode = clockModes[rng.Intn(len(clockModes))]
 		}
 		node := nodes[rng.Intn(len(nodes))]
 		offset := env.ClockOffset
-		if mode == "bump" && rng.Intn(2) == 0 {
+		if mode == history.ClockBump && rng.Intn(2) == 0 {
 			offset = -offset
 		}
 		return skewClock(ctx, env, w, clocks, mode, node, offset)
@@ -80,7 +83,7 @@ func (c clockFault) Run(ctx context.Context, env Env) error {
 // lock over or p's lease is nearly over; then p is let go and the clock put back. A node
 // that expires leases by its wall clock (Redis) hands the lock on meanwhile.
 func bumpInLease(ctx context.Context, env Env, w *watcher, clocks Clocks, p int, node string) error {
-	s := newSkew(env, w, clocks, "bump", node, env.ClockOffset)
+	s := newSkew(env, w, clocks, history.ClockBump, node, env.ClockOffset)
 	var startErr error
 	pauseErr := w.pauseInLease(ctx, env, p, func() bool {
 		startErr = s.start(ctx, env.ClockOffset)
@@ -100,15 +103,15 @@ func bumpInLease(ctx context.Context, env Env, w *watcher, clocks Clocks, p int,
 //   - rate: run env.ClockRate times as fast, emulated by advancing the offset every
 //     strobeStep (libfaketime's own rate counts from process start, so it cannot be
 //     switched on mid-run without a jump).
-func skewClock(ctx context.Context, env Env, w *watcher, clocks Clocks, mode, node string, offset time.Duration) error {
+func skewClock(ctx context.Context, env Env, w *watcher, clocks Clocks, mode history.FaultKind, node string, offset time.Duration) error {
 	s := newSkew(env, w, clocks, mode, node, offset)
 	if err := s.start(ctx, initialOffset(mode, offset)); err != nil {
 		return err
 	}
 	var err error
-	if mode != "bump" {
+	if mode != history.ClockBump {
 		for i := 1; err == nil && w.wait(ctx, strobeStep) && time.Duration(i)*strobeStep < env.Pause; i++ {
-			if mode == "strobe" {
+			if mode == history.ClockStrobe {
 				err = s.set(ctx, offset*time.Duration((i+1)%2))
 			} else {
 				err = s.set(ctx, time.Duration(float64(time.Duration(i)*strobeStep)*(env.ClockRate-1)))
@@ -132,10 +135,10 @@ type skew struct {
 	furthest time.Duration
 }
 
-func newSkew(env Env, w *watcher, clocks Clocks, mode, node string, offset time.Duration) *skew {
-	fault := fmt.Sprintf("clock-%s %+.3gs", mode, offset.Seconds())
-	if mode == "rate" {
-		fault = fmt.Sprintf("clock-rate x%g", env.ClockRate)
+func newSkew(env Env, w *watcher, clocks Clocks, mode history.FaultKind, node string, offset time.Duration) *skew {
+	fault := mode.With(fmt.Sprintf("%+.3gs", offset.Seconds()))
+	if mode == history.ClockRate {
+		fault = mode.With(fmt.Sprintf("x%g", env.ClockRate))
 	}
 	return &skew{env: env, w: w, clocks: clocks, fault: fault, moves: clockMoves{node: node}}
 }
@@ -233,8 +236,8 @@ func (m *clockMoves) set(env Env, w *watcher, fault string, d time.Duration) {
 // offsetText is how the history shows a clock offset: seconds, signed, "+2.000".
 func offsetText(d time.Duration) string { return fmt.Sprintf("%+.3f", d.Seconds()) }
 
-func initialOffset(mode string, offset time.Duration) time.Duration {
-	if mode == "rate" {
+func initialOffset(mode history.FaultKind, offset time.Duration) time.Duration {
+	if mode == history.ClockRate {
 		return 0
 	}
 	return offset
@@ -255,5 +258,3 @@ func clocksOf(env Env) (Clocks, error) {
 	}
 	return clocks, nil
 }
-
-func (clockFault) Hazard() history.Hazard { return history.ClockServed }

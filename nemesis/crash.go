@@ -74,7 +74,9 @@ type Roles interface {
 // and the node serving again within its lease (restart-in-lease).
 type killNode struct{}
 
-func (killNode) Name() string { return "kill-node" }
+func init() { register(func() kind { return killNode{} }) }
+
+func (killNode) Kind() history.FaultKind { return history.KillNode }
 
 func (killNode) Needs() Needs { return Needs{Restarts: true} }
 
@@ -188,7 +190,7 @@ type forgotten struct {
 }
 
 func (w *watcher) watchForgotten(env Env, grant history.Event, nodes []string) *forgotten {
-	return &forgotten{served: w.watchServed(env, "kill-node", history.RestartServed, grant),
+	return &forgotten{served: w.watchServed(env, history.KillNode.Name, history.RestartServed, grant),
 		need: forgetNeed(grant, nodes, env.IndependentMajority)}
 }
 
@@ -210,12 +212,6 @@ func (f *forgotten) forgot(node string, t int64) {
 	}
 }
 
-// leasePause names the SIGSTOP that keeps a directed fault's victim inside its critical
-// section, and never past its lease, while the fault does its work, as a GC pause would.
-// A pause within the lease breaks no correct lock, so a second holder meanwhile is the
-// fault's doing.
-const leasePause = "pause-in-lease"
-
 // grantNodes is the grant detail naming the nodes that granted it ("n1,n2,n3").
 const grantNodes = "nodes"
 
@@ -236,22 +232,22 @@ func crash(ctx context.Context, env Env, r Restarter, node string, held *history
 	if err := kill(bg, node); err != nil {
 		return fmt.Errorf("kill node %s: %w", node, err)
 	}
-	recordDetail(env, history.Start, "kill-node", detail, node)
+	recordDetail(env, history.Start, history.KillNode.Name, detail, node)
 	// From the crash on, whatever this node answers comes from a server started again
 	// without what it held in memory: a server crashed in place may answer before Restart
 	// has seen it serve, and one kept down past the lease (antirez's delayed restart)
 	// must not answer at all.
 	forgot.forgot(node, history.Now())
 	if held != nil {
-		recordHazard(env, "kill-node", history.CrashUnderGrant, history.Now(), map[string]string{"grant": grantText(*held)},
+		recordHazard(env, history.KillNode.Name, history.CrashUnderGrant, history.Now(), map[string]string{"grant": grantText(*held)},
 			node, workerName(held.Process))
 	}
 	defer func() {
 		restartErr := r.Restart(bg, node)
 		err = errors.Join(err, restartErr)
-		record(env, history.Stop, "kill-node", node)
+		record(env, history.Stop, history.KillNode.Name, node)
 		if now := history.Now(); held != nil && restartErr == nil && now < leaseEnd {
-			recordHazard(env, "kill-node", history.RestartInLease, now,
+			recordHazard(env, history.KillNode.Name, history.RestartInLease, now,
 				map[string]string{"grant": grantText(*held), "lease left": history.Duration(now, leaseEnd).Round(time.Millisecond).String()},
 				node, workerName(held.Process))
 		}
@@ -337,7 +333,9 @@ const noReplicas = "NOREPLICAS"
 // rolePoll is how often a nemesis waiting for a role change asks the nodes.
 const rolePoll = 100 * time.Millisecond
 
-func (*failover) Name() string { return "failover" }
+func init() { register(func() kind { return &failover{} }) }
+
+func (*failover) Kind() history.FaultKind { return history.Failover }
 
 func (*failover) Needs() Needs { return Needs{Network: true, Restarts: true} }
 
@@ -418,7 +416,7 @@ func cutOff(ctx context.Context, env Env, net Network, primary string) *replicat
 		g[replica] = []string{primary}
 	}
 	err := cut(context.WithoutCancel(ctx), net, g)
-	recordDetail(env, history.Start, "failover", map[string]string{"primary": primary}, primary)
+	recordDetail(env, history.Start, history.Failover.Name, map[string]string{"primary": primary}, primary)
 	return &replicationCut{primary: primary, at: history.Now(), err: err}
 }
 
@@ -435,7 +433,7 @@ func (c *replicationCut) failOver(ctx context.Context, env Env, net Network, r R
 			served.end("", history.Now()) // the old primary may answer again, and may remember
 			err = errors.Join(err, r.Restart(bg, c.primary))
 		}
-		recordDetail(env, history.Stop, "failover", detail, c.primary)
+		recordDetail(env, history.Stop, history.Failover.Name, detail, c.primary)
 	}()
 	if c.err != nil {
 		return c.err
@@ -495,7 +493,7 @@ func (c *replicationCut) failOver(ctx context.Context, env Env, net Network, r R
 		if promoted != "" {
 			detail["primary"] = promoted
 			if granted && w.holds(grant.Process) {
-				recordHazard(env, "failover", history.GrantLost, history.Now(),
+				recordHazard(env, history.Failover.Name, history.GrantLost, history.Now(),
 					map[string]string{"grant": grantText(grant), "old primary": c.primary, "new primary": promoted},
 					c.primary, promoted, workerName(grant.Process))
 			}
@@ -503,7 +501,7 @@ func (c *replicationCut) failOver(ctx context.Context, env Env, net Network, r R
 		return err
 	}
 	if granted && w.holds(grant.Process) {
-		served = w.watchServed(env, "failover", history.LostGrantServed, grant)
+		served = w.watchServed(env, history.Failover.Name, history.LostGrantServed, grant)
 	}
 	if !granted || env.Undirected || !w.holds(grant.Process) {
 		return failOver()
@@ -629,6 +627,3 @@ func (w *watcher) promotion(ctx context.Context, r Roles, old string) (string, e
 	}
 	return "", fmt.Errorf("no replica was promoted within %s of the crash of primary %s", promotionTimeout, old)
 }
-
-func (killNode) Hazard() history.Hazard  { return history.RestartServed }
-func (*failover) Hazard() history.Hazard { return history.LostGrantServed }

@@ -16,7 +16,9 @@ import (
 // GC pause in Kleppmann's post, a holder whose write reaches the storage after its lease.
 type delayClient struct{}
 
-func (delayClient) Name() string { return "delay" }
+func init() { register(func() kind { return delayClient{} }) }
+
+func (delayClient) Kind() history.FaultKind { return history.Delay }
 
 func (delayClient) Needs() Needs { return Needs{ClientAddrs: true} }
 
@@ -37,10 +39,10 @@ func (delayClient) Run(ctx context.Context, env Env) error {
 			return errors.Join(fmt.Errorf("delay %s: %w", target, err), env.Clients.HealClients(context.WithoutCancel(ctx)))
 		}
 		detail := map[string]string{"delay": env.Pause.String()}
-		recordDetail(env, history.Start, "delay", detail, target)
+		recordDetail(env, history.Start, history.Delay.Name, detail, target)
 		sleep(ctx, 2*env.Pause)
 		err := env.Clients.HealClients(context.WithoutCancel(ctx))
-		recordDetail(env, history.Stop, "delay", detail, target)
+		recordDetail(env, history.Stop, history.Delay.Name, detail, target)
 		return err
 	})
 }

@@ -26,21 +26,24 @@ type grudge map[string][]string
 // the lock clients' (nil otherwise).
 type shape func(nodes, clients []string, rng *rand.Rand) grudge
 
-// shapes build grudges, Jepsen-style.
-var shapes = map[string]shape{
+// shapes build grudges, Jepsen-style, one for each partition kind (each registered as a
+// nemesis by partition.go) but the mix and the leader's: partition-leader isolates whichever
+// node leads at the time, a shape that needs to ask the cluster, so it is not here (and not
+// in the random mix).
+var shapes = map[history.FaultKind]shape{
 	// isolate-one: one node cut off from every other node.
-	"isolate-one": func(nodes, _ []string, rng *rand.Rand) grudge {
+	history.PartitionIsolateOne: func(nodes, _ []string, rng *rand.Rand) grudge {
 		i := rng.Intn(len(nodes))
 		return complete([]string{nodes[i]}, without(nodes, i))
 	},
 	// halves: two sides that cannot talk, the first the smaller.
-	"halves": func(nodes, _ []string, rng *rand.Rand) grudge {
+	history.PartitionHalves: func(nodes, _ []string, rng *rand.Rand) grudge {
 		shuffled := shuffle(nodes, rng)
 		return complete(shuffled[:len(nodes)/2], shuffled[len(nodes)/2:])
 	},
 	// majorities-ring: nodes on a ring each hear only their nearest neighbours, enough for
 	// a majority, but no two nodes see the same majority (with 3 nodes nothing is cut).
-	"majorities-ring": func(nodes, _ []string, rng *rand.Rand) grudge {
+	history.PartitionMajoritiesRing: func(nodes, _ []string, rng *rand.Rand) grudge {
 		ring := shuffle(nodes, rng)
 		g := grudge{}
 		n := len(ring)
@@ -55,13 +58,13 @@ var shapes = map[string]shape{
 		return g
 	},
 	// bridge: two halves that cannot talk, joined by one node that sees both.
-	"bridge": func(nodes, _ []string, rng *rand.Rand) grudge {
+	history.PartitionBridge: func(nodes, _ []string, rng *rand.Rand) grudge {
 		shuffled := shuffle(nodes, rng)
 		half := len(nodes) / 2
 		return complete(shuffled[:half], shuffled[half+1:])
 	},
 	// clients-from: a minority of nodes that the clients cannot reach.
-	"clients-from": func(nodes, _ []string, rng *rand.Rand) grudge {
+	history.PartitionClientsFrom: func(nodes, _ []string, rng *rand.Rand) grudge {
 		g := grudge{}
 		for _, node := range shuffle(nodes, rng)[:max(1, (len(nodes)-1)/2)] {
 			g[node] = []string{Clients}
@@ -69,12 +72,12 @@ var shapes = map[string]shape{
 		return g
 	},
 	// client: one lock client cut off every node (not off the storage).
-	"client": func(nodes, clients []string, rng *rand.Rand) grudge {
+	history.PartitionClient: func(nodes, clients []string, rng *rand.Rand) grudge {
 		return complete([]string{clients[rng.Intn(len(clients))]}, nodes)
 	},
 	// client-minority: one lock client and a minority of the nodes apart from the rest, as
 	// client 1 and D, E in Kleppmann's example are from client 2 and A, B, C.
-	"client-minority": func(nodes, clients []string, rng *rand.Rand) grudge {
+	history.PartitionClientMinority: func(nodes, clients []string, rng *rand.Rand) grudge {
 		c := rng.Intn(len(clients))
 		shuffled := shuffle(nodes, rng)
 		k := minority(len(nodes))
@@ -83,27 +86,23 @@ var shapes = map[string]shape{
 }
 
 // clientShapes name single clients: they need clients with addresses of their own.
-var clientShapes = map[string]bool{"client": true, "client-minority": true}
+var clientShapes = map[history.FaultKind]bool{history.PartitionClient: true, history.PartitionClientMinority: true}
 
 // minority is how many of n nodes make a minority, at least one.
 func minority(n int) int { return max(1, (n-1)/2) }
 
-// shapeNames are the shapes; without clients of their own addresses, only those that name
-// no single client.
-func shapeNames(clientAddrs bool) []string {
-	var names []string
-	for name := range shapes {
-		if clientAddrs || !clientShapes[name] {
-			names = append(names, name)
+// shapeKinds are the shapes, by name; without clients of their own addresses, only those
+// that name no single client.
+func shapeKinds(clientAddrs bool) []history.FaultKind {
+	var kinds []history.FaultKind
+	for k := range shapes {
+		if clientAddrs || !clientShapes[k] {
+			kinds = append(kinds, k)
 		}
 	}
-	sort.Strings(names)
-	return names
+	sort.Slice(kinds, func(i, j int) bool { return kinds[i].Name < kinds[j].Name })
+	return kinds
 }
-
-// leaderShape isolates whichever node leads at the time: a shape that needs to ask the
-// cluster, so it is not in shapes (and not in the random mix).
-const leaderShape = "leader"
 
 // complete cuts every member of a off every member of b, both ways. Clients never talk to
 // each other, so no cut is made between two of them.

@@ -17,7 +17,9 @@ import (
 // whether it does. With no client waiting it kills one at random.
 type killClient struct{ anywhere }
 
-func (killClient) Name() string { return "kill-client" }
+func init() { register(func() kind { return killClient{} }) }
+
+func (killClient) Kind() history.FaultKind { return history.KillClient }
 
 func (killClient) Run(ctx context.Context, env Env) error {
 	w := watch(env.Subscribe())
@@ -32,8 +34,8 @@ func (killClient) Run(ctx context.Context, env Env) error {
 			return fmt.Errorf("kill %s: %w", target, err)
 		}
 		// A crash is a moment, not a window: it starts and ends at once.
-		record(env, history.Start, "kill-client", target)
-		record(env, history.Stop, "kill-client", target)
+		record(env, history.Start, history.KillClient.Name, target)
+		record(env, history.Stop, history.KillClient.Name, target)
 		delete(w.waiting, victim)
 		return nil
 	})

@@ -43,7 +43,9 @@ import (
 // client 1's lease.
 type kleppmannClock struct{}
 
-func (kleppmannClock) Name() string { return "kleppmann-clock" }
+func init() { register(func() kind { return kleppmannClock{} }) }
+
+func (kleppmannClock) Kind() history.FaultKind { return history.KleppmannClock }
 
 func (kleppmannClock) Needs() Needs { return Needs{Clocks: true, Network: true} }
 
@@ -69,7 +71,7 @@ func (k kleppmannClock) Run(ctx context.Context, env Env) (err error) {
 	}
 	nodes := env.Nodes.Names()
 	if len(nodes) < 3 {
-		return fmt.Errorf("kleppmann-clock needs at least 3 nodes, got %d", len(nodes))
+		return fmt.Errorf("needs at least 3 nodes, got %d", len(nodes))
 	}
 	majority := system.Majority(len(nodes))
 	c, minority := nodes[majority-1], nodes[majority:]
@@ -79,7 +81,7 @@ func (k kleppmannClock) Run(ctx context.Context, env Env) (err error) {
 	defer func() {
 		if bumped != 0 {
 			err = errors.Join(err, clocks.SetClock(context.WithoutCancel(ctx), c, 0))
-			recordDetail(env, history.Stop, "clock-bump", map[string]string{"offset": offsetText(0), "furthest": offsetText(bumped)}, c)
+			recordDetail(env, history.Stop, history.ClockBump.Name, map[string]string{"offset": offsetText(0), "furthest": offsetText(bumped)}, c)
 		}
 	}()
 	for round := 1; ; round++ {
@@ -93,13 +95,13 @@ func (k kleppmannClock) Run(ctx context.Context, env Env) (err error) {
 		for _, node := range minority {
 			g[node] = []string{Clients}
 		}
-		fault := "partition-clients-from "
+		cutKind := history.PartitionClientsFrom
 		if env.Clients != nil {
 			running := env.Workers.Processes()
 			client1 = running[rng.Intn(len(running))]
-			g, fault = complete([]string{workerName(client1)}, minority), "partition-client-from "
+			g, cutKind = complete([]string{workerName(client1)}, minority), history.PartitionClientFrom
 		}
-		fault += g.String()
+		fault := cutKind.With(g.String())
 		if err := cutGrudge(context.WithoutCancel(ctx), env, net, g); err != nil {
 			return errors.Join(err, healNetwork(context.WithoutCancel(ctx), env, net))
 		}
@@ -118,7 +120,7 @@ func (k kleppmannClock) Run(ctx context.Context, env Env) (err error) {
 			var clockErr error
 			var wg sync.WaitGroup
 			if bumped == 0 {
-				recordDetail(env, history.Start, "clock-bump", map[string]string{"offset": offsetText(env.ClockOffset)}, c)
+				recordDetail(env, history.Start, history.ClockBump.Name, map[string]string{"offset": offsetText(env.ClockOffset)}, c)
 			}
 			bumped += env.ClockOffset
 			wg.Go(func() { clockErr = clocks.SetClock(context.WithoutCancel(ctx), c, bumped) })
@@ -132,7 +134,7 @@ func (k kleppmannClock) Run(ctx context.Context, env Env) (err error) {
 			heal()
 			return err
 		}
-		stop := w.seeTakeovers(env, k.Name(), history.TwoMajorities, grant.Process)
+		stop := w.seeTakeovers(env, k.Kind().Name, history.TwoMajorities, grant.Process)
 		pauseErr := w.pauseInLease(ctx, env, grant.Process, func() bool {
 			stage()
 			return err == nil
@@ -149,5 +151,3 @@ func (k kleppmannClock) Run(ctx context.Context, env Env) (err error) {
 func (kleppmannClock) Heal(ctx context.Context, env Env) error {
 	return errors.Join(partition{}.Heal(ctx, env), clockFault{}.Heal(ctx, env), resumeAllWorkers(env))
 }
-
-func (kleppmannClock) Hazard() history.Hazard { return history.TwoMajorities }

@@ -2,7 +2,9 @@
 // (SIGKILL, of a lock client or of a node's server, which starts again on what its disk
 // kept), wall-clock jumps (libfaketime), network partitions (iptables) between nodes and
 // single lock clients, delayed packets of one client (tc netem) and a primary's failover.
-// Each kind of fault is a kind; New composes the chosen kinds into one Nemesis. It also
+// Each kind of fault is declared once in history (history.FaultKind: its name, its words, its
+// hazard) and made by one kind here, which its file registers in its init; New composes the
+// chosen kinds into one Nemesis. It also
 // records the nodes' roles as they change (WatchRoles). Like etcd's failpoints, a nemesis
 // states what it needs from the cluster (Needs: movable clocks, a cuttable network,
 // restartable servers, clients with addresses of their own), from which the cluster is
@@ -126,17 +128,26 @@ type Env struct {
 
 // Nemesis injects the faults of the kinds chosen (New).
 type Nemesis interface {
-	kind
+	// Name is the chosen kinds' names, comma-separated, or none.
+	Name() string
+	// Needs says which levers Run pulls, so the cluster is started with them.
+	Needs() Needs
+	// Run injects faults until ctx ends. Every fault it injected is healed before it returns.
+	Run(ctx context.Context, env Env) error
+	// Heal undoes whatever this nemesis may have left behind. It is idempotent.
+	Heal(ctx context.Context, env Env) error
 	// Available says why this nemesis cannot apply to sys at that size; nil when it can.
 	Available(sys system.System, nodes int) error
 }
 
-// kind injects one kind of fault. Whether it applies to a system is asked once, by the
-// composition (composed.Available): of the levers it needs (Needs) for every kind, and of
-// the systems it is meant for (suited) and its further conditions (conditional) for the
-// kinds that have them.
+// kind injects the faults of one history.FaultKind, the declaration of its name, its words
+// and its hazard; each registers itself (register) in its file's init. Whether it applies
+// to a system is asked once, by the composition (composed.Available): of the levers it
+// needs (Needs) for every kind, and of the systems it is meant for (suited) and its
+// further conditions (conditional) for the kinds that have them.
 type kind interface {
-	Name() string
+	// Kind is the fault kind it makes, declared in history.
+	Kind() history.FaultKind
 	// Needs says which levers Run pulls, so the cluster is started with them.
 	Needs() Needs
 	// Run injects faults until ctx ends. Every fault it injected is healed before it returns.
@@ -225,33 +236,18 @@ func (n Needs) available(sys system.System) error {
 // so tests need not run as root).
 var clientAddrs = clientnet.Supported
 
-// kinds are the nemeses that can be chosen, each name spelled out. The partition-* names
-// are the shapes' (shapes) and the leader's; a test holds them to the shapes.
-var kinds = map[string]func() kind{
-	"pause-holder":              func() kind { return pauseHolder{} },
-	"pause-client":              func() kind { return pauseClient{} },
-	"pause-node":                func() kind { return pauseNode{} },
-	"kill-client":               func() kind { return killClient{} },
-	"clock":                     func() kind { return clockFault{} },
-	"clock-bump":                func() kind { return clockFault{mode: "bump"} },
-	"clock-strobe":              func() kind { return clockFault{mode: "strobe"} },
-	"clock-rate":                func() kind { return clockFault{mode: "rate"} },
-	"partition":                 func() kind { return partition{} },
-	"partition-isolate-one":     func() kind { return partition{shape: "isolate-one"} },
-	"partition-halves":          func() kind { return partition{shape: "halves"} },
-	"partition-majorities-ring": func() kind { return partition{shape: "majorities-ring"} },
-	"partition-bridge":          func() kind { return partition{shape: "bridge"} },
-	"partition-clients-from":    func() kind { return partition{shape: "clients-from"} },
-	"partition-client":          func() kind { return partition{shape: "client"} },
-	"partition-client-minority": func() kind { return partition{shape: "client-minority"} },
-	"partition-leader":          func() kind { return partition{shape: leaderShape} },
-	"kleppmann-clock":           func() kind { return kleppmannClock{} },
-	"kill-node":                 func() kind { return killNode{} },
-	"failover":                  func() kind { return &failover{} },
-	"partition-primary":         func() kind { return primarySplit{} },
-	"partition-holder":          func() kind { return partitionHolder{} },
-	"partition-holder-storage":  func() kind { return partitionHolder{fromStorage: true} },
-	"delay":                     func() kind { return delayClient{} },
+// kinds are the nemeses that can be chosen, by their kind's name; each file registers its
+// own in its init.
+var kinds = map[string]func() kind{}
+
+// register makes a nemesis choosable by its kind's name. A kind that is only a part of
+// another's faults, or one registered twice, is a programming error.
+func register(make func() kind) {
+	k := make().Kind()
+	if _, ok := kinds[k.Name]; ok || k.Part {
+		panic(fmt.Sprintf("nemesis: fault kind %s registered twice, or a part registered as a nemesis", k.Name))
+	}
+	kinds[k.Name] = make
 }
 
 // Names lists the nemeses that can be chosen.
@@ -297,7 +293,7 @@ func (c composed) Available(sys system.System, nodes int) error {
 	var errs []error
 	for _, n := range c {
 		if err := available(n, sys, nodes); err != nil {
-			errs = append(errs, fmt.Errorf("nemesis %s: %w", n.Name(), err))
+			errs = append(errs, fmt.Errorf("nemesis %s: %w", n.Kind().Name, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -309,7 +305,7 @@ func (c composed) Name() string {
 	}
 	names := make([]string, len(c))
 	for i, n := range c {
-		names[i] = n.Name()
+		names[i] = n.Kind().Name
 	}
 	return strings.Join(names, ",")
 }
@@ -326,7 +322,7 @@ func (c composed) Run(ctx context.Context, env Env) error {
 		go func() {
 			defer wg.Done()
 			if err := n.Run(ctx, c.own(env, i)); err != nil {
-				errs[i] = fmt.Errorf("nemesis %s: %w", n.Name(), err)
+				errs[i] = fmt.Errorf("nemesis %s: %w", n.Kind().Name, err)
 				stop()
 			}
 		}()
@@ -347,7 +343,7 @@ func (c composed) Arm(ctx context.Context, env Env) error {
 	for i, n := range c {
 		if a, ok := n.(Armer); ok {
 			if err := a.Arm(ctx, c.own(env, i)); err != nil {
-				return fmt.Errorf("nemesis %s: %w", n.Name(), err)
+				return fmt.Errorf("nemesis %s: %w", n.Kind().Name, err)
 			}
 		}
 	}
@@ -358,7 +354,7 @@ func (c composed) Heal(ctx context.Context, env Env) error {
 	var errs []error
 	for _, n := range c {
 		if err := n.Heal(ctx, env); err != nil {
-			errs = append(errs, fmt.Errorf("heal %s: %w", n.Name(), err))
+			errs = append(errs, fmt.Errorf("heal %s: %w", n.Kind().Name, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -404,21 +400,16 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// Targeted is a nemesis that exists to create a hazard (history.Hazard) and records each
-// time it occurred. A run that asked for it and in which the hazard never occurred is no
-// pass (the stats checker): the fault fired, but the situation it is named after never came.
-type Targeted interface {
-	Hazard() history.Hazard
-}
-
-// Hazards maps each of the named nemeses that targets a hazard to its hazard; names it
-// does not know are left out (New refuses them).
+// Hazards maps each of the named nemeses that targets a hazard (history.FaultKind's Hazard)
+// to its hazard: a run that asked for it and in which the hazard never occurred is no pass
+// (the stats checker), for the fault fired but the situation it is named after never came.
+// Names it does not know are left out (New refuses them).
 func Hazards(names []string) map[string]history.Hazard {
 	wanted := map[string]history.Hazard{}
 	for _, name := range names {
 		if make, ok := kinds[name]; ok {
-			if t, ok := make().(Targeted); ok {
-				wanted[name] = t.Hazard()
+			if h := make().Kind().Hazard; h != "" {
+				wanted[name] = h
 			}
 		}
 	}

@@ -117,28 +117,35 @@ func TestNewKnowsEveryNemesisAndRejectsOthers(t *testing.T) {
 	}
 }
 
-// The partition-* nemeses in the table are the shapes' and the leader's, one each: no
-// shape without its nemesis, no nemesis without its shape.
-func TestPartitionNemesesAreTheShapes(t *testing.T) {
-	want := []string{"partition-" + leaderShape}
-	for _, shape := range shapeNames(true) {
-		want = append(want, "partition-"+shape)
+// The nemeses that can be chosen are the fault kinds history declares, but those only ever
+// recorded as a part of another's faults: a kind declared with no nemesis to make it, or a
+// nemesis whose kind is not declared, is caught here. Each is registered under its kind's
+// name, and targets the hazard its kind declares.
+func TestEveryChosenFaultKindHasItsNemesis(t *testing.T) {
+	var want []string
+	for _, k := range history.FaultKinds() {
+		if !k.Part {
+			want = append(want, k.Name)
+		}
 	}
-	slices.Sort(want)
-	var got []string
+	if got := Names(); !slices.Equal(got, want) {
+		t.Errorf("nemeses %q, want one for each chosen fault kind: %q", got, want)
+	}
 	for name, make := range kinds {
-		p, ok := make().(partition)
-		if !ok || p.shape == "" {
-			continue
+		if k := make().Kind(); k.Name != name {
+			t.Errorf("kinds[%q] makes faults of kind %s", name, k.Name)
 		}
-		if p.Name() != name {
-			t.Errorf("kinds[%q] is %s", name, p.Name())
-		}
-		got = append(got, name)
 	}
-	slices.Sort(got)
-	if !slices.Equal(got, want) {
-		t.Errorf("partition nemeses %q, want one for each shape: %q", got, want)
+	hazards := Hazards(Names())
+	for _, k := range history.FaultKinds() {
+		if h, ok := hazards[k.Name]; h != k.Hazard || ok != (k.Hazard != "") {
+			t.Errorf("%s targets %q, its kind %q", k.Name, h, k.Hazard)
+		}
+	}
+	for _, shape := range shapeKinds(true) {
+		if !strings.HasPrefix(shape.Name, history.Partition.Name+"-") {
+			t.Errorf("shape %s is not named as a partition", shape.Name)
+		}
 	}
 }
 
@@ -362,25 +369,25 @@ func TestPartitionShapes(t *testing.T) {
 	nodes := []string{"n1", "n2", "n3", "n4", "n5"}
 	rng := rand.New(rand.NewSource(1))
 	heard := func(g grudge, node string) int { return len(nodes) - len(g[node]) }
-	g := shapes["isolate-one"](nodes, nil, rng)
+	g := shapes[history.PartitionIsolateOne](nodes, nil, rng)
 	if len(g) != 5 || !slices.ContainsFunc(nodes, func(n string) bool { return len(g[n]) == 4 }) {
 		t.Errorf("isolate-one %s", g)
 	}
-	g = shapes["halves"](nodes, nil, rng)
+	g = shapes[history.PartitionHalves](nodes, nil, rng)
 	if small := slices.IndexFunc(nodes, func(n string) bool { return len(g[n]) == 3 }); small < 0 {
 		t.Errorf("halves %s", g)
 	}
-	g = shapes["majorities-ring"](nodes, nil, rng)
+	g = shapes[history.PartitionMajoritiesRing](nodes, nil, rng)
 	for _, n := range nodes {
 		if heard(g, n) != 3 {
 			t.Errorf("majorities-ring: %s hears %d nodes (itself included), want 3: %s", n, heard(g, n), g)
 		}
 	}
-	g = shapes["bridge"](nodes, nil, rng)
+	g = shapes[history.PartitionBridge](nodes, nil, rng)
 	if bridges := slices.IndexFunc(nodes, func(n string) bool { return len(g[n]) == 0 }); bridges < 0 || len(g) != 4 {
 		t.Errorf("bridge %s", g)
 	}
-	g = shapes["clients-from"](nodes, nil, rng)
+	g = shapes[history.PartitionClientsFrom](nodes, nil, rng)
 	if len(g) != 2 || g[g.targets()[0]][0] != Clients {
 		t.Errorf("clients-from must cut a minority off the clients: %s", g)
 	}
@@ -436,7 +443,7 @@ func TestPartitionCutsAndHeals(t *testing.T) {
 	f := newFake(1, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	if err := (partition{shape: "clients-from"}).Run(ctx, f.env()); err != nil {
+	if err := (partition{history.PartitionClientsFrom}).Run(ctx, f.env()); err != nil {
 		t.Fatal(err)
 	}
 	got := f.did()
@@ -479,7 +486,7 @@ func TestClockFaultRecordsAJumpPastAHeldLease(t *testing.T) {
 				Detail: map[string]string{"nodes": tt.nodes}}
 			w.next(context.Background(), nil)
 			w.next(context.Background(), nil)
-			if err := skewClock(context.Background(), env, w, f, "bump", "n2", tt.offset); err != nil {
+			if err := skewClock(context.Background(), env, w, f, history.ClockBump, "n2", tt.offset); err != nil {
 				t.Fatal(err)
 			}
 			f.mu.Lock()
@@ -498,7 +505,7 @@ func TestClockFaultRecordsAJumpPastAHeldLease(t *testing.T) {
 
 func TestClockFaultsMoveOneClockAndPutItBack(t *testing.T) {
 	for _, mode := range clockModes {
-		t.Run(mode, func(t *testing.T) {
+		t.Run(mode.Name, func(t *testing.T) {
 			f := newFake(1, 3)
 			env := f.env()
 			env.Pause = 350 * time.Millisecond
@@ -516,15 +523,15 @@ func TestClockFaultsMoveOneClockAndPutItBack(t *testing.T) {
 				t.Fatalf("clock not put back: %q", got)
 			}
 			switch mode {
-			case "bump":
+			case history.ClockBump:
 				if got[0] != "clock n2 +4.000" || len(got) != 2 {
 					t.Errorf("bump: %q", got)
 				}
-			case "strobe":
+			case history.ClockStrobe:
 				if !slices.Contains(got[1:], "clock n2 +0.000") || !slices.Contains(got[1:], "clock n2 +4.000") {
 					t.Errorf("strobe never flipped: %q", got)
 				}
-			case "rate":
+			case history.ClockRate:
 				if !slices.Contains(got, "clock n2 +0.200") {
 					t.Errorf("rate x2 never got 0.2s ahead: %q", got)
 				}
@@ -679,7 +686,7 @@ func TestPartitionLeaderWaitsOutAnElection(t *testing.T) {
 		env.Nodes = &electing{fakeNodes: fakeNodes{f}, electIn: electIn, isLeader: "n2"}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error)
-		go func() { done <- partition{shape: leaderShape}.Run(ctx, env) }()
+		go func() { done <- partition{history.PartitionLeader}.Run(ctx, env) }()
 		if electIn > 0 {
 			waitFor(t, "the leader cut off", func() bool { return slices.Contains(f.did(), "n2 drops ip-n1,ip-n3") })
 		} else {
@@ -883,7 +890,7 @@ func TestDirectedClockBumpJumpsTheHoldersNodeWithinItsLease(t *testing.T) {
 	env.TTL, env.ClockOffset = time.Hour, 2*time.Hour // only the takeover ends the pause
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
-	go func() { done <- clockFault{mode: "bump"}.Run(ctx, env) }()
+	go func() { done <- clockFault{history.ClockBump}.Run(ctx, env) }()
 	now := history.Now()
 	f.events <- history.Event{Type: history.Invoke, Process: 0, Func: history.Acquire, Time: now}
 	f.events <- history.Event{Index: 1, Type: history.OK, Process: 0, Func: history.Acquire, Time: now}

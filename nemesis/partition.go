@@ -50,23 +50,27 @@ type Leaders interface {
 	Leader(ctx context.Context) (string, error)
 }
 
-// partition cuts the network on a seeded schedule, in one shape or ("" shape) a mix.
-type partition struct{ shape string }
+// partition cuts the network on a seeded schedule, in one shape (the kind of its faults: a
+// shape's, or the leader's), or a mix of the shapes (history.Partition).
+type partition struct{ shape history.FaultKind }
 
-func (p partition) Name() string {
-	if p.shape == "" {
-		return "partition"
+func init() {
+	register(func() kind { return partition{history.Partition} })
+	register(func() kind { return partition{history.PartitionLeader} })
+	for k := range shapes {
+		register(func() kind { return partition{k} })
 	}
-	return "partition-" + p.shape
 }
+
+func (p partition) Kind() history.FaultKind { return p.shape }
 
 func (p partition) Needs() Needs { return Needs{Network: true, ClientAddrs: clientShapes[p.shape]} }
 
 func (p partition) conditions(sys system.System, nodes int) error {
 	switch {
-	case p.shape == leaderShape && !sys.Leader:
+	case p.shape == history.PartitionLeader && !sys.Leader:
 		return fmt.Errorf("a %s cluster has no leader to isolate", sys.Name)
-	case nodes < 2 && p.shape != "clients-from" && p.shape != "client" && p.shape != "":
+	case nodes < 2 && p.shape != history.PartitionClientsFrom && p.shape != history.PartitionClient && p.shape != history.Partition:
 		return errors.New("needs at least two nodes to cut apart")
 	}
 	return nil
@@ -79,7 +83,7 @@ func (p partition) Run(ctx context.Context, env Env) error {
 	}
 	nodes := env.Nodes.Names()
 	leaders, canLead := env.Nodes.(Leaders)
-	if p.shape == leaderShape && !canLead {
+	if p.shape == history.PartitionLeader && !canLead {
 		return errors.New("this cluster has no leader to isolate")
 	}
 	if clientShapes[p.shape] && env.Clients == nil {
@@ -87,19 +91,19 @@ func (p partition) Run(ctx context.Context, env Env) error {
 	}
 	return schedule(ctx, env, func(rng *rand.Rand) error {
 		shape := p.shape
-		if shape == "" {
-			names := shapeNames(env.Clients != nil)
-			shape = names[rng.Intn(len(names))]
+		if shape == history.Partition {
+			kinds := shapeKinds(env.Clients != nil)
+			shape = kinds[rng.Intn(len(kinds))]
 		}
-		if shape != leaderShape {
-			return partitionFor(ctx, env, net, "partition-"+shape, shapes[shape](nodes, clientNames(env), rng))
+		if shape != history.PartitionLeader {
+			return partitionFor(ctx, env, net, shape, shapes[shape](nodes, clientNames(env), rng))
 		}
 		leader, ok := awaitLeader(ctx, leaders, env.Pause)
 		if !ok {
 			return nil // an election for a whole pause (a heal can set one off): no fault this time
 		}
 		i := slices.Index(nodes, leader)
-		return partitionFor(ctx, env, net, "partition-leader", complete([]string{leader}, without(nodes, i)))
+		return partitionFor(ctx, env, net, history.PartitionLeader, complete([]string{leader}, without(nodes, i)))
 	})
 }
 
@@ -117,18 +121,19 @@ func awaitLeader(ctx context.Context, leaders Leaders, d time.Duration) (string,
 	}
 }
 
-// partitionFor holds grudge g for env.Pause (or until ctx ends) and heals it.
-func partitionFor(ctx context.Context, env Env, net Network, name string, g grudge) error {
+// partitionFor holds grudge g, a fault of kind k, for env.Pause (or until ctx ends) and
+// heals it.
+func partitionFor(ctx context.Context, env Env, net Network, k history.FaultKind, g grudge) error {
 	if len(g) == 0 {
 		return nil // this shape cuts nothing at this cluster size: not a fault
 	}
-	return cutFor(ctx, env, net, name, g, func() { sleep(ctx, env.Pause) })
+	return cutFor(ctx, env, net, k, g, func() { sleep(ctx, env.Pause) })
 }
 
-// cutFor holds grudge g, recorded as fault name, for as long as hold takes, and heals it
-// however hold ended.
-func cutFor(ctx context.Context, env Env, net Network, name string, g grudge, hold func()) error {
-	fault := name + " " + g.String()
+// cutFor holds grudge g, recorded as a fault of kind k, for as long as hold takes, and
+// heals it however hold ended.
+func cutFor(ctx context.Context, env Env, net Network, k history.FaultKind, g grudge, hold func()) error {
+	fault := k.With(g.String())
 	err := cutGrudge(context.WithoutCancel(ctx), env, net, g)
 	record(env, history.Start, fault, g.targets()...)
 	if err == nil {
@@ -173,18 +178,19 @@ func networkOf(env Env) (Network, error) {
 // than its lease.
 type partitionHolder struct{ fromStorage bool }
 
-func (p partitionHolder) Name() string {
+func init() {
+	register(func() kind { return partitionHolder{} })
+	register(func() kind { return partitionHolder{fromStorage: true} })
+}
+
+func (p partitionHolder) Kind() history.FaultKind {
 	if p.fromStorage {
-		return "partition-holder-storage"
+		return history.PartitionHolderStorage
 	}
-	return "partition-holder"
+	return history.PartitionHolder
 }
 
 func (p partitionHolder) Needs() Needs { return Needs{Network: !p.fromStorage, ClientAddrs: true} }
-
-// sectionPause names the SIGSTOP that keeps a cut-off holder inside its critical section
-// until the lock has passed on.
-const sectionPause = "pause-in-section"
 
 func (p partitionHolder) Run(ctx context.Context, env Env) error {
 	net, err := clientNetworkOf(env)
@@ -197,20 +203,20 @@ func (p partitionHolder) Run(ctx context.Context, env Env) error {
 			g = grudge{workerName(holder): {Storage}}
 		}
 		if env.Undirected {
-			return cutFor(ctx, env, net, p.Name(), g, func() {
-				stop := w.seeTakeovers(env, p.Name(), history.GrantedInCut, holder)
+			return cutFor(ctx, env, net, p.Kind(), g, func() {
+				stop := w.seeTakeovers(env, p.Kind().Name, history.GrantedInCut, holder)
 				defer stop()
 				hold()
 			})
 		}
-		thaw, err := w.stopWorker(env, sectionPause, holder)
+		thaw, err := w.stopWorker(env, history.PauseInSection, holder)
 		if err != nil {
 			return err
 		}
 		thawed := false
 		var thawErr error
-		err = cutFor(ctx, env, net, p.Name(), g, func() {
-			stop := w.seeTakeovers(env, p.Name(), history.GrantedInCut, holder)
+		err = cutFor(ctx, env, net, p.Kind(), g, func() {
+			stop := w.seeTakeovers(env, p.Kind().Name, history.GrantedInCut, holder)
 			defer stop()
 			hold()
 			thawed, thawErr = true, thaw()
@@ -248,7 +254,9 @@ func (partitionHolder) Heal(ctx context.Context, env Env) error { return partiti
 // were seen held at once, at most five leases; a --pause the user chose, exactly that.
 type primarySplit struct{}
 
-func (primarySplit) Name() string { return "partition-primary" }
+func init() { register(func() kind { return primarySplit{} }) }
+
+func (primarySplit) Kind() history.FaultKind { return history.PartitionPrimary }
 
 func (primarySplit) Needs() Needs { return Needs{Network: true, ClientAddrs: true} }
 
@@ -282,9 +290,9 @@ func (p primarySplit) Run(ctx context.Context, env Env) error {
 			return nil // no answer now, or between primaries (a failover): no split to make now
 		}
 		g, side := p.grudge(env, primary, rng)
-		return cutFor(ctx, env, net, p.Name(), g, func() {
+		return cutFor(ctx, env, net, p.Kind(), g, func() {
 			seen := false
-			stop := w.seeSplitGrants(env, p.Name(), side, func() { seen = true })
+			stop := w.seeSplitGrants(env, p.Kind().Name, side, func() { seen = true })
 			defer stop()
 			if env.PauseFixed {
 				w.wait(ctx, env.Pause)
@@ -339,6 +347,3 @@ func (w *watcher) seeSplitGrants(env Env, fault string, side map[int]bool, seen 
 }
 
 func (primarySplit) Heal(ctx context.Context, env Env) error { return partition{}.Heal(ctx, env) }
-
-func (partitionHolder) Hazard() history.Hazard { return history.GrantedInCut }
-func (primarySplit) Hazard() history.Hazard    { return history.TwoPrimaries }

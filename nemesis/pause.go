@@ -15,9 +15,9 @@ import (
 // connections and its belief that it holds the lock, exactly like a long GC pause.
 // A pause ends early when the run ends, and SIGCONT is sent even then.
 
-// pauseWorker stops lock client p, records the pause, holds it for as long as hold takes,
-// and thaws it however hold ended.
-func (w *watcher) pauseWorker(ctx context.Context, env Env, fault string, p int, hold func()) error {
+// pauseWorker stops lock client p, records the pause as a fault of kind fault, holds it for
+// as long as hold takes, and thaws it however hold ended.
+func (w *watcher) pauseWorker(ctx context.Context, env Env, fault history.FaultKind, p int, hold func()) error {
 	thaw, err := w.stopWorker(env, fault, p)
 	if err != nil {
 		return err
@@ -29,7 +29,7 @@ func (w *watcher) pauseWorker(ctx context.Context, env Env, fault string, p int,
 // stopWorker stops lock client p and records the pause; thaw continues it and records
 // the pause's end. A client that stopped itself for the watcher (nextReader) is taken as it
 // is, its pause recorded from when it stopped.
-func (w *watcher) stopWorker(env Env, fault string, p int) (thaw func() error, err error) {
+func (w *watcher) stopWorker(env Env, fault history.FaultKind, p int) (thaw func() error, err error) {
 	target := workerName(p)
 	at, stopped := w.selfStopped[p]
 	delete(w.selfStopped, p)
@@ -40,10 +40,10 @@ func (w *watcher) stopWorker(env Env, fault string, p int) (thaw func() error, e
 		at = history.Now()
 	}
 	env.Record(history.Event{Type: history.Info, Process: history.NemesisProcess, Func: history.Start, Time: at,
-		Fault: fault, Targets: []string{target}})
+		Fault: fault.Name, Targets: []string{target}})
 	return func() error {
 		err := env.Workers.Signal(p, syscall.SIGCONT)
-		record(env, history.Stop, fault, target)
+		record(env, history.Stop, fault.Name, target)
 		return err
 	}, nil
 }
@@ -60,14 +60,14 @@ func (w *watcher) letGo(env Env, p int) error {
 // pauseHolding pauses p, as pauseWorker does, and records the hazards of a paused holder
 // when p held the lock: each grant to another client while it was stopped, and its lease
 // running out before it was thawed.
-func pauseHolding(ctx context.Context, env Env, w *watcher, fault string, p int, hold func()) error {
+func pauseHolding(ctx context.Context, env Env, w *watcher, fault history.FaultKind, p int, hold func()) error {
 	end := w.leaseEnd(p, env.TTL)
-	stop := w.seeTakeovers(env, fault, history.GrantedInPause, p)
+	stop := w.seeTakeovers(env, fault.Name, history.GrantedInPause, p)
 	defer stop()
 	paused := history.Now()
 	err := w.pauseWorker(ctx, env, fault, p, hold)
 	if thawed := history.Now(); w.holds(p) && paused < end && end < thawed {
-		recordHazard(env, fault, history.LeaseExpiredInPause, end,
+		recordHazard(env, fault.Name, history.LeaseExpiredInPause, end,
 			map[string]string{"holder": grantText(w.holding[p]), "thawed": history.Duration(end, thawed).String() + " later"},
 			workerName(p))
 	}
@@ -108,11 +108,13 @@ func resumeAllWorkers(env Env) error {
 // while the paused one still held it.
 type pauseHolder struct{ anywhere }
 
-func (pauseHolder) Name() string { return "pause-holder" }
+func init() { register(func() kind { return pauseHolder{} }) }
+
+func (pauseHolder) Kind() history.FaultKind { return history.PauseHolder }
 
 func (pauseHolder) Run(ctx context.Context, env Env) error {
 	return afterHolderReads(ctx, env, func(w *watcher, p int, hold func()) error {
-		return pauseHolding(ctx, env, w, "pause-holder", p, hold)
+		return pauseHolding(ctx, env, w, history.PauseHolder, p, hold)
 	})
 }
 
@@ -196,13 +198,15 @@ func (pauseHolder) Heal(_ context.Context, env Env) error { return resumeAllWork
 // client it froze held the lock and another was granted it meanwhile.
 type pauseClient struct{ anywhere }
 
-func (pauseClient) Name() string { return "pause-client" }
+func init() { register(func() kind { return pauseClient{} }) }
+
+func (pauseClient) Kind() history.FaultKind { return history.PauseClient }
 
 func (pauseClient) Run(ctx context.Context, env Env) error {
 	w := watch(env.Subscribe())
 	return w.schedule(ctx, env, func(rng *rand.Rand) error {
 		running := env.Workers.Processes()
-		return pauseHolding(ctx, env, w, "pause-client", running[rng.Intn(len(running))], func() { w.wait(ctx, env.Pause) })
+		return pauseHolding(ctx, env, w, history.PauseClient, running[rng.Intn(len(running))], func() { w.wait(ctx, env.Pause) })
 	})
 }
 
@@ -212,7 +216,9 @@ func (pauseClient) Heal(_ context.Context, env Env) error { return resumeAllWork
 // ignores SIGSTOP sent from inside its own namespace).
 type pauseNode struct{ anywhere }
 
-func (pauseNode) Name() string { return "pause-node" }
+func init() { register(func() kind { return pauseNode{} }) }
+
+func (pauseNode) Kind() history.FaultKind { return history.PauseNode }
 
 func (pauseNode) Run(ctx context.Context, env Env) error {
 	nodes := env.Nodes.Names()
@@ -225,11 +231,11 @@ func (pauseNode) Run(ctx context.Context, env Env) error {
 		if err := env.Nodes.Signal(context.WithoutCancel(ctx), node, syscall.SIGSTOP); err != nil {
 			return fmt.Errorf("pause node %s: %w", node, err)
 		}
-		record(env, history.Start, "pause-node", node)
+		record(env, history.Start, history.PauseNode.Name, node)
 		sleep(ctx, env.Pause)
 		// The run's context may be over; the node must be thawed regardless.
 		err := env.Nodes.Signal(context.WithoutCancel(ctx), node, syscall.SIGCONT)
-		record(env, history.Stop, "pause-node", node)
+		record(env, history.Stop, history.PauseNode.Name, node)
 		return err
 	})
 }
@@ -241,6 +247,3 @@ func (pauseNode) Heal(ctx context.Context, env Env) error {
 	}
 	return errors.Join(errs...)
 }
-
-func (pauseHolder) Hazard() history.Hazard { return history.GrantedInPause }
-func (pauseClient) Hazard() history.Hazard { return history.GrantedInPause }

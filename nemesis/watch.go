@@ -171,7 +171,7 @@ func (w *watcher) leaseEnd(p int, ttl time.Duration) int64 {
 // fault's doing; a holder that overruns its lease after the thaw would be a pause's.
 func (w *watcher) pauseInLease(ctx context.Context, env Env, p int, fault func() bool) error {
 	thaw := w.leaseEnd(p, env.TTL) - (env.Work + env.TTL/20).Nanoseconds()
-	return w.pauseWorker(ctx, env, leasePause, p, func() {
+	return w.pauseWorker(ctx, env, history.PauseInLease, p, func() {
 		if fault() {
 			w.awaitTakeover(ctx, p, untilTime(thaw))
 		}
