@@ -147,7 +147,8 @@ func (t *teller) op(from, to, p int, f history.Func) (history.Op, bool) {
 }
 
 // faults tells the first faults that started between event indexes from and to and
-// struck process p or any node, and the nodes killed that came back meanwhile.
+// struck process p or any node, and those of them that came back meanwhile (a killed node
+// serving again), each in its kind's words (history.FaultKind).
 func (t *teller) faults(from, to, p int) {
 	told := 0
 	for _, e := range t.events {
@@ -160,8 +161,8 @@ func (t *teller) faults(from, to, p int) {
 		case e.Func == history.Start && told < maxFaults:
 			t.say(e, fmt.Sprintf("%s %s (%s) at %s", targets, struck(e.Fault), e.Fault, t.at(e)))
 			told++
-		case e.Func == history.Stop && e.Fault == "kill-node":
-			t.say(e, fmt.Sprintf("%s served again at %s", targets, t.at(e)))
+		case e.Func == history.Stop && back(e.Fault) != "":
+			t.say(e, fmt.Sprintf("%s %s at %s", targets, back(e.Fault), t.at(e)))
 		}
 	}
 }
@@ -308,13 +309,13 @@ func article(phrase string) string {
 	return "a " + phrase
 }
 
-// resumed tells when the faults that struck process p ended after event index from: a
-// pause's stop is the holder running again.
+// resumed tells when the first fault that struck process p, of a kind whose end is worth
+// telling, ended after event index from: a pause's stop is the holder running again.
 func (t *teller) resumed(from, p int) {
 	for _, e := range t.events {
 		if e.Index > from && e.Process == history.NemesisProcess && e.Func == history.Stop && strikes(e, p) &&
-			strings.HasPrefix(e.Fault, "pause") {
-			t.say(e, fmt.Sprintf("%s resumed at %s", proc(p), t.at(e)))
+			back(e.Fault) != "" {
+			t.say(e, fmt.Sprintf("%s %s at %s", proc(p), back(e.Fault), t.at(e)))
 			return
 		}
 	}
@@ -339,21 +340,20 @@ func targetsOf(e history.Event, p int) string {
 
 func strikes(e history.Event, p int) bool { return slices.Contains(e.Targets, workerName(p)) }
 
-// struck is what a fault of that kind does, in words.
+// struck is what a fault, as an event records it, did to what it struck, in its kind's
+// words ("was paused"); a fault of no declared kind "was struck".
 func struck(fault string) string {
-	switch {
-	case strings.HasPrefix(fault, "pause"):
-		return "was paused"
-	case strings.HasPrefix(fault, "kill"):
-		return "was killed"
-	case strings.HasPrefix(fault, "partition"), fault == "failover":
-		return "was cut off"
-	case strings.HasPrefix(fault, "clock"), strings.HasPrefix(fault, "kleppmann"):
-		return "had its clock moved"
-	case fault == "delay-client":
-		return "had its packets delayed"
+	if k, ok := history.KindOf(fault); ok {
+		return k.Struck
 	}
 	return "was struck"
+}
+
+// back is how what a fault struck came back when the fault stopped, in its kind's words
+// ("resumed"); "" when that is not worth telling, or the kind is not declared.
+func back(fault string) string {
+	k, _ := history.KindOf(fault)
+	return k.Back
 }
 
 // writeText tells write w by process name p and what the storage made of it.

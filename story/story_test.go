@@ -116,6 +116,29 @@ func TestTellsWhoWhichTokenAndWhichFault(t *testing.T) {
 			"p0 resumed at 1.00 s.",
 			"p0 and p2 both held the lock for 100ms.",
 		}},
+		{"a delayed holder's late write", `
+{"index":0,"type":"invoke","process":1,"f":"acquire","key":"k","time":1000000000}
+{"index":1,"type":"ok","process":1,"f":"acquire","key":"k","time":1410000000}
+{"index":2,"type":"invoke","process":1,"f":"read","key":"k","time":1420000000}
+{"index":3,"type":"ok","process":1,"f":"read","key":"k","value":12,"time":1430000000}
+{"index":4,"type":"info","process":-1,"f":"start","time":1440000000,"fault":"delay","targets":["worker-1"],"detail":{"delay":"2s"}}
+{"index":5,"type":"invoke","process":3,"f":"acquire","key":"k","time":1600000000}
+{"index":6,"type":"ok","process":3,"f":"acquire","key":"k","time":3430000000}
+{"index":7,"type":"invoke","process":3,"f":"read","key":"k","time":3440000000}
+{"index":8,"type":"ok","process":3,"f":"read","key":"k","value":12,"time":3450000000}
+{"index":9,"type":"invoke","process":1,"f":"write","key":"k","value":13,"time":3455000000}
+{"index":10,"type":"invoke","process":3,"f":"write","key":"k","value":13,"time":3460000000}
+{"index":11,"type":"ok","process":3,"f":"write","key":"k","value":13,"time":3470000000}
+{"index":12,"type":"ok","process":1,"f":"write","key":"k","value":13,"time":3480000000}
+{"index":13,"type":"info","process":-1,"f":"stop","time":5440000000,"fault":"delay","targets":["worker-1"],"detail":{"delay":"2s"}}
+`, 2 * time.Second, []string{
+			"p1 was granted the lock at 0.41 s and read 12.",
+			"p1 had its packets delayed (delay) at 0.44 s.",
+			"p1's TTL of 2s ran out at 2.41 s.",
+			"p3 was granted the lock at 2.43 s and wrote 13.",
+			"p1 wrote 13 at 2.46 s, and the storage accepted it.",
+			"p1 and p3 both wrote 13: 1 update lost.",
+		}},
 		{"a pooler hands the holder's session to another client", `
 {"index":0,"type":"invoke","process":0,"f":"acquire","key":"k","time":1000000000}
 {"index":1,"type":"ok","process":0,"f":"acquire","key":"k","time":1040000000,"detail":{"backend":"1234"}}
@@ -156,6 +179,25 @@ func TestTellsWhoWhichTokenAndWhichFault(t *testing.T) {
 				t.Errorf("story:\n%s\nwant:\n%s", strings.Join(texts, "\n"), strings.Join(tt.want, "\n"))
 			}
 		})
+	}
+}
+
+// Every fault kind a history records is told in its own words, never as "was struck":
+// the story reads them from the kind's declaration (history.FaultKind), so a nemesis's
+// name and the story's cannot drift apart again (delay was once told as "delay-client").
+func TestEveryFaultKindIsToldInItsWords(t *testing.T) {
+	for _, k := range history.FaultKinds() {
+		for _, fault := range []string{k.Name, k.With("n1|n2,n3")} {
+			if got := struck(fault); got != k.Struck || got == "was struck" {
+				t.Errorf("a %s fault struck: %q, want %q", fault, got, k.Struck)
+			}
+			if got := back(fault); got != k.Back {
+				t.Errorf("a %s fault's stop: %q, want %q", fault, got, k.Back)
+			}
+		}
+	}
+	if got := struck("meteor n1"); got != "was struck" {
+		t.Errorf("a fault of no kind: %q", got)
 	}
 }
 
