@@ -55,7 +55,8 @@ func TestOverlapSeenOnlyWhenTheEarlierHolderActsAfterTheRivalsGrant(t *testing.T
 }
 
 // The nemesis is stopped once its n faults have begun and every fault on has ended, not
-// while one is on; helper faults (pause-in-lease) keep it waiting but are not counted.
+// while one is on; helper faults (pause-in-lease) keep it waiting but are not counted, and
+// a fault recorded with what it cut (a partition's grudge) is counted as its kind.
 func TestStopAfterFaultsWaitsForTheRoundToEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fault := func(f history.Func, name string) history.Event {
@@ -63,9 +64,9 @@ func TestStopAfterFaultsWaitsForTheRoundToEnd(t *testing.T) {
 		}
 		events := make(chan history.Event, 10)
 		stopped := false
-		go stopAfterFaults(t.Context(), events, []string{"kill-node"}, 1, func() { stopped = true })
-		for _, e := range []history.Event{fault(history.Start, "pause-in-lease"), fault(history.Start, "kill-node"),
-			fault(history.Stop, "kill-node"), fault(history.Roles, ""), fault(history.HazardFunc, "kill-node")} {
+		go stopAfterFaults(t.Context(), events, 1, func() { stopped = true })
+		for _, e := range []history.Event{fault(history.Start, "pause-in-lease"), fault(history.Start, "partition-holder worker-0|n1"),
+			fault(history.Stop, "partition-holder worker-0|n1"), fault(history.Roles, ""), fault(history.HazardFunc, "partition-holder")} {
 			events <- e
 		}
 		synctest.Wait()

@@ -414,7 +414,7 @@ func (t *trial) stopEarly(limit context.Context, cancel, stopNemesis context.Can
 	if t.spec.Faults > 0 {
 		events := subscribe()
 		running.Go(func() {
-			stopAfterFaults(limit, events, t.spec.Nemesis, t.spec.Faults, func() {
+			stopAfterFaults(limit, events, t.spec.Faults, func() {
 				t.noteEnd("the nemesis stopped after %d of its faults had begun, as --faults asks", t.spec.Faults)
 				stopNemesis()
 			})

@@ -16,6 +16,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/internal/quote"
 	"github.com/lockbreaker/lockbreaker/nemesis"
 	"github.com/lockbreaker/lockbreaker/system"
@@ -126,7 +127,7 @@ func (d Duration) Std() time.Duration { return time.Duration(d) }
 func Default() Spec {
 	return Spec{
 		System:    "redis",
-		Nemesis:   []string{"pause-holder"},
+		Nemesis:   []string{history.PauseHolder.Name},
 		Clients:   5,
 		TTL:       Duration(2 * time.Second),
 		TimeLimit: Duration(30 * time.Second),

@@ -92,11 +92,14 @@ func (row tableRow) expect(client string, fenced bool) map[string]Expect {
 	}
 }
 
+// noFaults is nemesis none in a cell: no fault at all.
+var noFaults = history.FaultKind{Name: "none"}
+
 // cell makes a built-in cell: run's defaults with a 10 s time limit (every targeted fault
-// strikes within a few seconds), then the scenario.
-func cell(system, client string, nemesis string, fencing bool, row tableRow, tune ...func(*spec.Spec)) Cell {
+// strikes within a few seconds), then the scenario, whose faults are of kind nemesis.
+func cell(system, client string, nemesis history.FaultKind, fencing bool, row tableRow, tune ...func(*spec.Spec)) Cell {
 	s := spec.Default()
-	s.System, s.Client, s.Nemesis, s.Fencing = system, client, []string{nemesis}, fencing
+	s.System, s.Client, s.Nemesis, s.Fencing = system, client, []string{nemesis.Name}, fencing
 	s.TimeLimit = spec.Duration(10 * time.Second)
 	for _, t := range tune {
 		t(&s)
@@ -130,41 +133,43 @@ func requires(c Cell, h history.Hazard, n int) Cell {
 
 // persistence is what the nodes keep on disk, in a cell of its own name.
 func persistence(p string) func(*spec.Spec) {
-	return func(s *spec.Spec) { s.Persistence, s.Test = p, s.System+"-"+s.Client+"-kill-node-"+p+"-nofence" }
+	return func(s *spec.Spec) {
+		s.Persistence, s.Test = p, s.System+"-"+s.Client+"-"+history.KillNode.Name+"-"+p+"-nofence"
+	}
 }
 
 // kleppmann is the whole table: every system and client, the faults that matter for it,
 // fencing off and on where the client has tokens. Cells of one system come together, so
 // they share a cluster. Every cell runs at run's defaults but for its time limit and what
 // its scenario is (fencing, persistence, antirez's delayed restart): the targeted faults
-// make their hazards happen themselves (nemesis.Targeted), with no hand-tuned lease or work.
+// make their hazards happen themselves (history.FaultKind.Hazard), with no hand-tuned lease or work.
 func kleppmann() Suite {
 	var cells []Cell
 	// Single Redis: our lock (tokens) and bsm/redislock (none).
 	for _, client := range []string{"redis", "redislock"} {
 		cells = append(cells,
-			cell("redis", client, "none", false, safe, timeLimit(6*time.Second)),
-			cell("redis", client, "pause-holder", false, pausedUnfenced),
+			cell("redis", client, noFaults, false, safe, timeLimit(6*time.Second)),
+			cell("redis", client, history.PauseHolder, false, pausedUnfenced),
 		)
 		if client == "redis" {
-			cells = append(cells, cell("redis", client, "pause-holder", true, pausedFenced))
+			cells = append(cells, cell("redis", client, history.PauseHolder, true, pausedFenced))
 		}
-		cells = append(cells, cell("redis", client, "clock-bump", false, clockJump))
+		cells = append(cells, cell("redis", client, history.ClockBump, false, clockJump))
 	}
 	cells = append(cells,
-		cell("redis", "redis", "kill-node", false, crashForgets),
-		cell("redis", "redis", "kill-node", false, crashKept, persistence("aof-always")),
-		cell("redis", "redis", "partition-holder", false, cutUnfenced),
-		cell("redis", "redis", "partition-holder", true, cutFenced),
+		cell("redis", "redis", history.KillNode, false, crashForgets),
+		cell("redis", "redis", history.KillNode, false, crashKept, persistence("aof-always")),
+		cell("redis", "redis", history.PartitionHolder, false, cutUnfenced),
+		cell("redis", "redis", history.PartitionHolder, true, cutFenced),
 	)
 	// Redlock: no tokens, so no fenced cells ("no token available").
 	for _, client := range []string{"redlock", "redlock-parallel", "redsync"} {
 		cells = append(cells,
-			cell("redlock", client, "none", false, safe, timeLimit(6*time.Second)),
-			cell("redlock", client, "pause-holder", false, pausedUnfenced),
-			cell("redlock", client, "kleppmann-clock", false, kleppmannClock),
-			cell("redlock", client, "partition-clients-from", false, minority),
-			alone(cell("redlock", client, "kill-node", false, crashForgets)),
+			cell("redlock", client, noFaults, false, safe, timeLimit(6*time.Second)),
+			cell("redlock", client, history.PauseHolder, false, pausedUnfenced),
+			cell("redlock", client, history.KleppmannClock, false, kleppmannClock),
+			cell("redlock", client, history.PartitionClientsFrom, false, minority),
+			alone(cell("redlock", client, history.KillNode, false, crashForgets)),
 		)
 	}
 	// antirez's delayed restart (--restart-delay-ttl) has no cell: its crashed masters stay
@@ -173,53 +178,53 @@ func kleppmann() Suite {
 	// valid (harness's TestRedlockKilledNodeRestartedAfterATTLGivesNoSecondHolder).
 	// Sentinel: a primary that serves like a single Redis, until it fails or is cut off.
 	cells = append(cells,
-		cell("sentinel", "redis", "none", false, safe, timeLimit(6*time.Second)),
-		cell("sentinel", "redis", "pause-holder", false, pausedUnfenced),
-		cell("sentinel", "redis", "pause-holder", true, pausedFenced),
-		alone(cell("sentinel", "redis", "failover", false, failoverUnfenced)),
-		alone(cell("sentinel", "redis", "failover", true, failover)),
-		cell("sentinel", "redis", "partition-primary", false, splitBrain),
+		cell("sentinel", "redis", noFaults, false, safe, timeLimit(6*time.Second)),
+		cell("sentinel", "redis", history.PauseHolder, false, pausedUnfenced),
+		cell("sentinel", "redis", history.PauseHolder, true, pausedFenced),
+		alone(cell("sentinel", "redis", history.Failover, false, failoverUnfenced)),
+		alone(cell("sentinel", "redis", history.Failover, true, failover)),
+		cell("sentinel", "redis", history.PartitionPrimary, false, splitBrain),
 	)
 	// ZooKeeper: the lease is the session.
 	for _, client := range []string{"zookeeper", "zk-recipe-lib"} {
 		cells = append(cells,
-			cell("zookeeper", client, "none", true, safe, timeLimit(6*time.Second)),
-			cell("zookeeper", client, "pause-holder", false, pausedUnfenced),
-			cell("zookeeper", client, "pause-holder", true, pausedFenced),
-			cell("zookeeper", client, "clock-strobe", true, clockIgnored),
-			cell("zookeeper", client, "partition-isolate-one", true, minority),
-			cell("zookeeper", client, "partition-holder", false, cutUnfenced),
-			cell("zookeeper", client, "partition-holder", true, cutFenced),
+			cell("zookeeper", client, noFaults, true, safe, timeLimit(6*time.Second)),
+			cell("zookeeper", client, history.PauseHolder, false, pausedUnfenced),
+			cell("zookeeper", client, history.PauseHolder, true, pausedFenced),
+			cell("zookeeper", client, history.ClockStrobe, true, clockIgnored),
+			cell("zookeeper", client, history.PartitionIsolateOne, true, minority),
+			cell("zookeeper", client, history.PartitionHolder, false, cutUnfenced),
+			cell("zookeeper", client, history.PartitionHolder, true, cutFenced),
 		)
 	}
 	// etcd: the lease is kept alive by the client, the token is a Raft revision.
 	cells = append(cells,
-		cell("etcd", "etcd", "none", true, safe, timeLimit(6*time.Second)),
-		cell("etcd", "etcd", "pause-holder", false, etcdPaused),
-		cell("etcd", "etcd", "pause-holder", true, etcdPausedFence),
-		cell("etcd", "etcd", "partition-holder", false, cutUnfenced),
-		cell("etcd", "etcd", "partition-holder", true, cutFenced),
-		cell("etcd", "etcd", "kill-node", true, raftCrash),
+		cell("etcd", "etcd", noFaults, true, safe, timeLimit(6*time.Second)),
+		cell("etcd", "etcd", history.PauseHolder, false, etcdPaused),
+		cell("etcd", "etcd", history.PauseHolder, true, etcdPausedFence),
+		cell("etcd", "etcd", history.PartitionHolder, false, cutUnfenced),
+		cell("etcd", "etcd", history.PartitionHolder, true, cutFenced),
+		cell("etcd", "etcd", history.KillNode, true, raftCrash),
 	)
 	// PostgreSQL: an advisory lock lives as long as its session; a lease row as long as its
 	// holder renews it.
 	cells = append(cells,
-		cell("postgres", "pg-advisory", "none", true, safe, timeLimit(6*time.Second)),
-		cell("postgres", "pg-advisory", "partition-holder", false, sessionCut),
-		cell("postgres", "pg-advisory", "partition-holder", true, sessionCutFence),
-		cell("postgres", "pg-lease", "none", true, safe, timeLimit(6*time.Second)),
-		cell("postgres", "pg-lease", "pause-holder", false, pausedUnfenced),
-		cell("postgres", "pg-lease", "pause-holder", true, pausedFenced),
-		cell("postgres", "pg-lease", "clock-bump", true, leaseClockFree),
+		cell("postgres", "pg-advisory", noFaults, true, safe, timeLimit(6*time.Second)),
+		cell("postgres", "pg-advisory", history.PartitionHolder, false, sessionCut),
+		cell("postgres", "pg-advisory", history.PartitionHolder, true, sessionCutFence),
+		cell("postgres", "pg-lease", noFaults, true, safe, timeLimit(6*time.Second)),
+		cell("postgres", "pg-lease", history.PauseHolder, false, pausedUnfenced),
+		cell("postgres", "pg-lease", history.PauseHolder, true, pausedFenced),
+		cell("postgres", "pg-lease", history.ClockBump, true, leaseClockFree),
 	)
 	// PgBouncer in front of PostgreSQL: in transaction pooling a session's advisory lock
 	// stays on a server connection the pooler hands to the next client, which needs no
 	// fault; the hazard is the pooler's doing (a grant in the session of one still held).
 	cells = append(cells,
-		requires(cell("postgres", "pg-advisory", "none", false, pooledSessionLock, pooled(system.PgBouncerTransaction), timeLimit(6*time.Second)),
+		requires(cell("postgres", "pg-advisory", noFaults, false, pooledSessionLock, pooled(system.PgBouncerTransaction), timeLimit(6*time.Second)),
 			history.PooledSession, 1),
-		cell("postgres", "pg-advisory", "none", true, pooledSessionKept, pooled(system.PgBouncerSession), timeLimit(6*time.Second)),
-		cell("postgres", "pg-lease", "none", true, pooledLeaseRow, pooled(system.PgBouncerTransaction), timeLimit(6*time.Second)),
+		cell("postgres", "pg-advisory", noFaults, true, pooledSessionKept, pooled(system.PgBouncerSession), timeLimit(6*time.Second)),
+		cell("postgres", "pg-lease", noFaults, true, pooledLeaseRow, pooled(system.PgBouncerTransaction), timeLimit(6*time.Second)),
 	)
 	// The lock the harness serves itself: no Docker.
 	cells = append(cells, localCells()...)
@@ -232,10 +237,10 @@ func localCells() []Cell {
 		s.TimeLimit = spec.Duration(4 * time.Second)
 	}
 	return []Cell{
-		cell("local", "local", "none", true, safe, short),
-		cell("local", "local", "pause-holder", false, pausedUnfenced, short),
-		cell("local", "local", "pause-holder", true, pausedFenced, short),
-		cell("local-broken", "local-broken", "none", false, brokenLock, short),
+		cell("local", "local", noFaults, true, safe, short),
+		cell("local", "local", history.PauseHolder, false, pausedUnfenced, short),
+		cell("local", "local", history.PauseHolder, true, pausedFenced, short),
+		cell("local-broken", "local-broken", noFaults, false, brokenLock, short),
 	}
 }
 
@@ -245,11 +250,11 @@ func smoke() Suite {
 	fast := timeLimit(5 * time.Second)
 	cells := localCells()
 	cells = append(cells,
-		cell("redis", "redis", "none", true, safe, fast),
-		cell("redis", "redis", "pause-holder", false, pausedUnfenced, fast),
-		cell("redis", "redis", "pause-holder", true, pausedFenced, fast),
-		cell("etcd", "etcd", "pause-holder", true, etcdPausedFence, fast),
-		cell("postgres", "pg-advisory", "partition-holder", true, sessionCutFence, fast),
+		cell("redis", "redis", noFaults, true, safe, fast),
+		cell("redis", "redis", history.PauseHolder, false, pausedUnfenced, fast),
+		cell("redis", "redis", history.PauseHolder, true, pausedFenced, fast),
+		cell("etcd", "etcd", history.PauseHolder, true, etcdPausedFence, fast),
+		cell("postgres", "pg-advisory", history.PartitionHolder, true, sessionCutFence, fast),
 	)
 	return Suite{Name: "smoke", About: "a few fast cells: the in-process lock, a paused holder on one Redis with and without fencing " +
 		"and on etcd with it, and a Postgres advisory lock's holder cut from the database, fenced", Cells: cells}

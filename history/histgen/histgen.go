@@ -476,7 +476,7 @@ func (w *world) maybeKill(c *client, now int64) bool {
 		w.emit(c, history.Event{Type: history.Info, Func: history.Read, Time: at + 50e3 + w.rng.Int64N(450e3),
 			Message: "worker exited during the operation (signal: killed)"})
 	}
-	fault := history.Event{Type: history.Info, Process: history.NemesisProcess, Fault: "kill-client",
+	fault := history.Event{Type: history.Info, Process: history.NemesisProcess, Fault: history.KillClient.Name,
 		Targets: []string{fmt.Sprintf("worker-%d", c.process)}, Time: at}
 	fault.Func = history.Start
 	w.add(fault)
