@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/lockbreaker/lockbreaker/harness"
+	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/internal/command"
 	"github.com/lockbreaker/lockbreaker/internal/quote"
 	"github.com/lockbreaker/lockbreaker/internal/shellwords"
@@ -28,7 +29,9 @@ var runCommand = command.Command{
 	Args:     "[flags]",
 	About: `Starts the system's containers, lets the lock clients and the nemesis loose for the
 time limit, heals and tears everything down, then checks the history. Writes
-<results>/<test>/<timestamp>/ and points <results>/latest at it. Needs Docker.`,
+<results>/<test>/<timestamp>/ and points <results>/latest at it. Needs Docker.
+
+` + nemesisHelp(),
 	Flags: func() *flag.FlagSet {
 		spec := harness.DefaultSpec()
 		fs, _ := runFlags(&spec)
@@ -158,4 +161,29 @@ func cmdRun(ctx context.Context, args []string, stdout io.Writer) (int, error) {
 		return 0, err
 	}
 	return command.ExitCode(summary.Verdict), nil
+}
+
+// nemesisHelp lists the nemeses --nemesis takes, each with what it does and the hazard it
+// targets, in the words its fault kind declares (history.FaultKind).
+func nemesisHelp() string {
+	const indent, width = 29, 100
+	var b strings.Builder
+	b.WriteString("nemeses (--nemesis; several, comma-separated, run side by side):")
+	for _, name := range nemesis.Names() {
+		k, _ := history.KindOf(name)
+		does := k.Does
+		if k.Hazard != "" {
+			does += "; targets " + string(k.Hazard)
+		}
+		line := fmt.Sprintf("  %-*s", indent-3, name)
+		for _, word := range strings.Fields(does) {
+			if len(line)+1+len(word) > width {
+				b.WriteString("\n" + line)
+				line = strings.Repeat(" ", indent-1)
+			}
+			line += " " + word
+		}
+		b.WriteString("\n" + line)
+	}
+	return b.String()
 }

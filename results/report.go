@@ -153,8 +153,10 @@ type firstLink struct {
 type link struct{ Name, Href string }
 
 type faultView struct {
-	Description, Targets, Start, Stop string
-	Healed                            bool
+	// Does is what a fault of its kind does, in its kind's words (history.FaultKind); "" for
+	// a fault of no declared kind.
+	Description, Does, Targets, Start, Stop string
+	Healed                                  bool
 }
 
 // roleView is one change of the nodes' roles: when, which nodes changed, and every node's
@@ -378,7 +380,8 @@ func faultViews(events []history.Event) []faultView {
 	seconds := func(t int64) string { return fmt.Sprintf("%.3f", history.Duration(first, t).Seconds()) }
 	var views []faultView
 	for _, f := range history.Faults(events) {
-		views = append(views, faultView{Description: f.Description, Targets: strings.Join(f.Targets, ", "),
+		k, _ := history.KindOf(f.Description)
+		views = append(views, faultView{Description: f.Description, Does: k.Does, Targets: strings.Join(f.Targets, ", "),
 			Start: seconds(f.Start), Stop: seconds(f.Stop), Healed: f.Healed})
 	}
 	return views
