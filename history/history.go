@@ -5,6 +5,10 @@
 // It is plain data on purpose. The harness appends events as they happen (see Recorder),
 // the checkers read them back (see ReadFile) and never need Docker, a worker or a clock, so a
 // saved history can be checked again at any time.
+//
+// It is also where the two halves agree on names: every kind of fault (faults.go) and every
+// hazard (hazard.go) is declared here once, with the words a story, a report and `help run`
+// say it in; a nemesis refers to its kind's declaration rather than spelling its name.
 package history
 
 import (
