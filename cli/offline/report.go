@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/lockbreaker/lockbreaker/analysis"
-	"github.com/lockbreaker/lockbreaker/internal/command"
+	"github.com/lockbreaker/lockbreaker/cli/command"
 	"github.com/lockbreaker/lockbreaker/results"
 	"github.com/lockbreaker/lockbreaker/suite"
 )

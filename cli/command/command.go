@@ -1,7 +1,8 @@
 // Package command is what every lockbreaker subcommand is made of: its help, its flag set
 // and how it parses, the errors that are the user's input, the exit codes, and the output
 // made safe for a terminal. The CLI (package cli) and the commands that judge a saved run
-// with no Docker (package cli/offline) are both built from it.
+// with no Docker (package cli/offline) are both built from it; it is the CLI's own, so it
+// sits under cli, and it links no Docker, containers or harness, as cli/offline must not.
 package command
 
 import (
