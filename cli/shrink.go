@@ -65,12 +65,13 @@ func shrinkFlags() (*flag.FlagSet, *shrinkOptions) {
 
 func cmdShrink(ctx context.Context, args []string, stdout io.Writer) (int, error) {
 	fs, opts := shrinkFlags()
-	if err := command.ParseFlags(fs, args); err != nil {
+	args, err := command.ParseArgs(fs, args)
+	if err != nil {
 		return 0, err
 	}
 	switch {
-	case fs.NArg() != 1:
-		return 0, command.Bad(fmt.Errorf("shrink: give one run directory, e.g. lockbreaker shrink store/latest"))
+	case len(args) != 1:
+		return 0, command.Bad(fmt.Errorf("shrink: give one run directory, e.g. lockbreaker shrink store/latest (got %d arguments)", len(args)))
 	case opts.confirm < 1 || opts.confirm > 100:
 		return 0, command.Bad(fmt.Errorf("shrink: --confirm must be between 1 and 100, got %d", opts.confirm))
 	case opts.budget.Std() < time.Second || opts.budget.Std() > 24*time.Hour:
@@ -78,7 +79,7 @@ func cmdShrink(ctx context.Context, args []string, stdout io.Writer) (int, error
 	case opts.results == "":
 		return 0, command.Bad(fmt.Errorf("shrink: --results must name a directory, got an empty string"))
 	}
-	from, target, err := failingRun(fs.Arg(0))
+	from, target, err := failingRun(args[0])
 	if err != nil {
 		return 0, command.Bad(fmt.Errorf("shrink: %w", err))
 	}

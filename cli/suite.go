@@ -106,8 +106,7 @@ func cmdSuite(ctx context.Context, args []string, stdout io.Writer) (int, error)
 		}
 	}
 	fs, opts := suiteFlags()
-	// Flags may also follow the suite's name, as in "suite kleppmann --seeds 5".
-	names, err := command.ParseInterleaved(fs, args)
+	names, err := command.ParseArgs(fs, args)
 	if err != nil {
 		return 0, err
 	}
@@ -165,7 +164,7 @@ func cmdSuite(ctx context.Context, args []string, stdout io.Writer) (int, error)
 func cmdSuiteMerge(args []string, stdout io.Writer) (int, error) {
 	fs := command.NewFlags("suite merge")
 	root := fs.String("results", defaultResults, "directory the merged suite's directory is made in")
-	dirs, err := command.ParseInterleaved(fs, args)
+	dirs, err := command.ParseArgs(fs, args)
 	if err != nil {
 		return 0, err
 	}
@@ -192,7 +191,7 @@ func cmdSuiteMerge(args []string, stdout io.Writer) (int, error) {
 // cmdSuiteCompare compares the newest suite run in NEW with the runs of its suite in OLD
 // before it, and exits 1 on a regression: suite compare OLD NEW.
 func cmdSuiteCompare(args []string, stdout io.Writer) (int, error) {
-	dirs, err := command.ParseInterleaved(command.NewFlags("suite compare"), args)
+	dirs, err := command.ParseArgs(command.NewFlags("suite compare"), args)
 	if err != nil {
 		return 0, err
 	}

@@ -84,7 +84,8 @@ func checkFlags() (fs *flag.FlagSet, timeout *spec.Duration, maxOps *int, whole 
 
 func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error) {
 	fs, timeout, maxOps, whole := checkFlags()
-	if err := command.ParseFlags(fs, args); err != nil {
+	args, err := command.ParseArgs(fs, args)
+	if err != nil {
 		return 0, err
 	}
 	if *whole && command.IsSet(fs, "max-ops") {
@@ -107,7 +108,7 @@ func cmdCheck(ctx context.Context, args []string, stdout io.Writer) (int, error)
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(checkGCPercent)
 	}
-	run, err := openRun(fs)
+	run, err := openRun(fs.Name(), args)
 	if err != nil {
 		return 0, err
 	}

@@ -3,7 +3,6 @@ package offline
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -32,10 +31,11 @@ directory, a latest link, a test directory or a results root (then its latest ru
 // checking nothing, and rebuilds the index of the store it is in.
 func cmdReport(_ context.Context, args []string, stdout io.Writer) (int, error) {
 	fs := command.NewFlags("report")
-	if err := command.ParseFlags(fs, args); err != nil {
+	args, err := command.ParseArgs(fs, args)
+	if err != nil {
 		return 0, err
 	}
-	run, err := openRun(fs)
+	run, err := openRun(fs.Name(), args)
 	if err != nil {
 		return 0, err
 	}
@@ -68,14 +68,15 @@ type savedRun struct {
 	setAside []string
 }
 
-// openRun reads the one run directory a command's flag set was given; a run without a
-// results.json has the zero summary, and one this version did not write what it can read.
-func openRun(fs *flag.FlagSet) (savedRun, error) {
+// openRun reads the one run directory the command named was given (args, its arguments
+// other than flags); a run without a results.json has the zero summary, and one this
+// version did not write what it can read.
+func openRun(name string, args []string) (savedRun, error) {
 	var run savedRun
-	if fs.NArg() != 1 {
-		return run, command.Bad(fmt.Errorf("%s: give one run directory, e.g. lockbreaker %s store/latest", fs.Name(), fs.Name()))
+	if len(args) != 1 {
+		return run, command.Bad(fmt.Errorf("%s: give one run directory, e.g. lockbreaker %s store/latest (got %d arguments)", name, name, len(args)))
 	}
-	dir, err := results.Resolve(fs.Arg(0))
+	dir, err := results.Resolve(args[0])
 	if err != nil {
 		return run, command.Bad(err)
 	}
