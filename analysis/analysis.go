@@ -15,7 +15,6 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/history"
-	"github.com/lockbreaker/lockbreaker/nemesis"
 	"github.com/lockbreaker/lockbreaker/results"
 	"github.com/lockbreaker/lockbreaker/spec"
 )
@@ -113,7 +112,7 @@ func overall(rs []checkers.Result, harnessError string) checkers.Verdict {
 }
 
 // requested says whether the spec asked for any fault, and which hazards its nemeses exist
-// to create (nemesis.Hazards). A history checked without its spec is held to neither.
+// to create (history.Targets). A history checked without its spec is held to neither.
 func requested(saved json.RawMessage) (faults bool, hazards map[string]history.Hazard) {
 	var s spec.Spec
 	if json.Unmarshal(saved, &s) != nil {
@@ -124,5 +123,5 @@ func requested(saved json.RawMessage) (faults bool, hazards map[string]history.H
 			faults = true
 		}
 	}
-	return faults, nemesis.Hazards(s.Nemesis)
+	return faults, history.Targets(s.Nemesis)
 }

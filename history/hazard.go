@@ -160,6 +160,43 @@ func (h Hazard) Known() bool {
 // KnownHazards lists the hazards above, by name.
 func KnownHazards() []Hazard { return slices.Sorted(maps.Keys(hazards)) }
 
+// targets is the hazard each fault that exists to create one creates, by the name its
+// events carry (Event.Fault, the nemesis's name). It is declared here, with the hazards,
+// and not in package nemesis, so that the judging half (package analysis, and so check)
+// holds a run to the hazards its spec asked for without linking the nemeses: a run that
+// asked for one of these faults and in which its hazard never occurred is no pass (the
+// stats checker). A nemesis that targets a hazard has its line here; nemesis's
+// TestEveryTargetIsANemesis keeps the names true.
+var targets = map[string]Hazard{
+	"pause-holder":             GrantedInPause,
+	"pause-client":             GrantedInPause,
+	"partition-holder":         GrantedInCut,
+	"partition-holder-storage": GrantedInCut,
+	"partition-primary":        TwoPrimaries,
+	"kleppmann-clock":          TwoMajorities,
+	"kill-node":                RestartServed,
+	"failover":                 LostGrantServed,
+	"clock":                    ClockServed,
+	"clock-bump":               ClockServed,
+	"clock-rate":               ClockServed,
+	"clock-strobe":             ClockServed,
+}
+
+// Targets maps each of the named faults that targets a hazard to its hazard (targets);
+// the others, and names no nemesis has, are left out.
+func Targets(faults []string) map[string]Hazard {
+	wanted := map[string]Hazard{}
+	for _, f := range faults {
+		if h, ok := targets[f]; ok {
+			wanted[f] = h
+		}
+	}
+	return wanted
+}
+
+// TargetingFaults lists the faults that target a hazard, by name.
+func TargetingFaults() []string { return slices.Sorted(maps.Keys(targets)) }
+
 // Occurrence is one hazard event: what occurred, when, recorded by which fault, involving
 // whom, and what made it so.
 type Occurrence struct {

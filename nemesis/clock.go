@@ -255,5 +255,3 @@ func clocksOf(env Env) (Clocks, error) {
 	}
 	return clocks, nil
 }
-
-func (clockFault) Hazard() history.Hazard { return history.ClockServed }

@@ -629,6 +629,3 @@ func (w *watcher) promotion(ctx context.Context, r Roles, old string) (string, e
 	}
 	return "", fmt.Errorf("no replica was promoted within %s of the crash of primary %s", promotionTimeout, old)
 }
-
-func (killNode) Hazard() history.Hazard  { return history.RestartServed }
-func (*failover) Hazard() history.Hazard { return history.LostGrantServed }

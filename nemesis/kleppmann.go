@@ -149,5 +149,3 @@ func (k kleppmannClock) Run(ctx context.Context, env Env) (err error) {
 func (kleppmannClock) Heal(ctx context.Context, env Env) error {
 	return errors.Join(partition{}.Heal(ctx, env), clockFault{}.Heal(ctx, env), resumeAllWorkers(env))
 }
-
-func (kleppmannClock) Hazard() history.Hazard { return history.TwoMajorities }

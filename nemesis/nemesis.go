@@ -226,7 +226,9 @@ func (n Needs) available(sys system.System) error {
 var clientAddrs = clientnet.Supported
 
 // kinds are the nemeses that can be chosen, each name spelled out. The partition-* names
-// are the shapes' (shapes) and the leader's; a test holds them to the shapes.
+// are the shapes' (shapes) and the leader's; a test holds them to the shapes. A kind that
+// exists to create a hazard, and records each time it occurred, names it in history's
+// table of targets (history.Targets), which the judging half reads without this package.
 var kinds = map[string]func() kind{
 	"pause-holder":              func() kind { return pauseHolder{} },
 	"pause-client":              func() kind { return pauseClient{} },
@@ -402,27 +404,6 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-time.After(d):
 	}
-}
-
-// Targeted is a nemesis that exists to create a hazard (history.Hazard) and records each
-// time it occurred. A run that asked for it and in which the hazard never occurred is no
-// pass (the stats checker): the fault fired, but the situation it is named after never came.
-type Targeted interface {
-	Hazard() history.Hazard
-}
-
-// Hazards maps each of the named nemeses that targets a hazard to its hazard; names it
-// does not know are left out (New refuses them).
-func Hazards(names []string) map[string]history.Hazard {
-	wanted := map[string]history.Hazard{}
-	for _, name := range names {
-		if make, ok := kinds[name]; ok {
-			if t, ok := make().(Targeted); ok {
-				wanted[name] = t.Hazard()
-			}
-		}
-	}
-	return wanted
 }
 
 // recordHazard writes a hazard event: h occurred at time t (seen by fault), involving

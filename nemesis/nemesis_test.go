@@ -117,6 +117,23 @@ func TestNewKnowsEveryNemesisAndRejectsOthers(t *testing.T) {
 	}
 }
 
+// History's table of the hazards faults target (history.Targets), which the judging half
+// reads without this package, names nemeses that exist, and hazards that do.
+func TestEveryTargetIsANemesis(t *testing.T) {
+	faults := history.TargetingFaults()
+	if len(faults) < 10 {
+		t.Fatalf("only %d nemeses target a hazard: %q", len(faults), faults)
+	}
+	for fault, h := range history.Targets(faults) {
+		if _, ok := kinds[fault]; !ok {
+			t.Errorf("history.Targets names %s, which is no nemesis (known: %q)", fault, Names())
+		}
+		if !h.Known() {
+			t.Errorf("history.Targets gives %s the hazard %s, which history does not know", fault, h)
+		}
+	}
+}
+
 // The partition-* nemeses in the table are the shapes' and the leader's, one each: no
 // shape without its nemesis, no nemesis without its shape.
 func TestPartitionNemesesAreTheShapes(t *testing.T) {

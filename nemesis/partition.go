@@ -339,6 +339,3 @@ func (w *watcher) seeSplitGrants(env Env, fault string, side map[int]bool, seen 
 }
 
 func (primarySplit) Heal(ctx context.Context, env Env) error { return partition{}.Heal(ctx, env) }
-
-func (partitionHolder) Hazard() history.Hazard { return history.GrantedInCut }
-func (primarySplit) Hazard() history.Hazard    { return history.TwoPrimaries }

@@ -241,6 +241,3 @@ func (pauseNode) Heal(ctx context.Context, env Env) error {
 	}
 	return errors.Join(errs...)
 }
-
-func (pauseHolder) Hazard() history.Hazard { return history.GrantedInPause }
-func (pauseClient) Hazard() history.Hazard { return history.GrantedInPause }

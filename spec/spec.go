@@ -7,7 +7,6 @@ package spec
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	osexec "os/exec"
 	"path/filepath"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/internal/quote"
 	"github.com/lockbreaker/lockbreaker/nemesis"
 	"github.com/lockbreaker/lockbreaker/system"
@@ -204,7 +204,7 @@ func (s *Spec) Normalize() error {
 	if err := s.checkPooler(sys); err != nil {
 		return err
 	}
-	if s.Undirected && len(nemesis.Hazards(s.Nemesis)) == 0 {
+	if s.Undirected && len(history.Targets(s.Nemesis)) == 0 {
 		return errorf("--undirected applies to the nemeses that target a hazard (%s), not to %s",
 			strings.Join(targetedNemeses(), ", "), nem.Name())
 	}
@@ -354,7 +354,7 @@ func (s *Spec) checkPooler(sys system.System) error {
 
 // targetedNemeses names the nemeses that target a hazard.
 func targetedNemeses() []string {
-	return slices.Sorted(maps.Keys(nemesis.Hazards(nemesis.Names())))
+	return history.TargetingFaults()
 }
 
 // systemsWith names the systems for which has holds.

@@ -134,7 +134,7 @@ func persistence(p string) func(*spec.Spec) {
 // fencing off and on where the client has tokens. Cells of one system come together, so
 // they share a cluster. Every cell runs at run's defaults but for its time limit and what
 // its scenario is (fencing, persistence, antirez's delayed restart): the targeted faults
-// make their hazards happen themselves (nemesis.Targeted), with no hand-tuned lease or work.
+// make their hazards happen themselves (history.Targets), with no hand-tuned lease or work.
 func kleppmann() Suite {
 	var cells []Cell
 	// Single Redis: our lock (tokens) and bsm/redislock (none).
