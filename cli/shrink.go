@@ -129,7 +129,8 @@ func failingRun(path string) (spec.Spec, []string, error) {
 	if err := json.Unmarshal(summary.Spec, &s); err != nil {
 		return spec.Spec{}, nil, fmt.Errorf("%s: its spec cannot be read: %w", dir, err)
 	}
-	if err := s.Normalize(); err != nil {
+	s, err = harness.CheckedSpec(s)
+	if err != nil {
 		return spec.Spec{}, nil, fmt.Errorf("%s: its spec cannot run here: %w", dir, err)
 	}
 	var target []string

@@ -150,7 +150,7 @@ func cmdSuite(ctx context.Context, args []string, stdout io.Writer) (int, error)
 		}
 	}
 	dir, res, err := suite.Run(ctx, s, suite.Options{Seeds: opts.seeds, Shard: shard, Root: opts.results,
-		Parallel: opts.parallel, Progress: stdout, Live: command.IsTerminal(stdout), Runners: harnessRunners, RunToLimit: opts.runToLimit})
+		Parallel: opts.parallel, Progress: stdout, Live: command.IsTerminal(stdout), Runners: harnessRunners, CheckSpec: harness.CheckedSpec, RunToLimit: opts.runToLimit})
 	if dir != "" {
 		fmt.Fprint(stdout, "\n"+command.EscapeLines(suite.Summary(dir, res)))
 	}
@@ -260,14 +260,14 @@ func suiteExit(s suite.Status) int {
 
 // loadSuite is a built-in suite by name, or else a suite file.
 func loadSuite(arg string) (suite.Suite, error) {
-	s, ok, err := suite.Builtin(arg)
+	s, ok, err := suite.Builtin(arg, harness.CheckedSpec)
 	if ok {
 		return s, err
 	}
 	if _, statErr := os.Stat(arg); statErr != nil {
 		return suite.Suite{}, fmt.Errorf("suite: %s is neither a built-in suite (%s) nor a file", quote.Short(arg), strings.Join(suite.BuiltinNames(), ", "))
 	}
-	return suite.Load(arg)
+	return suite.Load(arg, harness.CheckedSpec)
 }
 
 // harnessRunners runs a suite's specs on the harness, up to parallel at once, sharing
