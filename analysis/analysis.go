@@ -4,8 +4,10 @@
 // report.html and junit.xml. A run judges its history here when it ends, and `lockbreaker
 // check` and `report` judge or draw a saved one here later, so both give the same bytes.
 //
-// It needs nothing but the files: it imports no Docker client, no worker, no containers
-// and no harness (the harness imports it, never the reverse; TestOfflineCommandsLinkNoDocker).
+// It needs nothing but the files: it imports no Docker client, no worker, no containers,
+// no harness, no nemesis and no lock client (the harness imports it, never the reverse;
+// TestOfflineCommandsLinkNoDocker). The hazards a spec's nemeses target come from
+// history's table of them (history.Targets), not from the nemeses.
 package analysis
 
 import (

@@ -1,6 +1,6 @@
 // Package offline holds the commands that work on a saved run alone, check and report:
 // they judge and draw its history through package analysis and link no Docker client,
-// no containers and no harness (TestOfflineCommandsLinkNoDocker).
+// no containers, no harness, no nemesis and no lock client (TestOfflineCommandsLinkNoDocker).
 package offline
 
 import (
