@@ -4,8 +4,10 @@
 // report.html and junit.xml. A run judges its history here when it ends, and `lockbreaker
 // check` and `report` judge or draw a saved one here later, so both give the same bytes.
 //
-// It needs nothing but the files: it imports no Docker client, no worker, no containers
-// and no harness (the harness imports it, never the reverse; TestOfflineCommandsLinkNoDocker).
+// It needs nothing but the files: it imports no Docker client, no worker, no containers,
+// no harness, no nemesis and no lock client (the harness imports it, never the reverse;
+// TestOfflineCommandsLinkNoDocker). The hazards a spec's nemeses target come from
+// history's table of them (history.Targets), not from the nemeses.
 package analysis
 
 import (
@@ -15,7 +17,6 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/history"
-	"github.com/lockbreaker/lockbreaker/nemesis"
 	"github.com/lockbreaker/lockbreaker/results"
 	"github.com/lockbreaker/lockbreaker/spec"
 )
@@ -113,7 +114,7 @@ func overall(rs []checkers.Result, harnessError string) checkers.Verdict {
 }
 
 // requested says whether the spec asked for any fault, and which hazards its nemeses exist
-// to create (nemesis.Hazards). A history checked without its spec is held to neither.
+// to create (history.Targets). A history checked without its spec is held to neither.
 func requested(saved json.RawMessage) (faults bool, hazards map[string]history.Hazard) {
 	var s spec.Spec
 	if json.Unmarshal(saved, &s) != nil {
@@ -124,5 +125,5 @@ func requested(saved json.RawMessage) (faults bool, hazards map[string]history.H
 			faults = true
 		}
 	}
-	return faults, nemesis.Hazards(s.Nemesis)
+	return faults, history.Targets(s.Nemesis)
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/history"
-	"github.com/lockbreaker/lockbreaker/nemesis"
 	"github.com/lockbreaker/lockbreaker/results"
 	"github.com/lockbreaker/lockbreaker/spec"
 )
@@ -132,7 +131,7 @@ const cleanRun = `{"index":0,"type":"info","process":-1,"f":"start","fault":"som
 // A run that asked for a nemesis with a hazard, in which the hazard never occurred, is
 // never valid, for every such nemesis; the same history with the hazard recorded is.
 func TestARunWhoseHazardNeverOccurredIsNeverValid(t *testing.T) {
-	targeted := nemesis.Hazards(nemesis.Names())
+	targeted := history.Targets(history.TargetingFaults())
 	if len(targeted) < 10 {
 		t.Fatalf("only %d nemeses target a hazard: %v", len(targeted), targeted)
 	}

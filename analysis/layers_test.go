@@ -27,28 +27,64 @@ func goList(t *testing.T, args ...string) []string {
 	return strings.Fields(string(out))
 }
 
-// forbidden says why a package may not be linked into check and report, or "".
+// lockClients are the module paths of the lock client libraries the workers link.
+var lockClients = []string{
+	"github.com/redis/go-redis/", "github.com/go-zookeeper/zk", "go.etcd.io/etcd/", "github.com/jackc/pgx/",
+	"github.com/go-redsync/redsync/", "github.com/bsm/redislock",
+}
+
+// within says whether pkg is the package path or one below it.
+func within(pkg, path string) bool { return pkg == path || strings.HasPrefix(pkg, path+"/") }
+
+// forbidden says why a package may not be linked into check and report, or "": what runs
+// a test (Docker, containers, the harness, the nemeses, the lock clients and the
+// workloads that drive them, a system file's loading) has no part in judging a saved one.
 func forbidden(pkg string) string {
 	switch {
 	case strings.Contains(pkg, "docker"), strings.Contains(pkg, "moby"), strings.Contains(pkg, "testcontainers"):
 		return "a Docker client"
-	case pkg == module+"/harness", strings.HasPrefix(pkg, module+"/harness/"):
+	case within(pkg, module+"/harness"):
 		return "the harness"
-	case pkg == module+"/containers", strings.HasPrefix(pkg, module+"/containers/"):
+	case within(pkg, module+"/containers"):
 		return "the containers"
+	case within(pkg, module+"/nemesis"):
+		return "the nemeses"
+	case within(pkg, module+"/workloads"):
+		return "the workloads and their lock clients"
+	case within(pkg, module+"/sysfile"):
+		return "the system files' loading"
+	case slices.ContainsFunc(lockClients, func(c string) bool { return strings.HasPrefix(pkg, c) }):
+		return "a lock client library"
 	}
 	return ""
 }
 
 // Check and report judge and draw a saved run, a suite judges its runs and the store's
 // trends, a story is told and a shrink searches, with nothing but the files and the
-// runner they are handed: none of them links the Docker side.
+// runner they are handed: none of them links the Docker side, the nemeses or a lock
+// client, so `check` of a saved file links none of what made it.
 func TestOfflineCommandsLinkNoDocker(t *testing.T) {
 	for _, top := range []string{"/analysis", "/cli/offline", "/suite", "/story", "/shrink"} {
 		for _, pkg := range goList(t, "-deps", module+top) {
 			if why := forbidden(pkg); why != "" {
 				t.Errorf("%s links %s, %s", top[1:], pkg, why)
 			}
+		}
+	}
+}
+
+// A spec is plain data: package spec links nothing that runs or registers anything (the
+// workloads, nemeses, systems, system files, containers, harness), so judging a saved
+// run's spec needs none of them; asking whether what it names exists is the harness's
+// (harness.CheckSpec).
+func TestSpecIsData(t *testing.T) {
+	for _, pkg := range goList(t, "-deps", module+"/spec") {
+		why := forbidden(pkg)
+		if within(pkg, module+"/system") {
+			why = "the systems' registry"
+		}
+		if why != "" {
+			t.Errorf("spec links %s, %s", pkg, why)
 		}
 	}
 }

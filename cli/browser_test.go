@@ -15,7 +15,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/lockbreaker/lockbreaker/internal/command"
+	"github.com/lockbreaker/lockbreaker/cli/command"
 )
 
 // xss runs script if any page puts it into the DOM as markup rather than text.

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/lockbreaker/lockbreaker/cli/command"
 	"github.com/lockbreaker/lockbreaker/containers"
-	"github.com/lockbreaker/lockbreaker/internal/command"
 )
 
 // cleanCommand is `lockbreaker clean`: its help, and cmdClean to run it.

@@ -8,7 +8,7 @@
 // clean.go, images.go, version.go, worker.go; help.go prints the help), its help text
 // beside its code; check and report, which judge and draw a saved run with no Docker,
 // are in package cli/offline, and what every command is made of (its help, flags, exit
-// codes, safe output) in internal/command.
+// codes, safe output) in cli/command.
 //
 // Exit codes: 0 valid, 1 invalid, 2 unknown, 254 bad arguments or input, 255 harness error.
 // Every failure is one line on stderr, never a stack trace; the CLI never decides a
@@ -26,10 +26,10 @@ import (
 	"slices"
 	"syscall"
 
+	"github.com/lockbreaker/lockbreaker/cli/command"
 	"github.com/lockbreaker/lockbreaker/cli/offline"
 	"github.com/lockbreaker/lockbreaker/harness"
 	"github.com/lockbreaker/lockbreaker/history"
-	"github.com/lockbreaker/lockbreaker/internal/command"
 	"github.com/lockbreaker/lockbreaker/internal/quote"
 )
 

@@ -15,6 +15,7 @@ import (
 	"unicode"
 
 	"github.com/lockbreaker/lockbreaker/clientnet"
+	"github.com/lockbreaker/lockbreaker/harness"
 	"github.com/lockbreaker/lockbreaker/internal/shellwords"
 	"github.com/lockbreaker/lockbreaker/suite"
 )
@@ -216,13 +217,14 @@ func checkCommand(root string, args []string) error {
 		if err != nil {
 			return err
 		}
-		return hostPermitting(spec.Normalize(), spec.ClientCmd)
+		_, err = harness.CheckSpec(spec)
+		return hostPermitting(err, spec.ClientCmd)
 	case cmd.Name == "suite" && len(args) > 1 && args[1] != "merge" && args[1] != "compare":
 		name, _, _, err := parseSuite(args[1:])
 		if err != nil {
 			return err
 		}
-		if _, builtin, _ := suite.Builtin(name); !builtin {
+		if _, builtin, _ := suite.Builtin(name, harness.CheckedSpec); !builtin {
 			if _, err := os.Stat(name); err != nil {
 				return nil // a file of the reader's (mine.yaml), not one of ours
 			}

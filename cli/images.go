@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/lockbreaker/lockbreaker/cli/command"
 	"github.com/lockbreaker/lockbreaker/containers"
-	"github.com/lockbreaker/lockbreaker/internal/command"
 	"github.com/lockbreaker/lockbreaker/system"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/lockbreaker/lockbreaker/checkers"
-	"github.com/lockbreaker/lockbreaker/internal/command"
+	"github.com/lockbreaker/lockbreaker/cli/command"
 	"github.com/lockbreaker/lockbreaker/results"
 )
 

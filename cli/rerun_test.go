@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockbreaker/lockbreaker/cli/command"
 	"github.com/lockbreaker/lockbreaker/harness"
-	"github.com/lockbreaker/lockbreaker/internal/command"
 )
 
 // The command a report gives to run a test again parses back, through run's own flags, to

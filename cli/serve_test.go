@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockbreaker/lockbreaker/internal/command"
+	"github.com/lockbreaker/lockbreaker/cli/command"
 )
 
 // storedRun is a run for a test store: its history and the results.json the run began with.

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/checkers"
+	"github.com/lockbreaker/lockbreaker/cli/command"
 	"github.com/lockbreaker/lockbreaker/harness"
-	"github.com/lockbreaker/lockbreaker/internal/command"
 	"github.com/lockbreaker/lockbreaker/results"
 	"github.com/lockbreaker/lockbreaker/shrink"
 	"github.com/lockbreaker/lockbreaker/spec"
@@ -70,12 +70,13 @@ func shrinkFlags() (*flag.FlagSet, *shrinkOptions) {
 // parseShrink parses shrink's arguments: its flags and the failing run's directory.
 func parseShrink(args []string) (*shrinkOptions, string, error) {
 	fs, opts := shrinkFlags()
-	if err := command.ParseFlags(fs, args); err != nil {
+	args, err := command.ParseArgs(fs, args)
+	if err != nil {
 		return nil, "", err
 	}
 	switch {
-	case fs.NArg() != 1:
-		return nil, "", command.Bad(fmt.Errorf("shrink: give one run directory, e.g. lockbreaker shrink store/latest"))
+	case len(args) != 1:
+		return nil, "", command.Bad(fmt.Errorf("shrink: give one run directory, e.g. lockbreaker shrink store/latest (got %d arguments)", len(args)))
 	case opts.confirm < 1 || opts.confirm > 100:
 		return nil, "", command.Bad(fmt.Errorf("shrink: --confirm must be between 1 and 100, got %d", opts.confirm))
 	case opts.budget.Std() < time.Second || opts.budget.Std() > 24*time.Hour:
@@ -83,7 +84,7 @@ func parseShrink(args []string) (*shrinkOptions, string, error) {
 	case opts.results == "":
 		return nil, "", command.Bad(fmt.Errorf("shrink: --results must name a directory, got an empty string"))
 	}
-	return opts, fs.Arg(0), nil
+	return opts, args[0], nil
 }
 
 func cmdShrink(ctx context.Context, args []string, stdout io.Writer) (int, error) {
@@ -141,7 +142,8 @@ func failingRun(path string) (spec.Spec, []string, error) {
 	if err := json.Unmarshal(summary.Spec, &s); err != nil {
 		return spec.Spec{}, nil, fmt.Errorf("%s: its spec cannot be read: %w", dir, err)
 	}
-	if err := s.Normalize(); err != nil {
+	s, err = harness.CheckedSpec(s)
+	if err != nil {
 		return spec.Spec{}, nil, fmt.Errorf("%s: its spec cannot run here: %w", dir, err)
 	}
 	var target []string

@@ -10,8 +10,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/lockbreaker/lockbreaker/cli/command"
 	"github.com/lockbreaker/lockbreaker/harness"
-	"github.com/lockbreaker/lockbreaker/internal/command"
 	"github.com/lockbreaker/lockbreaker/internal/quote"
 	"github.com/lockbreaker/lockbreaker/spec"
 	"github.com/lockbreaker/lockbreaker/suite"
@@ -126,7 +126,7 @@ func cmdSuite(ctx context.Context, args []string, stdout io.Writer) (int, error)
 		}
 	}
 	dir, res, err := suite.Run(ctx, s, suite.Options{Seeds: opts.seeds, Shard: shard, Root: opts.results,
-		Parallel: opts.parallel, Progress: stdout, Live: command.IsTerminal(stdout), Runners: harnessRunners, RunToLimit: opts.runToLimit})
+		Parallel: opts.parallel, Progress: stdout, Live: command.IsTerminal(stdout), Runners: harnessRunners, CheckSpec: harness.CheckedSpec, RunToLimit: opts.runToLimit})
 	if dir != "" {
 		fmt.Fprint(stdout, "\n"+command.EscapeLines(suite.Summary(dir, res)))
 	}
@@ -154,7 +154,7 @@ func parseSuiteArgs(args []string) error {
 // the shard to run. Flags may also follow the suite's name, as in "suite kleppmann --seeds 5".
 func parseSuite(args []string) (string, *suiteOptions, suite.Shard, error) {
 	fs, opts := suiteFlags()
-	names, err := command.ParseInterleaved(fs, args)
+	names, err := command.ParseArgs(fs, args)
 	if err != nil {
 		return "", nil, suite.Shard{}, err
 	}
@@ -189,7 +189,7 @@ func parseSuite(args []string) (string, *suiteOptions, suite.Shard, error) {
 func parseSuiteMerge(args []string) (string, []string, error) {
 	fs := command.NewFlags("suite merge")
 	root := fs.String("results", defaultResults, "directory the merged suite's directory is made in")
-	dirs, err := command.ParseInterleaved(fs, args)
+	dirs, err := command.ParseArgs(fs, args)
 	if err != nil {
 		return "", nil, err
 	}
@@ -204,7 +204,7 @@ func parseSuiteMerge(args []string) (string, []string, error) {
 
 // parseSuiteCompare parses suite compare's arguments: OLD and NEW.
 func parseSuiteCompare(args []string) ([]string, error) {
-	dirs, err := command.ParseInterleaved(command.NewFlags("suite compare"), args)
+	dirs, err := command.ParseArgs(command.NewFlags("suite compare"), args)
 	if err != nil {
 		return nil, err
 	}
@@ -303,14 +303,14 @@ func suiteExit(s suite.Status) int {
 
 // loadSuite is a built-in suite by name, or else a suite file.
 func loadSuite(arg string) (suite.Suite, error) {
-	s, ok, err := suite.Builtin(arg)
+	s, ok, err := suite.Builtin(arg, harness.CheckedSpec)
 	if ok {
 		return s, err
 	}
 	if _, statErr := os.Stat(arg); statErr != nil {
 		return suite.Suite{}, fmt.Errorf("suite: %s is neither a built-in suite (%s) nor a file", quote.Short(arg), strings.Join(suite.BuiltinNames(), ", "))
 	}
-	return suite.Load(arg)
+	return suite.Load(arg, harness.CheckedSpec)
 }
 
 // harnessRunners runs a suite's specs on the harness, up to parallel at once, sharing

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/lockbreaker/lockbreaker/harness"
 	"github.com/lockbreaker/lockbreaker/results"
 	"github.com/lockbreaker/lockbreaker/suite"
 )
@@ -104,7 +105,7 @@ func TestSuiteSmokeOnRealContainers(t *testing.T) {
 		t.Fatalf("exit %d, want 0\n%s", code, stderr)
 	}
 	dir := onlySuiteDir(t, store, "smoke")
-	s, _, _ := suite.Builtin("smoke")
+	s, _, _ := suite.Builtin("smoke", harness.CheckedSpec)
 	var junit struct {
 		XMLName  xml.Name `xml:"testsuite"`
 		Tests    int      `xml:"tests,attr"`

@@ -6,8 +6,8 @@ import (
 	"io"
 	"runtime/debug"
 
+	"github.com/lockbreaker/lockbreaker/cli/command"
 	"github.com/lockbreaker/lockbreaker/containers"
-	"github.com/lockbreaker/lockbreaker/internal/command"
 )
 
 // versionCommand is `lockbreaker version`: its help, and cmdVersion to run it.

@@ -5,8 +5,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/lockbreaker/lockbreaker/cli/command"
 	"github.com/lockbreaker/lockbreaker/harness"
-	"github.com/lockbreaker/lockbreaker/internal/command"
 )
 
 // workerCommand is `lockbreaker worker`: its help, and cmdWorker to run it.

@@ -25,7 +25,7 @@ func TestNotesSayWhatTheSetupIsWorth(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			notes := strings.Join((&trial{spec: normalized(t, tt.change)}).notes(), "\n")
+			notes := strings.Join((&trial{Checked: checked(t, tt.change)}).notes(), "\n")
 			for _, want := range tt.want {
 				if !strings.Contains(notes, want) {
 					t.Errorf("notes %q do not say %q", notes, want)
@@ -35,13 +35,14 @@ func TestNotesSayWhatTheSetupIsWorth(t *testing.T) {
 	}
 }
 
-// normalized is run's defaults changed by change, normalized.
-func normalized(t *testing.T, change func(*Spec)) Spec {
+// checked is run's defaults changed by change, checked (CheckSpec).
+func checked(t *testing.T, change func(*Spec)) Checked {
 	t.Helper()
 	s := DefaultSpec()
 	change(&s)
-	if err := s.Normalize(); err != nil {
+	c, err := CheckSpec(s)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return c
 }

@@ -62,10 +62,11 @@ func TestARunsResultsAreACheckOfItsHistory(t *testing.T) {
 
 // The report's header and the index read a spec by spec.json's field names.
 func TestResultsReadTheSpec(t *testing.T) {
-	s := localSpec("local", []string{"pause-holder", "kill-client"}, true)
-	if err := s.Normalize(); err != nil {
+	c, err := CheckSpec(localSpec("local", []string{"pause-holder", "kill-client"}, true))
+	if err != nil {
 		t.Fatal(err)
 	}
+	s := c.Spec()
 	spec, err := json.Marshal(s)
 	if err != nil {
 		t.Fatal(err)

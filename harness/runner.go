@@ -51,17 +51,17 @@ type Runner struct {
 // was recorded has still been checked and written when possible. Whatever happens, no
 // container, worker or fault outlives Run.
 func (r Runner) Run(ctx context.Context, spec Spec) (string, results.Summary, error) {
-	if err := spec.Normalize(); err != nil {
+	checked, err := CheckSpec(spec)
+	if err != nil {
 		return "", results.Summary{}, err
 	}
-	sys, _ := system.Lookup(spec.System) // checked by Normalize
+	spec = checked.spec
 	// A program that cannot start here (its runtime missing) and a system that cannot (no
 	// Docker) say so before a run directory or latest link exists.
 	if err := CheckProgram(ctx, spec); err != nil {
 		return "", results.Summary{}, err
 	}
-	nem, _ := nemesis.New(spec.Nemesis) // checked by Normalize
-	if err := preflight(ctx, sys, nem.Needs()); err != nil {
+	if err := preflight(ctx, checked.sys, checked.nemesis.Needs()); err != nil {
 		return "", results.Summary{}, orInterrupted(ctx, err)
 	}
 	run, err := results.NewRun(r.ResultsRoot, spec.Test, time.Now())
@@ -76,7 +76,7 @@ func (r Runner) Run(ctx context.Context, spec Spec) (string, results.Summary, er
 	// within its test), this process and its count of runs, since runs side by side may
 	// start in the same second.
 	id := fmt.Sprintf("%s-%d-%d", run.ID(), os.Getpid(), runsStarted.Add(1))
-	t := &trial{Runner: r, spec: spec, sys: sys, run: run, id: id, progress: r.Progress}
+	t := &trial{Runner: r, Checked: checked, run: run, id: id, progress: r.Progress}
 	if t.progress == nil {
 		t.progress = io.Discard
 	}
@@ -99,8 +99,7 @@ func orInterrupted(ctx context.Context, err error) error {
 // trial is one run in progress.
 type trial struct {
 	Runner
-	spec     Spec
-	sys      system.System
+	Checked  // the spec as it runs, and what it names, looked up
 	run      *results.Run
 	id       string // see Run
 	progress io.Writer
@@ -170,22 +169,21 @@ func (t *trial) notes() []string {
 	}
 	notes = append(append(notes, t.fencingNotes()...), t.serverNotes()...)
 	if c := t.sys.Container; c != nil && c.Notes != nil {
-		nodes, _ := t.sys.Check(t.spec.Nodes) // checked by Normalize
-		notes = append(notes, c.Notes(system.Cluster{Nodes: nodes, TTL: t.spec.TTL.Std(), Pooler: t.spec.Pooler})...)
+		notes = append(notes, c.Notes(system.Cluster{Nodes: t.nodes, TTL: t.spec.TTL.Std(), Pooler: t.spec.Pooler})...)
 	}
 	return notes
 }
 
 func (t *trial) fencingNotes() []string {
-	c, _ := workloads.LookupClient(t.spec.Client)
+	c := t.client
 	if !c.Tokens {
 		return []string{fmt.Sprintf("%s grants no fencing token: %s", t.spec.Client, c.NoTokens)}
 	}
 	if !t.spec.Fencing {
 		return []string{"fencing off: the storage accepts every request, whatever its token"}
 	}
-	if sys, err := system.Lookup(t.spec.System); err == nil && sys.TokenCaveat != "" {
-		return []string{sys.TokenCaveat}
+	if t.sys.TokenCaveat != "" {
+		return []string{t.sys.TokenCaveat}
 	}
 	return nil
 }
@@ -194,8 +192,7 @@ func (t *trial) fencingNotes() []string {
 // demands of its replicas: the settings that decide what a crash costs.
 func (t *trial) serverNotes() []string {
 	var notes []string
-	nem, _ := nemesis.New(t.spec.Nemesis) // validated by Normalize
-	if nem.Needs().Restarts {
+	if t.nemesis.Needs().Restarts {
 		switch p := system.Persistence(t.spec.Persistence); p {
 		case system.PersistNone:
 			notes = append(notes, "persistence none: a killed node comes back having forgotten every lock it granted")
@@ -229,7 +226,7 @@ var runsStarted atomic.Int64
 // and tears everything down again, recording into rec.
 func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 	runID := t.id
-	nem, _ := nemesis.New(t.spec.Nemesis) // validated by Normalize
+	nem := t.nemesis
 	cluster, err := t.Clusters.start(ctx, t.sys, t.spec, clusterSetup{runID: runID, nodes: t.spec.Nodes, ttl: t.spec.TTL.Std(),
 		needs: nem.Needs(), servers: serverSettingsOf(t.spec), logs: t.run.Path(results.NodesDir), progress: io.MultiWriter(t.progress, t.logs)})
 	if err != nil {
@@ -570,6 +567,5 @@ func residentMemory() (int64, bool) {
 
 // queueLock says whether the run's lock client queues its waiters at the service.
 func (t *trial) queueLock() bool {
-	c, err := workloads.LookupClient(t.spec.Client)
-	return err == nil && c.Queues
+	return t.client.Queues
 }

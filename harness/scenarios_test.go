@@ -354,8 +354,7 @@ func TestRedlockMinorityPartitionKeepsMutualExclusion(t *testing.T) {
 }
 
 func TestFencingIsRefusedForRedlock(t *testing.T) {
-	s := spec("redlock", "redlock", none, true, time.Second)
-	err := s.Normalize()
+	_, err := CheckSpec(spec("redlock", "redlock", none, true, time.Second))
 	if err == nil || !strings.Contains(err.Error(), "no monotonic fencing token") {
 		t.Fatalf("got %v, want a refusal that says why", err)
 	}

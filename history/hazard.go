@@ -160,6 +160,33 @@ func (h Hazard) Known() bool {
 // KnownHazards lists the hazards above, by name.
 func KnownHazards() []Hazard { return slices.Sorted(maps.Keys(hazards)) }
 
+// Targets maps each of the named faults whose kind targets a hazard (FaultKind.Hazard) to
+// that hazard; the others, and names no kind has, are left out. It is read here, from the
+// kinds' declarations, and not from package nemesis, so that the judging half (package
+// analysis, and so check) holds a run to the hazards its spec asked for without linking
+// the nemeses: a run that asked for one of these faults and in which its hazard never
+// occurred is no pass (the stats checker).
+func Targets(faults []string) map[string]Hazard {
+	wanted := map[string]Hazard{}
+	for _, f := range faults {
+		if k, ok := faultKinds[f]; ok && k.Hazard != "" && !k.Part {
+			wanted[f] = k.Hazard
+		}
+	}
+	return wanted
+}
+
+// TargetingFaults lists the faults whose kind targets a hazard, by name.
+func TargetingFaults() []string {
+	var names []string
+	for _, k := range FaultKinds() {
+		if k.Hazard != "" && !k.Part {
+			names = append(names, k.Name)
+		}
+	}
+	return names
+}
+
 // Occurrence is one hazard event: what occurred, when, recorded by which fault, involving
 // whom, and what made it so.
 type Occurrence struct {

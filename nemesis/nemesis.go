@@ -400,22 +400,6 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// Hazards maps each of the named nemeses that targets a hazard (history.FaultKind's Hazard)
-// to its hazard: a run that asked for it and in which the hazard never occurred is no pass
-// (the stats checker), for the fault fired but the situation it is named after never came.
-// Names it does not know are left out (New refuses them).
-func Hazards(names []string) map[string]history.Hazard {
-	wanted := map[string]history.Hazard{}
-	for _, name := range names {
-		if make, ok := kinds[name]; ok {
-			if h := make().Kind().Hazard; h != "" {
-				wanted[name] = h
-			}
-		}
-	}
-	return wanted
-}
-
 // recordHazard writes a hazard event: h occurred at time t (seen by fault), involving
 // targets, made so by what detail says.
 func recordHazard(env Env, fault string, h history.Hazard, t int64, detail map[string]string, targets ...string) {

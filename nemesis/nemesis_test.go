@@ -136,7 +136,7 @@ func TestEveryChosenFaultKindHasItsNemesis(t *testing.T) {
 			t.Errorf("kinds[%q] makes faults of kind %s", name, k.Name)
 		}
 	}
-	hazards := Hazards(Names())
+	hazards := history.Targets(Names())
 	for _, k := range history.FaultKinds() {
 		if h, ok := hazards[k.Name]; h != k.Hazard || ok != (k.Hazard != "") {
 			t.Errorf("%s targets %q, its kind %q", k.Name, h, k.Hazard)

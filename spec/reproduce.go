@@ -71,7 +71,7 @@ func (s Spec) Args() []string {
 	if s.StopEarly {
 		args = append(args, "--stop-at-first-violation")
 	}
-	if s.Test != "" && s.Test != s.name() {
+	if s.Test != "" && s.Test != s.DerivedTest() {
 		args = append(args, "--test", s.Test)
 	}
 	return args

@@ -35,7 +35,7 @@ func TestReproduceCommand(t *testing.T) {
 		}, "lockbreaker run --system postgres --client pg-advisory --nemesis none --fencing off --clients 5 " +
 			"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --rate 20 --retry 20ms --interval 1s --clock-rate 2 --key lock " +
 			"--pooler pgbouncer-transaction"},
-		{"the derived test name is left out", func(s *Spec) { s.Test = s.name() },
+		{"the derived test name is left out", func(s *Spec) { s.Test = s.DerivedTest() },
 			"lockbreaker run --system local --client local --nemesis pause-holder,kill-client --fencing off --clients 5 " +
 				"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --rate 20 --retry 20ms --interval 1s --clock-rate 2 --key lock"},
 		{"load is kept", func(s *Spec) { s.Rate, s.Retry = 0, Duration(time.Millisecond) },

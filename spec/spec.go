@@ -1,14 +1,16 @@
 // Package spec is a test as plain data: the Spec a run is made from and saved as
-// (spec.json), its defaults, its validation (Normalize) and the command that runs it
-// again (ReproduceCommand). It imports no Docker client and no harness, so a saved run can
-// be judged (package analysis) from its spec without them.
+// (spec.json), its defaults, what can be said of it with nothing looked up (Validate) and
+// the command that runs it again (ReproduceCommand). It imports nothing that runs or
+// registers anything: no lock client, nemesis, system or system file, container or
+// harness (analysis's TestSpecIsData), so a saved run is judged from its spec (package
+// analysis, lockbreaker check) without them. Whether what a spec names exists here and
+// fits together, and the defaults that follow from it, is asked once, by the harness
+// (harness.CheckSpec).
 package spec
 
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
-	osexec "os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,10 +20,6 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/internal/quote"
-	"github.com/lockbreaker/lockbreaker/nemesis"
-	"github.com/lockbreaker/lockbreaker/system"
-	"github.com/lockbreaker/lockbreaker/workloads"
-	"github.com/lockbreaker/lockbreaker/workloads/execlock"
 )
 
 // Spec is a test, as plain data: everything needed to run it again.
@@ -63,11 +61,11 @@ type Spec struct {
 	Key       string  `json:"key"`
 	// Persistence is what the nodes of a system that lets it be chosen (Redis) keep on
 	// disk, and so what a node killed and started again remembers: none, aof-everysec or
-	// aof-always. Normalize makes "" none for those systems.
+	// aof-always. harness.CheckSpec makes "" none for those systems.
 	Persistence string `json:"persistence,omitempty"`
 	// MinReplicas makes a replicated system's primary refuse a write unless that many
-	// replicas acknowledged within MinReplicasMaxLag (whole seconds; Normalize makes 0
-	// Redis's own default, 10s).
+	// replicas acknowledged within MinReplicasMaxLag (whole seconds; harness.CheckSpec
+	// makes 0 Redis's own default, 10s).
 	MinReplicas       int      `json:"min_replicas_to_write,omitempty"`
 	MinReplicasMaxLag Duration `json:"min_replicas_max_lag,omitempty"`
 	// Pooler puts a connection pooler between every lock client and the nodes, in the
@@ -91,8 +89,8 @@ type Spec struct {
 	// at once, rather than at its time limit; the run is then judged on its whole history.
 	StopEarly bool `json:"stop_early,omitempty"`
 	// SystemFile, when set, is a system file (package sysfile) describing the lock service;
-	// Normalize reads it, makes System its name and SystemFileSHA256 the file's hash, which
-	// results and the suite matrix show.
+	// harness.CheckSpec reads it, makes System its name and SystemFileSHA256 the file's
+	// hash, which results and the suite matrix show.
 	SystemFile       string `json:"system_file,omitempty"`
 	SystemFileSHA256 string `json:"system_file_sha256,omitempty"`
 }
@@ -157,60 +155,34 @@ func errorf(format string, args ...any) error {
 	return &Error{Reason: fmt.Sprintf(format, args...)}
 }
 
-// Normalize fills defaults (client, test name) and validates the spec.
-func (s *Spec) Normalize() error {
-	if err := s.loadSystemFile(); err != nil {
-		return err
-	}
-	sys, err := system.Lookup(s.System)
-	if err != nil {
-		return &Error{Reason: err.Error()}
-	}
-	if s.Client == "" && len(s.ClientCmd) > 0 {
-		s.Client = execlock.Name
-	}
-	if s.Client == "" {
-		s.Client = sys.DefaultClient
-	}
-	client, err := workloads.LookupClient(s.Client)
-	if err != nil {
-		return &Error{Reason: err.Error()}
+// ExecClient is the client that drives a program of the user's over the exec protocol
+// (package execlock, docs/protocol.md), named here so that a spec can say which client it
+// is without linking the clients; harness's TestExecClientIsExeclocks keeps them one.
+const ExecClient = "exec"
+
+// Validate refuses what is wrong with the spec on its face, with nothing looked up:
+// numbers and durations out of range, a key or test name no directory, log or terminal
+// should take, settings that need others (--min-replicas-max-lag without
+// --min-replicas-to-write, --faults with no nemesis, a program for a client other than
+// exec). Whether its system, client and nemeses exist here and suit one another, and the
+// defaults that depend on them (the client, the test name), are the harness's question
+// (harness.CheckSpec, which calls Validate first): answering it links every lock client,
+// the nemeses and the system files, which a spec read to judge a saved run never needs.
+func (s Spec) Validate() error {
+	if s.SystemFile == "" && s.SystemFileSHA256 != "" {
+		return errorf("system_file_sha256 without system_file")
 	}
 	if err := s.checkClientCmd(); err != nil {
 		return err
 	}
-	if !client.RunsOn(s.System) {
-		return errorf("client %s runs on %s, not on %s", quote.Short(s.Client), strings.Join(client.Systems, " and "), quote.Short(s.System))
-	}
-	if s.Fencing && !client.Tokens {
-		return errorf("--fencing on is not possible with client %s: %s", quote.Short(s.Client), client.NoTokens)
-	}
-	nem, err := nemesis.New(s.Nemesis)
-	if err != nil {
-		return &Error{Reason: err.Error()}
-	}
 	if err := s.checkBounds(); err != nil {
 		return err
 	}
-	nodes, err := sys.Check(s.Nodes)
-	if err != nil {
-		return &Error{Reason: err.Error()}
-	}
-	if err := nem.Available(sys, nodes); err != nil {
-		return &Error{Reason: err.Error()}
-	}
-	if err := s.checkCrashSettings(sys, nodes, nem.Needs()); err != nil {
+	if err := s.checkCrashSettings(); err != nil {
 		return err
-	}
-	if err := s.checkPooler(sys); err != nil {
-		return err
-	}
-	if s.Undirected && len(nemesis.Hazards(s.Nemesis)) == 0 {
-		return errorf("--undirected applies to the nemeses that target a hazard (%s), not to %s",
-			strings.Join(targetedNemeses(), ", "), nem.Name())
 	}
 	if s.Test == "" {
-		s.Test = s.name()
+		return nil
 	}
 	switch {
 	case !printable(s.Test):
@@ -240,7 +212,7 @@ const (
 )
 
 // checkBounds refuses numbers out of range and keys no lock service could use.
-func (s *Spec) checkBounds() error {
+func (s Spec) checkBounds() error {
 	if s.Clients < 1 || s.Clients > maxClients {
 		return errorf("--clients must be between 1 and %d, got %d", maxClients, s.Clients)
 	}
@@ -276,52 +248,32 @@ func (s *Spec) checkBounds() error {
 }
 
 // checkClientCmd refuses a program for a client that runs none, an exec client without
-// one, and a program that cannot be started here, before anything is started.
-func (s *Spec) checkClientCmd() error {
-	exec := s.Client == execlock.Name
+// one, and a program with no name or a NUL byte. A client left empty with a program is
+// exec. Whether the program can be started here is the harness's question.
+func (s Spec) checkClientCmd() error {
+	exec := s.Client == ExecClient || s.Client == "" && len(s.ClientCmd) > 0
 	switch {
 	case exec && len(s.ClientCmd) == 0:
 		return errorf("--client exec needs --client-cmd, the program each lock client runs (docs/protocol.md)")
 	case !exec && len(s.ClientCmd) > 0:
 		return errorf("--client-cmd is the program of --client exec, not of %s", quote.Short(s.Client))
-	case !exec:
-		return nil
-	case s.ClientCmd[0] == "" || slices.ContainsFunc(s.ClientCmd, func(w string) bool { return strings.ContainsRune(w, 0) }):
+	case exec && (s.ClientCmd[0] == "" || slices.ContainsFunc(s.ClientCmd, func(w string) bool { return strings.ContainsRune(w, 0) })):
 		return errorf("--client-cmd must start with a program and hold no NUL byte, got %s", quote.Short(strings.Join(s.ClientCmd, " ")))
-	}
-	if _, err := osexec.LookPath(s.ClientCmd[0]); err != nil {
-		return errorf("--client-cmd: %s", quote.ShortenAll(err.Error()))
 	}
 	return nil
 }
 
-// defaultMinReplicasMaxLag is Redis's own min-replicas-max-lag.
-const defaultMinReplicasMaxLag = 10 * time.Second
-
-// checkCrashSettings refuses persistence, min-replicas and restart settings that mean
-// nothing for the system or the nemesis, and fills in their defaults.
-func (s *Spec) checkCrashSettings(sys system.System, nodes int, needs nemesis.Needs) error {
-	switch {
-	case !sys.Persistence && s.Persistence != "":
-		return errorf("--persistence applies to systems of Redis servers (%s), not %s, which decides what it keeps itself",
-			strings.Join(systemsWith(func(s system.System) bool { return s.Persistence }), ", "), s.System)
-	case sys.Persistence && s.Persistence == "":
-		s.Persistence = string(system.PersistNone)
-	case sys.Persistence && !slices.Contains(system.Persistences(), system.Persistence(s.Persistence)):
-		return errorf("--persistence must be none, aof-everysec or aof-always, got %s", quote.Short(s.Persistence))
-	}
+// checkCrashSettings refuses the bounds of the crash settings, and the settings that need
+// another: a lag without min replicas, a bound on the faults of no nemesis. Which systems
+// and nemeses they apply to is the harness's question.
+func (s Spec) checkCrashSettings() error {
 	switch lag := s.MinReplicasMaxLag.Std(); {
-	case s.MinReplicas != 0 && !sys.Replicated:
-		return errorf("--min-replicas-to-write needs a primary with replicas (%s), not %s",
-			strings.Join(systemsWith(func(s system.System) bool { return s.Replicated }), ", "), s.System)
-	case s.MinReplicas < 0 || s.MinReplicas > nodes-1:
-		return errorf("--min-replicas-to-write must be between 0 and %d (the replicas of %d nodes), got %d", nodes-1, nodes, s.MinReplicas)
+	case s.MinReplicas < 0:
+		return errorf("--min-replicas-to-write must be 0 or more, got %d", s.MinReplicas)
 	case lag != 0 && s.MinReplicas == 0:
 		return errorf("--min-replicas-max-lag applies only with --min-replicas-to-write")
 	case lag < 0 || lag > maxTTL || lag%time.Second != 0:
 		return errorf("--min-replicas-max-lag must be whole seconds between 1s and 1h (Redis counts it in seconds), got %s", lag)
-	case s.MinReplicas > 0 && lag == 0:
-		s.MinReplicasMaxLag = Duration(defaultMinReplicasMaxLag)
 	}
 	if s.Faults < 0 || s.Faults > maxFaults {
 		return errorf("--faults must be between 0 (no bound) and %d, got %d", maxFaults, s.Faults)
@@ -329,44 +281,10 @@ func (s *Spec) checkCrashSettings(sys system.System, nodes int, needs nemesis.Ne
 	if s.Faults > 0 && !slices.ContainsFunc(s.Nemesis, func(n string) bool { return n != "" && n != "none" }) {
 		return errorf("--faults bounds the nemesis's faults, and nemesis none injects none")
 	}
-	switch d := s.RestartAfter.Std(); {
-	case (d != 0 || s.RestartDelayTTL) && !needs.Restarts:
-		return errorf("--restart-after and --restart-delay-ttl apply to nemeses that kill nodes (kill-node, failover)")
-	case d < 0 || d > maxSpan:
+	if d := s.RestartAfter.Std(); d < 0 || d > maxSpan {
 		return errorf("--restart-after must be between 0s and %s, got %s", short(maxSpan), d)
 	}
 	return nil
-}
-
-// checkPooler refuses a pooler the system does not offer.
-func (s *Spec) checkPooler(sys system.System) error {
-	if s.Pooler == "" {
-		return nil
-	}
-	offers := systemsWith(func(s system.System) bool { return s.Container != nil && s.Container.Pooler != nil })
-	switch {
-	case sys.Container == nil || sys.Container.Pooler == nil:
-		return errorf("--pooler applies to %s, not %s, which has no pooler in front of it", strings.Join(offers, ", "), s.System)
-	case !slices.Contains(sys.Container.Pooler.Modes, s.Pooler):
-		return errorf("--pooler must be %s, got %s", strings.Join(sys.Container.Pooler.Modes, " or "), quote.Short(s.Pooler))
-	}
-	return nil
-}
-
-// targetedNemeses names the nemeses that target a hazard.
-func targetedNemeses() []string {
-	return slices.Sorted(maps.Keys(nemesis.Hazards(nemesis.Names())))
-}
-
-// systemsWith names the systems for which has holds.
-func systemsWith(has func(system.System) bool) []string {
-	var names []string
-	for _, s := range system.All() {
-		if has(s) {
-			names = append(names, s.Name)
-		}
-	}
-	return names
 }
 
 // printable reports whether s is valid UTF-8 with no control or other non-printing runes:
@@ -395,7 +313,9 @@ func short(d time.Duration) string {
 	return s
 }
 
-func (s Spec) name() string {
+// DerivedTest is the test name a spec without one is given: its system, pooler, client,
+// nemeses and fencing ("redis-redis-pause-holder-nofence").
+func (s Spec) DerivedTest() string {
 	faults := strings.Join(s.Nemesis, "+")
 	if faults == "" {
 		faults = "none"
@@ -414,7 +334,7 @@ func (s Spec) name() string {
 // base name of the last word that is not a flag (exec-redispy_lock), so two programs'
 // runs land apart.
 func (s Spec) clientName() string {
-	if s.Client != execlock.Name {
+	if s.Client != ExecClient {
 		return s.Client
 	}
 	program := ""

@@ -51,8 +51,8 @@ type fileCell struct {
 // maxFileSize bounds a suite file: a matrix of thousands of cells is still far smaller.
 const maxFileSize = 4 << 20
 
-// Load reads and checks a suite file.
-func Load(path string) (Suite, error) {
+// Load reads a suite file and checks it (Check) with check.
+func Load(path string, check SpecCheck) (Suite, error) {
 	info, err := os.Stat(path)
 	if err != nil {
 		return Suite{}, &Error{Reason: fmt.Sprintf("suite file: %v", err)}
@@ -69,7 +69,7 @@ func Load(path string) (Suite, error) {
 		return Suite{}, errorf("suite file %s: %v", path, err)
 	}
 	besideFile(s.Cells, filepath.Dir(path))
-	return s, s.Check()
+	return s, s.Check(check)
 }
 
 // besideFile makes each word of an exec client's program that starts with ./ or ../ a path

@@ -32,6 +32,8 @@ type Options struct {
 	// Runners makes what runs the cells' specs: the harness's runner (the CLI's), or a
 	// test's.
 	Runners Runners
+	// CheckSpec checks the cells' specs before any runs (Suite.Check): the harness's.
+	CheckSpec SpecCheck
 	// Parallel is how many runs go at once, each on a cluster and network of its own; 0 or
 	// 1: one after another.
 	Parallel int
@@ -68,7 +70,7 @@ const (
 // is sound (see Runners). The error is the harness's (Docker unreachable, an
 // interrupt); the result is complete up to there.
 func Run(ctx context.Context, s Suite, opts Options) (string, Result, error) {
-	if err := s.Check(); err != nil {
+	if err := s.Check(opts.CheckSpec); err != nil {
 		return "", Result{}, err
 	}
 	if opts.Seeds < 1 {

@@ -61,7 +61,7 @@ func TestRunJudgesEveryCellAndWritesItsFiles(t *testing.T) {
 	if err := os.WriteFile(path, []byte(localSuite), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Load(path)
+	s, err := Load(path, harness.CheckedSpec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestRunJudgesEveryCellAndWritesItsFiles(t *testing.T) {
 	defer cancel()
 	var progress strings.Builder
 	root := t.TempDir()
-	dir, r, err := Run(ctx, s, Options{Seeds: 2, Root: root, Progress: &progress, Runners: harnessRunners(exe), Parallel: 3})
+	dir, r, err := Run(ctx, s, Options{Seeds: 2, Root: root, Progress: &progress, Runners: harnessRunners(exe), CheckSpec: harness.CheckedSpec, Parallel: 3})
 	t.Log(progress.String())
 	if err != nil {
 		t.Fatal(err)
@@ -256,14 +256,14 @@ func TestRunCellsStopAtTheFirstError(t *testing.T) {
 func TestShardAndInterrupt(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "local.yaml")
 	os.WriteFile(path, []byte(localSuite), 0o644)
-	s, err := Load(path)
+	s, err := Load(path, harness.CheckedSpec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	exe, _ := os.Executable()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // interrupted before the first run
-	dir, r, err := Run(ctx, s, Options{Seeds: 1, Shard: Shard{3, 3}, Root: t.TempDir(), Runners: harnessRunners(exe)})
+	dir, r, err := Run(ctx, s, Options{Seeds: 1, Shard: Shard{3, 3}, Root: t.TempDir(), Runners: harnessRunners(exe), CheckSpec: harness.CheckedSpec})
 	if err == nil || r.Status != Unknown || r.Error == "" {
 		t.Fatalf("interrupted suite: %v, status %s, error %q", err, r.Status, r.Error)
 	}

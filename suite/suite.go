@@ -127,9 +127,19 @@ func (e *Error) Error() string { return e.Reason }
 
 func errorf(format string, args ...any) error { return &Error{Reason: fmt.Sprintf(format, args...)} }
 
-// Check validates the suite and fills its cells' defaults (names, clients), so that a
-// mistake in cell 30 is found before cell 1 runs.
-func (s *Suite) Check() error {
+// SpecCheck completes a cell's spec and checks that what it names exists here and fits
+// together (its system, client and nemeses; a system file it names, read and registered),
+// returning the spec as it will run: the harness's (harness.CheckSpec), handed in as the
+// Runner is, since answering links every lock client and the nemeses, which the suite's
+// judging never needs. Its refusals are *spec.Error.
+type SpecCheck func(spec.Spec) (spec.Spec, error)
+
+// Check validates the suite and fills its cells' defaults (names, clients) through check,
+// so that a mistake in cell 30 is found before cell 1 runs.
+func (s *Suite) Check(check SpecCheck) error {
+	if check == nil {
+		return errors.New("suite: no SpecCheck to check its cells with (harness.CheckSpec)")
+	}
 	if s.Name == "" || !printable(s.Name) || strings.ContainsAny(s.Name, "/\\ ") {
 		return errorf("suite name must be a printable word without / or \\, got %s", quote.Short(s.Name))
 	}
@@ -143,7 +153,7 @@ func (s *Suite) Check() error {
 	seen := map[string]bool{}
 	for i := range s.Cells {
 		c := &s.Cells[i]
-		if err := c.check(known); err != nil {
+		if err := c.check(known, check); err != nil {
 			return errorf("suite %s, cell %d (%s): %v", s.Name, i+1, c.Name, err)
 		}
 		if seen[c.Name] {
@@ -154,14 +164,16 @@ func (s *Suite) Check() error {
 	return nil
 }
 
-func (c *Cell) check(known map[string]bool) error {
-	if err := c.Spec.Normalize(); err != nil {
+func (c *Cell) check(known map[string]bool, check SpecCheck) error {
+	checked, err := check(c.Spec)
+	if err != nil {
 		var spec *spec.Error
 		if errors.As(err, &spec) {
 			return errors.New(spec.Reason)
 		}
 		return err
 	}
+	c.Spec = checked
 	if c.Name == "" {
 		c.Name = c.Spec.Test
 	}

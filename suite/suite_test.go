@@ -13,12 +13,13 @@ import (
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/harness"
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/workloads"
 )
 
 func TestBuiltinSuitesAreComplete(t *testing.T) {
 	for _, name := range BuiltinNames() {
 		t.Run(name, func(t *testing.T) {
-			s, ok, err := Builtin(name)
+			s, ok, err := Builtin(name, harness.CheckedSpec)
 			if !ok || err != nil {
 				t.Fatalf("Builtin(%s): %v, %v", name, ok, err)
 			}
@@ -32,7 +33,7 @@ func TestBuiltinSuitesAreComplete(t *testing.T) {
 			}
 		})
 	}
-	if _, ok, _ := Builtin("nightly-special"); ok {
+	if _, ok, _ := Builtin("nightly-special", harness.CheckedSpec); ok {
 		t.Error("an unknown suite was found")
 	}
 }
@@ -42,7 +43,7 @@ func TestBuiltinSuitesAreComplete(t *testing.T) {
 // "either" in silence.
 func TestBuiltinCellsExpectEveryChecker(t *testing.T) {
 	for _, name := range BuiltinNames() {
-		s, _, _ := Builtin(name)
+		s, _, _ := Builtin(name, harness.CheckedSpec)
 		for _, c := range s.Cells {
 			for _, ck := range checkers.All() {
 				if _, ok := c.Expect[ck.Name()]; !ok {
@@ -56,7 +57,7 @@ func TestBuiltinCellsExpectEveryChecker(t *testing.T) {
 // Every system a cell names in the kleppmann suite is covered with every one of its
 // clients: a client added later must be added to the table too.
 func TestKleppmannCoversEveryClientOfItsSystems(t *testing.T) {
-	s, _, _ := Builtin("kleppmann")
+	s, _, _ := Builtin("kleppmann", harness.CheckedSpec)
 	clients := map[string][]string{}
 	for _, c := range s.Cells {
 		if !slices.Contains(clients[c.Spec.System], c.Spec.Client) {
@@ -72,8 +73,34 @@ func TestKleppmannCoversEveryClientOfItsSystems(t *testing.T) {
 	}
 }
 
+// The table names the clients without fencing tokens rather than linking the clients
+// (noTokens): every client of the built-in suites is in it exactly when its grants carry
+// none.
+func TestNoTokensAreTheClientsWithout(t *testing.T) {
+	for _, name := range BuiltinNames() {
+		s, _, err := Builtin(name, harness.CheckedSpec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range s.Cells {
+			client, err := workloads.LookupClient(c.Spec.Client)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if listed := slices.Contains(noTokens, client.Name); listed == client.Tokens {
+				t.Errorf("%s: client %s grants tokens: %v; in noTokens: %v", c.Name, client.Name, client.Tokens, listed)
+			}
+		}
+	}
+	for _, name := range noTokens {
+		if c, err := workloads.LookupClient(name); err != nil || c.Tokens {
+			t.Errorf("noTokens names %s, a client with tokens or none (%v)", name, err)
+		}
+	}
+}
+
 func TestShardsCoverTheSuiteOnce(t *testing.T) {
-	s, _, _ := Builtin("kleppmann")
+	s, _, _ := Builtin("kleppmann", harness.CheckedSpec)
 	for _, n := range []int{1, 2, 3, 4, 7, len(s.Cells), len(s.Cells) + 3} {
 		var all []string
 		for i := 1; i <= n; i++ {
@@ -93,8 +120,8 @@ func TestShardsCoverTheSuiteOnce(t *testing.T) {
 
 // Shards of one suite share its definition; a changed expectation or spec is another.
 func TestDefinitionNamesTheCellsAsTheyRun(t *testing.T) {
-	s, _, _ := Builtin("smoke")
-	again, _, _ := Builtin("smoke")
+	s, _, _ := Builtin("smoke", harness.CheckedSpec)
+	again, _, _ := Builtin("smoke", harness.CheckedSpec)
 	expect := func(s Suite) Suite { s.Cells[0].Expect = map[string]Expect{"stats": ExpectValid}; return s }
 	seed := func(s Suite) Suite { s.Cells[1].Spec.Seed++; return s }
 	base, _ := s.definition()
@@ -102,7 +129,7 @@ func TestDefinitionNamesTheCellsAsTheyRun(t *testing.T) {
 		t.Fatalf("the same suite twice: %q and %q", base, d)
 	}
 	for name, change := range map[string]func(Suite) Suite{"an expectation": expect, "a seed": seed} {
-		changed, _, _ := Builtin("smoke")
+		changed, _, _ := Builtin("smoke", harness.CheckedSpec)
 		if d, _ := change(changed).definition(); d == base {
 			t.Errorf("%s changed, the definition did not", name)
 		}
@@ -177,7 +204,7 @@ cells:
 			if err := os.WriteFile(path, []byte(tt.text), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			s, err := Load(path)
+			s, err := Load(path, harness.CheckedSpec)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("Load: %v, want an error containing %q", err, tt.err)
@@ -208,7 +235,7 @@ cells:
   - {name: a, spec: {ttl: 500ms}, expect: {stats: valid}, hazards: {granted-in-pause: 2}}
   - {name: b, spec: {clients: 2}, expect: {stats: valid}, threshold: 1}
 `), 0o644)
-	s, err := Load(path)
+	s, err := Load(path, harness.CheckedSpec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +270,7 @@ cells:
   - {name: b, spec: {client_cmd: [./mylock, ../lib/x.py, /opt/y.py, -u], nemesis: [none]}, expect: {stats: valid}}
   - {name: a, expect: {stats: valid}}
 `), 0o644)
-	s, err := Load(path)
+	s, err := Load(path, harness.CheckedSpec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +302,7 @@ func TestSystemFilesAreBesideTheSuiteFile(t *testing.T) {
 	path := filepath.Join(dir, "s.yaml")
 	os.WriteFile(path, []byte("defaults: {system_file: own/mine.yaml, client_cmd: [/bin/true]}\n"+
 		"cells: [{name: a, expect: {stats: valid}}]\n"), 0o644)
-	s, err := Load(path)
+	s, err := Load(path, harness.CheckedSpec)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -128,7 +127,8 @@ const maxSize = 1 << 20
 // maxNodes is the most nodes a system file may ask for, as for the built-in systems.
 const maxNodes = 9
 
-// Loaded is a system file read, checked and registered.
+// Loaded is a system file read and checked. Its system is not registered: the harness
+// registers it (harness.CheckSpec), so that loading a file changes nothing else.
 type Loaded struct {
 	System system.System
 	// SHA256 is the hex sha256 of the file's bytes: results and the suite matrix show it,
@@ -136,15 +136,8 @@ type Loaded struct {
 	SHA256 string
 }
 
-var (
-	loadedMu sync.Mutex
-	loaded   = map[string]string{} // system name -> sha256 of the file that registered it
-)
-
-// Load reads the system file at path, checks it and registers its system (package
-// system), so that everything that looks a system up by name finds it. Loading the same
-// file again returns the system registered; another file with a name already taken is
-// refused.
+// Load reads the system file at path and checks it. It registers nothing: Load has no
+// effect but reading the file and the files its copy key names.
 func Load(filePath string) (Loaded, error) {
 	info, err := os.Stat(filePath)
 	if err != nil {
@@ -158,25 +151,11 @@ func Load(filePath string) (Loaded, error) {
 		return Loaded{}, fmt.Errorf("system file: %w", err)
 	}
 	sum := sha256.Sum256(data)
-	hash := hex.EncodeToString(sum[:])
 	sys, err := Parse(data, filepath.Dir(filePath))
 	if err != nil {
 		return Loaded{}, fmt.Errorf("system file %s: %w", filePath, err)
 	}
-	loadedMu.Lock()
-	defer loadedMu.Unlock()
-	switch prev, ok := loaded[sys.Name]; {
-	case ok && prev == hash:
-		registered, err := system.Lookup(sys.Name)
-		return Loaded{System: registered, SHA256: hash}, err
-	case ok:
-		return Loaded{}, fmt.Errorf("system file %s: system %s was already described by another file (sha256 %s)", filePath, quote.Short(sys.Name), prev[:12])
-	}
-	if err := system.Register(sys); err != nil {
-		return Loaded{}, fmt.Errorf("system file %s: %w", filePath, err)
-	}
-	loaded[sys.Name] = hash
-	return Loaded{System: sys, SHA256: hash}, nil
+	return Loaded{System: sys, SHA256: hex.EncodeToString(sum[:])}, nil
 }
 
 var (
@@ -190,7 +169,7 @@ var (
 // placeholders are the names a command, a file's path or its content may use.
 var placeholders = []string{"id", "name", "count", "port", "peer_port", "nodes", "peers", "ttl_ms", "ttl_s"}
 
-// Parse checks a system file's text and returns its system, not yet registered. dir is the
+// Parse checks a system file's text and returns its system. dir is the
 // file's directory, from which copy's paths are read. It reads the files copy names (they
 // must exist) and nothing else.
 func Parse(data []byte, dir string) (system.System, error) {

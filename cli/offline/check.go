@@ -1,6 +1,6 @@
 // Package offline holds the commands that work on a saved run alone, check and report:
 // they judge and draw its history through package analysis and link no Docker client,
-// no containers and no harness (TestOfflineCommandsLinkNoDocker).
+// no containers, no harness, no nemesis and no lock client (TestOfflineCommandsLinkNoDocker).
 package offline
 
 import (
@@ -18,7 +18,7 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/analysis"
 	"github.com/lockbreaker/lockbreaker/checkers"
-	"github.com/lockbreaker/lockbreaker/internal/command"
+	"github.com/lockbreaker/lockbreaker/cli/command"
 	"github.com/lockbreaker/lockbreaker/results"
 	"github.com/lockbreaker/lockbreaker/spec"
 	"github.com/lockbreaker/lockbreaker/suite"
@@ -96,7 +96,8 @@ type checkOptions struct {
 // parseCheck parses check's arguments: its flags and the run's path.
 func parseCheck(args []string) (checkOptions, string, error) {
 	fs, timeout, maxOps, whole := checkFlags()
-	if err := command.ParseFlags(fs, args); err != nil {
+	args, err := command.ParseArgs(fs, args)
+	if err != nil {
 		return checkOptions{}, "", err
 	}
 	if *whole && command.IsSet(fs, "max-ops") {
@@ -108,7 +109,7 @@ func parseCheck(args []string) (checkOptions, string, error) {
 	if *maxOps < 1 {
 		return checkOptions{}, "", command.Bad(fmt.Errorf("check: --max-ops must be at least 1, got %d", *maxOps))
 	}
-	path, err := oneRun(fs)
+	path, err := oneRun(fs.Name(), args)
 	return checkOptions{timeout: *timeout, maxOps: *maxOps, whole: *whole}, path, err
 }
 

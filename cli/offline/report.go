@@ -3,7 +3,6 @@ package offline
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/lockbreaker/lockbreaker/analysis"
-	"github.com/lockbreaker/lockbreaker/internal/command"
+	"github.com/lockbreaker/lockbreaker/cli/command"
 	"github.com/lockbreaker/lockbreaker/results"
 	"github.com/lockbreaker/lockbreaker/suite"
 )
@@ -35,10 +34,11 @@ directory, a latest link, a test directory or a results root (then its latest ru
 // parseReport parses report's arguments: the run's path.
 func parseReport(args []string) (string, error) {
 	fs := command.NewFlags("report")
-	if err := command.ParseFlags(fs, args); err != nil {
+	args, err := command.ParseArgs(fs, args)
+	if err != nil {
 		return "", err
 	}
-	return oneRun(fs)
+	return oneRun(fs.Name(), args)
 }
 
 // cmdReport renders a saved run's report.html again from its results.json and history,
@@ -81,12 +81,13 @@ type savedRun struct {
 	setAside []string
 }
 
-// oneRun is the one run directory a command's flag set was given.
-func oneRun(fs *flag.FlagSet) (string, error) {
-	if fs.NArg() != 1 {
-		return "", command.Bad(fmt.Errorf("%s: give one run directory, e.g. lockbreaker %s store/latest", fs.Name(), fs.Name()))
+// oneRun is the one run directory among args, the arguments other than flags of the
+// command named.
+func oneRun(name string, args []string) (string, error) {
+	if len(args) != 1 {
+		return "", command.Bad(fmt.Errorf("%s: give one run directory, e.g. lockbreaker %s store/latest (got %d arguments)", name, name, len(args)))
 	}
-	return fs.Arg(0), nil
+	return args[0], nil
 }
 
 // openRun reads the run directory at path; a run without a results.json has the zero

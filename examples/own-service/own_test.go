@@ -28,6 +28,7 @@ import (
 	"github.com/lockbreaker/lockbreaker/containers"
 	"github.com/lockbreaker/lockbreaker/examples/internal/exampletest"
 	"github.com/lockbreaker/lockbreaker/sysfile"
+	"github.com/lockbreaker/lockbreaker/system"
 )
 
 var (
@@ -130,12 +131,9 @@ func TestAnImageWithNothingInItTakesFaultsFromOutside(t *testing.T) {
 	}
 	t.Parallel() // each its own containers, run ids and stores
 	makeImage(t, "", "lease-image")
-	l, err := sysfile.Load("lease-image.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := registered(t, "lease-image.yaml")
 	ctx := context.Background()
-	err = containers.CheckSystem(ctx, l.System, true, false)
+	err := containers.CheckSystem(ctx, l.System, true, false)
 	var unfit *containers.UnfitError
 	if !errors.As(err, &unfit) || !strings.Contains(err.Error(), "/leased is a Go program, which reads the time without libc") {
 		t.Errorf("clock faults on it: %v, want them refused because it is a Go program", err)
@@ -336,10 +334,7 @@ clients: [redis]
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := sysfile.Load(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := registered(t, file)
 	ctx := context.Background()
 	image, err := containers.EnsureSystemImage(ctx, l.System.Name, nil)
 	if err != nil || image != containers.ImageRef() {
@@ -359,4 +354,18 @@ clients: [redis]
 	if err != nil || !strings.Contains(conf, "# n2 of 2: n1:6379") {
 		t.Errorf("n2's configuration %q, %v", conf, err)
 	}
+}
+
+// registered reads a system file and registers its system, as a run's harness.CheckSpec
+// does: these tests drive containers of it directly, with no run.
+func registered(t *testing.T, file string) sysfile.Loaded {
+	t.Helper()
+	l, err := sysfile.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := system.Register(l.System); err != nil {
+		t.Fatal(err)
+	}
+	return l
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockbreaker/lockbreaker/harness"
 	"github.com/lockbreaker/lockbreaker/suite"
 	"github.com/lockbreaker/lockbreaker/workloads"
 	"github.com/lockbreaker/lockbreaker/workloads/execlock"
@@ -86,7 +87,7 @@ func AcquireIsUnknown(t *testing.T, cfg workloads.Config, within time.Duration, 
 // cell met.
 func MeetCells(t *testing.T, bin, file string, in func(cell string) bool) {
 	t.Helper()
-	s, err := suite.Load(file)
+	s, err := suite.Load(file, harness.CheckedSpec)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,8 @@
 // Package command is what every lockbreaker subcommand is made of: its help, its flag set
 // and how it parses, the errors that are the user's input, the exit codes, and the output
 // made safe for a terminal. The CLI (package cli) and the commands that judge a saved run
-// with no Docker (package cli/offline) are both built from it.
+// with no Docker (package cli/offline) are both built from it; it is the CLI's own, so it
+// sits under cli, and it links no Docker, containers or harness, as cli/offline must not.
 package command
 
 import (
@@ -72,9 +73,9 @@ func IsSet(fs *flag.FlagSet, name string) (set bool) {
 	return set
 }
 
-// ParseFlags parses flags only. -h and --help come back as flag.ErrHelp itself, for the
-// CLI to print the command's help.
-func ParseFlags(fs *flag.FlagSet, args []string) error {
+// parseFlags parses flags up to the first argument that is not one, or up to "--". -h and
+// --help come back as flag.ErrHelp itself, for the CLI to print the command's help.
+func parseFlags(fs *flag.FlagSet, args []string) error {
 	err := fs.Parse(args)
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		return Bad(fmt.Errorf("%s: %w", fs.Name(), err))
@@ -82,30 +83,62 @@ func ParseFlags(fs *flag.FlagSet, args []string) error {
 	return err
 }
 
-// Parse parses flags and refuses any other argument.
+// Parse parses a command that takes flags only, wherever they stand, and refuses any other
+// argument.
 func Parse(fs *flag.FlagSet, args []string) error {
-	if err := ParseFlags(fs, args); err != nil {
+	rest, err := ParseArgs(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return Bad(fmt.Errorf("%s: unexpected argument %s", fs.Name(), quote.Short(fs.Arg(0))))
+	if len(rest) > 0 {
+		return Bad(fmt.Errorf("%s: unexpected argument %s", fs.Name(), quote.Short(rest[0])))
 	}
 	return nil
 }
 
-// ParseInterleaved parses flags wherever they stand among the arguments, as in "suite
-// merge a b --results x", and returns the other arguments in order.
-func ParseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+// ParseArgs parses flags wherever they stand among a command's arguments, before, between
+// or after them ("shrink store/latest --results out"), and returns the other arguments in
+// order. "--" ends the flags: every argument after it is returned as it is, even one that
+// starts with a dash.
+func ParseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	var rest []string
 	for {
-		if err := ParseFlags(fs, args); err != nil {
+		if err := parseFlags(fs, args); err != nil {
 			return nil, err
 		}
-		if fs.NArg() == 0 {
+		left := fs.Args()
+		if endedByDashes(fs, args[:len(args)-len(left)]) {
+			return append(rest, left...), nil
+		}
+		if len(left) == 0 {
 			return rest, nil
 		}
-		rest, args = append(rest, fs.Arg(0)), fs.Args()[1:]
+		rest, args = append(rest, left[0]), left[1:]
 	}
+}
+
+// endedByDashes says whether parsed, the arguments fs.Parse has just consumed, ended with
+// the "--" that ends the flags, rather than with a flag or a flag's value (as in
+// "--test --"). It walks them as fs.Parse did: a flag, then its value unless it is a
+// boolean or holds its value after "=".
+func endedByDashes(fs *flag.FlagSet, parsed []string) bool {
+	for i := 0; i < len(parsed); i++ {
+		arg := parsed[i]
+		if arg == "--" {
+			return true // fs.Parse stops at it, so it is the last
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+		if hasValue {
+			continue
+		}
+		if f := fs.Lookup(name); f != nil {
+			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+				continue
+			}
+		}
+		i++ // the flag's value
+	}
+	return false
 }
 
 // IsTerminal says whether w is a terminal, where a progress line may rewrite itself.
