@@ -44,6 +44,7 @@ var (
 	splitBrain = tableRow{ExpectInvalid, ExpectInvalid, "the primary and a minority of the clients cut off, a replica promoted: two primaries grant, no fencing: violation and corruption", ""}
 	// A node that granted the lock crashes and comes back without it while the holder works.
 	crashForgets = tableRow{ExpectInvalid, ExpectInvalid, "the holder's nodes crash and come back without the lock within its lease, no persistence: violation and corruption", ""}
+	crashDelayed = tableRow{ExpectValid, ExpectValid, "the holder's masters crash and stay down for a TTL (antirez's delayed restart): another client asks within the lease and is refused: safe", ""}
 	crashKept    = tableRow{ExpectValid, ExpectValid, "a node crashes under a held lock and comes back with what its log kept: safe", ""}
 	// The holder cut off the lock service, still in its critical section.
 	cutUnfenced = tableRow{ExpectInvalid, ExpectInvalid, "holder cut from the lock service, still in its critical section, no fencing: violation and corruption", ""}
@@ -135,6 +136,11 @@ func requires(c Cell, h history.Hazard, n int) Cell {
 	return c
 }
 
+// delayedRestart keeps killed nodes down for a TTL, in a cell of its own name.
+func delayedRestart(s *spec.Spec) {
+	s.RestartDelayTTL, s.Test = true, s.System+"-"+s.Client+"-kill-node-delayed-nofence"
+}
+
 // persistence is what the nodes keep on disk, in a cell of its own name.
 func persistence(p string) func(*spec.Spec) {
 	return func(s *spec.Spec) {
@@ -176,10 +182,9 @@ func kleppmann() Suite {
 			alone(cell("redlock", client, history.KillNode, false, crashForgets)),
 		)
 	}
-	// antirez's delayed restart (--restart-delay-ttl) has no cell: its crashed masters stay
-	// down through the lease, no other client is answered without them within it (their
-	// attempts go unanswered), so its danger never comes and its runs say unknown, never
-	// valid (harness's TestRedlockKilledNodeRestartedAfterATTLGivesNoSecondHolder).
+	// antirez's delayed restart (--restart-delay-ttl): the crashed masters stay down through
+	// the lease, so another client's attempts within it, the danger, are refused.
+	cells = append(cells, alone(cell("redlock", "redlock", history.KillNode, false, crashDelayed, delayedRestart)))
 	// Sentinel: a primary that serves like a single Redis, until it fails or is cut off.
 	cells = append(cells,
 		cell("sentinel", "redis", noFaults, false, safe, timeLimit(6*time.Second)),
