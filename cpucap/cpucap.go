@@ -1,0 +1,205 @@
+// Package cpucap starves processes of CPU without stopping them, for the throttle-holder
+// fault: a cgroup of their own whose CFS quota is a small share of one CPU (Quota per
+// Period), made in the CPU controller of cgroup v1 (cpu.cfs_quota_us) or, where there is
+// none, of cgroup v2 (cpu.max). A capped process runs, but late: its timers fire, its
+// keepalives and heartbeats are sent, each when its share of the CPU next comes round.
+// A cap is released by moving its processes back to the cgroup it was made in and removing
+// it, so nothing of it outlives the fault.
+package cpucap
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Root is where the cgroup hierarchies are mounted on a Linux host.
+const Root = "/sys/fs/cgroup"
+
+// A capped process gets Quota of CPU time in each Period: 1% of one CPU. A Go process
+// sends a lease's keepalive in well under a millisecond when it runs, so a larger share
+// would hardly slow it; at 1% everything it does (the runtime's timers, scheduler and
+// garbage collector, gRPC's goroutines, the worker's own requests) queues for one
+// millisecond in each hundred, as a process on an overloaded host or in a container with
+// a tiny CPU limit does. The quota is the smallest the kernel takes (1 ms); the period
+// its default.
+const (
+	Quota  = time.Millisecond
+	Period = 100 * time.Millisecond
+)
+
+// Controller is the CPU controller of one cgroup hierarchy: the cgroup caps are made in.
+type Controller struct {
+	dir string
+	v2  bool
+}
+
+// Find finds the CPU controller under root (Root on a host): cgroup v1's cpu hierarchy
+// (root/cpu), else cgroup v2's unified one (root itself, or root/unified beside v1's)
+// with the cpu controller enabled for its children. It says why there is none that this
+// process can make cgroups in.
+func Find(root string) (Controller, error) {
+	v1 := filepath.Join(root, "cpu")
+	v1Err := writable(v1, "cpu.cfs_quota_us")
+	if v1Err == nil {
+		return Controller{dir: v1}, nil
+	}
+	var v2Err error
+	for _, dir := range []string{root, filepath.Join(root, "unified")} {
+		if v2Err = cpuEnabled(dir); v2Err == nil {
+			return Controller{dir: dir, v2: true}, nil
+		}
+		if !errors.Is(v2Err, os.ErrNotExist) {
+			break
+		}
+	}
+	return Controller{}, fmt.Errorf("no CPU controller to throttle with under %s: cgroup v1 %v; cgroup v2 %v", root, v1Err, v2Err)
+}
+
+// writable says why file in cgroup dir cannot be written, nor a cgroup made beside it.
+func writable(dir, file string) error {
+	if _, err := os.Stat(filepath.Join(dir, file)); err != nil {
+		return fmt.Errorf("has no %s (%w)", file, os.ErrNotExist)
+	}
+	if err := unix.Access(dir, unix.W_OK); err != nil {
+		return fmt.Errorf("%s cannot be written: %w", dir, err)
+	}
+	return nil
+}
+
+// cpuEnabled says why dir is not a cgroup v2 hierarchy whose children have cpu.max: one
+// whose cgroup.subtree_control names cpu, and which can be written.
+func cpuEnabled(dir string) error {
+	subtree, err := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
+	if err != nil {
+		return fmt.Errorf("has no cgroup.subtree_control (%w)", os.ErrNotExist)
+	}
+	if !slices.Contains(strings.Fields(string(subtree)), "cpu") {
+		return fmt.Errorf("%s does not give its children the cpu controller (no cpu.max)", dir)
+	}
+	return writable(dir, "cgroup.procs")
+}
+
+// Cap is a cgroup of the caller's with a CPU quota, holding the processes moved into it.
+type Cap struct {
+	c   Controller
+	dir string
+}
+
+// Cap makes cgroup name in c with Quota per Period and moves pids into it, each with all
+// its threads. One that has exited meanwhile is no error. On an error nothing is left.
+func (c Controller) Cap(name string, pids []int) (*Cap, error) {
+	dir := filepath.Join(c.dir, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("make cgroup: %w", err)
+	}
+	g := &Cap{c: c, dir: dir}
+	err := g.limit()
+	for _, pid := range pids {
+		if err == nil {
+			err = move(dir, pid)
+		}
+	}
+	if err != nil {
+		return nil, errors.Join(err, g.Release())
+	}
+	return g, nil
+}
+
+// limit writes the quota: cpu.max in v2, the period and then the quota in v1.
+func (g *Cap) limit() error {
+	us := func(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) }
+	if g.c.v2 {
+		return write(g.dir, "cpu.max", us(Quota)+" "+us(Period))
+	}
+	return errors.Join(write(g.dir, "cpu.cfs_period_us", us(Period)), write(g.dir, "cpu.cfs_quota_us", us(Quota)))
+}
+
+// Release moves every process in the cap back to the cgroup it was made in and removes
+// the cap. It is idempotent.
+func (g *Cap) Release() error {
+	// A process the cap held may have forked as it was emptied: its child is in the cap.
+	for range 10 {
+		procs, err := os.ReadFile(filepath.Join(g.dir, "cgroup.procs"))
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, f := range strings.Fields(string(procs)) {
+			pid, err := strconv.Atoi(f)
+			if err != nil {
+				return fmt.Errorf("cgroup.procs of %s: %q", g.dir, f)
+			}
+			if err := move(g.c.dir, pid); err != nil {
+				return err
+			}
+		}
+		if err := rmdir(g.dir); !errors.Is(err, syscall.EBUSY) {
+			return err
+		}
+	}
+	return fmt.Errorf("cgroup %s keeps having processes", g.dir)
+}
+
+// rmdir removes a cgroup, which its directory allows with its control files in it (a
+// variable: a test's plain directory does not).
+var rmdir = os.Remove
+
+// move moves process pid, all its threads, into cgroup dir; one that has exited is no error.
+func move(dir string, pid int) error {
+	err := write(dir, "cgroup.procs", strconv.Itoa(pid))
+	if errors.Is(err, syscall.ESRCH) {
+		return nil
+	}
+	return err
+}
+
+func write(dir, file, value string) error {
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(value), 0o644); err != nil {
+		return fmt.Errorf("cgroup: %w", err)
+	}
+	return nil
+}
+
+// ProcessGroup lists the processes of process group pgid (from /proc): a worker and its
+// exec client's program.
+func ProcessGroup(pgid int) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		// pid (comm) state ppid pgrp ...: the command is in parentheses and may hold anything.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		if fields := strings.Fields(string(stat[i+1:])); len(fields) > 2 && fields[2] == strconv.Itoa(pgid) {
+			pids = append(pids, pid)
+		}
+	}
+	if len(pids) == 0 {
+		return nil, fmt.Errorf("no process in group %d", pgid)
+	}
+	return pids, nil
+}
