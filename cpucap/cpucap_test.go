@@ -1,12 +1,16 @@
 package cpucap
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // The tests lay out a plain directory as the kernel lays out /sys/fs/cgroup, which takes
@@ -126,4 +130,50 @@ func TestProcessGroupListsTheGroup(t *testing.T) {
 	if err != nil || !slices.Contains(pids, os.Getpid()) {
 		t.Errorf("ProcessGroup of the test's group = %v, %v; want it to hold %d", pids, err, os.Getpid())
 	}
+}
+
+// On a host with a CPU controller, a capped busy loop gets about its 1% of a CPU, and once
+// released all it can take again; nothing of the cap is left.
+func TestCapStarvesABusyProcess(t *testing.T) {
+	c, err := Find(Root)
+	if testing.Short() || err != nil {
+		t.Skipf("short, or no CPU controller here: %v", err)
+	}
+	busy := exec.Command("sh", "-c", "while :; do :; done")
+	if err := busy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { busy.Process.Kill(); busy.Wait() }()
+	g, err := c.Cap(fmt.Sprintf("lockbreaker-test-%d", os.Getpid()), []int{busy.Process.Pid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Release()
+	capped := cpuTime(t, busy.Process.Pid, time.Second)
+	if err := g.Release(); err != nil {
+		t.Fatal(err)
+	}
+	free := cpuTime(t, busy.Process.Pid, time.Second)
+	t.Logf("CPU in a second: %s capped, %s released", capped, free)
+	if capped > 50*time.Millisecond || free < 2*capped {
+		t.Errorf("CPU in a second: %s capped, %s released: want about 10 ms capped and far more released", capped, free)
+	}
+	if _, err := os.Stat(g.dir); !os.IsNotExist(err) {
+		t.Errorf("the cap is still there: %v", err)
+	}
+}
+
+// cpuTime is how much CPU process pid used in the next d (user and system, from /proc).
+func cpuTime(t *testing.T, pid int, d time.Duration) time.Duration {
+	t.Helper()
+	used := func() time.Duration {
+		stat := read(t, fmt.Sprintf("/proc/%d/stat", pid))
+		fields := strings.Fields(stat[strings.LastIndexByte(stat, ')')+1:])
+		utime, _ := strconv.Atoi(fields[11])
+		stime, _ := strconv.Atoi(fields[12])
+		return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
+	}
+	before := used()
+	time.Sleep(d)
+	return used() - before
 }
