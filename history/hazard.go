@@ -25,6 +25,11 @@ const (
 	// GrantedInPause: another client was granted the lock while a paused client, which had
 	// been granted it and had not begun to release, was still stopped.
 	GrantedInPause Hazard = "granted-in-pause"
+	// GrantedInThrottle: another client was granted the lock while a throttled client, which
+	// had been granted it and had not begun to release, was still throttled. A correct lock
+	// grants it only once the starved client's lease has run out (its keepalive came late or
+	// never), a broken one sooner; either way the throttled client still acts on its grant.
+	GrantedInThrottle Hazard = "granted-in-throttle"
 	// GrantedInCut: another client was granted the lock while a holder cut off the lock
 	// service (or the storage) had not finished its critical section.
 	GrantedInCut Hazard = "granted-in-cut"
@@ -92,6 +97,8 @@ var hazards = map[Hazard]hazardWords{
 		"no paused client stayed stopped past the end of its lease"},
 	GrantedInPause: {"grant while its holder was paused", "grants while their holder was paused",
 		"no other client was granted the lock while a paused client still held it"},
+	GrantedInThrottle: {"grant while its holder was throttled", "grants while their holder was throttled",
+		"no other client was granted the lock while a throttled client still held it"},
 	GrantedInCut: {"grant while a cut-off holder worked", "grants while a cut-off holder worked",
 		"no other client was granted the lock while a cut-off holder was in its critical section"},
 	CrashUnderGrant: {"crash under a held grant", "crashes under a held grant",

@@ -31,21 +31,31 @@ func (w *watcher) pauseWorker(ctx context.Context, env Env, fault history.FaultK
 // is, its pause recorded from when it stopped.
 func (w *watcher) stopWorker(env Env, fault history.FaultKind, p int) (thaw func() error, err error) {
 	target := workerName(p)
-	at, stopped := w.selfStopped[p]
-	delete(w.selfStopped, p)
-	if !stopped {
+	if _, stopped := w.selfStopped[p]; !stopped {
 		if err := env.Workers.Signal(p, syscall.SIGSTOP); err != nil {
 			return nil, fmt.Errorf("pause %s: %w", target, err)
 		}
-		at = history.Now()
 	}
-	env.Record(history.Event{Type: history.Info, Process: history.NemesisProcess, Func: history.Start, Time: at,
-		Fault: fault.Name, Targets: []string{target}})
+	w.take(env, fault, p)
 	return func() error {
 		err := env.Workers.Signal(p, syscall.SIGCONT)
 		record(env, history.Stop, fault.Name, target)
 		return err
 	}, nil
+}
+
+// take records the start of fault on lock client p: from when p stopped itself for the
+// watcher (nextReader), if it did, else from now. It says whether p did; the watcher lets go
+// of it either way, and the fault continues it.
+func (w *watcher) take(env Env, fault history.FaultKind, p int) (stopped bool) {
+	at, stopped := w.selfStopped[p]
+	delete(w.selfStopped, p)
+	if !stopped {
+		at = history.Now()
+	}
+	env.Record(history.Event{Type: history.Info, Process: history.NemesisProcess, Func: history.Start, Time: at,
+		Fault: fault.Name, Targets: []string{workerName(p)}})
+	return stopped
 }
 
 // letGo continues p if it stopped itself for the watcher and no fault took it.

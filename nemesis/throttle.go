@@ -1,0 +1,84 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"syscall"
+
+	"github.com/lockbreaker/lockbreaker/cpucap"
+	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/system"
+)
+
+// Throttler starves lock clients of CPU without stopping them: the whole process group of
+// one (the worker and its exec client's program, as Signal reaches it) gets a small share of
+// one CPU (package cpucap) until it is given its CPU back.
+type Throttler interface {
+	// Throttle caps client process's process group; one that has exited is no error.
+	Throttle(process int) error
+	// Unthrottle gives every throttled client its CPU back. It is idempotent.
+	Unthrottle() error
+}
+
+// throttleHolder is a slow holder, not a stopped one (issue 37): where pause-holder freezes
+// a holder, this one starves it, right after its read, to 1% of a CPU (cpucap.Quota per
+// cpucap.Period) and lets it run. Its keepalive goroutine or heartbeat thread still runs,
+// but late, as on an overloaded host or in a container with a tiny CPU limit; so does its
+// critical section. It stays throttled as long as pause-holder would keep it stopped
+// (afterHolderReads: until another client has taken the lock over, at most five leases, or
+// a --pause the user gave). Its hazard is the takeover: another client granted the lock
+// while the throttled one still held it.
+type throttleHolder struct{ anywhere }
+
+func init() { register(func() kind { return throttleHolder{} }) }
+
+func (throttleHolder) Kind() history.FaultKind { return history.ThrottleHolder }
+
+// cpuControl says why no process can be throttled here (a variable, so tests need no root).
+var cpuControl = func() error {
+	_, err := cpucap.Find(cpucap.Root)
+	return err
+}
+
+func (throttleHolder) conditions(system.System, int) error { return cpuControl() }
+
+func (throttleHolder) Run(ctx context.Context, env Env) error {
+	t, ok := env.Workers.(Throttler)
+	if !ok {
+		return errors.New("the lock clients cannot be throttled")
+	}
+	return afterHolderReads(ctx, env, func(w *watcher, p int, hold func()) error {
+		stop := w.seeTakeovers(env, history.ThrottleHolder.Name, history.GrantedInThrottle, p)
+		defer stop()
+		return w.throttleWorker(env, t, p, hold)
+	})
+}
+
+// throttleWorker throttles lock client p and records it, continues p if it stopped itself
+// for the watcher (nextReader: the throttle is recorded from when it stopped), holds the
+// throttle for as long as hold takes, and gives p its CPU back however hold ended.
+func (w *watcher) throttleWorker(env Env, t Throttler, p int, hold func()) (err error) {
+	if err := t.Throttle(p); err != nil {
+		return err // a p that stopped itself is let go by the caller
+	}
+	defer func() {
+		err = errors.Join(err, t.Unthrottle())
+		record(env, history.Stop, history.ThrottleHolder.Name, workerName(p))
+	}()
+	if w.take(env, history.ThrottleHolder, p) {
+		if err := env.Workers.Signal(p, syscall.SIGCONT); err != nil {
+			return err
+		}
+	}
+	hold()
+	return nil
+}
+
+// Heal gives every client its CPU back and continues any that stopped itself for a fault.
+func (throttleHolder) Heal(_ context.Context, env Env) error {
+	t, ok := env.Workers.(Throttler)
+	if !ok {
+		return nil
+	}
+	return errors.Join(t.Unthrottle(), resumeAllWorkers(env))
+}
