@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lockbreaker/lockbreaker/cpucap"
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/internal/quote"
 	"github.com/lockbreaker/lockbreaker/nemesis"
@@ -61,6 +62,8 @@ type pool struct {
 	// armed, while a directed fault waits for a worker to stop itself (ArmStop), gets the
 	// first that does; nil otherwise.
 	armed chan nemesis.SelfStop
+	// capped are the cgroups throttled workers are in (Throttle), until Unthrottle.
+	capped []*cpucap.Cap
 
 	brokeOnce sync.Once
 	broke     chan struct{} // closed when a client broke; brokeErr says how
@@ -468,6 +471,44 @@ func (w *worker) signal(sig syscall.Signal) error {
 	return nil
 }
 
+// Throttle and Unthrottle make the pool a nemesis.Throttler: a worker's whole process group,
+// its exec client's program too, goes into a cgroup of its own with a CPU quota (package
+// cpucap), named after the run and the worker so that nothing of another run's is touched.
+func (p *pool) Throttle(process int) error {
+	w, err := p.find(process)
+	if w == nil || err != nil {
+		return err
+	}
+	c, err := cpucap.Find(cpucap.Root)
+	if err != nil {
+		return err
+	}
+	pids, err := cpucap.ProcessGroup(w.cmd.Process.Pid)
+	if err != nil || len(pids) == 0 { // none: the worker and its program have exited
+		return err
+	}
+	g, err := c.Cap(fmt.Sprintf("lockbreaker-%s-worker-%d", w.cfg.Run, process), pids)
+	if err != nil {
+		return w.ignoreExited(fmt.Errorf("throttle worker %d: %w", process, err))
+	}
+	p.mu.Lock()
+	p.capped = append(p.capped, g)
+	p.mu.Unlock()
+	return nil
+}
+
+func (p *pool) Unthrottle() error {
+	p.mu.Lock()
+	capped := p.capped
+	p.capped = nil
+	p.mu.Unlock()
+	var errs []error
+	for _, g := range capped {
+		errs = append(errs, g.Release())
+	}
+	return errors.Join(errs...)
+}
+
 // ClientIP, ClientDropFrom, DelayClient and HealClients make the pool a
 // nemesis.ClientNetwork when its workers have addresses of their own.
 func (p *pool) ClientIP(process int) (string, error) {
@@ -537,8 +578,12 @@ func (w *worker) ignoreExited(err error) error {
 }
 
 // stop asks every worker to finish, waits up to grace for them, kills the rest, and waits
-// until every pump has recorded its last event. Stopped (paused) workers are thawed first.
+// until every pump has recorded its last event. Stopped (paused) workers are thawed first,
+// and throttled ones given their CPU back: no cgroup of theirs outlives the pool.
 func (p *pool) stop(grace time.Duration) {
+	if err := p.Unthrottle(); err != nil {
+		fmt.Fprintf(p.logs, "unthrottle: %v\n", err)
+	}
 	p.mu.Lock()
 	p.stopping = true
 	running := slices.DeleteFunc(slices.Clone(p.slots), func(w *worker) bool { return w == nil })
