@@ -1,7 +1,8 @@
 // Package nemesis injects faults into a running test: process pauses (SIGSTOP), crashes
 // (SIGKILL, of a lock client or of a node's server, which starts again on what its disk
 // kept), wall-clock jumps (libfaketime), network partitions (iptables) between nodes and
-// single lock clients, delayed packets of one client (tc netem) and a primary's failover.
+// single lock clients, delayed packets of one client (tc netem), a holder throttled to a
+// sliver of a CPU (a cgroup's quota) and a primary's failover.
 // Each kind of fault is declared once in history (history.FaultKind: its name, its words, its
 // hazard) and made by one kind here, which its file registers in its init; New composes the
 // chosen kinds into one Nemesis. It also
@@ -10,8 +11,8 @@
 // restartable servers, clients with addresses of their own), from which the cluster is
 // started, and whether it applies to a system at all (Available), so a fault that cannot
 // apply says so before anything starts. The levers themselves (Clocks, Network,
-// ClientNetwork, Leaders, Restarter, Roles) are small interfaces a cluster or the worker
-// pool implements.
+// ClientNetwork, Throttler, Leaders, Restarter, Roles) are small interfaces a cluster or
+// the worker pool implements.
 //
 // A nemesis records every fault it injects as a start event and every heal as a stop
 // event in the history, so checkers and reports can see what was broken when. Every fault
