@@ -9,6 +9,7 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/cli/command"
 	"github.com/lockbreaker/lockbreaker/containers"
+	"github.com/lockbreaker/lockbreaker/cpucap"
 )
 
 // cleanCommand is `lockbreaker clean`: its help, and cmdClean to run it.
@@ -19,9 +20,11 @@ var cleanCommand = command.Command{
 	About: `Removes the containers and networks labelled by lockbreaker whose run has died on this
 host (killed with SIGKILL, a crash): their owner process is gone. Runs still going, such as
 another suite or test beside this one, are left alone; --run removes one run's, live or
-not, and --all every labelled container and network. Lock clients leave nothing for it: a
+not, and --all every labelled container and network. Lock clients leave little for it: a
 client's network namespace and address on the cluster network die with its process, and
-an exec client's program with its worker.`,
+an exec client's program with its worker. The cgroup of a throttled client
+(throttle-holder) that a killed run left empty is removed once a minute old, here and at
+the next run's start.`,
 	Flags: func() *flag.FlagSet {
 		fs, _, _ := cleanFlags()
 		return fs
@@ -78,5 +81,12 @@ func cmdClean(ctx context.Context, args []string, stdout io.Writer) (int, error)
 		return 0, err
 	}
 	fmt.Fprintf(stdout, "removed %d containers and networks\n", n)
+	cgroups, err := cpucap.Sweep(cpucap.Root)
+	if cgroups > 0 {
+		fmt.Fprintf(stdout, "removed %d cgroups of throttled clients\n", cgroups)
+	}
+	if err != nil {
+		return 0, err
+	}
 	return command.ExitValid, nil
 }

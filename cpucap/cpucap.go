@@ -95,10 +95,13 @@ type Cap struct {
 	dir string
 }
 
-// Cap makes cgroup name in c with Quota per Period and moves pids into it, each with all
-// its threads. One that has exited meanwhile is no error. On an error nothing is left.
+// Prefix starts the name of every cap, so that Sweep finds those a killed run left.
+const Prefix = "lockbreaker-"
+
+// Cap makes cgroup Prefix+name in c with Quota per Period and moves pids into it, each with
+// all its threads. One that has exited meanwhile is no error. On an error nothing is left.
 func (c Controller) Cap(name string, pids []int) (*Cap, error) {
-	dir := filepath.Join(c.dir, name)
+	dir := filepath.Join(c.dir, Prefix+name)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("make cgroup: %w", err)
 	}
@@ -151,6 +154,42 @@ func (g *Cap) Release() error {
 	}
 	return fmt.Errorf("cgroup %s keeps having processes", g.dir)
 }
+
+// Sweep removes the caps under root (Root on a host) that hold no process and were made
+// over sweepAge ago: what a run killed with SIGKILL left, its workers gone with it. A cap
+// being filled, or holding a live run's worker, is left alone. With no CPU controller there
+// is nothing to sweep. It says how many it removed.
+func Sweep(root string) (removed int, err error) {
+	c, err := Find(root)
+	if err != nil {
+		return 0, nil
+	}
+	caps, err := filepath.Glob(filepath.Join(c.dir, Prefix+"*"))
+	if err != nil {
+		return 0, err
+	}
+	var errs []error
+	for _, dir := range caps {
+		info, err := os.Stat(dir)
+		if err != nil || !info.IsDir() || time.Since(info.ModTime()) < sweepAge {
+			continue
+		}
+		procs, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		if err != nil || len(strings.Fields(string(procs))) > 0 {
+			continue
+		}
+		if err := rmdir(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+			continue
+		}
+		removed++
+	}
+	return removed, errors.Join(errs...)
+}
+
+// sweepAge is how old an empty cap must be for Sweep: one just made is empty until its
+// processes are moved in, microseconds later.
+const sweepAge = time.Minute
 
 // rmdir removes a cgroup, which its directory allows with its control files in it (a
 // variable: a test's plain directory does not).

@@ -73,7 +73,7 @@ func TestCapLimitsAndReleaseMovesBackAndRemoves(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			g, err := c.Cap("lockbreaker-run-1", []int{41, 42})
+			g, err := c.Cap("run-1", []int{41, 42})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,7 +144,7 @@ func TestCapStarvesABusyProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { busy.Process.Kill(); busy.Wait() }()
-	g, err := c.Cap(fmt.Sprintf("lockbreaker-test-%d", os.Getpid()), []int{busy.Process.Pid})
+	g, err := c.Cap(fmt.Sprintf("test-%d", os.Getpid()), []int{busy.Process.Pid})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,4 +176,33 @@ func cpuTime(t *testing.T, pid int, d time.Duration) time.Duration {
 	before := used()
 	time.Sleep(d)
 	return used() - before
+}
+
+// Sweep removes the empty caps a killed run left, and none that holds a process, is being
+// filled, or is not a cap.
+func TestSweepRemovesEmptyCapsLeft(t *testing.T) {
+	root := fakeRoot(t, true, "")
+	cpu := filepath.Join(root, "cpu")
+	old := time.Now().Add(-time.Hour)
+	for name, procs := range map[string]string{"lockbreaker-dead-worker-1": "", "lockbreaker-live-worker-2": "42\n",
+		"lockbreaker-new-worker-3": "", "someone-else": ""} {
+		put(t, filepath.Join(cpu, name), "cgroup.procs", procs)
+		if name != "lockbreaker-new-worker-3" {
+			if err := os.Chtimes(filepath.Join(cpu, name), old, old); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	n, err := Sweep(root)
+	if err != nil || n != 1 {
+		t.Fatalf("Sweep = %d, %v; want the dead run's cap removed", n, err)
+	}
+	left, _ := filepath.Glob(filepath.Join(cpu, "*-*"))
+	want := []string{"lockbreaker-live-worker-2", "lockbreaker-new-worker-3", "someone-else"}
+	for i := range left {
+		left[i] = filepath.Base(left[i])
+	}
+	if !slices.Equal(left, want) {
+		t.Errorf("left %q, want %q", left, want)
+	}
 }

@@ -124,6 +124,10 @@ func startPool(command []string, configs []WorkerConfig, rec *history.Recorder, 
 func startPoolOn(addrs *clientAddrs, command []string, configs []WorkerConfig, rec *history.Recorder, logs io.Writer) (*pool, error) {
 	p := &pool{rec: rec, command: command, logs: logs, addrs: addrs, slots: make([]*worker, len(configs)),
 		unready: make([]int, len(configs)), broke: make(chan struct{})}
+	// A run killed with SIGKILL leaves its throttled workers' cgroups, empty: the next sweeps.
+	if _, err := cpucap.Sweep(cpucap.Root); err != nil {
+		fmt.Fprintf(logs, "could not sweep the cgroups left by killed runs: %v\n", err)
+	}
 	for slot, cfg := range configs {
 		w, stdout, err := p.launch(slot, cfg)
 		if err != nil {
@@ -473,7 +477,8 @@ func (w *worker) signal(sig syscall.Signal) error {
 
 // Throttle and Unthrottle make the pool a nemesis.Throttler: a worker's whole process group,
 // its exec client's program too, goes into a cgroup of its own with a CPU quota (package
-// cpucap), named after the run and the worker so that nothing of another run's is touched.
+// cpucap), named after the run and the worker (lockbreaker-<run>-worker-<n>) so that nothing
+// of another run's is touched.
 func (p *pool) Throttle(process int) error {
 	w, err := p.find(process)
 	if w == nil || err != nil {
@@ -487,7 +492,7 @@ func (p *pool) Throttle(process int) error {
 	if err != nil || len(pids) == 0 { // none: the worker and its program have exited
 		return err
 	}
-	g, err := c.Cap(fmt.Sprintf("lockbreaker-%s-worker-%d", w.cfg.Run, process), pids)
+	g, err := c.Cap(fmt.Sprintf("%s-worker-%d", w.cfg.Run, process), pids)
 	if err != nil {
 		return w.ignoreExited(fmt.Errorf("throttle worker %d: %w", process, err))
 	}

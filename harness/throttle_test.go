@@ -39,7 +39,7 @@ func TestEtcdThrottledHolder(t *testing.T) {
 	if len(faults) == 0 || ran == 0 {
 		t.Fatalf("%d throttles, in %d of which the victim completed a request: want a throttled holder that ran", len(faults), ran)
 	}
-	if left, _ := filepath.Glob(filepath.Join(cpucap.Root, "*", "lockbreaker-"+tr.summary.RunID+"-*")); len(left) > 0 {
+	if left, _ := filepath.Glob(filepath.Join(cpucap.Root, "*", cpucap.Prefix+tr.summary.RunID+"-*")); len(left) > 0 {
 		t.Errorf("cgroups left: %v", left)
 	}
 	n := hazardCount(tr.summary, history.GrantedInThrottle)
