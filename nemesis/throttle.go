@@ -14,7 +14,7 @@ import (
 // one (the worker and its exec client's program, as Signal reaches it) gets a small share of
 // one CPU (package cpucap) until it is given its CPU back.
 type Throttler interface {
-	// Throttle caps client process's process group; one that has exited is no error.
+	// Throttle caps the process group of client process; one that has exited is no error.
 	Throttle(process int) error
 	// Unthrottle gives every throttled client its CPU back. It is idempotent.
 	Unthrottle() error
