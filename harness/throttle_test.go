@@ -1,13 +1,21 @@
 package harness
 
 import (
+	"bytes"
+	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/cpucap"
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/workloads"
+	"github.com/lockbreaker/lockbreaker/workloads/execlock"
 )
 
 // throttle-holder on etcd (issue 37), unfenced: the holder throttled to 1% of a CPU right
@@ -49,4 +57,96 @@ func TestEtcdThrottledHolder(t *testing.T) {
 	} else {
 		expect(t, tr.summary, map[string]checkers.Verdict{"stats": checkers.Unknown})
 	}
+}
+
+// A throttle of an exec client caps its whole process group: the worker and its program
+// are in the run's cgroup for the worker, together held to 1% of a CPU, and the program's
+// own thread (its heartbeat) goes on, late, rather than stopping. Unthrottled, both are back
+// where they were and the cgroup is gone.
+func TestThrottleCapsTheExecProgramToo(t *testing.T) {
+	if _, err := cpucap.Find(cpucap.Root); err != nil {
+		t.Skip(err)
+	}
+	inLane(t, laneLocal)
+	rec, logs, logged := poolRecords(t)
+	exe, _ := os.Executable()
+	cfg := WorkerConfig{Process: 0, Run: fmt.Sprintf("test-%d", os.Getpid()), Client: execlock.Name,
+		AcquireTimeout: 300 * time.Millisecond, OpTimeout: time.Second,
+		Lock: workloads.Config{System: "local", Key: "lock", TTL: time.Second, OpTimeout: 100 * time.Millisecond,
+			Retry: 20 * time.Millisecond, Owner: "w0", Program: testProgram(t, "heartbeat")}}
+	workers, err := startPool([]string{exe}, []WorkerConfig{cfg}, rec, logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer workers.stop(5 * time.Second)
+	for strings.Count(logged(), "beat ") < 5 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	worker := workers.slots[0].cmd.Process.Pid
+	group := []int{worker, childOf(t, worker)}
+	slices.Sort(group)
+
+	if err := workers.Throttle(0); err != nil {
+		t.Fatal(err)
+	}
+	capped, _ := filepath.Glob(filepath.Join(cpucap.Root, "*", cpucap.Prefix+cfg.Run+"-worker-0"))
+	if len(capped) != 1 {
+		t.Fatalf("cgroups of the throttle: %v, want one", capped)
+	}
+	if procs := pidsIn(t, capped[0]); !slices.Equal(procs, group) {
+		t.Errorf("the throttle's cgroup holds %v, want the worker and its program %v", procs, group)
+	}
+	beats := strings.Count(logged(), "beat ")
+	used := groupCPU(t, group, time.Second)
+	beats = strings.Count(logged(), "beat ") - beats
+	if err := workers.Unthrottle(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("throttled for a second: %s of CPU, %d heartbeats", used, beats)
+	if used > 50*time.Millisecond || beats == 0 {
+		t.Errorf("throttled for a second: %s of CPU and %d heartbeats, want about 10 ms and some", used, beats)
+	}
+	if _, err := os.Stat(capped[0]); !os.IsNotExist(err) {
+		t.Errorf("the throttle's cgroup is still there after Unthrottle: %v", err)
+	}
+	if back := pidsIn(t, filepath.Dir(capped[0])); !slices.Contains(back, group[0]) || !slices.Contains(back, group[1]) {
+		t.Errorf("the worker and its program %v are not back in %s", group, filepath.Dir(capped[0]))
+	}
+}
+
+// pidsIn lists the processes in cgroup dir, in order.
+func pidsIn(t *testing.T, dir string) []int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		pid, _ := strconv.Atoi(f)
+		pids = append(pids, pid)
+	}
+	slices.Sort(pids)
+	return pids
+}
+
+// groupCPU is how much CPU the processes used together in the next d (user and system).
+func groupCPU(t *testing.T, pids []int, d time.Duration) time.Duration {
+	t.Helper()
+	used := func() (total time.Duration) {
+		for _, pid := range pids {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+			utime, _ := strconv.Atoi(fields[11])
+			stime, _ := strconv.Atoi(fields[12])
+			total += time.Duration(utime+stime) * time.Second / 100 // USER_HZ
+		}
+		return total
+	}
+	before := used()
+	time.Sleep(d)
+	return used() - before
 }
