@@ -25,13 +25,14 @@ import (
 // Root is where the cgroup hierarchies are mounted on a Linux host.
 const Root = "/sys/fs/cgroup"
 
-// A capped process gets Quota of CPU time in each Period: 1% of one CPU. A Go process
-// sends a lease's keepalive in well under a millisecond when it runs, so a larger share
-// would hardly slow it; at 1% everything it does (the runtime's timers, scheduler and
-// garbage collector, gRPC's goroutines, the worker's own requests) queues for one
-// millisecond in each hundred, as a process on an overloaded host or in a container with
-// a tiny CPU limit does. The quota is the smallest the kernel takes (1 ms); the period
-// its default.
+// A capped process gets Quota of CPU time in each Period: 1% of one CPU, the smallest
+// quota the kernel takes (1 ms) at its default period. Everything the process does (the
+// runtime's timers, scheduler and garbage collector, a client library's goroutines or
+// threads) then queues for that millisecond, as on an overloaded host or in a container
+// with a tiny CPU limit. A quota starves only a process that wants more than it: measured
+// on etcd, an idle holder's keepalive still fits (docs/measurements.md). A longer period
+// (at most 1 s) made no holder lose its lease either, and stalls a process up to the whole
+// period at a stretch: a pause more than a throttle.
 const (
 	Quota  = time.Millisecond
 	Period = 100 * time.Millisecond
