@@ -301,6 +301,14 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 		}
 	}
 	configs := t.workerConfigs(runID, cluster.Addrs(), monitorAddrs(cluster), store.Addr())
+	listenAddr, _ := netip.ParseAddrPort(store.Addr())
+	proxies, err := openLinks(nem.Needs(), listenAddr.Addr(), cluster.Addrs(), store.Addr(), configs)
+	if err != nil {
+		return errors.Join(fmt.Errorf("proxies on the clients' links: %w", err), nem.Heal(context.WithoutCancel(ctx), env))
+	}
+	if proxies != nil {
+		defer proxies.Close()
+	}
 	stopPooled := t.watchPooler(env)
 	defer stopPooled()
 	started := time.Now()
@@ -314,6 +322,9 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 		t.say("%d clients share one address: %v", len(configs), shared)
 	}
 	env.Workers, env.Clients = workers, clientsOf(workers)
+	if proxies != nil {
+		env.Links = linksLever{set: proxies, workers: workers}
+	}
 	// The time limit counts from when every client is at work, each answered once: a client
 	// whose program takes seconds to start (a JVM beside other runs on a busy machine), or
 	// whose first connection does, would otherwise spend the run starting, and a fault aimed
