@@ -1,12 +1,17 @@
 package harness
 
 import (
+	"encoding/json"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/lockbreaker/lockbreaker/analysis"
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/results"
 )
 
 // delayHolderSpec is the seed's delayed write on one Redis: each holder's write after its
@@ -41,5 +46,40 @@ func TestRedisHolderWriteHeldInTheNetwork(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Proxies in the path with no fault change no verdict: the same seed on the in-process
+// lock, once dialling it directly and once through the proxies a links fault puts there,
+// with the fault's schedule past the run's end. A run whose nemesis injected nothing
+// proves nothing (stats), so its history is judged as a run without faults would be.
+func TestProxiesWithoutAFaultKeepTheVerdicts(t *testing.T) {
+	inLane(t, laneLocal)
+	direct := spec("local", "", none, true, 3*time.Second)
+	proxied := direct
+	proxied.Nemesis, proxied.Interval = []string{history.Delay.Name}, Duration(time.Hour)
+	_, ds := runTrial(t, direct)
+	dir, ps := runTrial(t, proxied)
+	if !slices.ContainsFunc(ps.Notes, func(n string) bool { return strings.Contains(n, "through proxies of its own") }) {
+		t.Fatalf("the proxied run's notes do not say its clients went through proxies: %q", ps.Notes)
+	}
+	if ps.Faults != 0 {
+		t.Fatalf("the proxied run injected %d faults, want none", ps.Faults)
+	}
+	asDirect, err := json.Marshal(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps.Spec = asDirect
+	ps, err = analysis.File(t.Context(), t.TempDir(), filepath.Join(dir, results.HistoryFile), ps, checkers.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dv, pv := verdicts(ds), verdicts(ps)
+	for _, c := range []string{checkers.LockLinearizable, checkers.MutualExclusion, checkers.DataSafety, checkers.LostUpdates,
+		checkers.Fencing, checkers.Stats} {
+		if dv[c].Verdict != checkers.Valid || pv[c].Verdict != checkers.Valid {
+			t.Errorf("%s: %s directly, %s through the proxies; want valid both", c, dv[c].Verdict, pv[c].Verdict)
+		}
 	}
 }

@@ -167,6 +167,10 @@ func (t *trial) notes() []string {
 		notes = append(notes, fmt.Sprintf("each lock client runs the program %s, which acquires and releases over the exec protocol "+
 			"(docs/protocol.md) while its worker reads and writes the storage", shellwords.Join(t.spec.ClientCmd)))
 	}
+	if t.nemesis.Needs().Links {
+		notes = append(notes, "each client reached the nodes and the storage through proxies of its own on its links "+
+			"(Toxiproxy, in the harness), which nemesis "+t.nemesis.Name()+" slows or holds")
+	}
 	notes = append(append(notes, t.fencingNotes()...), t.serverNotes()...)
 	if c := t.sys.Container; c != nil && c.Notes != nil {
 		notes = append(notes, c.Notes(system.Cluster{Nodes: t.nodes, TTL: t.spec.TTL.Std(), Pooler: t.spec.Pooler})...)

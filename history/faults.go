@@ -103,6 +103,8 @@ var (
 	DelayHolder = declare(FaultKind{Name: "delay-holder", Struck: "had its write held in the network",
 		Hazard: LateWrite,
 		Does:   "holds a holder's next storage write in the network until its lease has run out and another client has written, then delivers it: the seed's delayed write"})
+	SlowNetwork = declare(FaultKind{Name: "slow-network", Struck: "had their network slowed", Hazard: SlowPastLease,
+		Does: "delays everything every client sends, by a latency drawn for each window between a sixteenth and a half of the --ttl and half as much jitter, for --pause (through their links' proxies)"})
 )
 
 // faultKinds are the declared kinds by name.

@@ -156,3 +156,61 @@ func (w *watcher) delayWrite(ctx context.Context, env Env, held links.Held) {
 			"written": fmt.Sprintf("%s wrote %d", workerName(other.Process), *other.Value)},
 		target, workerName(other.Process))
 }
+
+// slowNetwork slows everything every client sends for env.Pause on its schedule: a
+// congested network, not a broken one. Each window draws its latency, seeded, between a
+// sixteenth and a half of the TTL, with half as much jitter, so that a run meets both
+// slowness a lock rides out and slowness that eats a lease. Its hazard is the danger
+// slowness makes: a holder's write reaching the storage after its lease (the validity its
+// client stated, else the TTL from its grant) had run out, while the network was slow.
+type slowNetwork struct{ onLinks }
+
+func init() { register(func() kind { return slowNetwork{} }) }
+
+func (slowNetwork) Kind() history.FaultKind { return history.SlowNetwork }
+
+// slowness is a window's latency and the jitter around it.
+func slowness(ttl time.Duration, rng *rand.Rand) (latency, jitter time.Duration) {
+	latency = ttl/16 + time.Duration(rng.Int63n(int64(ttl/2-ttl/16)+1))
+	return latency, latency / 2
+}
+
+func (slowNetwork) Run(ctx context.Context, env Env) error {
+	w := watch(env.Subscribe())
+	return w.schedule(ctx, env, func(rng *rand.Rand) error {
+		latency, jitter := slowness(env.TTL, rng)
+		for _, p := range env.Workers.Processes() {
+			if err := env.Links.SlowClient(p, latency, jitter); err != nil {
+				env.Links.HealLinks()
+				return fmt.Errorf("slow %s: %w", workerName(p), err)
+			}
+		}
+		detail := map[string]string{delayDetail: latency.String(), "jitter": jitter.String()}
+		recordDetail(env, history.Start, history.SlowNetwork.Name, detail, Clients)
+		w.seeOverruns(ctx, env, env.Pause)
+		env.Links.HealLinks()
+		recordDetail(env, history.Stop, history.SlowNetwork.Name, detail, Clients)
+		return nil
+	})
+}
+
+// seeOverruns follows the history for d and records slow-network's hazard for each write
+// the storage applied after its holder's lease had run out.
+func (w *watcher) seeOverruns(ctx context.Context, env Env, d time.Duration) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		e, ok := w.next(ctx, timer.C)
+		if !ok {
+			return
+		}
+		if e.Func != history.Write || !e.IsCompletion() || e.EffectFrom == 0 || !w.holds(e.Process) {
+			continue
+		}
+		if end := w.leaseEnd(e.Process, env.TTL); e.EffectFrom > end {
+			recordHazard(env, history.SlowNetwork.Name, history.SlowPastLease, e.EffectFrom,
+				map[string]string{"holder": grantText(w.holding[e.Process]), "late": history.Duration(end, e.EffectFrom).String()},
+				workerName(e.Process))
+		}
+	}
+}

@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"math/rand"
 	"slices"
 	"strings"
 	"testing"
@@ -164,5 +165,64 @@ func TestLinksAndClientCutsAreRefusedTogether(t *testing.T) {
 	n, _ = New([]string{"delay-holder", "pause-node"})
 	if err := n.Available(redis, 1); err != nil {
 		t.Errorf("delay-holder with pause-node: %v", err)
+	}
+}
+
+// A window's latency lies between a sixteenth and a half of the TTL, its jitter half that.
+func TestSlownessSpansWhatALeaseRidesOutAndWhatEatsIt(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	for range 1000 {
+		latency, jitter := slowness(time.Second, rng)
+		if latency < time.Second/16 || latency > time.Second/2 || jitter != latency/2 {
+			t.Fatalf("latency %s, jitter %s", latency, jitter)
+		}
+	}
+}
+
+// slow-network slows every client; a holder's write the storage applied after its lease
+// is its hazard, one within the lease is not.
+func TestSlowNetworkSeesWritesAfterTheirLease(t *testing.T) {
+	f := newFake(2, 1)
+	env, _ := f.linkedEnv()
+	env.TTL, env.Pause = 100*time.Millisecond, time.Hour // the window ends with the test
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error)
+	go func() { done <- slowNetwork{}.Run(ctx, env) }()
+	waitFor(t, "both clients slowed", func() bool { return len(f.did()) == 2 })
+	granted := history.Now() - int64(time.Second) // both leases ran out long ago
+	for _, e := range []history.Event{
+		{Type: history.OK, Process: 0, Func: history.Acquire, Time: granted, Detail: map[string]string{"validity": "1h"}},
+		{Type: history.OK, Process: 0, Func: history.Write, Time: history.Now(), EffectFrom: history.Now(), Value: history.Int64(1)},
+		{Type: history.OK, Process: 1, Func: history.Acquire, Time: granted},
+		{Type: history.OK, Process: 1, Func: history.Write, Time: history.Now(), EffectFrom: history.Now(), Value: history.Int64(2)},
+	} {
+		f.events <- e
+	}
+	hazards := func() (n int) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, e := range f.recorded {
+			if e.Hazard == history.SlowPastLease && slices.Equal(e.Targets, []string{"worker-1"}) {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, "worker-1's late write", func() bool { return hazards() > 0 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	got := f.did()
+	if len(got) != 3 || !strings.HasPrefix(got[0], "worker-0 slowed ") || got[1] != strings.Replace(got[0], "worker-0", "worker-1", 1) ||
+		got[2] != "heal links" {
+		t.Errorf("actions %q, want both clients slowed alike, then healed", got)
+	}
+	if n := hazards(); n != 1 {
+		t.Errorf("%d hazards about worker-1, want 1 (worker-0's write was within its stated validity)", n)
+	}
+	if faults := f.faults(); len(faults) != 1 || !faults[0].Healed || faults[0].Targets[0] != Clients {
+		t.Errorf("faults %+v", faults)
 	}
 }
