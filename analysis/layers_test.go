@@ -37,8 +37,8 @@ var lockClients = []string{
 func within(pkg, path string) bool { return pkg == path || strings.HasPrefix(pkg, path+"/") }
 
 // forbidden says why a package may not be linked into check and report, or "": what runs
-// a test (Docker, containers, the harness, the nemeses, the lock clients and the
-// workloads that drive them, a system file's loading) has no part in judging a saved one.
+// a test (Docker, containers, the harness, the nemeses, the proxies on the clients' links,
+// the lock clients and the workloads that drive them, a system file's loading) has no part in judging a saved one.
 func forbidden(pkg string) string {
 	switch {
 	case strings.Contains(pkg, "docker"), strings.Contains(pkg, "moby"), strings.Contains(pkg, "testcontainers"):
@@ -53,6 +53,8 @@ func forbidden(pkg string) string {
 		return "the workloads and their lock clients"
 	case within(pkg, module+"/sysfile"):
 		return "the system files' loading"
+	case within(pkg, module+"/links"), strings.Contains(pkg, "toxiproxy"):
+		return "the proxies on the clients' links"
 	case slices.ContainsFunc(lockClients, func(c string) bool { return strings.HasPrefix(pkg, c) }):
 		return "a lock client library"
 	}

@@ -69,6 +69,7 @@ Exit 1 on a regression, 0 otherwise.`,
 // suiteOptions are suite's flags.
 type suiteOptions struct {
 	seeds, parallel  int
+	seedOffset       int64
 	shard, results   string
 	list, runToLimit bool
 }
@@ -77,6 +78,7 @@ func suiteFlags() (*flag.FlagSet, *suiteOptions) {
 	opts := &suiteOptions{}
 	fs := command.NewFlags("suite")
 	fs.IntVar(&opts.seeds, "seeds", 1, "runs per cell, with the cell's seed and the ones after it")
+	fs.Int64Var(&opts.seedOffset, "seed-offset", 0, "move every cell's seeds this far from its own (a nightly exploring new ones)")
 	fs.IntVar(&opts.parallel, "parallel", defaultParallel, fmt.Sprintf("runs at once, 1 to %d, each on a cluster of its own", maxParallel))
 	fs.StringVar(&opts.shard, "shard", "1/1", "i/n: run only the i-th of n contiguous parts of the suite (one per CI runner)")
 	fs.StringVar(&opts.results, "results", defaultResults, "directory the suite's directory (or the merged one) is made in")
@@ -125,7 +127,7 @@ func cmdSuite(ctx context.Context, args []string, stdout io.Writer) (int, error)
 			return 0, err
 		}
 	}
-	dir, res, err := suite.Run(ctx, s, suite.Options{Seeds: opts.seeds, Shard: shard, Root: opts.results,
+	dir, res, err := suite.Run(ctx, s, suite.Options{Seeds: opts.seeds, SeedOffset: opts.seedOffset, Shard: shard, Root: opts.results,
 		Parallel: opts.parallel, Progress: stdout, Live: command.IsTerminal(stdout), Runners: harnessRunners, CheckSpec: harness.CheckedSpec, RunToLimit: opts.runToLimit})
 	if dir != "" {
 		fmt.Fprint(stdout, "\n"+command.EscapeLines(suite.Summary(dir, res)))

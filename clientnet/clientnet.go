@@ -7,8 +7,8 @@
 // pair and gives it the address of its slot, counted down from the top of the subnet
 // (Docker hands addresses out from the bottom), so a worker that replaces a dead one has
 // the same address. The namespace, and the veth pair with it, dies with the process: a
-// killed harness leaves nothing behind. Cuts are iptables rules and delays tc netem
-// qdiscs inside a worker's namespace.
+// killed harness leaves nothing behind. Cuts are iptables rules inside a worker's
+// namespace.
 //
 // It needs root and the host tools ip, nsenter and iptables (Supported says which are
 // missing).
@@ -61,30 +61,6 @@ func Supported() error {
 		}
 	})
 	return supportedErr
-}
-
-var (
-	netemOnce sync.Once
-	netemErr  error
-)
-
-// Netem says why packets cannot be delayed on this host (tc netem in a network namespace);
-// nil when they can. It tries once, in a namespace of its own that dies with the probe.
-func Netem(ctx context.Context) error {
-	if err := Supported(); err != nil {
-		return err
-	}
-	netemOnce.Do(func() {
-		if _, err := exec.LookPath("tc"); err != nil {
-			netemErr = errors.New("delaying packets needs tc (iproute2) on the host")
-			return
-		}
-		_, err := run(ctx, "unshare", "-n", "sh", "-c", "ip link set lo up && tc qdisc add dev lo root netem delay 1ms")
-		if err != nil {
-			netemErr = fmt.Errorf("tc netem is not available in this kernel: %w", err)
-		}
-	})
-	return netemErr
 }
 
 // Network is a cluster network lock clients join.
@@ -175,16 +151,10 @@ func (n *Network) DropTo(ctx context.Context, pid int, service netip.AddrPort) e
 		"-d", service.Addr().String(), "--dport", strconv.Itoa(int(service.Port())), "-j", "DROP")
 }
 
-// Delay delays every packet process pid sends by d.
-func (n *Network) Delay(ctx context.Context, pid int, d time.Duration) error {
-	return n.inNamespace(ctx, pid, "delay client packets", "tc", "qdisc", "replace", "dev", "eth0", "root", "netem",
-		"delay", fmt.Sprintf("%dus", d.Microseconds()))
-}
-
-// Heal removes every cut and delay from process pid's namespace.
+// Heal removes every cut from process pid's namespace.
 func (n *Network) Heal(ctx context.Context, pid int) error {
 	// Every step runs even when one before it failed: a cut left is a fault outliving its run.
-	script := `iptables -w -F INPUT; a=$?; iptables -w -F OUTPUT; b=$?; tc qdisc del dev eth0 root 2>/dev/null; exit $((a|b))`
+	script := `iptables -w -F INPUT; a=$?; iptables -w -F OUTPUT; b=$?; exit $((a|b))`
 	return n.inNamespace(ctx, pid, "heal client network", "sh", "-c", script)
 }
 

@@ -1,7 +1,6 @@
 package clientnet
 
 import (
-	"context"
 	"net/netip"
 	"os"
 	"strings"
@@ -36,14 +35,6 @@ func TestNewRefusesWhatItCannotJoin(t *testing.T) {
 			t.Errorf("New(%q, %s, %s) accepted", c.bridge, c.subnet, c.gateway)
 		}
 	}
-}
-
-// The probe answers on every host; which answer depends on its kernel, so it is logged.
-func TestNetemProbeAnswers(t *testing.T) {
-	if Supported() != nil {
-		t.Skip(Supported())
-	}
-	t.Logf("netem here: %v", Netem(context.Background()))
 }
 
 // A pid that lives in the host's own namespace (a worker's pid, reused after it exited)

@@ -91,7 +91,7 @@ type worker struct {
 }
 
 // clientNet puts workers on addresses of their own on the cluster network, one per slot,
-// and cuts and delays their packets (clientnet.Network).
+// and cuts their packets (clientnet.Network).
 type clientNet interface {
 	Isolate(attr *syscall.SysProcAttr)
 	Attach(ctx context.Context, pid, slot int) error
@@ -99,7 +99,6 @@ type clientNet interface {
 	Addr(slot int) netip.Addr
 	DropFrom(ctx context.Context, pid int, sources ...string) error
 	DropTo(ctx context.Context, pid int, service netip.AddrPort) error
-	Delay(ctx context.Context, pid int, d time.Duration) error
 	Heal(ctx context.Context, pid int) error
 }
 
@@ -514,7 +513,7 @@ func (p *pool) Unthrottle() error {
 	return errors.Join(errs...)
 }
 
-// ClientIP, ClientDropFrom, DelayClient and HealClients make the pool a
+// ClientIP, ClientDropFrom and HealClients make the pool a
 // nemesis.ClientNetwork when its workers have addresses of their own.
 func (p *pool) ClientIP(process int) (string, error) {
 	if _, err := p.worker(process); err != nil {
@@ -541,15 +540,7 @@ func (p *pool) ClientDropFrom(ctx context.Context, process int, sources ...strin
 	return w.ignoreExited(p.addrs.net.DropFrom(ctx, pid, sources...))
 }
 
-func (p *pool) DelayClient(ctx context.Context, process int, d time.Duration) error {
-	w, err := p.worker(process)
-	if w == nil || err != nil {
-		return err
-	}
-	return w.ignoreExited(p.addrs.net.Delay(ctx, w.cmd.Process.Pid, d))
-}
-
-// HealClients removes every cut and delay from the running workers; a worker that starts
+// HealClients removes every cut from the running workers; a worker that starts
 // later has a namespace of its own, with none.
 func (p *pool) HealClients(ctx context.Context) error {
 	p.mu.Lock()

@@ -167,6 +167,10 @@ func (t *trial) notes() []string {
 		notes = append(notes, fmt.Sprintf("each lock client runs the program %s, which acquires and releases over the exec protocol "+
 			"(docs/protocol.md) while its worker reads and writes the storage", shellwords.Join(t.spec.ClientCmd)))
 	}
+	if t.nemesis.Needs().Links {
+		notes = append(notes, "each client reached the nodes and the storage through proxies of its own on its links "+
+			"(Toxiproxy, in the harness), which nemesis "+t.nemesis.Name()+" slows or holds")
+	}
 	notes = append(append(notes, t.fencingNotes()...), t.serverNotes()...)
 	if c := t.sys.Container; c != nil && c.Notes != nil {
 		notes = append(notes, c.Notes(system.Cluster{Nodes: t.nodes, TTL: t.spec.TTL.Std(), Pooler: t.spec.Pooler})...)
@@ -301,6 +305,14 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 		}
 	}
 	configs := t.workerConfigs(runID, cluster.Addrs(), monitorAddrs(cluster), store.Addr())
+	listenAddr, _ := netip.ParseAddrPort(store.Addr())
+	proxies, err := openLinks(nem.Needs(), listenAddr.Addr(), cluster.Addrs(), store.Addr(), configs)
+	if err != nil {
+		return errors.Join(fmt.Errorf("proxies on the clients' links: %w", err), nem.Heal(context.WithoutCancel(ctx), env))
+	}
+	if proxies != nil {
+		defer proxies.Close()
+	}
 	stopPooled := t.watchPooler(env)
 	defer stopPooled()
 	started := time.Now()
@@ -314,6 +326,9 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 		t.say("%d clients share one address: %v", len(configs), shared)
 	}
 	env.Workers, env.Clients = workers, clientsOf(workers)
+	if proxies != nil {
+		env.Links = linksLever{set: proxies, workers: workers}
+	}
 	// The time limit counts from when every client is at work, each answered once: a client
 	// whose program takes seconds to start (a JVM beside other runs on a busy machine), or
 	// whose first connection does, would otherwise spend the run starting, and a fault aimed

@@ -354,7 +354,7 @@ func TestRedlockMinorityPartitionKeepsMutualExclusion(t *testing.T) {
 }
 
 func TestFencingIsRefusedForRedlock(t *testing.T) {
-	_, err := CheckSpec(spec("redlock", "redlock", none, true, time.Second))
+	_, err := CheckSpec(spec("redlock", "redlock", none, true, 10*time.Second))
 	if err == nil || !strings.Contains(err.Error(), "no monotonic fencing token") {
 		t.Fatalf("got %v, want a refusal that says why", err)
 	}

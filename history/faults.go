@@ -19,7 +19,7 @@ type FaultKind struct {
 	// Does says what a fault of this kind does, one phrase for `help run`.
 	Does string
 	// Struck is how a story tells that a fault of this kind struck a process or a node,
-	// after its name: "was paused", "had its packets delayed".
+	// after its name: "was paused", "had everything it sent delayed".
 	Struck string
 	// Back is how a story tells that what it struck came back when the fault stopped
 	// ("resumed", "served again"); "" when a stop is not worth telling.
@@ -100,8 +100,13 @@ var (
 	PartitionHolderStorage = declare(FaultKind{Name: "partition-holder-storage", Struck: "was cut off", Hazard: GrantedInCut,
 		Does: "cuts a holder off the storage right after its read, kept in its critical section until another client holds the lock"})
 
-	Delay = declare(FaultKind{Name: "delay", Struck: "had its packets delayed",
-		Does: "delays every packet one client sends by --pause, for twice that (tc netem)"})
+	Delay = declare(FaultKind{Name: "delay", Struck: "had everything it sent delayed",
+		Does: "delays everything one client sends, to the nodes and the storage, by --pause, for twice that (through its links' proxies)"})
+	DelayHolder = declare(FaultKind{Name: "delay-holder", Struck: "had its write held in the network",
+		Hazard: LateWrite,
+		Does:   "holds a holder's next storage write in the network until its lease has run out and another client has written, then delivers it: the seed's delayed write"})
+	SlowNetwork = declare(FaultKind{Name: "slow-network", Struck: "had their network slowed", Hazard: SlowPastLease,
+		Does: "delays everything every client sends, by a latency drawn for each window between a sixteenth and a half of the --ttl and half as much jitter, for --pause (through their links' proxies)"})
 )
 
 // faultKinds are the declared kinds by name.

@@ -74,6 +74,15 @@ const (
 	// client, its clock still moved, while that lease still ran in real time.
 	ClockServed Hazard = "clock-served"
 
+	// LateWrite: a holder's storage write, sent within its lease and held in the network,
+	// reached the storage after that lease had run out and another client, granted the lock
+	// since, had written: Worker A's write in the seed, a fenced storage's stale token.
+	LateWrite Hazard = "late-write"
+
+	// SlowPastLease: with the network slowed, a holder's write reached the storage after its
+	// lease (the validity its client stated, else the TTL from its grant) had run out.
+	SlowPastLease Hazard = "slow-past-lease"
+
 	// PooledSession: a connection pooler ran another client's lock statement on the server
 	// connection, and so in the server session, that holds a client's lock, while that
 	// client still held it by its own account: a grant naming the server session it was
@@ -119,6 +128,10 @@ var hazards = map[Hazard]hazardWords{
 		"no node killed under a grant answered another client while that grant was held within its lease"},
 	ClockServed: {"answer by a moved clock's node within a held lease", "answers by a moved clock's node within a held lease",
 		"no node whose clock was moved past a held lease answered another client while that lease ran"},
+	LateWrite: {"write delivered after its lease and another's write", "writes delivered after their lease and another's write",
+		"no write held in the network reached the storage after its lease had run out and another client had written"},
+	SlowPastLease: {"write after its lease on a slow network", "writes after their lease on a slow network",
+		"no holder's write reached the storage after its lease while the network was slow"},
 	PooledSession: {"grant in a server session another client's lock was held in", "grants in a server session another client's lock was held in",
 		"the pooler never ran a client's lock statement in a server session that held another client's lock"},
 }

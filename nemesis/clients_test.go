@@ -14,12 +14,9 @@ import (
 	"github.com/lockbreaker/lockbreaker/system"
 )
 
-// The unit tests run without root: clients may have addresses of their own, and netem
-// works, unless a test says otherwise.
-func init() {
-	clientAddrs = func() error { return nil }
-	netem = func(context.Context) error { return nil }
-}
+// The unit tests run without root: clients may have addresses of their own, unless a
+// test says otherwise.
+func init() { clientAddrs = func() error { return nil } }
 
 // addressed is the recording fake whose clients have addresses of their own.
 type addressed struct{ *fake }
@@ -27,9 +24,6 @@ type addressed struct{ *fake }
 func (a addressed) ClientIP(p int) (string, error) { return "ip-" + workerName(p), nil }
 func (a addressed) ClientDropFrom(_ context.Context, p int, sources ...string) error {
 	return a.act("%s drops %s", workerName(p), strings.Join(sources, ","))
-}
-func (a addressed) DelayClient(_ context.Context, p int, d time.Duration) error {
-	return a.act("%s delayed %s", workerName(p), d)
 }
 func (a addressed) HealClients(context.Context) error { return a.act("heal clients") }
 
@@ -97,7 +91,7 @@ func TestGrudgesReachSingleClients(t *testing.T) {
 func TestClientFaultsSayWhereTheyApply(t *testing.T) {
 	redlock, _ := system.Lookup("redlock")
 	local, _ := system.Lookup("local")
-	for _, name := range []string{"partition-client", "partition-client-minority", "partition-holder", "partition-holder-storage", "delay"} {
+	for _, name := range []string{"partition-client", "partition-client-minority", "partition-holder", "partition-holder-storage"} {
 		n, _ := New([]string{name})
 		if !n.Needs().ClientAddrs {
 			t.Errorf("%s does not say it needs clients with addresses of their own", name)
@@ -114,37 +108,6 @@ func TestClientFaultsSayWhereTheyApply(t *testing.T) {
 	n, _ := New([]string{"partition-client", "partition-halves"})
 	if err := n.Available(redlock, 5); err == nil || !strings.Contains(err.Error(), "nemesis partition-client: not root") {
 		t.Errorf("without client addresses: %v", err)
-	}
-}
-
-// On a kernel without netem (this machine's), delay is refused with the kernel's words.
-func TestDelayIsRefusedWithoutNetem(t *testing.T) {
-	defer func(old func(context.Context) error) { netem = old }(netem)
-	netem = func(context.Context) error {
-		return errors.New("tc netem is not available in this kernel: Error: Specified qdisc kind is unknown.")
-	}
-	redis, _ := system.Lookup("redis")
-	n, _ := New([]string{"delay"})
-	if err := n.Available(redis, 1); err == nil || !strings.Contains(err.Error(), "Specified qdisc kind is unknown") {
-		t.Errorf("delay without netem: %v", err)
-	}
-}
-
-func TestDelayDelaysOneClientAndHeals(t *testing.T) {
-	f := newFake(2, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	if err := (delayClient{}).Run(ctx, f.addressedEnv()); err != nil {
-		t.Fatal(err)
-	}
-	got := f.did()
-	if len(got) < 2 || !strings.Contains(got[0], "delayed 30ms") || got[1] != "heal clients" {
-		t.Errorf("actions %q", got)
-	}
-	for _, fl := range f.faults() {
-		if !fl.Healed || !strings.HasPrefix(fl.Targets[0], "worker-") {
-			t.Errorf("fault %+v", fl)
-		}
 	}
 }
 

@@ -2,54 +2,215 @@ package nemesis
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand"
+	"time"
 
-	"github.com/lockbreaker/lockbreaker/clientnet"
 	"github.com/lockbreaker/lockbreaker/history"
-	"github.com/lockbreaker/lockbreaker/system"
+	"github.com/lockbreaker/lockbreaker/links"
 )
 
-// delayClient delays every packet one lock client sends by env.Pause (tc netem in its
-// network namespace), on a seeded schedule, for twice that: the network's version of the
-// GC pause in Kleppmann's post, a holder whose write reaches the storage after its lease.
-type delayClient struct{}
+// Links reaches what single lock clients send, by process number, through the proxies on
+// each client's links to the nodes and to the storage (package links): the network's
+// faults without the kernel's.
+type Links interface {
+	// SlowClient adds latency, give or take jitter, to everything process p sends, until
+	// HealLinks.
+	SlowClient(p int, latency, jitter time.Duration) error
+	// HoldNextWrite arms every client's link to the storage to hold the next write it
+	// sends, until the hold is released.
+	HoldNextWrite() (WriteHold, error)
+	// HealLinks takes every slowdown and hold back, delivering what was held.
+	HealLinks()
+}
+
+// WriteHold is an armed hold (links.Hold): Caught tells the write it caught, Release lets
+// it go on to the storage.
+type WriteHold interface {
+	Caught() <-chan links.Held
+	Release()
+}
+
+// onLinks is embedded by the faults made on the clients' links: they apply to every
+// system, since the proxies are the harness's.
+type onLinks struct{}
+
+func (onLinks) Needs() Needs { return Needs{Links: true} }
+
+func (onLinks) Heal(_ context.Context, env Env) error {
+	if env.Links != nil {
+		env.Links.HealLinks()
+	}
+	return nil
+}
+
+// delayClient delays everything one lock client sends by env.Pause, on a seeded schedule,
+// for twice that: a slow network between one client and the rest.
+type delayClient struct{ onLinks }
 
 func init() { register(func() kind { return delayClient{} }) }
 
 func (delayClient) Kind() history.FaultKind { return history.Delay }
 
-func (delayClient) Needs() Needs { return Needs{ClientAddrs: true} }
-
-// netem says why packets cannot be delayed here (a variable, so tests need no root).
-var netem = clientnet.Netem
-
-func (delayClient) conditions(system.System, int) error { return netem(context.Background()) }
+// delayDetail is the detail saying how long a delay is.
+const delayDetail = "delay"
 
 func (delayClient) Run(ctx context.Context, env Env) error {
-	if env.Clients == nil {
-		return errSharedAddress
-	}
 	return schedule(ctx, env, func(rng *rand.Rand) error {
 		running := env.Workers.Processes()
 		p := running[rng.Intn(len(running))]
-		target := workerName(p)
-		if err := env.Clients.DelayClient(context.WithoutCancel(ctx), p, env.Pause); err != nil {
-			return errors.Join(fmt.Errorf("delay %s: %w", target, err), env.Clients.HealClients(context.WithoutCancel(ctx)))
+		if err := env.Links.SlowClient(p, env.Pause, 0); err != nil {
+			env.Links.HealLinks()
+			return fmt.Errorf("delay %s: %w", workerName(p), err)
 		}
-		detail := map[string]string{"delay": env.Pause.String()}
-		recordDetail(env, history.Start, history.Delay.Name, detail, target)
+		detail := map[string]string{delayDetail: env.Pause.String()}
+		recordDetail(env, history.Start, history.Delay.Name, detail, workerName(p))
 		sleep(ctx, 2*env.Pause)
-		err := env.Clients.HealClients(context.WithoutCancel(ctx))
-		recordDetail(env, history.Stop, history.Delay.Name, detail, target)
-		return err
+		env.Links.HealLinks()
+		recordDetail(env, history.Stop, history.Delay.Name, detail, workerName(p))
+		return nil
 	})
 }
 
-func (delayClient) Heal(ctx context.Context, env Env) error {
-	if env.Clients == nil {
-		return nil
+// delayHolder is the seed's delayed write, the network's version of Worker A's GC pause:
+// a holder's next storage write, sent within its lease, is held in the network until that
+// lease has run out and another client has written, and then delivered. Unfenced, the
+// storage takes it over the newer write; fenced, it refuses its stale token. Like
+// pause-holder it waits in the history for the takeover (at most five leases), not for a
+// guessed length of time; its hazard is the late delivery itself.
+type delayHolder struct{ onLinks }
+
+func init() { register(func() kind { return delayHolder{} }) }
+
+func (delayHolder) Kind() history.FaultKind { return history.DelayHolder }
+
+// HoldBound is the longest delay-holder holds a write in the network: a storage client's
+// timeout must outlast it, or the write it sent is given up before it is delivered.
+func HoldBound(ttl time.Duration) time.Duration { return takeoverLeases * ttl }
+
+func (delayHolder) Run(ctx context.Context, env Env) error {
+	w := watch(env.Subscribe())
+	for {
+		hold, err := env.Links.HoldNextWrite()
+		if err != nil {
+			return fmt.Errorf("hold a write: %w", err)
+		}
+		held, ok := w.awaitHeld(ctx, hold)
+		if ok {
+			w.delayWrite(ctx, env, held)
+		}
+		hold.Release()
+		if !ok || !w.wait(ctx, env.Interval) {
+			return nil
+		}
 	}
-	return env.Clients.HealClients(ctx)
+}
+
+// awaitHeld follows the history until hold caught a write; false once ctx ended.
+func (w *watcher) awaitHeld(ctx context.Context, hold WriteHold) (links.Held, bool) {
+	for {
+		select {
+		case <-ctx.Done():
+			return links.Held{}, false
+		case held := <-hold.Caught():
+			return held, true
+		case e := <-w.events:
+			w.follow(e)
+		}
+	}
+}
+
+// delayWrite keeps a caught write held, when its client sent it within a lease the watcher
+// saw granted, until that lease has run out and another client's write was accepted, and
+// records the fault and, once both happened, its hazard; the caller then lets it go. The
+// write's invocation may reach the history after the write reached the proxy: it is
+// waited for, at most a lease.
+func (w *watcher) delayWrite(ctx context.Context, env Env, held links.Held) {
+	p := held.Process
+	// A holder granted before the watch began is not one it can judge: let it go at once.
+	if !w.waitUntil(ctx, env.TTL, func() bool { return w.writing[p] }) || !w.holds(p) {
+		return
+	}
+	grant, end := w.holding[p], w.leaseEnd(p, env.TTL)
+	if held.At >= end {
+		return // sent after its lease: not the seed's write
+	}
+	target := workerName(p)
+	detail := map[string]string{"write": fmt.Sprint(held.Value), "holder": grantText(grant)}
+	env.Record(history.Event{Type: history.Info, Process: history.NemesisProcess, Func: history.Start, Time: held.At,
+		Fault: history.DelayHolder.Name, Targets: []string{target}, Detail: detail})
+	defer recordDetail(env, history.Stop, history.DelayHolder.Name, detail, target)
+	var other history.Event
+	overtaken := func() bool {
+		if history.Now() < end {
+			return false
+		}
+		other = w.lastWrite
+		return other.Value != nil && other.Process != p && other.Time > held.At
+	}
+	if !w.waitUntil(ctx, HoldBound(env.TTL), overtaken) {
+		return
+	}
+	recordHazard(env, history.DelayHolder.Name, history.LateWrite, history.Now(),
+		map[string]string{"holder": grantText(grant), "held": history.Duration(held.At, history.Now()).String(),
+			"written": fmt.Sprintf("%s wrote %d", workerName(other.Process), *other.Value)},
+		target, workerName(other.Process))
+}
+
+// slowNetwork slows everything every client sends for env.Pause on its schedule: a
+// congested network, not a broken one. Each window draws its latency, seeded, between a
+// sixteenth and a half of the TTL, with half as much jitter, so that a run meets both
+// slowness a lock rides out and slowness that eats a lease. Its hazard is the danger
+// slowness makes: a holder's write reaching the storage after its lease (the validity its
+// client stated, else the TTL from its grant) had run out, while the network was slow.
+type slowNetwork struct{ onLinks }
+
+func init() { register(func() kind { return slowNetwork{} }) }
+
+func (slowNetwork) Kind() history.FaultKind { return history.SlowNetwork }
+
+// slowness is a window's latency and the jitter around it.
+func slowness(ttl time.Duration, rng *rand.Rand) (latency, jitter time.Duration) {
+	latency = ttl/16 + time.Duration(rng.Int63n(int64(ttl/2-ttl/16)+1))
+	return latency, latency / 2
+}
+
+func (slowNetwork) Run(ctx context.Context, env Env) error {
+	w := watch(env.Subscribe())
+	return w.schedule(ctx, env, func(rng *rand.Rand) error {
+		latency, jitter := slowness(env.TTL, rng)
+		for _, p := range env.Workers.Processes() {
+			if err := env.Links.SlowClient(p, latency, jitter); err != nil {
+				env.Links.HealLinks()
+				return fmt.Errorf("slow %s: %w", workerName(p), err)
+			}
+		}
+		detail := map[string]string{delayDetail: latency.String(), "jitter": jitter.String()}
+		recordDetail(env, history.Start, history.SlowNetwork.Name, detail, Clients)
+		w.seeOverruns(ctx, env, env.Pause)
+		env.Links.HealLinks()
+		recordDetail(env, history.Stop, history.SlowNetwork.Name, detail, Clients)
+		return nil
+	})
+}
+
+// seeOverruns follows the history for d and records slow-network's hazard for each write
+// the storage applied after its holder's lease had run out.
+func (w *watcher) seeOverruns(ctx context.Context, env Env, d time.Duration) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		e, ok := w.next(ctx, timer.C)
+		if !ok {
+			return
+		}
+		if e.Func != history.Write || !e.IsCompletion() || e.EffectFrom == 0 || !w.holds(e.Process) {
+			continue
+		}
+		if end := w.leaseEnd(e.Process, env.TTL); e.EffectFrom > end {
+			recordHazard(env, history.SlowNetwork.Name, history.SlowPastLease, e.EffectFrom,
+				map[string]string{"holder": grantText(w.holding[e.Process]), "late": history.Duration(end, e.EffectFrom).String()},
+				workerName(e.Process))
+		}
+	}
 }

@@ -1,8 +1,9 @@
 // Package nemesis injects faults into a running test: process pauses (SIGSTOP), crashes
 // (SIGKILL, of a lock client or of a node's server, which starts again on what its disk
 // kept), wall-clock jumps (libfaketime), network partitions (iptables) between nodes and
-// single lock clients, delayed packets of one client (tc netem), a holder throttled to a
-// sliver of a CPU (a cgroup's quota) and a primary's failover.
+// single lock clients, a client's traffic slowed or its write held in the network (through
+// proxies on its links), a holder throttled to a sliver of a CPU (a cgroup's quota) and a
+// primary's failover.
 // Each kind of fault is declared once in history (history.FaultKind: its name, its words, its
 // hazard) and made by one kind here, which its file registers in its init; New composes the
 // chosen kinds into one Nemesis. It also
@@ -81,7 +82,9 @@ type Env struct {
 	// Workers are the lock clients; nil while arming (Armer), before they start.
 	Workers Workers
 	Nodes   Nodes
-	// Clients cuts and delays single lock clients; nil when they all share one address,
+	// Links slows and holds what single lock clients send; nil unless Needs asked for it.
+	Links Links
+	// Clients cuts single lock clients off; nil when they all share one address,
 	// and while arming.
 	Clients ClientNetwork
 	// Subscribe returns a channel of every history event recorded from now on, for
@@ -165,7 +168,7 @@ type suited interface {
 }
 
 // conditional is a kind with conditions of its own that matter once its levers are there
-// (a leader to isolate, two nodes to cut apart, netem in the kernel): conditions says why
+// (a leader to isolate, two nodes to cut apart): conditions says why
 // they do not hold. It is asked after the levers.
 type conditional interface {
 	conditions(sys system.System, nodes int) error
@@ -208,11 +211,14 @@ type Needs struct {
 	// ClientAddrs: each lock client has an address of its own on the cluster network, so
 	// a fault can reach one client and not the others (package clientnet).
 	ClientAddrs bool
+	// Links: each lock client reaches the nodes and the storage through proxies of its own
+	// (package links), which slow or hold what it sends, on any system.
+	Links bool
 }
 
 func (n Needs) or(o Needs) Needs {
 	return Needs{Clocks: n.Clocks || o.Clocks, Network: n.Network || o.Network, Restarts: n.Restarts || o.Restarts,
-		ClientAddrs: n.ClientAddrs || o.ClientAddrs}
+		ClientAddrs: n.ClientAddrs || o.ClientAddrs, Links: n.Links || o.Links}
 }
 
 // available is what every kind asks of a system for the levers it needs.
@@ -289,13 +295,26 @@ func (c composed) Needs() Needs {
 	return all
 }
 
-// Available joins every part's reason, each named.
+// Available joins every part's reason, each named, and says when two parts cannot run
+// together.
 func (c composed) Available(sys system.System, nodes int) error {
 	var errs []error
+	var cutters, linkers []string
 	for _, n := range c {
 		if err := available(n, sys, nodes); err != nil {
 			errs = append(errs, fmt.Errorf("nemesis %s: %w", n.Kind().Name, err))
 		}
+		if n.Needs().ClientAddrs {
+			cutters = append(cutters, n.Kind().Name)
+		}
+		if n.Needs().Links {
+			linkers = append(linkers, n.Kind().Name)
+		}
+	}
+	if len(cutters) > 0 && len(linkers) > 0 {
+		// A client behind proxies sends to them, not to the servers' addresses a cut drops.
+		errs = append(errs, fmt.Errorf("nemesis %s puts proxies on the clients' links, which hide the servers' addresses "+
+			"that %s cuts a client off: run them apart", strings.Join(linkers, ","), strings.Join(cutters, ",")))
 	}
 	return errors.Join(errs...)
 }

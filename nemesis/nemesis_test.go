@@ -199,7 +199,9 @@ func TestAvailableSaysWhyANemesisCannotApply(t *testing.T) {
 		{[]string{"kleppmann-clock"}, "local", 1, "needs --system redlock"},
 		{[]string{"partition-primary"}, "local", 1, "has no primary and replica to split"},
 		{[]string{"partition-leader"}, "local", 1, "cuts packets between containers, and local runs inside the harness"},
-		{[]string{"delay"}, "local", 1, "share the harness's"},
+		// The faults on the clients' links need no kernel and no container.
+		{[]string{"delay"}, "local", 1, ""},
+		{[]string{"delay-holder"}, "local", 1, ""},
 		{[]string{"pause-client", "kleppmann-clock", "partition-leader"}, "redis", 1,
 			"nemesis kleppmann-clock: stages Kleppmann's example"},
 	}

@@ -39,9 +39,7 @@ type ClientNetwork interface {
 	// ClientDropFrom makes process p drop every packet from the sources (addresses, or
 	// Storage: its path to the storage).
 	ClientDropFrom(ctx context.Context, p int, sources ...string) error
-	// DelayClient delays every packet process p sends by d.
-	DelayClient(ctx context.Context, p int, d time.Duration) error
-	// HealClients removes every cut and delay from every running client.
+	// HealClients removes every cut from every running client.
 	HealClients(ctx context.Context) error
 }
 

@@ -30,6 +30,10 @@ type watcher struct {
 	// acquiring are the latest acquires' invocation times, by process; waiting those of
 	// the acquires not yet completed.
 	acquiring, waiting map[int]int64
+	// writing are the storage writes invoked and not yet answered, by process; lastWrite is
+	// the last write the storage accepted.
+	writing   map[int]bool
+	lastWrite history.Event
 	// latest is the index of each process's last event followed.
 	latest map[int]int
 	// granted, when set, sees every grant as it is followed: how a fault sees its hazard.
@@ -44,7 +48,7 @@ type watcher struct {
 
 func watch(events <-chan history.Event) *watcher {
 	return &watcher{events: events, holding: map[int]history.Event{}, began: map[int]int64{}, acquiring: map[int]int64{},
-		waiting: map[int]int64{}, latest: map[int]int{}, selfStopped: map[int]int64{}}
+		waiting: map[int]int64{}, writing: map[int]bool{}, latest: map[int]int{}, selfStopped: map[int]int64{}}
 }
 
 // holds reports whether process p holds the lock by its own account.
@@ -87,6 +91,13 @@ func (w *watcher) follow(e history.Event) {
 		w.answered(e)
 	case e.Func == history.Acquire && e.IsCompletion():
 		w.answered(e) // a busy answer, or on independent nodes any: an attempt was made
+	case e.Func == history.Write && e.Type == history.Invoke:
+		w.writing[e.Process] = true
+	case e.Func == history.Write:
+		delete(w.writing, e.Process)
+		if e.Type == history.OK {
+			w.lastWrite = e
+		}
 	case e.Func == history.Release && e.Type == history.Invoke:
 		w.keptWaiting(e)
 		delete(w.holding, e.Process)

@@ -230,7 +230,8 @@ func dimensions() []dimension {
 		smaller("--clients", []int{2, 3}, func(s *spec.Spec) *int { return &s.Clients }, false),
 		func(s spec.Spec) (steps []step) {
 			for _, d := range []time.Duration{3 * time.Second, 5 * time.Second} {
-				if d < s.TimeLimit.Std() {
+				// A fault of a set length must still fit in the run (spec.Validate).
+				if d < s.TimeLimit.Std() && d >= s.Pause.Std() {
 					steps = append(steps, step{"--time-limit " + d.String(), func(c spec.Spec) spec.Spec { c.TimeLimit = spec.Duration(d); return c }})
 				}
 			}

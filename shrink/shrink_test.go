@@ -121,6 +121,22 @@ func TestSearchBoundsNoFaultsOfNoNemesis(t *testing.T) {
 	}
 }
 
+// A run with faults of a set length (--pause) is never shrunk to a time limit they would
+// outlast, which run refuses.
+func TestSearchKeepsTheTimeLimitAboveThePause(t *testing.T) {
+	var runs int
+	trial := failsWhen(func(spec.Spec) bool { return true }, &runs)
+	from := original()
+	from.Pause = spec.Duration(4 * time.Second)
+	res, err := Search(context.Background(), from, []string{"mutual-exclusion"}, trial, Options{Confirm: 2, RateRuns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Smallest.TimeLimit.Std(); got != 5*time.Second {
+		t.Errorf("smallest time limit %s, want 5s: the least at or above the pause of 4s", got)
+	}
+}
+
 // Each trial run is told as it ended: failed as the original, failed otherwise (other
 // checkers invalid: not a pass), or no violation at all.
 func TestEachRunIsToldAsItEnded(t *testing.T) {

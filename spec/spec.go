@@ -234,6 +234,10 @@ func (s Spec) checkBounds() error {
 			return errorf("--%s must be between %s and %s, got %s", b.flag, short(b.min), short(b.max), d)
 		}
 	}
+	// A fault of a set length that outlasts the run could never be seen to end in it.
+	if s.Pause > s.TimeLimit {
+		return errorf("--pause must be at most --time-limit (%s): a fault of %s would outlast the run", s.TimeLimit.Std(), s.Pause.Std())
+	}
 	// NaN fails every comparison, so test for the valid range, not the invalid one.
 	if !(s.ClockRate > 0 && s.ClockRate <= maxClockRate) {
 		return errorf("--clock-rate must be a number above 0 and at most %d, got %g", maxClockRate, s.ClockRate)

@@ -27,6 +27,8 @@ func TestValidateRejectsBadSpecs(t *testing.T) {
 		{"negative work", func(s *Spec) { s.Work = Duration(-1) }, "--work must be between 0s and 24h"},
 		{"negative pause", func(s *Spec) { s.Pause = Duration(-time.Second) }, "--pause must be between 0s and 24h"},
 		{"huge pause", func(s *Spec) { s.Pause = Duration(math.MaxInt64) }, "--pause must be between 0s and 24h"},
+		{"a delay longer than the run", func(s *Spec) { s.Nemesis, s.Pause = []string{"delay"}, Duration(time.Minute) },
+			"--pause must be at most --time-limit (30s): a fault of 1m0s would outlast the run"},
 		{"zero interval", func(s *Spec) { s.Interval = 0 }, "--interval must be between 1ms and 24h"},
 		{"huge interval", func(s *Spec) { s.Interval = Duration(math.MaxInt64) }, "--interval must be between 1ms and 24h"},
 		{"negative clock offset", func(s *Spec) { s.ClockOffset = Duration(-time.Second) }, "--clock-offset must be between 0s and 24h"},

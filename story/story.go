@@ -89,10 +89,24 @@ func Tell(o checkers.Overlap, events []history.Event, ttl time.Duration, start i
 	t.say(later, text)
 	t.hazards(earlier, later)
 
-	// The first holder carries on: resumed, healed, and its write.
+	// The first holder carries on: resumed, healed, and its write, which it may have sent
+	// before the second grant and the storage received after it (held in the network, or
+	// sent as it was paused).
 	t.resumed(later.Index, o.Earlier.Process)
-	if w, ok := t.op(later.Index, o.Earlier.Until, o.Earlier.Process, history.Write); ok {
-		t.say(w.Invoke, writeText(pe, w, t.at(w.Invoke)))
+	w, ok := t.op(earlier.Index, o.Earlier.Until, o.Earlier.Process, history.Write)
+	if ok && w.Complete != nil && w.Complete.Index < later.Index {
+		w, ok = t.op(later.Index, o.Earlier.Until, o.Earlier.Process, history.Write)
+	}
+	if ok {
+		at := t.at(w.Invoke)
+		if w.Invoke.Index < later.Index && w.Complete != nil {
+			received := w.Complete.Time
+			if w.Complete.EffectFrom != 0 {
+				received = w.Complete.EffectFrom
+			}
+			at += fmt.Sprintf(", sent before %s's grant and received by the storage at %s", pl, t.seconds(received))
+		}
+		t.say(w.Invoke, writeText(pe, w, at))
 		if w.Type() == history.OK && wroteLater && sameValue(w, laterWrite) {
 			t.say(w.Invoke, fmt.Sprintf("%s and %s both wrote %d: 1 update lost", pe, pl, *w.Value()))
 		}

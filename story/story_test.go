@@ -133,11 +133,37 @@ func TestTellsWhoWhichTokenAndWhichFault(t *testing.T) {
 {"index":13,"type":"info","process":-1,"f":"stop","time":5440000000,"fault":"delay","targets":["worker-1"],"detail":{"delay":"2s"}}
 `, 2 * time.Second, []string{
 			"p1 was granted the lock at 0.41 s and read 12.",
-			"p1 had its packets delayed (delay) at 0.44 s.",
+			"p1 had everything it sent delayed (delay) at 0.44 s.",
 			"p1's TTL of 2s ran out at 2.41 s.",
 			"p3 was granted the lock at 2.43 s and wrote 13.",
 			"p1 wrote 13 at 2.46 s, and the storage accepted it.",
 			"p1 and p3 both wrote 13: 1 update lost.",
+		}},
+		{"a holder's write held in the network (delay-holder), fenced", `
+{"index":0,"type":"invoke","process":4,"f":"acquire","key":"k","time":1000000000}
+{"index":1,"type":"ok","process":4,"f":"acquire","key":"k","time":1840000000,"token":15}
+{"index":2,"type":"invoke","process":4,"f":"read","key":"k","time":1841000000,"token":15}
+{"index":3,"type":"ok","process":4,"f":"read","key":"k","value":14,"time":1842000000,"token":15}
+{"index":4,"type":"invoke","process":4,"f":"write","key":"k","value":15,"time":1940000000,"token":15}
+{"index":5,"type":"info","process":-1,"f":"start","time":1940500000,"fault":"delay-holder","targets":["worker-4"],"detail":{"holder":"worker-4 #1","write":"15"}}
+{"index":6,"type":"invoke","process":0,"f":"acquire","key":"k","time":2000000000}
+{"index":7,"type":"ok","process":0,"f":"acquire","key":"k","time":3870000000,"token":16}
+{"index":8,"type":"invoke","process":0,"f":"read","key":"k","time":3871000000,"token":16}
+{"index":9,"type":"ok","process":0,"f":"read","key":"k","value":14,"time":3872000000,"token":16}
+{"index":10,"type":"invoke","process":0,"f":"write","key":"k","value":15,"time":3970000000,"token":16}
+{"index":11,"type":"ok","process":0,"f":"write","key":"k","value":15,"time":3971000000,"token":16,"effect_from":3970500000,"effect_to":3970500000}
+{"index":12,"type":"info","process":-1,"f":"hazard","time":3972000000,"fault":"delay-holder","targets":["worker-4","worker-0"],"hazard":"late-write","detail":{"held":"2.03s","holder":"worker-4 #1 token 15","written":"worker-0 wrote 15"}}
+{"index":13,"type":"info","process":-1,"f":"stop","time":3972100000,"fault":"delay-holder","targets":["worker-4"],"detail":{"holder":"worker-4 #1","write":"15"}}
+{"index":14,"type":"fail","process":4,"f":"write","key":"k","value":15,"time":3973000000,"token":15,"error":"stale-token","effect_from":3972500000,"effect_to":3972500000}
+{"index":15,"type":"invoke","process":4,"f":"release","key":"k","time":3974000000}
+{"index":16,"type":"fail","process":4,"f":"release","key":"k","time":3975000000,"error":"not-held"}
+`, 2 * time.Second, []string{
+			"p4 was granted the lock (token 15) at 0.84 s and read 14.",
+			"p4 had its write held in the network (delay-holder) at 0.94 s.",
+			"p4's TTL of 2s ran out at 2.84 s.",
+			"p0 was granted the lock (token 16) at 2.87 s and wrote 15.",
+			"delay-holder recorded its hazard at 2.97 s: a write delivered after its lease and another's write (late-write), involving p4 and p0.",
+			"p4 wrote 15 with token 15 at 0.94 s, sent before p0's grant and received by the storage at 2.97 s, and the storage refused it as stale.",
 		}},
 		{"a pooler hands the holder's session to another client", `
 {"index":0,"type":"invoke","process":0,"f":"acquire","key":"k","time":1000000000}

@@ -49,6 +49,10 @@ var (
 	// The holder cut off the lock service, still in its critical section.
 	cutUnfenced = tableRow{ExpectInvalid, ExpectInvalid, "holder cut from the lock service, still in its critical section, no fencing: violation and corruption", ""}
 	cutFenced   = tableRow{ExpectInvalid, ExpectValid, "holder cut from the lock service, still in its critical section, fencing: violation, no corruption", ""}
+	// The seed's delayed write: the network holds a holder's write past its lease and past
+	// the next holder's write.
+	delayedWrite      = tableRow{ExpectInvalid, ExpectInvalid, "holder's write held in the network past its lease and the next holder's write, no fencing: violation and corruption", ""}
+	delayedWriteFence = tableRow{ExpectInvalid, ExpectValid, "holder's write held in the network past its lease and the next holder's write, fencing: violation, the stale write refused", ""}
 	// etcd's lease is kept alive by the client: Jepsen's 2020 finding is the GC pause.
 	etcdPaused      = tableRow{ExpectInvalid, ExpectInvalid, "holder paused past its lease, no fencing: violation and corruption (Jepsen, etcd 3.4.3, 2020)", ""}
 	etcdPausedFence = tableRow{ExpectInvalid, ExpectValid, "holder paused past its lease, fenced by the lock key's create revision: violation, no corruption", ""}
@@ -171,6 +175,8 @@ func kleppmann() Suite {
 		cell("redis", "redis", history.KillNode, false, crashKept, persistence("aof-always")),
 		cell("redis", "redis", history.PartitionHolder, false, cutUnfenced),
 		cell("redis", "redis", history.PartitionHolder, true, cutFenced),
+		cell("redis", "redis", history.DelayHolder, false, delayedWrite),
+		cell("redis", "redis", history.DelayHolder, true, delayedWriteFence),
 	)
 	// Redlock: no tokens, so no fenced cells ("no token available").
 	for _, client := range []string{"redlock", "redlock-parallel", "redsync"} {

@@ -425,6 +425,8 @@ type Result struct {
 	Suite string `json:"suite"`
 	About string `json:"about,omitempty"`
 	Seeds int    `json:"seeds"`
+	// SeedOffset is how far every cell's seeds were moved from its spec's (--seed-offset).
+	SeedOffset int64 `json:"seed_offset,omitempty"`
 	// Shard is the part of the suite these cells are, "1/1" for all of it (and for shards
 	// merged into one).
 	Shard string `json:"shard"`

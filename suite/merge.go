@@ -54,7 +54,7 @@ func Merge(shards []Record) (Result, error) {
 	if err := uncovered(all, owner, shards); err != nil {
 		return Result{}, err
 	}
-	r := Result{Suite: first.Result.Suite, About: first.Result.About, Seeds: first.Result.Seeds, Shard: Shard{1, 1}.String(),
+	r := Result{Suite: first.Result.Suite, About: first.Result.About, Seeds: first.Result.Seeds, SeedOffset: first.Result.SeedOffset, Shard: Shard{1, 1}.String(),
 		AllCells: all, Definition: first.Result.Definition, Started: first.Result.Started, Finished: first.Result.Finished}
 	var errs []string
 	for _, sh := range byShard(shards) {
@@ -92,6 +92,8 @@ func sameRun(first, sh Record) error {
 			first.Dir, sh.Dir, a.Suite)
 	case b.Seeds != a.Seeds:
 		return errorf("%s ran %d seeds per cell, %s ran %d: shards of different runs", first.Dir, a.Seeds, sh.Dir, b.Seeds)
+	case b.SeedOffset != a.SeedOffset:
+		return errorf("%s moved its seeds by %d, %s by %d: shards of different runs", first.Dir, a.SeedOffset, sh.Dir, b.SeedOffset)
 	}
 	return nil
 }

@@ -20,7 +20,10 @@ import (
 type Options struct {
 	// Seeds is how many runs each cell gets: its spec's seed and the ones after it.
 	Seeds int
-	Shard Shard
+	// SeedOffset moves every cell's seeds that far from its spec's: a nightly that explores
+	// new seeds, a test that tries another when one brought no danger.
+	SeedOffset int64
+	Shard      Shard
 	// Root is the results root: the suite's directory is Root/suite-<name>/<timestamp>,
 	// its runs' directories are under that directory's runs/.
 	Root string
@@ -88,7 +91,7 @@ func Run(ctx context.Context, s Suite, opts Options) (string, Result, error) {
 	if err != nil {
 		return "", Result{}, err
 	}
-	res := Result{Suite: s.Name, About: s.About, Seeds: opts.Seeds, Shard: opts.Shard.String(),
+	res := Result{Suite: s.Name, About: s.About, Seeds: opts.Seeds, SeedOffset: opts.SeedOffset, Shard: opts.Shard.String(),
 		AllCells: cellNames(s.Cells), Definition: definition, Started: time.Now()}
 	dir, err := newSuiteDir(opts.Root, s.Name, res.Started)
 	if err != nil {
@@ -110,7 +113,7 @@ func Run(ctx context.Context, s Suite, opts Options) (string, Result, error) {
 		if opts.RunToLimit {
 			c.StopEarly = new(bool)
 		}
-		return runOnce(ctx, runner, c, s.cellIndex(c), seed, dir)
+		return runOnce(ctx, runner, c, s.cellIndex(c), opts.SeedOffset+seed, dir)
 	}, func(c Cell, runs []RunResult) error {
 		res.Cells = append(res.Cells, Judge(c, runs))
 		// Cells finish out of order when runs go side by side; the files list them as the suite does.

@@ -73,7 +73,8 @@ func TestRunJudgesEveryCellAndWritesItsFiles(t *testing.T) {
 	defer cancel()
 	var progress strings.Builder
 	root := t.TempDir()
-	dir, r, err := Run(ctx, s, Options{Seeds: 2, Root: root, Progress: &progress, Runners: harnessRunners(exe), CheckSpec: harness.CheckedSpec, Parallel: 3})
+	dir, r, err := Run(ctx, s, Options{Seeds: 2, SeedOffset: 10, Root: root, Progress: &progress, Runners: harnessRunners(exe),
+		CheckSpec: harness.CheckedSpec, Parallel: 3})
 	t.Log(progress.String())
 	if err != nil {
 		t.Fatal(err)
@@ -97,8 +98,8 @@ func TestRunJudgesEveryCellAndWritesItsFiles(t *testing.T) {
 	if !slices.ContainsFunc(wrong.Reasons, func(s string) bool { return strings.Contains(s, "mutual-exclusion expected valid, got invalid") }) {
 		t.Errorf("the wrong cell's reasons %q do not say what was expected and seen", wrong.Reasons)
 	}
-	if got := []int64{r.Cells[0].Runs[0].Seed, r.Cells[0].Runs[1].Seed}; !slices.Equal(got, []int64{7, 8}) {
-		t.Errorf("seeds %v, want the spec's 7 and the one after", got)
+	if got := []int64{r.Cells[0].Runs[0].Seed, r.Cells[0].Runs[1].Seed}; !slices.Equal(got, []int64{17, 18}) {
+		t.Errorf("seeds %v, want the spec's 7 moved by the offset of 10, and the one after", got)
 	}
 	if !strings.Contains(progress.String(), "run 6/6  ") {
 		t.Errorf("progress never reached the last run:\n%s", progress.String())
@@ -109,10 +110,11 @@ func TestRunJudgesEveryCellAndWritesItsFiles(t *testing.T) {
 	if err != nil || json.Unmarshal(data, &saved) != nil || saved.Status != Failed || len(saved.Cells) != 3 {
 		t.Errorf("suite.json: %v, status %s, %d cells", err, saved.Status, len(saved.Cells))
 	}
-	if !slices.Equal(saved.AllCells, []string{"safe", "broken", "wrong"}) || saved.Definition == "" {
-		t.Errorf("suite.json: all cells %q, definition %q; want every cell and a definition", saved.AllCells, saved.Definition)
+	if !slices.Equal(saved.AllCells, []string{"safe", "broken", "wrong"}) || saved.Definition == "" || saved.SeedOffset != 10 {
+		t.Errorf("suite.json: all cells %q, definition %q, seed offset %d; want every cell, a definition and 10",
+			saved.AllCells, saved.Definition, saved.SeedOffset)
 	}
-	if cmd := saved.Cells[1].Runs[1].Command; !strings.HasPrefix(cmd, "lockbreaker run --system local-broken ") || !strings.Contains(cmd, " --seed 8 ") {
+	if cmd := saved.Cells[1].Runs[1].Command; !strings.HasPrefix(cmd, "lockbreaker run --system local-broken ") || !strings.Contains(cmd, " --seed 18 ") {
 		t.Errorf("suite.json: the broken cell's second run is reproduced by %q", cmd)
 	}
 	var junit struct {

@@ -1,0 +1,85 @@
+package harness
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/analysis"
+	"github.com/lockbreaker/lockbreaker/checkers"
+	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/results"
+)
+
+// delayHolderSpec is the seed's delayed write on one Redis: each holder's write after its
+// read is held in the network (the proxies on its links) until its lease ran out and
+// another client wrote.
+func delayHolderSpec(fencing bool) Spec {
+	s := DefaultSpec()
+	s.Nemesis = []string{history.DelayHolder.Name}
+	s.TimeLimit = Duration(12 * time.Second)
+	s.Fencing = fencing
+	return s
+}
+
+// The write arrives after the lease and after the next holder's write: unfenced, the
+// storage takes it and an update is lost; fenced, it refuses the stale token. Either way
+// the story tells the write held in the network and when the storage received it.
+func TestRedisHolderWriteHeldInTheNetwork(t *testing.T) {
+	inLane(t, laneRedis)
+	for _, fencing := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unfenced", true: "fenced"}[fencing], func(t *testing.T) {
+			tr := untilDanger(t, delayHolderSpec(fencing), both(overlapped, hazard(history.LateWrite)))
+			if fencing {
+				expectLockBrokenDataSafe(t, tr.summary)
+			} else {
+				expect(t, tr.summary, map[string]checkers.Verdict{
+					"mutual-exclusion": checkers.Invalid, "data-safety": checkers.Invalid, "lost-updates": checkers.Invalid})
+			}
+			story := checkers.StoryText(verdicts(tr.summary)["mutual-exclusion"].Story)
+			for _, says := range []string{"had its write held in the network (delay-holder)", "received by the storage at"} {
+				if !strings.Contains(story, says) {
+					t.Errorf("the story does not say %q:\n%s", says, story)
+				}
+			}
+		})
+	}
+}
+
+// Proxies in the path with no fault change no verdict: the same seed on the in-process
+// lock, once dialling it directly and once through the proxies a links fault puts there,
+// with the fault's schedule past the run's end. A run whose nemesis injected nothing
+// proves nothing (stats), so its history is judged as a run without faults would be.
+func TestProxiesWithoutAFaultKeepTheVerdicts(t *testing.T) {
+	inLane(t, laneLocal)
+	direct := spec("local", "", none, true, 3*time.Second)
+	proxied := direct
+	proxied.Nemesis, proxied.Interval = []string{history.Delay.Name}, Duration(time.Hour)
+	_, ds := runTrial(t, direct)
+	dir, ps := runTrial(t, proxied)
+	if !slices.ContainsFunc(ps.Notes, func(n string) bool { return strings.Contains(n, "through proxies of its own") }) {
+		t.Fatalf("the proxied run's notes do not say its clients went through proxies: %q", ps.Notes)
+	}
+	if ps.Faults != 0 {
+		t.Fatalf("the proxied run injected %d faults, want none", ps.Faults)
+	}
+	asDirect, err := json.Marshal(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps.Spec = asDirect
+	ps, err = analysis.File(t.Context(), t.TempDir(), filepath.Join(dir, results.HistoryFile), ps, checkers.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dv, pv := verdicts(ds), verdicts(ps)
+	for _, c := range []string{checkers.LockLinearizable, checkers.MutualExclusion, checkers.DataSafety, checkers.LostUpdates,
+		checkers.Fencing, checkers.Stats} {
+		if dv[c].Verdict != checkers.Valid || pv[c].Verdict != checkers.Valid {
+			t.Errorf("%s: %s directly, %s through the proxies; want valid both", c, dv[c].Verdict, pv[c].Verdict)
+		}
+	}
+}

@@ -1,0 +1,133 @@
+// Package links puts each lock client's connections, to every node and to the storage,
+// through Toxiproxy proxies of its own (github.com/Shopify/toxiproxy/v2, used as a library
+// inside the harness), so that a fault on the network reaches one client's traffic, or
+// every client's, on any machine and with no kernel module: latency with jitter on
+// everything a client sends, and one storage write held in the network until it is let go
+// (the seed's delayed packet, Worker A's write that arrives after its lease).
+//
+// A run has proxies only when one of its faults asks for them (nemesis.Needs.Links); every
+// other run dials the servers directly, as it always has. The links are per slot, not per
+// process: a worker that replaces a dead one dials through its slot's proxies.
+package links
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/rs/zerolog"
+)
+
+// Set is the proxies of one run: for each slot, one per node and one to the storage.
+type Set struct {
+	api *toxiproxy.ApiServer
+	// proxies[slot] are the slot's proxies, the nodes' in their order, the storage's last.
+	proxies [][]*toxiproxy.Proxy
+
+	mu    sync.Mutex
+	holds []*Hold // armed and not yet released
+}
+
+// Open starts the proxies of slots clients on listen (any free port each): one to each
+// node address and one to the storage's. Close stops them.
+func Open(listen netip.Addr, slots int, nodes []string, storage string) (*Set, error) {
+	s := &Set{api: toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop()), proxies: make([][]*toxiproxy.Proxy, slots)}
+	upstreams := append(append([]string{}, nodes...), storage)
+	for slot := range slots {
+		for i, up := range upstreams {
+			p := toxiproxy.NewProxy(s.api, fmt.Sprintf("c%d-%d", slot, i), netip.AddrPortFrom(listen, 0).String(), up)
+			if err := p.Start(); err != nil {
+				s.Close()
+				return nil, fmt.Errorf("proxy to %s: %w", up, err)
+			}
+			s.proxies[slot] = append(s.proxies[slot], p)
+		}
+	}
+	return s, nil
+}
+
+// Nodes are the addresses slot's client dials for the nodes, in their order.
+func (s *Set) Nodes(slot int) []string {
+	ps := s.proxies[slot]
+	addrs := make([]string, len(ps)-1)
+	for i, p := range ps[:len(ps)-1] {
+		addrs[i] = p.Listen
+	}
+	return addrs
+}
+
+// Storage is the address slot's client dials for the storage.
+func (s *Set) Storage(slot int) string {
+	ps := s.proxies[slot]
+	return ps[len(ps)-1].Listen
+}
+
+// Route is the address slot's client dials for addr, a node's or the storage's; addr
+// itself when no proxy leads there.
+func (s *Set) Route(slot int, addr string) string {
+	for _, p := range s.proxies[slot] {
+		if p.Upstream == addr {
+			return p.Listen
+		}
+	}
+	return addr
+}
+
+// Slow adds latency, give or take jitter, to everything slot's client sends, on each of
+// its links, until Heal.
+func (s *Set) Slow(slot int, latency, jitter time.Duration) error {
+	var errs []error
+	for _, p := range s.proxies[slot] {
+		errs = append(errs, addToxic(p, slowToxic, "latency",
+			fmt.Sprintf(`{"latency":%d,"jitter":%d}`, latency.Milliseconds(), jitter.Milliseconds())))
+	}
+	return errors.Join(errs...)
+}
+
+// The names of the toxics a Set adds: one of each kind per proxy at most.
+const (
+	slowToxic = "slow"
+	holdToxic = "hold"
+)
+
+// addToxic adds a toxic of type typ named name on what p's client sends, with attrs (a
+// JSON object). A proxy holds one toxic of a name: one already there is left as it is.
+func addToxic(p *toxiproxy.Proxy, name, typ, attrs string) error {
+	_, err := p.Toxics.AddToxicJson(strings.NewReader(
+		fmt.Sprintf(`{"name":%q,"type":%q,"stream":"upstream","toxicity":1,"attributes":%s}`, name, typ, attrs)))
+	if errors.Is(err, toxiproxy.ErrToxicAlreadyExists) {
+		return nil
+	}
+	return err
+}
+
+// Heal removes every toxic from every link, delivering what any held.
+func (s *Set) Heal() {
+	s.mu.Lock()
+	holds := s.holds
+	s.holds = nil
+	s.mu.Unlock()
+	for _, h := range holds {
+		h.Release()
+	}
+	for _, ps := range s.proxies {
+		for _, p := range ps {
+			p.Toxics.ResetToxics(context.Background())
+		}
+	}
+}
+
+// Close heals and stops every proxy, closing the connections through them.
+func (s *Set) Close() {
+	s.Heal()
+	for _, ps := range s.proxies {
+		for _, p := range ps {
+			p.Stop()
+		}
+	}
+}

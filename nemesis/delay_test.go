@@ -1,0 +1,228 @@
+package nemesis
+
+import (
+	"context"
+	"math/rand"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/links"
+	"github.com/lockbreaker/lockbreaker/system"
+)
+
+// fakeLinks records what a fault does to the clients' links; each armed hold is handed to
+// the test, which says what it caught.
+type fakeLinks struct {
+	*fake
+	holds chan *fakeHold
+}
+
+type fakeHold struct {
+	caught   chan links.Held
+	released chan struct{}
+}
+
+func (h *fakeHold) Caught() <-chan links.Held { return h.caught }
+func (h *fakeHold) Release() {
+	select {
+	case <-h.released:
+	default:
+		close(h.released)
+	}
+}
+
+func (l fakeLinks) SlowClient(p int, latency, jitter time.Duration) error {
+	return l.act("%s slowed %s±%s", workerName(p), latency, jitter)
+}
+func (l fakeLinks) HoldNextWrite() (WriteHold, error) {
+	h := &fakeHold{caught: make(chan links.Held, 1), released: make(chan struct{})}
+	l.holds <- h
+	return h, l.act("hold armed")
+}
+func (l fakeLinks) HealLinks() { l.act("heal links") }
+
+func (f *fake) linkedEnv() (Env, fakeLinks) {
+	env := f.env()
+	l := fakeLinks{fake: f, holds: make(chan *fakeHold, 8)}
+	env.Links = l
+	return env, l
+}
+
+func TestDelaySlowsOneClientAndHeals(t *testing.T) {
+	f := newFake(2, 1)
+	env, _ := f.linkedEnv()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := (delayClient{}).Run(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	got := f.did()
+	if len(got) < 2 || !strings.Contains(got[0], "slowed 30ms") || got[1] != "heal links" {
+		t.Errorf("actions %q", got)
+	}
+	for _, fl := range f.faults() {
+		if !fl.Healed || !strings.HasPrefix(fl.Targets[0], "worker-") {
+			t.Errorf("fault %+v", fl)
+		}
+	}
+}
+
+// delay-holder keeps a holder's write, sent within its lease, in the network until the
+// lease has run out and another client's write was accepted; that late delivery is its
+// hazard. A write nobody overtakes is held to the bound and let go with no hazard; one
+// sent after its lease is let go at once, and no fault is recorded.
+func TestDelayHolderHoldsAWriteUntilAnotherClientWrote(t *testing.T) {
+	const ttl = 10 * time.Millisecond
+	// The grant lies a second in the past, so its lease has run out by the time the test
+	// sends the other client's write, however slow the machine.
+	granted := history.Now() - int64(time.Second)
+	tests := []struct {
+		name string
+		// sentAfter is when the write was caught, after the grant.
+		sentAfter time.Duration
+		// unseen: the grant came before the watch began.
+		unseen    bool
+		overtaken bool
+		faults    int
+		hazards   int
+	}{
+		{"overtaken", time.Millisecond, false, true, 1, 1},
+		{"nobody wrote", time.Millisecond, false, false, 1, 0},
+		{"sent after its lease", 2 * ttl, false, true, 0, 0},
+		{"granted before the watch", time.Millisecond, true, true, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake(2, 1)
+			env, l := f.linkedEnv()
+			env.TTL, env.Interval = ttl, time.Hour
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error)
+			go func() { done <- delayHolder{}.Run(ctx, env) }()
+			hold := <-l.holds
+			events := []history.Event{
+				{Type: history.Invoke, Process: 1, Func: history.Acquire, Time: granted},
+				{Type: history.OK, Process: 1, Func: history.Acquire, Time: granted},
+				{Type: history.OK, Process: 1, Func: history.Read, Time: granted, Value: history.Int64(4)},
+				{Type: history.Invoke, Process: 1, Func: history.Write, Time: granted, Value: history.Int64(5)},
+			}
+			if tt.unseen {
+				events = events[2:]
+			}
+			for _, e := range events {
+				f.events <- e
+			}
+			hold.caught <- links.Held{Process: 1, Value: 5, At: granted + tt.sentAfter.Nanoseconds()}
+			if tt.overtaken {
+				now := history.Now()
+				f.events <- history.Event{Type: history.OK, Process: 0, Func: history.Acquire, Time: now}
+				f.events <- history.Event{Type: history.OK, Process: 0, Func: history.Write, Time: now, Value: history.Int64(5)}
+			}
+			<-hold.released
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			faults := f.faults()
+			if len(faults) != tt.faults {
+				t.Fatalf("faults %+v, want %d", faults, tt.faults)
+			}
+			for _, fl := range faults {
+				if fl.Description != history.DelayHolder.Name || !fl.Healed || !slices.Equal(fl.Targets, []string{"worker-1"}) {
+					t.Errorf("fault %+v", fl)
+				}
+			}
+			var hazards []history.Event
+			for _, e := range f.recorded {
+				if e.Func == history.HazardFunc {
+					hazards = append(hazards, e)
+				}
+			}
+			if len(hazards) != tt.hazards {
+				t.Fatalf("hazards %+v, want %d", hazards, tt.hazards)
+			}
+			for _, h := range hazards {
+				if h.Hazard != history.LateWrite || !slices.Equal(h.Targets, []string{"worker-1", "worker-0"}) ||
+					h.Detail["written"] != "worker-0 wrote 5" {
+					t.Errorf("hazard %+v", h)
+				}
+			}
+		})
+	}
+}
+
+// A fault on the links and a cut of single clients by address cannot run together.
+func TestLinksAndClientCutsAreRefusedTogether(t *testing.T) {
+	redis, _ := system.Lookup("redis")
+	n, _ := New([]string{"delay-holder", "partition-holder"})
+	if err := n.Available(redis, 1); err == nil || !strings.Contains(err.Error(), "run them apart") {
+		t.Errorf("delay-holder with partition-holder: %v", err)
+	}
+	n, _ = New([]string{"delay-holder", "pause-node"})
+	if err := n.Available(redis, 1); err != nil {
+		t.Errorf("delay-holder with pause-node: %v", err)
+	}
+}
+
+// A window's latency lies between a sixteenth and a half of the TTL, its jitter half that.
+func TestSlownessSpansWhatALeaseRidesOutAndWhatEatsIt(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	for range 1000 {
+		latency, jitter := slowness(time.Second, rng)
+		if latency < time.Second/16 || latency > time.Second/2 || jitter != latency/2 {
+			t.Fatalf("latency %s, jitter %s", latency, jitter)
+		}
+	}
+}
+
+// slow-network slows every client; a holder's write the storage applied after its lease
+// is its hazard, one within the lease is not.
+func TestSlowNetworkSeesWritesAfterTheirLease(t *testing.T) {
+	f := newFake(2, 1)
+	env, _ := f.linkedEnv()
+	env.TTL, env.Pause = 100*time.Millisecond, time.Hour // the window ends with the test
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error)
+	go func() { done <- slowNetwork{}.Run(ctx, env) }()
+	waitFor(t, "both clients slowed", func() bool { return len(f.did()) == 2 })
+	granted := history.Now() - int64(time.Second) // both leases ran out long ago
+	for _, e := range []history.Event{
+		{Type: history.OK, Process: 0, Func: history.Acquire, Time: granted, Detail: map[string]string{"validity": "1h"}},
+		{Type: history.OK, Process: 0, Func: history.Write, Time: history.Now(), EffectFrom: history.Now(), Value: history.Int64(1)},
+		{Type: history.OK, Process: 1, Func: history.Acquire, Time: granted},
+		{Type: history.OK, Process: 1, Func: history.Write, Time: history.Now(), EffectFrom: history.Now(), Value: history.Int64(2)},
+	} {
+		f.events <- e
+	}
+	hazards := func() (n int) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, e := range f.recorded {
+			if e.Hazard == history.SlowPastLease && slices.Equal(e.Targets, []string{"worker-1"}) {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, "worker-1's late write", func() bool { return hazards() > 0 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	got := f.did()
+	if len(got) != 3 || !strings.HasPrefix(got[0], "worker-0 slowed ") || got[1] != strings.Replace(got[0], "worker-0", "worker-1", 1) ||
+		got[2] != "heal links" {
+		t.Errorf("actions %q, want both clients slowed alike, then healed", got)
+	}
+	if n := hazards(); n != 1 {
+		t.Errorf("%d hazards about worker-1, want 1 (worker-0's write was within its stated validity)", n)
+	}
+	if faults := f.faults(); len(faults) != 1 || !faults[0].Healed || faults[0].Targets[0] != Clients {
+		t.Errorf("faults %+v", faults)
+	}
+}
