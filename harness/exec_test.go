@@ -90,25 +90,35 @@ func testProgram(t *testing.T, behaviour string) []string {
 	return []string{"env", testProgramEnv + "=" + behaviour, exe}
 }
 
-// A pause of an exec client stops its whole process group: the program's own threads
-// (its heartbeat here) stop with the worker and go on after SIGCONT. The request the
-// program was answering when it stopped is not held against it: a pause far longer than
-// the request's bound and its grace loses no client.
-func TestPauseStopsTheExecProgram(t *testing.T) {
-	inLane(t, laneLocal)
+// startHeartbeat starts one worker whose exec program beats from a thread of its own
+// (testProgram "heartbeat"), and returns once it has beaten five times; logged is the
+// workers' log so far.
+func startHeartbeat(t *testing.T) (*pool, func() string) {
+	t.Helper()
 	rec, logs, logged := poolRecords(t)
 	exe, _ := os.Executable()
-	cfg := WorkerConfig{Process: 0, Client: execlock.Name, AcquireTimeout: 300 * time.Millisecond, OpTimeout: time.Second,
+	cfg := WorkerConfig{Process: 0, Run: fmt.Sprintf("test-%d", os.Getpid()), Client: execlock.Name,
+		AcquireTimeout: 300 * time.Millisecond, OpTimeout: time.Second,
 		Lock: workloads.Config{System: "local", Key: "lock", TTL: time.Second, OpTimeout: 100 * time.Millisecond,
 			Retry: 20 * time.Millisecond, Owner: "w0", Program: testProgram(t, "heartbeat")}}
 	workers, err := startPool([]string{exe}, []WorkerConfig{cfg}, rec, logs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer workers.stop(5 * time.Second)
 	for strings.Count(logged(), "beat ") < 5 {
 		time.Sleep(10 * time.Millisecond)
 	}
+	return workers, logged
+}
+
+// A pause of an exec client stops its whole process group: the program's own threads
+// (its heartbeat here) stop with the worker and go on after SIGCONT. The request the
+// program was answering when it stopped is not held against it: a pause far longer than
+// the request's bound and its grace loses no client.
+func TestPauseStopsTheExecProgram(t *testing.T) {
+	inLane(t, laneLocal)
+	workers, logged := startHeartbeat(t)
+	defer workers.stop(5 * time.Second)
 	worker := workers.slots[0].cmd.Process.Pid
 	program := childOf(t, worker)
 

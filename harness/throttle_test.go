@@ -15,8 +15,6 @@ import (
 	"github.com/lockbreaker/lockbreaker/cpucap"
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/internal/tier"
-	"github.com/lockbreaker/lockbreaker/workloads"
-	"github.com/lockbreaker/lockbreaker/workloads/execlock"
 )
 
 // throttle-holder on etcd (issue 37), unfenced: see throttledHolder. Measured here at the
@@ -83,20 +81,8 @@ func TestThrottleCapsTheExecProgramToo(t *testing.T) {
 		t.Skip(err)
 	}
 	inLane(t, laneLocal)
-	rec, logs, logged := poolRecords(t)
-	exe, _ := os.Executable()
-	cfg := WorkerConfig{Process: 0, Run: fmt.Sprintf("test-%d", os.Getpid()), Client: execlock.Name,
-		AcquireTimeout: 300 * time.Millisecond, OpTimeout: time.Second,
-		Lock: workloads.Config{System: "local", Key: "lock", TTL: time.Second, OpTimeout: 100 * time.Millisecond,
-			Retry: 20 * time.Millisecond, Owner: "w0", Program: testProgram(t, "heartbeat")}}
-	workers, err := startPool([]string{exe}, []WorkerConfig{cfg}, rec, logs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	workers, logged := startHeartbeat(t)
 	defer workers.stop(5 * time.Second)
-	for strings.Count(logged(), "beat ") < 5 {
-		time.Sleep(10 * time.Millisecond)
-	}
 	worker := workers.slots[0].cmd.Process.Pid
 	group := []int{worker, childOf(t, worker)}
 	slices.Sort(group)
@@ -104,7 +90,7 @@ func TestThrottleCapsTheExecProgramToo(t *testing.T) {
 	if err := workers.Throttle(0); err != nil {
 		t.Fatal(err)
 	}
-	capped, _ := filepath.Glob(filepath.Join(cpucap.Root, "*", cpucap.Prefix+cfg.Run+"-worker-0"))
+	capped, _ := filepath.Glob(filepath.Join(cpucap.Root, "*", cpucap.Prefix+workers.slots[0].cfg.Run+"-worker-0"))
 	if len(capped) != 1 {
 		t.Fatalf("cgroups of the throttle: %v, want one", capped)
 	}

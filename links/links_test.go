@@ -83,8 +83,9 @@ func TestAHeldWriteArrivesAfterTheNextHoldersWrite(t *testing.T) {
 	}
 }
 
-// Heal delivers a held write: no request is lost in the network at the end of a run.
-func TestHealDeliversAHeldWrite(t *testing.T) {
+// heldWrite is one client's write caught by an armed hold; done gets the answer's error.
+func heldWrite(t *testing.T) (*Set, *Hold, <-chan error) {
+	t.Helper()
 	set := openOnStorage(t, 1)
 	p0 := dial(t, set, 0)
 	hold, err := set.HoldNextWrite()
@@ -97,6 +98,12 @@ func TestHealDeliversAHeldWrite(t *testing.T) {
 		done <- err
 	}()
 	<-hold.Caught()
+	return set, hold, done
+}
+
+// Heal delivers a held write: no request is lost in the network at the end of a run.
+func TestHealDeliversAHeldWrite(t *testing.T) {
+	set, hold, done := heldWrite(t)
 	set.Heal()
 	if err := <-done; err != nil {
 		t.Fatalf("a write held at the heal: %v", err)
@@ -106,18 +113,7 @@ func TestHealDeliversAHeldWrite(t *testing.T) {
 
 // Another toxic added behind a hold restarts it; what it holds stays held.
 func TestAHoldSurvivesASlowdownAddedBehindIt(t *testing.T) {
-	set := openOnStorage(t, 1)
-	p0 := dial(t, set, 0)
-	hold, err := set.HoldNextWrite()
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := p0.Do(context.Background(), storage.Request{Op: storage.OpWrite, Key: "k", Value: 7, Token: token(1), Client: 0})
-		done <- err
-	}()
-	<-hold.Caught()
+	set, hold, done := heldWrite(t)
 	if err := set.Slow(0, time.Millisecond, 0); err != nil {
 		t.Fatal(err)
 	}
