@@ -16,11 +16,12 @@ import (
 
 // delayHolderSpec is the seed's delayed write on one Redis: each holder's write after its
 // read is held in the network (the proxies on its links) until its lease ran out and
-// another client wrote.
+// another client wrote. Its first violation came by 5.2 s in each of 40 runs
+// (docs/measurements.md): 8 s holds one.
 func delayHolderSpec(fencing bool) Spec {
 	s := DefaultSpec()
 	s.Nemesis = []string{history.DelayHolder.Name}
-	s.TimeLimit = Duration(12 * time.Second)
+	s.TimeLimit = Duration(8 * time.Second)
 	s.Fencing = fencing
 	return s
 }
