@@ -55,6 +55,9 @@ func TestRedisHolderWriteHeldInTheNetwork(t *testing.T) {
 // with the fault's schedule past the run's end. A run whose nemesis injected nothing
 // proves nothing (stats), so its history is judged as a run without faults would be.
 func TestProxiesWithoutAFaultKeepTheVerdicts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two runs of the in-process lock: make test has them, the fast tier does not")
+	}
 	inLane(t, laneLocal)
 	direct := spec("local", "", none, true, 3*time.Second)
 	proxied := direct
