@@ -16,10 +16,9 @@ import (
 	"github.com/lockbreaker/lockbreaker/workloads/storage"
 )
 
-// Held is the storage write an armed Hold caught: whose (its slot, and the process its
-// request names), its value, and when the proxy caught it (history.Now).
+// Held is the storage write an armed Hold caught: whose (the process its request names),
+// its value, and when the proxy caught it (history.Now).
 type Held struct {
-	Slot    int
 	Process int
 	Value   int64
 	At      int64
@@ -52,8 +51,8 @@ func (s *Set) HoldNextWrite() (*Hold, error) {
 	s.holds = append(s.holds, h)
 	s.mu.Unlock()
 	var errs []error
-	for slot, ps := range s.proxies {
-		errs = append(errs, addToxic(ps[len(ps)-1], holdToxic, holdType, fmt.Sprintf(`{"hold":%q,"slot":%d}`, h.id, slot)))
+	for _, ps := range s.proxies {
+		errs = append(errs, addToxic(ps[len(ps)-1], holdToxic, holdType, fmt.Sprintf(`{"hold":%q}`, h.id)))
 	}
 	if err := errors.Join(errs...); err != nil {
 		h.Release()
@@ -86,12 +85,12 @@ func (h *Hold) Release() {
 	})
 }
 
-// claim makes w, sent on slot's link, the hold's write if it caught none yet.
-func (h *Hold) claim(slot int, w storage.Request) bool {
+// claim makes w the hold's write if it caught none yet.
+func (h *Hold) claim(w storage.Request) bool {
 	if !h.claimed.CompareAndSwap(false, true) {
 		return false
 	}
-	h.caught <- Held{Slot: slot, Process: w.Client, Value: w.Value, At: history.Now()}
+	h.caught <- Held{Process: w.Client, Value: w.Value, At: history.Now()}
 	return true
 }
 
@@ -105,7 +104,6 @@ func init() { toxics.Register(holdType, new(holdWrite)) }
 // Cleanup, when it is removed, delivers it.
 type holdWrite struct {
 	Hold string `json:"hold"`
-	Slot int    `json:"slot"`
 }
 
 // holding is a link's state: the chunk held there, if any.
@@ -135,7 +133,7 @@ func (t *holdWrite) Pipe(stub *toxics.ToxicStub) {
 				return
 			}
 			if h, ok := holds.Load(t.Hold); ok {
-				if w, ok := firstWrite(c.Data); ok && h.(*Hold).claim(t.Slot, w) {
+				if w, ok := firstWrite(c.Data); ok && h.(*Hold).claim(w) {
 					state.chunk = c
 					continue
 				}

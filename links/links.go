@@ -67,17 +67,6 @@ func (s *Set) Storage(slot int) string {
 	return ps[len(ps)-1].Listen
 }
 
-// Route is the address slot's client dials for addr, a node's or the storage's; addr
-// itself when no proxy leads there.
-func (s *Set) Route(slot int, addr string) string {
-	for _, p := range s.proxies[slot] {
-		if p.Upstream == addr {
-			return p.Listen
-		}
-	}
-	return addr
-}
-
 // Slow adds latency, give or take jitter, to everything slot's client sends, on each of
 // its links, until Heal.
 func (s *Set) Slow(slot int, latency, jitter time.Duration) error {
