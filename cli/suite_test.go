@@ -178,6 +178,9 @@ cells:
 // and statuses, a report per run inside the merged directory. A shard given twice, or
 // one left out, is refused in one line.
 func TestSuiteMergeEqualsTheUnshardedRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("whole suites run on the in-process lock, seconds each: make test has them, the fast tier does not")
+	}
 	t.Parallel() // processes on the in-process lock, each with stores of its own
 	file := writeSuite(t, shardedSuite)
 	whole := t.TempDir()
@@ -275,6 +278,9 @@ func readSuiteJSON(t *testing.T, dir string) suite.Result {
 // from the store where it ran and from a copy of it (an artifact), and from the two suite
 // runs' directories.
 func TestSuiteRegressionIsFlaggedAndFailsCompare(t *testing.T) {
+	if testing.Short() {
+		t.Skip("whole suites run on the in-process lock, seconds each: make test has them, the fast tier does not")
+	}
 	t.Parallel() // processes on the in-process lock, each with stores of its own
 	const cells = "defaults: {system: local, clients: 3, ttl: 500ms, interval: 500ms, time_limit: 1s}\ncells:\n" +
 		"  - {name: broken, spec: {system: local-broken, nemesis: [none]}, expect: {mutual-exclusion: invalid}}\n"

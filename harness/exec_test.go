@@ -208,6 +208,9 @@ func localExecSpec(t *testing.T, nemesis []string, fencing bool, behaviour strin
 // paused holder breaks the lock, fencing keeps the data, and a killed client's program
 // dies with it and a new one takes its place.
 func TestExecClientTrials(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs of exec clients on the in-process lock, 8 s: make test has them, the fast tier does not")
+	}
 	inLane(t, laneLocal)
 	t.Run("paused holder, fenced", func(t *testing.T) {
 		s := runScenario(t, localExecSpec(t, []string{"pause-holder"}, true, ""))
