@@ -55,7 +55,8 @@ func sentinelSpec(nemesis []string, limit time.Duration) Spec {
 // redislock runs on Sentinel as well; workloads' real-cluster test shows it is a mutex there.
 func TestSentinelWithoutFaultsIsSafe(t *testing.T) {
 	inLane(t, laneRedis)
-	summary, events := runEvents(t, sentinelSpec(none, 6*time.Second))
+	tr := untilDanger(t, sentinelSpec(none, 6*time.Second), worked)
+	summary, events := tr.summary, tr.events
 	expectAllValid(t, summary)
 	if !rolesShow(events, map[string]string{"n1": "primary", "n2": "replica", "n3": "replica"}) {
 		t.Errorf("roles recorded %+v: want n1 the primary, n2 and n3 its replicas", nemesisEvents(events, history.Roles, ""))

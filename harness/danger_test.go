@@ -72,6 +72,11 @@ func proven(tr ran) string {
 	return ""
 }
 
+// worked is the danger of a run without faults, or with faults a safe lock shrugs off: load.
+// A run whose clients did too little (a slow machine, a cluster still settling) proves
+// nothing either way.
+func worked(tr ran) string { return littleWork(tr.summary) }
+
 // overlapped is the danger of an unsafe lock: two holders at once, seen in the history.
 func overlapped(tr ran) string {
 	if me := verdicts(tr.summary)["mutual-exclusion"]; me.Verdict != checkers.Invalid {

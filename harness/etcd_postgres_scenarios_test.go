@@ -51,7 +51,7 @@ func TestEtcdFiveMembersWithoutFaultsAreSafe(t *testing.T) {
 	inLane(t, laneEtcd)
 	spec := shortSpec("etcd", "etcd", "none", true, 5*time.Second)
 	spec.Nodes = 5
-	expectAllValid(t, runScenario(t, spec))
+	expectAllValid(t, untilDanger(t, spec, worked).summary)
 }
 
 // A member killed under a held lock (the holder kept inside its lease meanwhile) and
@@ -89,7 +89,7 @@ func TestPostgresWithoutFaultsIsSafe(t *testing.T) {
 	inLane(t, lanePostgres)
 	for _, client := range []string{"pg-advisory", "pg-lease"} {
 		t.Run(client, func(t *testing.T) {
-			expectAllValid(t, runScenario(t, shortSpec("postgres", client, "none", true, 4*time.Second)))
+			expectAllValid(t, untilDanger(t, shortSpec("postgres", client, "none", true, 4*time.Second), worked).summary)
 		})
 	}
 }
@@ -119,7 +119,7 @@ func TestPostgresAdvisoryThroughPgBouncer(t *testing.T) {
 	t.Run("session pooling", func(t *testing.T) {
 		spec := shortSpec("postgres", "pg-advisory", "none", true, 3*time.Second)
 		spec.Pooler = system.PgBouncerSession
-		s := runScenario(t, spec)
+		s := untilDanger(t, spec, worked).summary
 		expectAllValid(t, s)
 		if n := hazardCount(s, history.PooledSession); n != 0 {
 			t.Errorf("%d pooled sessions in session pooling", n)

@@ -17,7 +17,6 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/history"
-	"github.com/lockbreaker/lockbreaker/results"
 	"github.com/lockbreaker/lockbreaker/system"
 	"github.com/lockbreaker/lockbreaker/workloads"
 	"github.com/lockbreaker/lockbreaker/workloads/execlock"
@@ -229,14 +228,10 @@ func TestExecClientTrials(t *testing.T) {
 	})
 	t.Run("killed clients", func(t *testing.T) {
 		spec := localExecSpec(t, []string{"kill-client"}, true, "")
-		dir, s := runTrial(t, spec)
-		expectAllValid(t, s)
-		file, err := history.ReadFile(filepath.Join(dir, results.HistoryFile))
-		if err != nil {
-			t.Fatal(err)
-		}
+		tr := untilDanger(t, spec, worked)
+		expectAllValid(t, tr.summary)
 		replaced := false
-		for _, e := range file.Events {
+		for _, e := range tr.events {
 			replaced = replaced || e.Process >= spec.Clients
 		}
 		if !replaced {

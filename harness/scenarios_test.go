@@ -232,7 +232,7 @@ func TestRedisWithoutFaultsIsSafe(t *testing.T) {
 	spec := kleppmannSpec(true)
 	spec.Nemesis = []string{"none"}
 	spec.TimeLimit = Duration(6 * time.Second)
-	expectAllValid(t, runScenario(t, spec))
+	expectAllValid(t, untilDanger(t, spec, worked).summary)
 }
 
 // expectLockKept fails t unless the lock held: no two holders at once, a history legal for
@@ -278,9 +278,18 @@ func expectAllValid(t *testing.T, s results.Summary) {
 // expectWork fails t when the clients did too little for a safe verdict to mean anything.
 func expectWork(t *testing.T, s results.Summary) {
 	t.Helper()
-	if s.Ops["acquire"].OK < 3 || s.Ops["write"].OK < 3 {
-		t.Errorf("too little work to mean anything: %v", s.Ops)
+	if why := littleWork(s); why != "" {
+		t.Error(why)
 	}
+}
+
+// littleWork says why the clients did too little for a safe verdict to mean anything: ""
+// when they did enough.
+func littleWork(s results.Summary) string {
+	if s.Ops["acquire"].OK < 3 || s.Ops["write"].OK < 3 {
+		return fmt.Sprintf("too little work to mean anything: %v", s.Ops)
+	}
+	return ""
 }
 
 func spec(system, client string, nemesis []string, fencing bool, limit time.Duration) Spec {
@@ -300,7 +309,7 @@ func TestRedlockClientsWithoutFaultsAreSafe(t *testing.T) {
 			if client == "redsync" {
 				tier.Long(t) // redsync's own test in workloads runs it on a real cluster
 			}
-			s := runScenario(t, spec("redlock", client, none, false, 6*time.Second))
+			s := untilDanger(t, spec("redlock", client, none, false, 6*time.Second), worked).summary
 			expectAllValid(t, s)
 			if len(s.Notes) == 0 || !strings.Contains(s.Notes[0], "no fencing token") {
 				t.Errorf("the report must say Redlock has no fencing token: notes %q", s.Notes)
@@ -378,7 +387,7 @@ func TestZooKeeperWithoutFaultsIsSafeWithGrowingTokens(t *testing.T) {
 			}
 			s := zkSpec(none, true, 8*time.Second)
 			s.Client = client
-			summary := runScenario(t, s)
+			summary := untilDanger(t, s, worked).summary
 			expectAllValid(t, summary)
 			if n := verdicts(summary)["fencing"].Counts["grants-with-token"]; n < 5 {
 				t.Errorf("only %d grants carried a token", n)

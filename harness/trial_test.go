@@ -33,7 +33,7 @@ func localSpec(system string, nemesis []string, fencing bool) Spec {
 
 func TestLocalLockWithoutFaultsIsSafe(t *testing.T) {
 	inLane(t, laneLocal)
-	expectAllValid(t, runScenario(t, localSpec("local", []string{"none"}, true)))
+	expectAllValid(t, untilDanger(t, localSpec("local", []string{"none"}, true), worked).summary)
 }
 
 func TestBrokenLocalLockIsCaught(t *testing.T) {
@@ -69,14 +69,11 @@ func TestLocalPausedHolderWithFencingKeepsStorageSafe(t *testing.T) {
 func TestKilledWorkerLeavesAnIndeterminateOpAndIsReplaced(t *testing.T) {
 	inLane(t, laneLocal)
 	spec := localSpec("local", []string{"kill-client"}, true)
-	dir, s := runTrial(t, spec)
+	tr := untilDanger(t, spec, worked)
+	s := tr.summary
 	expectAllValid(t, s)
-	file, err := history.ReadFile(filepath.Join(dir, results.HistoryFile))
-	if err != nil {
-		t.Fatal(err)
-	}
 	lost, replaced := 0, false
-	for _, e := range file.Events {
+	for _, e := range tr.events {
 		if e.Type == history.Info && strings.Contains(e.Message, "worker exited during the operation") {
 			lost++
 		}
@@ -89,7 +86,7 @@ func TestKilledWorkerLeavesAnIndeterminateOpAndIsReplaced(t *testing.T) {
 	}
 	// The new process is a new client of the lock service too: the service saw more
 	// owners (each named <owner>-<acquisition>) than there are slots.
-	log, err := os.ReadFile(filepath.Join(dir, results.NodesDir, "n1.jsonl"))
+	log, err := os.ReadFile(filepath.Join(tr.dir, results.NodesDir, "n1.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
