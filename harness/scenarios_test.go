@@ -413,12 +413,10 @@ func TestZooKeeperFencingKeepsStorageSafe(t *testing.T) {
 }
 
 func TestZooKeeperMinorityPartitionsKeepMutualExclusion(t *testing.T) {
+	tier.Long(t) // make test's partition of ZooKeeper cuts its holder from the ensemble
 	inLane(t, laneZooKeeper)
 	for _, shape := range []string{"partition-leader", "partition-isolate-one", "partition-halves"} {
 		t.Run(shape, func(t *testing.T) {
-			if shape != "partition-leader" {
-				tier.Long(t) // one shape of split in make test
-			}
 			s := untilDanger(t, zkSpec([]string{shape}, true, 15*time.Second), proven).summary
 			expectLockKept(t, s)
 			expectFaults(t, s, 2)
