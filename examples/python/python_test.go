@@ -72,7 +72,7 @@ func TestEtcd3ProgramSpeaksTheProtocol(t *testing.T) {
 	needModules(t, "etcd3")
 	cfg := workloads.Config{System: "etcd", Nodes: []string{"127.0.0.1:1"}, Key: "lock", TTL: 2 * time.Second,
 		OpTimeout: 200 * time.Millisecond, Retry: 20 * time.Millisecond, Owner: "w0", Program: []string{"./etcd3_lock.py"}, Fencing: true}
-	exampletest.AcquireIsUnknown(t, cfg, 5*time.Second, "")
+	exampletest.AcquireIsUnknown(t, cfg, 5*time.Second)
 }
 
 // The complete example in docs/protocol.md, as it is written there, runs under
