@@ -92,6 +92,34 @@ func TestAPooledSessionsStoryNamesTheBackendItPassed(t *testing.T) {
 	t.Error("no mutual-exclusion result")
 }
 
+// A pooler's watcher records the hazard of the grants it saw pass a session, not of every
+// pair: when the first overlap's two grants share a backend that no hazard names, the story
+// still tells the session, and names the pooler from another of its hazards (a fresh make
+// test's story said "the pooler").
+func TestAPooledSessionUntoldByItsHazardNamesThePooler(t *testing.T) {
+	text, err := os.ReadFile(pooledSession)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := strings.Replace(string(text), `"granted":"worker-0 #3","holder":"worker-1 #2"`, `"granted":"worker-0 #93","holder":"worker-1 #92"`, 1)
+	if other == string(text) {
+		t.Fatal("the hazard's grants were not found in " + pooledSession)
+	}
+	got, err := analyze(t, t.TempDir(), other, results.Summary{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range got.Results {
+		if r.Checker == "mutual-exclusion" {
+			if story := checkers.StoryText(r.Story); !strings.Contains(story, "server backend 4242, which pgbouncer-transaction then handed to") {
+				t.Errorf("the story does not name the pooler: %q", story)
+			}
+			return
+		}
+	}
+	t.Error("no mutual-exclusion result")
+}
+
 // Every invalid mutual-exclusion verdict tells its story, naming both holders from their
 // grants, over every saved history in the repository (hand-made, fuzz seeds, saved runs)
 // and over generated ones, with and without fencing, as generated and numbered again as a

@@ -197,7 +197,8 @@ func Reads(o checkers.Overlap, e history.Event) bool {
 // danger (restart-served) is told. A hazard is about them when every grant its detail names
 // ("worker-2 #41 token 7", "#41") is one of the two, or, naming none, when it names both
 // holders and came between the grants. When the two grants name one server session and no
-// pooled-session hazard was recorded, the session is told all the same.
+// pooled-session hazard was recorded about them, the session is told all the same, naming
+// the pooler another such hazard named.
 func (t *teller) hazards(earlier, later history.Event) {
 	var found []history.Event
 	recorded := map[history.Hazard]bool{}
@@ -229,8 +230,20 @@ func (t *teller) hazards(earlier, later history.Event) {
 	}
 	if backend := earlier.Detail[history.BackendDetail]; !told[history.PooledSession] && backend != "" &&
 		later.Detail[history.BackendDetail] == backend {
-		t.pooled(history.Event{Index: later.Index, Detail: map[string]string{history.BackendDetail: backend}}, earlier, later)
+		t.pooled(history.Event{Index: later.Index, Fault: t.poolerName(), Detail: map[string]string{history.BackendDetail: backend}},
+			earlier, later)
 	}
+}
+
+// poolerName is the pooler named by a pooled-session hazard the run recorded about other
+// grants (its watcher sees them as they come, not every pair), or "".
+func (t *teller) poolerName() string {
+	for _, e := range t.events {
+		if isHazard(e) && e.Hazard == history.PooledSession && e.Fault != "" {
+			return e.Fault
+		}
+	}
+	return ""
 }
 
 // about says whether hazard event e is about the grants earlier and later.
