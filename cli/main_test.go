@@ -17,20 +17,21 @@ import (
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/cli/command"
 	"github.com/lockbreaker/lockbreaker/containers"
+	"github.com/lockbreaker/lockbreaker/internal/testbin"
 	"github.com/lockbreaker/lockbreaker/results"
 )
 
 var binary string
 
-// TestMain builds the real binary once: these tests run it as a user would.
+// TestMain finds the real binary (make test's, or one it builds): these tests run it as a
+// user would.
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "lockbreaker-cli")
 	if err != nil {
 		panic(err)
 	}
-	binary = filepath.Join(dir, "lockbreaker")
-	if out, err := exec.Command("go", "build", "-o", binary, "../cmd/lockbreaker").CombinedOutput(); err != nil {
-		panic("build lockbreaker: " + err.Error() + "\n" + string(out))
+	if binary, err = testbin.Path(dir); err != nil {
+		panic(err)
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

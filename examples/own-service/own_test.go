@@ -27,6 +27,7 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/containers"
 	"github.com/lockbreaker/lockbreaker/examples/internal/exampletest"
+	"github.com/lockbreaker/lockbreaker/internal/testbin"
 	"github.com/lockbreaker/lockbreaker/sysfile"
 	"github.com/lockbreaker/lockbreaker/system"
 )
@@ -34,6 +35,7 @@ import (
 var (
 	buildOnce sync.Once
 	binDir    string
+	builtBin  string
 	buildErr  error
 )
 
@@ -45,22 +47,20 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// build builds the lockbreaker binary, once for all the tests, and returns its path.
+// build finds the lockbreaker binary (make test's) or builds it, once for all the tests,
+// and returns its path.
 func build(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		if binDir, buildErr = os.MkdirTemp("", "own-service-"); buildErr != nil {
 			return
 		}
-		out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "lockbreaker"), "github.com/lockbreaker/lockbreaker/cmd/lockbreaker").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("build: %v\n%s", err, out)
-		}
+		builtBin, buildErr = testbin.Path(binDir)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	return filepath.Join(binDir, "lockbreaker")
+	return builtBin
 }
 
 var (

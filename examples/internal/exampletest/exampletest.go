@@ -9,13 +9,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/harness"
+	"github.com/lockbreaker/lockbreaker/internal/testbin"
 	"github.com/lockbreaker/lockbreaker/suite"
 	"github.com/lockbreaker/lockbreaker/workloads"
 	"github.com/lockbreaker/lockbreaker/workloads/execlock"
@@ -27,12 +27,13 @@ import (
 // measured over many seeds by hand (docs/locks-people-run.md, docs/measurements.md).
 func Long() bool { return os.Getenv("LOCKBREAKER_LONG") == "1" }
 
-// Lockbreaker builds the lockbreaker binary into the test's temporary directory.
+// Lockbreaker is the lockbreaker binary: make test's, or one built into the test's
+// temporary directory.
 func Lockbreaker(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "lockbreaker")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/lockbreaker/lockbreaker/cmd/lockbreaker").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	bin, err := testbin.Path(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }
