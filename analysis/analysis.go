@@ -13,6 +13,7 @@ package analysis
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 
 	"github.com/lockbreaker/lockbreaker/checkers"
@@ -43,7 +44,7 @@ func File(ctx context.Context, dir, path string, s results.Summary, limits check
 	var nemesis []history.Event
 	drawing := results.NewDrawing()
 	counts, open := results.OpCounts{}, map[int]history.Func{}
-	faults := 0
+	faults, spent := 0, 0
 	note, err := history.Scan(path, func(e history.Event) error {
 		stream.Add(e)
 		drawing.Add(e)
@@ -58,6 +59,9 @@ func File(ctx context.Context, dir, path string, s results.Summary, limits check
 		default:
 			delete(open, e.Process)
 			counts.Add(e.Func, e.Type)
+			if e.Func == history.Acquire && e.Type == history.Fail && e.Detail[history.ValiditySpent] != "" {
+				spent++
+			}
 		}
 		return nil
 	})
@@ -75,6 +79,9 @@ func File(ctx context.Context, dir, path string, s results.Summary, limits check
 	if err := tell(path, s.Results, s.Spec); err != nil {
 		notes = append(notes, "the first violation could not be told: "+err.Error())
 	}
+	if spent > 0 {
+		notes = append(notes, spentNote(spent))
+	}
 	notes = append(notes, stream.Notes()...)
 	if n := drawing.Note(); n != "" {
 		notes = append(notes, n)
@@ -85,6 +92,17 @@ func File(ctx context.Context, dir, path string, s results.Summary, limits check
 		}
 	}
 	return finish(dir, s, drawing, faults, nemesis, opts.Hazards)
+}
+
+// spentNote says how many acquires a majority granted too late to use (history.ValiditySpent):
+// slowness the lock saw and refused, which no verdict counts.
+func spentNote(n int) string {
+	what := "1 acquire was"
+	if n != 1 {
+		what = fmt.Sprintf("%d acquires were", n)
+	}
+	return what + " granted by a majority only after the lock's validity had run out (the attempt took longer than " +
+		"the TTL less the drift allowance): the client released each and used none"
 }
 
 // options are the checkers' options for a run's history.

@@ -67,6 +67,41 @@ func TestAnalyzeCompletesTheSummary(t *testing.T) {
 	}
 }
 
+// Acquires a majority granted too late (a Redlock client's spent validity) are counted in
+// the notes, once however often the run is checked again, and judged as the refusals they
+// were.
+func TestSpentValidityIsCountedInTheNotes(t *testing.T) {
+	spent := `{"index":0,"type":"invoke","process":0,"f":"acquire","key":"lock","time":1000}
+{"index":1,"type":"fail","process":0,"f":"acquire","key":"lock","time":1100,"error":"busy","detail":{"validity spent":"2.1s"}}
+{"index":2,"type":"invoke","process":1,"f":"acquire","key":"lock","time":1200}
+{"index":3,"type":"fail","process":1,"f":"acquire","key":"lock","time":1300,"error":"busy","detail":{"validity spent":"2.4s"}}
+{"index":4,"type":"invoke","process":0,"f":"acquire","key":"lock","time":1400}
+{"index":5,"type":"ok","process":0,"f":"acquire","key":"lock","time":1500}
+`
+	dir := t.TempDir()
+	got, err := analyze(t, dir, spent, results.Summary{})
+	if err == nil {
+		got, err = analyze(t, dir, spent, got)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var counted []string
+	for _, n := range got.Notes {
+		if strings.Contains(n, "validity had run out") {
+			counted = append(counted, n)
+		}
+	}
+	if len(counted) != 1 || !strings.HasPrefix(counted[0], "2 acquires were granted by a majority") {
+		t.Errorf("notes %q: want one saying 2 acquires were granted after their validity", got.Notes)
+	}
+	for _, r := range got.Results {
+		if r.Verdict == checkers.Invalid {
+			t.Errorf("%s invalid (%s): a spent grant is a refusal", r.Checker, r.Summary)
+		}
+	}
+}
+
 // A history that does not pair is refused, naming its line: no verdict, no count and no
 // results.json, since a partial judgement would read as a whole one.
 func TestAnalyzeRefusesAHistoryThatDoesNotPair(t *testing.T) {

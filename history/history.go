@@ -132,6 +132,12 @@ type Event struct {
 // every one of which found the lock busy.
 const BusyEvery = "busy every"
 
+// ValiditySpent is the detail of a failed acquire whose attempt a majority granted only
+// after the lock's validity had run out (a time.Duration: how long the attempt took): a
+// Redlock client then releases what it got and uses none of it. It is counted, not
+// judged: the client never acted on the grant.
+const ValiditySpent = "validity spent"
+
 // ClientTarget is the process of the lock client a target names ("worker-3" is process
 // 3), and whether the target names a client at all rather than a node (n2).
 func ClientTarget(target string) (process int, ok bool) {

@@ -114,6 +114,9 @@ func (w *Counter) acquire(ctx context.Context) (Grant, bool) {
 		done.EffectFrom, done.EffectTo = busy.Since, busy.Until
 		done.Detail = map[string]string{history.BusyEvery: busy.Every.String()}
 	}
+	if spent := (*SpentError)(nil); errors.As(err, &spent) {
+		done.Detail = map[string]string{history.ValiditySpent: spent.Took.String()}
+	}
 	if err == nil {
 		if grant.HasToken {
 			done.Token = history.Int64(grant.Token)

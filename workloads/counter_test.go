@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -176,5 +177,46 @@ func TestCounterStopsWhenItsClientIsGone(t *testing.T) {
 		if last.Func != history.Release || last.Type != history.Info || last.Message != err.Error() {
 			t.Errorf("%v: the history ends with %+v, want the release indeterminate with the client's words", gone, last)
 		}
+	}
+}
+
+// spentLock refuses every other acquire with a SpentError, through the shared retry loop.
+type spentLock struct{ tries int }
+
+func (l *spentLock) Acquire(ctx context.Context) (Grant, error) {
+	return retryWhileBusy(ctx, time.Microsecond, func(context.Context) (Grant, error) {
+		l.tries++
+		if l.tries%2 == 1 {
+			return Grant{}, &SpentError{Took: 3 * time.Second, TTL: 2 * time.Second}
+		}
+		return Grant{}, nil
+	})
+}
+
+func (*spentLock) Release(context.Context) error { return nil }
+func (*spentLock) Close() error                  { return nil }
+
+// A majority granted too late is a definite refusal that the history keeps, attempt by
+// attempt: the retry loop ends on it, and the counter records a failed acquire with how
+// long the attempt took.
+func TestSpentValidityIsAFailedAcquireOfItsOwn(t *testing.T) {
+	lock := &spentLock{}
+	var spent *SpentError
+	if _, err := lock.Acquire(context.Background()); lock.tries != 1 || !errors.Is(err, ErrBusy) || !errors.As(err, &spent) {
+		t.Fatalf("after %d tries: %v; want one try ending in a SpentError", lock.tries, err)
+	}
+	lock.tries = 0
+	failed := 0
+	for _, e := range runCounter(t, lock, 40) {
+		if e.Func != history.Acquire || e.Type != history.Fail {
+			continue
+		}
+		failed++
+		if e.Error != history.ErrLockBusy || e.Detail[history.ValiditySpent] != "3s" || !strings.Contains(e.Message, "validity ran out") {
+			t.Errorf("failed acquire %+v: want busy, %q 3s and the client's words", e, history.ValiditySpent)
+		}
+	}
+	if failed == 0 {
+		t.Error("no failed acquire recorded")
 	}
 }

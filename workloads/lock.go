@@ -69,6 +69,18 @@ type BusyError struct {
 func (*BusyError) Error() string        { return ErrBusy.Error() }
 func (*BusyError) Is(target error) bool { return target == ErrBusy }
 
+// SpentError is a definite refusal of a lock whose client asks several nodes: a majority
+// granted it, but the attempt took so long (Took, of a TTL) that no validity was left, so
+// the client released what it got and used none of it. Acquire returns it at once, without
+// trying again, so that the history keeps each such attempt (history.ValiditySpent).
+type SpentError struct{ Took, TTL time.Duration }
+
+func (e *SpentError) Error() string {
+	return fmt.Sprintf("a majority granted the lock after its validity ran out (the attempt took %s of a %s TTL); released unused",
+		e.Took.Round(time.Millisecond), e.TTL)
+}
+func (*SpentError) Is(target error) bool { return target == ErrBusy }
+
 var (
 	ErrBusy    = errors.New("lock is held by another client")
 	ErrNotHeld = errors.New("lock is not held by this client")

@@ -147,8 +147,9 @@ func redlockRefusesASlowGrant(t *testing.T, target Config) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if _, err := acquire(l, 200*time.Millisecond); !errors.Is(err, ErrBusy) {
-		t.Fatalf("got %v, want ErrBusy: the elapsed time exceeded the TTL", err)
+	var spent *SpentError
+	if _, err := acquire(l, 200*time.Millisecond); !errors.Is(err, ErrBusy) || !errors.As(err, &spent) || spent.Took < 5*time.Second {
+		t.Fatalf("got %v, want a SpentError (a definite refusal): the elapsed time exceeded the TTL", err)
 	}
 	other, err := NewRedlock(Config{Nodes: nodes, Key: "k-jumpy", TTL: 5 * time.Second, OpTimeout: 200 * time.Millisecond,
 		Retry: 10 * time.Millisecond, Owner: "other"}, false, time.Now)

@@ -99,7 +99,8 @@ func (l *redisLock) Acquire(ctx context.Context) (Grant, error) {
 	return retryWhileBusy(ctx, l.cfg.Retry, l.try)
 }
 
-// retryWhileBusy calls try until it returns something other than ErrBusy or ctx ends.
+// retryWhileBusy calls try until it returns something other than ErrBusy, or a
+// SpentError (a refusal the history keeps, attempt by attempt), or ctx ends.
 // ctx only stops new attempts: an attempt in flight runs to its own timeout, so giving up
 // on a busy lock is a definite failure rather than an abandoned request. A grant's
 // AttemptStarted, unless try set it, is when the granted attempt began; a busy outcome is a
@@ -118,7 +119,7 @@ func retryWhileBusy(ctx context.Context, retry time.Duration, try func(context.C
 		if err == nil && busy != nil && unbroken {
 			g.BusyEvery = time.Duration(max(apart, started-last) + took)
 		}
-		if !errors.Is(err, ErrBusy) {
+		if spent := (*SpentError)(nil); !errors.Is(err, ErrBusy) || errors.As(err, &spent) {
 			return g, err
 		}
 		switch now := history.Now(); {

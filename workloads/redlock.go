@@ -86,6 +86,9 @@ func (l *Redlock) try(ctx context.Context) (Grant, error) {
 		}}, nil
 	}
 	l.releaseEverywhere(ctx)
+	if len(granted) >= l.quorum() {
+		return Grant{}, &SpentError{Took: elapsed, TTL: l.cfg.TTL}
+	}
 	// A node that did not answer may have granted the lock: if those could make a
 	// majority, whether we held the lock is unknown, not a clean failure.
 	if len(granted)+len(failed) >= l.quorum() && validity > 0 {
