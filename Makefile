@@ -99,10 +99,12 @@ test-long: deps vet image
 	grep -oE 'danger: [^ ]+ (came on try [0-9]+|never came)' $(LONGLOG) | sed 's/^danger: //' | sort | uniq -c; \
 	test $$main -eq 0 && test $$others -eq 0
 
-unit:
-	$(GO) test -count=1 -short ./...
-	cd examples && $(GO) test -count=1 -short ./...
-	cd third_party/porcupine && $(GO) test -count=1 -short ./...
+# The tests that need no Docker, with the binary built once for those that run it.
+unit: build
+	@export LOCKBREAKER_TEST_BIN=$(CURDIR)/$(BIN); \
+	$(GO) test -count=1 -short ./... && \
+	(cd examples && $(GO) test -count=1 -short ./...) && \
+	(cd third_party/porcupine && $(GO) test -count=1 -short ./...)
 
 # The long tier, for a nightly job (not in make test): the whole kleppmann suite, SEEDS
 # runs per cell, only the SHARD-th of its parts (one per CI runner), PARALLEL runs at once
