@@ -99,6 +99,7 @@ func TestStopAtFirstViolationEndsTheRunEarly(t *testing.T) {
 
 // --faults 1 lets the nemesis begin one fault and no more, while the clients run on.
 func TestFaultsBoundsTheNemesis(t *testing.T) {
+	inMakeTest(t, "TestStopAtFirstViolationEndsTheRunEarly, the other early end")
 	inLane(t, laneLocal)
 	spec := localSpec("local", []string{"pause-holder"}, false)
 	spec.Faults = 1

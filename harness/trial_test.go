@@ -31,7 +31,17 @@ func localSpec(system string, nemesis []string, fencing bool) Spec {
 	return s
 }
 
+// inMakeTest keeps t out of the fast tier (-short), where the trial named already shows
+// what t shows; make test runs it.
+func inMakeTest(t *testing.T, shownBy string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("make test runs it; the fast tier has " + shownBy)
+	}
+}
+
 func TestLocalLockWithoutFaultsIsSafe(t *testing.T) {
+	inMakeTest(t, "TestKilledWorkerLeavesAnIndeterminateOpAndIsReplaced, every checker valid")
 	inLane(t, laneLocal)
 	expectAllValid(t, untilDanger(t, localSpec("local", []string{"none"}, true), worked).summary)
 }
@@ -50,6 +60,7 @@ func TestBrokenLocalLockIsCaught(t *testing.T) {
 }
 
 func TestLocalPausedHolderWithoutFencingCorruptsStorage(t *testing.T) {
+	inMakeTest(t, "TestLocalPausedHolderWithFencingKeepsStorageSafe, the same pauses and overlap")
 	inLane(t, laneLocal)
 	s := runScenario(t, localSpec("local", []string{"pause-holder"}, false))
 	expect(t, s, map[string]checkers.Verdict{
