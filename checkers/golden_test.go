@@ -38,6 +38,7 @@ type goldenJudged struct {
 // byte, the results in testdata/golden, whole and streamed: what the checkers say does not
 // change unless a golden file changes with it (go test -run TestGolden -update rewrites them).
 func TestGolden(t *testing.T) {
+	t.Parallel()                                      // a CPU-bound search: the fast tier runs them side by side
 	inputs := map[string]map[string][]history.Event{} // golden file -> candidate -> events
 	jsonl, _ := filepath.Glob("testdata/*.jsonl")
 	for _, path := range jsonl {

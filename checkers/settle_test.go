@@ -15,6 +15,7 @@ import (
 // tokens, both models give the same answer whether the indeterminate operations return
 // where settle puts them or at infinity.
 func TestSettleLosesNoLegalOrder(t *testing.T) {
+	t.Parallel() // a CPU-bound search: the fast tier runs them side by side
 	rng := rand.New(rand.NewSource(1))
 	models := []struct {
 		name   string

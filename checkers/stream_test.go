@@ -53,6 +53,7 @@ var tinyPieces = Limits{PieceOps: 20, MaxOps: 1 << 30, LongOps: 1 << 30}
 // then the history is what changes (another seed, fewer clients), not the test's bound,
 // since DefaultSteps is what a run gives its searches and the test is about runs' verdicts.
 func TestStreamGivesTheWholeHistorysVerdicts(t *testing.T) {
+	t.Parallel() // a CPU-bound search: the fast tier runs them side by side
 	seeds, workloads := uint64(1), uint64(1)
 	if tier.IsLong() && !testing.Short() {
 		seeds, workloads = 3, 5

@@ -72,6 +72,7 @@ func TestGrantedTokensKeepTheRecentGrants(t *testing.T) {
 // A token granted again long after its first grant is still a duplicate, its evidence
 // saying the first grant is no longer known.
 func TestFencingFindsAnOldDuplicate(t *testing.T) {
+	t.Parallel() // a CPU-bound search: the fast tier runs them side by side
 	var events []history.Event
 	grant := func(process int, token int64) {
 		at := int64(len(events)+1) * 1000
