@@ -60,9 +60,9 @@ func (o *overlapSeen) add(e history.Event) bool {
 	return false
 }
 
-// stopAtFirstOverlap calls stop, with the event that confirmed it, grace after events
-// first confirm an overlap; it returns then, or once done closes.
-func stopAtFirstOverlap(events <-chan history.Event, done <-chan struct{}, grace time.Duration, stop func(seen history.Event)) {
+// stopAtFirstOverlap calls stop grace after events first confirm an overlap; it returns
+// then, or once done closes.
+func stopAtFirstOverlap(events <-chan history.Event, done <-chan struct{}, grace time.Duration, stop func()) {
 	seen := newOverlapSeen()
 	for {
 		select {
@@ -75,7 +75,7 @@ func stopAtFirstOverlap(events <-chan history.Event, done <-chan struct{}, grace
 			select {
 			case <-done:
 			case <-time.After(grace):
-				stop(e)
+				stop()
 			}
 			return
 		}

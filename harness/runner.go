@@ -336,7 +336,12 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 	if waited := clientsAtWork(ctx, env.Subscribe(), len(configs), t.spec.TimeLimit.Std(), workers.broke); waited > time.Second {
 		t.say("every client at work after %s", waited.Round(100*time.Millisecond))
 	}
-	t.say("%d clients running for %s, nemesis %s", len(configs), t.spec.TimeLimit.Std(), nem.Name())
+	if t.spec.StopEarly {
+		t.say("%d clients running for %s at most, nemesis %s; the run ends %s after its first violation",
+			len(configs), t.spec.TimeLimit.Std(), nem.Name(), runspec.StopGrace)
+	} else {
+		t.say("%d clients running for %s, nemesis %s", len(configs), t.spec.TimeLimit.Std(), nem.Name())
+	}
 
 	limit, cancel := context.WithTimeout(ctx, t.spec.TimeLimit.Std())
 	defer cancel()
@@ -412,13 +417,12 @@ func clientsAtWork(ctx context.Context, events <-chan history.Event, n int, boun
 // violation and the nemesis (stopNemesis) after its last allowed fault, when the spec
 // asks; each says so in the run's notes. running counts them until they have returned.
 func (t *trial) stopEarly(limit context.Context, cancel, stopNemesis context.CancelFunc, subscribe func() <-chan history.Event, running *sync.WaitGroup) {
-	started := history.Now()
 	if t.spec.StopEarly {
 		events := subscribe()
 		running.Go(func() {
-			stopAtFirstOverlap(events, limit.Done(), runspec.StopGrace, func(seen history.Event) {
+			stopAtFirstOverlap(events, limit.Done(), runspec.StopGrace, func() {
 				t.noteEnd("the run stopped early, as --stop-at-first-violation asks: %s after two clients were first seen "+
-					"holding the lock at once, %.2f s after the clients started", runspec.StopGrace, time.Duration(seen.Time-started).Seconds())
+					"holding the lock at once (what happened first says when)", runspec.StopGrace)
 				cancel()
 			})
 		})
