@@ -1,9 +1,11 @@
 package containers
 
 import (
+	"archive/tar"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -443,5 +445,54 @@ deb-src http://src.example/debian bookworm main
 `
 	if got := parseOneLine(oneLine); len(got) != 1 || got[0].uri != "http://mirror.example/debian" || got[0].suites[0] != "bookworm" {
 		t.Errorf("parseOneLine = %+v", got)
+	}
+}
+
+// The node image's two ways, the Dockerfile's COPY and mmdebstrap's copy-in, give the
+// node's files the same contents and modes: the entry point is executable in both.
+func TestBothWaysOfMakingTheNodeImageKeepTheFilesModes(t *testing.T) {
+	dir := t.TempDir()
+	if err := writeNodeFiles(dir); err != nil {
+		t.Fatal(err)
+	}
+	copied := map[string]os.FileMode{}
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		rel, _ := filepath.Rel(dir, path)
+		copied[rel] = info.Mode().Perm()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if copied["run"] != 0o755 || copied["faketime"] != 0o644 {
+		t.Errorf("mmdebstrap's files: run %v, faketime %v; want run executable", copied["run"], copied["faketime"])
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "faketime")); err != nil || string(b) != "+0" {
+		t.Errorf("faketime holds %q (%v), want the zero offset +0", b, err)
+	}
+	buildCtx, err := contextTar()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(buildCtx)
+	built := map[string]os.FileMode{}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rel, ok := strings.CutPrefix(h.Name, "node/"); ok {
+			built[rel] = os.FileMode(h.Mode).Perm()
+		}
+	}
+	if fmt.Sprint(built) != fmt.Sprint(copied) {
+		t.Errorf("the build context's node files %v, mmdebstrap's %v: want the same", built, copied)
 	}
 }

@@ -33,21 +33,26 @@ import (
 //go:embed Dockerfile node
 var nodeFiles embed.FS
 
+// nodePackages are the Debian packages of the node image: what the default run needs.
+// The Dockerfile installs them (PACKAGES), and mmdebstrap includes them.
+var nodePackages = []string{"redis-server", "redis-sentinel", "libfaketime", "iptables", "iproute2", "procps"}
+
 const (
 	nodeRepo = "lockbreaker-node"
 	// debianSlim is used as the base when the engine has it (or can pull it).
 	debianSlim = "debian:bookworm-slim"
-	// bootstrapBase is the base made with debootstrap when debianSlim is absent.
-	bootstrapBase = "lockbreaker-base:bookworm"
+	// nodeDir is where the node's files are in the image (the Dockerfile's COPY).
+	nodeDir = "lockbreaker"
 	// mirrorEnv overrides the Debian mirror read from the host's apt sources.
 	mirrorEnv = "LOCKBREAKER_APT_MIRROR"
 )
 
 // ImageRef returns the node image's reference, lockbreaker-node:<hash>, where
-// the hash covers the embedded Dockerfile and the files it copies. It does not
-// check that the image exists; EnsureImage does.
+// the hash covers its packages, the embedded Dockerfile and the files it copies.
+// It does not check that the image exists; EnsureImage does.
 func ImageRef() string {
 	h := sha256.New()
+	fmt.Fprintf(h, "%q\x00", nodePackages)
 	err := eachNodeFile(func(path string, b []byte) error {
 		fmt.Fprintf(h, "%s\x00%d\x00", path, len(b))
 		_, err := h.Write(b)
@@ -73,18 +78,26 @@ func eachNodeFile(f func(path string, content []byte) error) error {
 	})
 }
 
+// fileMode is the mode a node file has in the image: a script is executable.
+func fileMode(content []byte) fs.FileMode {
+	if bytes.HasPrefix(content, []byte("#!")) {
+		return 0o755
+	}
+	return 0o644
+}
+
 var ensureMu sync.Mutex
 
 // EnsureImage makes sure the node image exists and returns its reference. The
-// image is built only when no image with the current content hash exists;
-// building takes minutes (Debian packages, a JRE) and reports progress as
-// short lines to progress (nil discards them).
+// image is made only when no image with the current content hash exists, which
+// takes a minute or so (Debian packages) and reports progress as short lines to
+// progress (nil discards them).
 //
-// The base is, in order: debian:bookworm-slim when the engine has it;
-// lockbreaker-base:bookworm when it exists; a new lockbreaker-base:bookworm
-// made with `debootstrap --variant=minbase` (needs root and debootstrap) from
-// the host's Debian mirror; finally a pull of debian:bookworm-slim. The mirror
-// is the first bookworm source in the host's apt sources, or $LOCKBREAKER_APT_MIRROR.
+// It is made, in order: from debian:bookworm-slim and the Dockerfile when the
+// engine has that image; whole, with mmdebstrap (needs root and the mmdebstrap
+// package), from the host's Debian mirror, and imported; finally from
+// debian:bookworm-slim pulled. The mirror is the first bookworm source in the
+// host's apt sources, or $LOCKBREAKER_APT_MIRROR.
 func EnsureImage(ctx context.Context, progress io.Writer) (ref string, err error) {
 	if progress == nil {
 		progress = io.Discard
@@ -100,16 +113,11 @@ func EnsureImage(ctx context.Context, progress io.Writer) (ref string, err error
 		return ref, err
 	}
 	start := time.Now()
-	fmt.Fprintf(progress, "building node image %s (once per image version; takes a few minutes)\n", ref)
-	mirror, mirrorErr := aptMirror()
-	base, err := ensureBase(ctx, cli, mirror, mirrorErr, progress)
-	if err != nil {
+	fmt.Fprintf(progress, "making node image %s (once per image version; takes a minute or so)\n", ref)
+	if err := makeNode(ctx, cli, ref, progress); err != nil {
 		return "", fmt.Errorf("node image %s: %w", ref, err)
 	}
-	if err := buildNode(ctx, cli, ref, base, mirror, progress); err != nil {
-		return "", fmt.Errorf("build node image %s from %s: %w", ref, base, err)
-	}
-	fmt.Fprintf(progress, "node image %s built in %s\n", ref, time.Since(start).Round(time.Second))
+	fmt.Fprintf(progress, "node image %s made in %s\n", ref, time.Since(start).Round(time.Second))
 	return ref, nil
 }
 
@@ -125,26 +133,28 @@ func imageExists(ctx context.Context, cli *client.Client, ref string) (bool, err
 	}
 }
 
-// ensureBase returns a Debian bookworm base image, making one if needed.
-func ensureBase(ctx context.Context, cli *client.Client, mirror string, mirrorErr error, progress io.Writer) (string, error) {
-	for _, ref := range []string{debianSlim, bootstrapBase} {
-		if ok, err := imageExists(ctx, cli, ref); err != nil || ok {
-			return ref, err
+// makeNode makes the node image ref in the first way EnsureImage names that this host has.
+func makeNode(ctx context.Context, cli *client.Client, ref string, progress io.Writer) error {
+	mirror, mirrorErr := aptMirror()
+	if ok, err := imageExists(ctx, cli, debianSlim); err != nil || ok {
+		if err != nil {
+			return err
 		}
+		return buildNode(ctx, cli, ref, mirror, progress)
 	}
-	_, lookErr := exec.LookPath("debootstrap")
+	_, lookErr := exec.LookPath("mmdebstrap")
 	switch {
 	case lookErr == nil && os.Geteuid() == 0 && mirrorErr == nil:
-		return bootstrapBase, debootstrapBase(ctx, cli, mirror, progress)
+		return bootstrapNode(ctx, cli, ref, mirror, progress)
 	case lookErr == nil && os.Geteuid() == 0:
-		return "", fmt.Errorf("base image for debootstrap: %w", mirrorErr)
+		return fmt.Errorf("mmdebstrap: %w", mirrorErr)
 	}
-	fmt.Fprintf(progress, "pulling %s (debootstrap needs root and the debootstrap package)\n", debianSlim)
+	fmt.Fprintf(progress, "pulling %s (mmdebstrap needs root and the mmdebstrap package)\n", debianSlim)
 	if err := pull(ctx, cli, debianSlim); err != nil {
-		return "", fmt.Errorf("no base image: %s is not local and cannot be pulled (%w), and %s needs debootstrap run as root",
-			debianSlim, err, bootstrapBase)
+		return fmt.Errorf("no base image: %s is not local and cannot be pulled (%w), and mmdebstrap needs to be run as root",
+			debianSlim, err)
 	}
-	return debianSlim, nil
+	return buildNode(ctx, cli, ref, mirror, progress)
 }
 
 func pull(ctx context.Context, cli *client.Client, ref string) error {
@@ -158,66 +168,83 @@ func pull(ctx context.Context, cli *client.Client, ref string) error {
 	return readJSONStream(resp, io.Discard)
 }
 
-// debootstrapBase creates bootstrapBase: a minbase Debian bookworm root file
-// system made by debootstrap from mirror and imported into the engine.
-func debootstrapBase(ctx context.Context, cli *client.Client, mirror string, progress io.Writer) error {
-	dir, err := os.MkdirTemp("", "lockbreaker-rootfs-")
+// bootstrapNode makes the node image ref whole with mmdebstrap: a minbase Debian bookworm
+// from mirror with the node's packages and files, imported into the engine as mmdebstrap
+// writes it. Nothing is built on it, so no base image is made or kept.
+func bootstrapNode(ctx context.Context, cli *client.Client, ref, mirror string, progress io.Writer) error {
+	dir, err := os.MkdirTemp("", "lockbreaker-node-")
 	if err != nil {
-		return fmt.Errorf("debootstrap: %w", err)
+		return fmt.Errorf("mmdebstrap: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	rootfs := filepath.Join(dir, "rootfs")
+	if err := writeNodeFiles(filepath.Join(dir, nodeDir)); err != nil {
+		return fmt.Errorf("mmdebstrap: node files: %w", err)
+	}
 
-	fmt.Fprintf(progress, "creating base image %s with debootstrap from %s\n", bootstrapBase, mirror)
-	out := newProgressLines(progress, "  debootstrap: ", func(s string) bool {
+	fmt.Fprintf(progress, "installing %s with mmdebstrap from %s\n", strings.Join(nodePackages, " "), mirror)
+	out := newProgressLines(progress, "  mmdebstrap: ", func(s string) bool {
 		return strings.HasPrefix(s, "E:") || strings.HasPrefix(s, "W:")
 	})
-	cmd := exec.CommandContext(ctx, "debootstrap", "--variant=minbase", "bookworm", rootfs, mirror)
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("debootstrap: %w; last output:\n%s", err, out.Tail())
-	}
-
-	fmt.Fprintf(progress, "importing %s\n", bootstrapBase)
-	tarCmd := exec.CommandContext(ctx, "tar", "--numeric-owner", "-C", rootfs, "-cf", "-", ".")
-	var tarErr bytes.Buffer
-	tarCmd.Stderr = &tarErr
-	stream, err := tarCmd.StdoutPipe()
+	cmd := exec.CommandContext(ctx, "mmdebstrap", "--mode=root", "--variant=minbase",
+		"--include="+strings.Join(nodePackages, ","), "--customize-hook=copy-in "+filepath.Join(dir, nodeDir)+" /",
+		"bookworm", "-", mirror)
+	cmd.Stderr = out
+	rootfs, err := cmd.StdoutPipe()
 	if err != nil {
-		return fmt.Errorf("import %s: %w", bootstrapBase, err)
+		return fmt.Errorf("mmdebstrap: %w", err)
 	}
-	if err := tarCmd.Start(); err != nil {
-		return fmt.Errorf("import %s: tar: %w", bootstrapBase, err)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("mmdebstrap: %w", err)
 	}
-	resp, err := cli.ImageImport(ctx, client.ImageImportSource{Source: stream, SourceName: "-"}, bootstrapBase,
+	resp, err := cli.ImageImport(ctx, client.ImageImportSource{Source: rootfs, SourceName: "-"}, ref,
 		client.ImageImportOptions{Changes: []string{
 			"LABEL " + LabelProject + "=1",
 			"ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-			`CMD ["/bin/bash"]`,
+			`ENTRYPOINT ["/` + nodeDir + `/run"]`,
 		}})
 	if err == nil {
 		err = readJSONStream(resp, io.Discard)
 		resp.Close()
 	}
 	if err != nil {
-		tarCmd.Process.Kill() // nobody reads its output any more: it would block for ever
+		cmd.Process.Kill() // nobody reads its output any more: it would block for ever
 	}
-	if waitErr := tarCmd.Wait(); err == nil && waitErr != nil {
-		err = fmt.Errorf("tar: %w: %s", waitErr, strings.TrimSpace(tarErr.String()))
+	if waitErr := cmd.Wait(); err == nil && waitErr != nil {
+		err = fmt.Errorf("mmdebstrap: %w; last output:\n%s", waitErr, out.Tail())
 	}
 	if err != nil {
-		return fmt.Errorf("import %s: %w", bootstrapBase, err)
+		return fmt.Errorf("import %s: %w", ref, err)
 	}
 	return nil
 }
 
-// buildNode builds the node image from the embedded build context.
-func buildNode(ctx context.Context, cli *client.Client, ref, base, mirror string, progress io.Writer) error {
+// writeNodeFiles writes the files the Dockerfile copies into dir, as the image holds them.
+func writeNodeFiles(dir string) error {
+	return eachNodeFile(func(path string, b []byte) error {
+		rel, ok := strings.CutPrefix(path, "node/")
+		if !ok {
+			return nil // the Dockerfile
+		}
+		target := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(target, b, fileMode(b))
+	})
+}
+
+// buildNode builds the node image from debianSlim and the embedded build context.
+func buildNode(ctx context.Context, cli *client.Client, ref, mirror string, progress io.Writer) error {
 	buildCtx, err := contextTar()
 	if err != nil {
 		return err
 	}
-	return buildImage(ctx, cli, ref, buildCtx, map[string]string{"BASE": base, "APT_MIRROR": mirror}, progress)
+	err = buildImage(ctx, cli, ref, buildCtx, map[string]string{
+		"BASE": debianSlim, "APT_MIRROR": mirror, "PACKAGES": strings.Join(nodePackages, " ")}, progress)
+	if err != nil {
+		return fmt.Errorf("build from %s: %w", debianSlim, err)
+	}
+	return nil
 }
 
 // buildImage builds ref from a build context whose Dockerfile takes args, shows the
@@ -234,6 +261,7 @@ func buildImage(ctx context.Context, cli *client.Client, ref string, buildCtx io
 		Remove:      true,
 		ForceRemove: true,
 		Version:     build.BuilderV1,
+		Labels:      map[string]string{LabelProject: "1"},
 	})
 	if err != nil {
 		return err
@@ -256,7 +284,7 @@ func contextTar() (io.Reader, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	err := eachNodeFile(func(path string, b []byte) error {
-		if err := tw.WriteHeader(&tar.Header{Name: path, Mode: 0o644, Size: int64(len(b))}); err != nil {
+		if err := tw.WriteHeader(&tar.Header{Name: path, Mode: int64(fileMode(b)), Size: int64(len(b))}); err != nil {
 			return err
 		}
 		_, err := tw.Write(b)

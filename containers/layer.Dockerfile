@@ -12,4 +12,3 @@ RUN set -eu; \
     apt-get clean; \
     rm -rf /var/lib/apt/lists/*
 RUN sh -eu -c "${PREPARE}"
-LABEL org.lockbreaker.project=1
