@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/history"
@@ -45,12 +46,15 @@ func File(ctx context.Context, dir, path string, s results.Summary, limits check
 	drawing := results.NewDrawing()
 	counts, open := results.OpCounts{}, map[int]history.Func{}
 	faults, spent := 0, 0
+	var slowed bool                    // the network was slowed (slow-network)
+	leastValidity := time.Duration(-1) // the least validity a grant stated; -1: none did
 	note, err := history.Scan(path, func(e history.Event) error {
 		stream.Add(e)
 		drawing.Add(e)
 		switch {
 		case e.Process == history.NemesisProcess:
 			nemesis = append(nemesis, e)
+			slowed = slowed || e.Fault == history.SlowNetwork.Name
 			if e.Func == history.Start {
 				faults++
 			}
@@ -61,6 +65,10 @@ func File(ctx context.Context, dir, path string, s results.Summary, limits check
 			counts.Add(e.Func, e.Type)
 			if e.Func == history.Acquire && e.Type == history.Fail && e.Detail[history.ValiditySpent] != "" {
 				spent++
+			}
+			if v, err := time.ParseDuration(e.Detail[history.Validity]); err == nil && e.Func == history.Acquire &&
+				e.Type == history.OK && (leastValidity < 0 || v < leastValidity) {
+				leastValidity = v
 			}
 		}
 		return nil
@@ -79,8 +87,8 @@ func File(ctx context.Context, dir, path string, s results.Summary, limits check
 	if err := tell(path, s.Results, s.Spec); err != nil {
 		notes = append(notes, "the first violation could not be told: "+err.Error())
 	}
-	if spent > 0 {
-		notes = append(notes, spentNote(spent))
+	if n := validityNote(spent, slowed, leastValidity); n != "" {
+		notes = append(notes, n)
 	}
 	notes = append(notes, stream.Notes()...)
 	if n := drawing.Note(); n != "" {
@@ -94,12 +102,21 @@ func File(ctx context.Context, dir, path string, s results.Summary, limits check
 	return finish(dir, s, drawing, faults, nemesis, opts.Hazards)
 }
 
-// spentNote says how many acquires a majority granted too late to use (history.ValiditySpent):
-// slowness the lock saw and refused, which no verdict counts.
-func spentNote(n int) string {
+// validityNote says how many acquires a majority granted too late to use
+// (history.ValiditySpent): slowness the lock saw and refused, which no verdict counts. When
+// none was, on a run whose network was slowed, it says how close the grants came: the least
+// validity a grant was left with (-1: no grant stated one, and there is nothing to say).
+func validityNote(spent int, slowed bool, least time.Duration) string {
+	switch {
+	case spent == 0 && slowed && least >= 0:
+		return fmt.Sprintf("no acquire was granted only after the lock's validity had run out, though the network was "+
+			"slowed: the least validity a grant was left with was %s", least.Round(time.Millisecond))
+	case spent == 0:
+		return ""
+	}
 	what := "1 acquire was"
-	if n != 1 {
-		what = fmt.Sprintf("%d acquires were", n)
+	if spent != 1 {
+		what = fmt.Sprintf("%d acquires were", spent)
 	}
 	return what + " granted by a majority only after the lock's validity had run out (the attempt took longer than " +
 		"the TTL less the drift allowance): the client released each and used none"

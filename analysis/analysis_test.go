@@ -102,6 +102,39 @@ func TestSpentValidityIsCountedInTheNotes(t *testing.T) {
 	}
 }
 
+// On a run whose network was slowed and whose grants stated their validity, no spent grant
+// is said too, with how close the grants came; a run that slowed nothing says nothing of it.
+func TestASlowedRunSaysHowCloseItsGrantsCameToSpendingTheirValidity(t *testing.T) {
+	grants := `{"index":0,"type":"invoke","process":0,"f":"acquire","key":"lock","time":1000}
+{"index":1,"type":"ok","process":0,"f":"acquire","key":"lock","time":1100,"detail":{"validity":"1.62s"}}
+{"index":2,"type":"invoke","process":1,"f":"acquire","key":"lock","time":1200}
+{"index":3,"type":"ok","process":1,"f":"acquire","key":"lock","time":1300,"detail":{"validity":"812.4ms"}}
+`
+	slowed := `{"index":4,"type":"info","process":-1,"f":"start","time":1400,"fault":"` + history.SlowNetwork.Name + `","targets":["clients"]}
+`
+	for _, tt := range []struct {
+		name, history, want string
+	}{
+		{"slowed", grants + slowed, "no acquire was granted only after the lock's validity had run out, though the network was slowed: " +
+			"the least validity a grant was left with was 812ms"},
+		{"not slowed", grants, ""},
+	} {
+		got, err := analyze(t, t.TempDir(), tt.history, results.Summary{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var said string
+		for _, n := range got.Notes {
+			if strings.Contains(n, "validity") {
+				said = n
+			}
+		}
+		if said != tt.want {
+			t.Errorf("%s: notes %q, want the validity note %q", tt.name, got.Notes, tt.want)
+		}
+	}
+}
+
 // A history that does not pair is refused, naming its line: no verdict, no count and no
 // results.json, since a partial judgement would read as a whole one.
 func TestAnalyzeRefusesAHistoryThatDoesNotPair(t *testing.T) {

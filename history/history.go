@@ -132,6 +132,11 @@ type Event struct {
 // every one of which found the lock busy.
 const BusyEvery = "busy every"
 
+// Validity is the detail of a granted acquire in which its client states for how long from
+// the grant on it may use the lock (a time.Duration): for Redlock, the TTL less the time the
+// attempt took and the drift allowance.
+const Validity = "validity"
+
 // ValiditySpent is the detail of a failed acquire whose attempt a majority granted only
 // after the lock's validity had run out (a time.Duration: how long the attempt took): a
 // Redlock client then releases what it got and uses none of it. It is counted, not

@@ -275,7 +275,7 @@ func TestKleppmannClockRunsLiveWithAddressedClients(t *testing.T) {
 	time.Sleep(5 * time.Millisecond) // past the cut plus the (1ms) TTL
 	f.events <- history.Event{Type: history.OK, Process: 1 - p, Func: history.Acquire, Time: history.Now()}
 	f.events <- history.Event{Type: history.OK, Process: p, Func: history.Acquire, Time: history.Now(),
-		Detail: map[string]string{validityDetail: "1h"}}
+		Detail: map[string]string{history.Validity: "1h"}}
 	waitFor(t, "the clock jump", func() bool { return slices.Contains(f.did(), "clock n3 +4.000") })
 	f.events <- history.Event{Type: history.OK, Process: 1 - p, Func: history.Acquire, Time: history.Now()}
 	f.events <- history.Event{Type: history.OK, Process: 1 - p, Func: history.Write, Time: history.Now()}

@@ -56,10 +56,6 @@ func (kleppmannClock) suits(sys system.System, nodes int) error {
 	return nil
 }
 
-// validityDetail is the grant detail in which a Redlock client states for how long its
-// lease is valid from the grant on (a Go duration).
-const validityDetail = "validity"
-
 func (k kleppmannClock) Run(ctx context.Context, env Env) (err error) {
 	net, err := networkOf(env)
 	if err != nil {

@@ -568,7 +568,7 @@ func TestKleppmannClockStagesTheScenario(t *testing.T) {
 			time.Sleep(5 * time.Millisecond) // past the cut plus the (1ms) TTL
 			grant := history.Event{Type: history.OK, Process: 0, Func: history.Acquire, Time: history.Now()}
 			if tt.validity != "" {
-				grant.Detail = map[string]string{validityDetail: tt.validity}
+				grant.Detail = map[string]string{history.Validity: tt.validity}
 			}
 			f.events <- history.Event{Type: history.Invoke, Process: 0, Func: history.Acquire, Time: history.Now()}
 			f.events <- grant

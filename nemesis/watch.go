@@ -164,7 +164,7 @@ func (w *watcher) leaseEnd(p int, ttl time.Duration) int64 {
 	if !ok {
 		return 0
 	}
-	if validity, err := time.ParseDuration(grant.Detail[validityDetail]); err == nil {
+	if validity, err := time.ParseDuration(grant.Detail[history.Validity]); err == nil {
 		return grant.Time + validity.Nanoseconds()
 	}
 	began := w.began[p]

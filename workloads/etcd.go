@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 
+	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/system"
 )
 
@@ -130,7 +131,7 @@ func (l *etcdLock) Acquire(ctx context.Context) (Grant, error) {
 	}
 	l.held = m
 	cmp := m.IsOwner()
-	detail := map[string]string{"key": key, "lease_ttl": l.leaseTTL.String(), "validity": validity.String()}
+	detail := map[string]string{"key": key, "lease_ttl": l.leaseTTL.String(), history.Validity: validity.String()}
 	return Grant{Token: (*pb.Compare)(&cmp).GetCreateRevision(), HasToken: true, Detail: detail}, nil
 }
 

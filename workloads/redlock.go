@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/system"
 )
 
@@ -81,8 +82,8 @@ func (l *Redlock) try(ctx context.Context) (Grant, error) {
 	validity := l.cfg.TTL - elapsed - l.drift()
 	if len(granted) >= l.quorum() && validity > 0 {
 		return Grant{Detail: map[string]string{
-			"validity": validity.String(),
-			"nodes":    strings.Join(granted, ","),
+			history.Validity: validity.String(),
+			"nodes":          strings.Join(granted, ","),
 		}}, nil
 	}
 	l.releaseEverywhere(ctx)

@@ -11,6 +11,7 @@ import (
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/system"
 )
 
@@ -57,7 +58,7 @@ func (l *redsyncLock) Acquire(ctx context.Context) (Grant, error) {
 		if err == nil {
 			until := l.mutex.Until()
 			return Grant{Detail: map[string]string{"until": until.Format("15:04:05.000"),
-				"validity": time.Until(until).Round(time.Millisecond).String()}}, nil
+				history.Validity: time.Until(until).Round(time.Millisecond).String()}}, nil
 		}
 		// Nodes that failed to answer may have granted the lock: if they and the nodes that
 		// granted it could make a majority, the outcome is unknown.

@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/internal/quote"
 	"github.com/lockbreaker/lockbreaker/system"
 	"github.com/lockbreaker/lockbreaker/workloads"
@@ -227,7 +228,7 @@ func (l *Lock) grant(a Answer) (workloads.Grant, error) {
 		if g.Detail == nil {
 			g.Detail = map[string]string{}
 		}
-		g.Detail["validity"] = seconds(*a.Validity).String()
+		g.Detail[history.Validity] = seconds(*a.Validity).String()
 	}
 	if a.AttemptStarted != nil {
 		g.AttemptStarted = int64(*a.AttemptStarted * float64(time.Second))
