@@ -17,10 +17,13 @@ type Links interface {
 	// SlowClient adds latency, give or take jitter, to everything process p sends, until
 	// HealLinks.
 	SlowClient(p int, latency, jitter time.Duration) error
+	// BreakClient makes process p's links fail what it sends as b says (links.Reset,
+	// links.Silence), until HealLinks.
+	BreakClient(p int, b links.Break) error
 	// HoldNextWrite arms every client's link to the storage to hold the next write it
 	// sends, until the hold is released.
 	HoldNextWrite() (WriteHold, error)
-	// HealLinks takes every slowdown and hold back, delivering what was held.
+	// HealLinks takes every slowdown, break and hold back, delivering what was held.
 	HealLinks()
 }
 
