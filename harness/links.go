@@ -37,11 +37,20 @@ type linksLever struct {
 }
 
 func (l linksLever) SlowClient(p int, latency, jitter time.Duration) error {
+	return l.onSlot(p, func(slot int) error { return l.set.Slow(slot, latency, jitter) })
+}
+
+func (l linksLever) BreakClient(p int, b links.Break) error {
+	return l.onSlot(p, func(slot int) error { return l.set.Break(slot, b) })
+}
+
+// onSlot does f to the links of process p's slot.
+func (l linksLever) onSlot(p int, f func(slot int) error) error {
 	w, err := l.workers.find(p)
 	if w == nil {
 		return err // one that has exited sends nothing more
 	}
-	return l.set.Slow(w.slot, latency, jitter)
+	return f(w.slot)
 }
 
 func (l linksLever) HoldNextWrite() (nemesis.WriteHold, error) { return l.set.HoldNextWrite() }

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -85,5 +86,65 @@ func TestProxiesWithoutAFaultKeepTheVerdicts(t *testing.T) {
 		if dv[c].Verdict != checkers.Valid || pv[c].Verdict != checkers.Valid {
 			t.Errorf("%s: %s directly, %s through the proxies; want valid both", c, dv[c].Verdict, pv[c].Verdict)
 		}
+	}
+}
+
+// brokenLinksSpec is a short fenced run of three clients on one Redis whose nemesis, of
+// kind k, breaks one client's links at a time for a second: two or three windows in 6 s.
+func brokenLinksSpec(k history.FaultKind) Spec {
+	s := DefaultSpec()
+	s.Nemesis = []string{k.Name}
+	s.Clients = 3
+	s.Pause = Duration(time.Second)
+	s.TimeLimit = Duration(6 * time.Second)
+	s.Fencing = true
+	return s
+}
+
+// brokeAnOperation is the danger of a fault on a client's connections: an operation of the
+// client it struck ended indeterminate while it was on (or as its heal closed what it had
+// silenced).
+func brokeAnOperation(k history.FaultKind) danger {
+	return func(tr ran) string {
+		struck := 0
+		for _, f := range history.Faults(tr.events) {
+			if kind, _ := history.KindOf(f.Description); kind != k || len(f.Targets) != 1 {
+				continue
+			}
+			struck++
+			for _, e := range tr.events {
+				if e.Type == history.Info && e.Process >= 0 && fmt.Sprintf("worker-%d", e.Process) == f.Targets[0] &&
+					e.Time >= f.Start && e.Time <= f.Stop+int64(time.Second) {
+					return ""
+				}
+			}
+		}
+		return fmt.Sprintf("%d faults of %s, none of which left an operation of the client it struck indeterminate", struck, k.Name)
+	}
+}
+
+// A client whose connections are reset, or go silent and are closed, cannot tell whether
+// what it sent took effect: its operations end indeterminate, and the checkers judge them
+// so. Nothing here breaks the lock: a request the proxies catch is dropped, never
+// delivered late, and the struck client hears of it at once (reset) or within half a
+// second (the silence ends at half the window), so a holder invokes its release within its
+// 2 s lease and no two holds overlap. Every checker must find its property kept: an
+// indeterminate operation judged as done or as failed would show here as a violation
+// (lock-linearizable, data-safety) or as lost or invented increments (lost-updates).
+func TestRedisClientsWhoseConnectionsBreakLeaveIndeterminateOperations(t *testing.T) {
+	inLane(t, laneRedis)
+	for _, k := range []history.FaultKind{history.ResetClient, history.TimeoutClient} {
+		t.Run(k.Name, func(t *testing.T) {
+			tr := untilDanger(t, brokenLinksSpec(k), both(worked, brokeAnOperation(k)))
+			expectAllValid(t, tr.summary)
+			for _, f := range history.Faults(tr.events) {
+				if !f.Healed {
+					t.Errorf("fault %+v was never healed", f)
+				}
+			}
+			if tr.summary.Ops.Total().Info == 0 {
+				t.Errorf("the run's counts have no indeterminate operation: %v", tr.summary.Ops)
+			}
+		})
 	}
 }

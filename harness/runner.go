@@ -169,7 +169,7 @@ func (t *trial) notes() []string {
 	}
 	if t.nemesis.Needs().Links {
 		notes = append(notes, "each client reached the nodes and the storage through proxies of its own on its links "+
-			"(Toxiproxy, in the harness), which nemesis "+t.nemesis.Name()+" slows or holds")
+			"(Toxiproxy, in the harness), which nemesis "+t.nemesis.Name()+" slows, holds or breaks")
 	}
 	notes = append(append(notes, t.fencingNotes()...), t.serverNotes()...)
 	if c := t.sys.Container; c != nil && c.Notes != nil {

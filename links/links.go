@@ -2,8 +2,12 @@
 // through Toxiproxy proxies of its own (github.com/Shopify/toxiproxy/v2, used as a library
 // inside the harness), so that a fault on the network reaches one client's traffic, or
 // every client's, on any machine and with no kernel module: latency with jitter on
-// everything a client sends, and one storage write held in the network until it is let go
-// (the seed's delayed packet, Worker A's write that arrives after its lease).
+// everything a client sends, one storage write held in the network until it is let go
+// (the seed's delayed packet, Worker A's write that arrives after its lease), and a
+// client's connections broken (a Break: reset, or gone silent and then closed).
+//
+// This package is the only one that speaks Toxiproxy: its toxics' names and attributes
+// stay here, behind Set's methods and Break's values.
 //
 // A run has proxies only when one of its faults asks for them (nemesis.Needs.Links); every
 // other run dials the servers directly, as it always has. The links are per slot, not per
@@ -70,19 +74,67 @@ func (s *Set) Storage(slot int) string {
 // Slow adds latency, give or take jitter, to everything slot's client sends, on each of
 // its links, until Heal.
 func (s *Set) Slow(slot int, latency, jitter time.Duration) error {
+	return s.addToSlot(slot, slowToxic, "latency", fmt.Sprintf(`{"latency":%d,"jitter":%d}`, latency.Milliseconds(), jitter.Milliseconds()))
+}
+
+// addToSlot adds a toxic (see addToxic) on each of slot's links.
+func (s *Set) addToSlot(slot int, name, typ, attrs string) error {
 	var errs []error
 	for _, p := range s.proxies[slot] {
-		errs = append(errs, addToxic(p, slowToxic, "latency",
-			fmt.Sprintf(`{"latency":%d,"jitter":%d}`, latency.Milliseconds(), jitter.Milliseconds())))
+		errs = append(errs, addToxic(p, name, typ, attrs))
 	}
 	return errors.Join(errs...)
 }
 
 // The names of the toxics a Set adds: one of each kind per proxy at most.
 const (
-	slowToxic = "slow"
-	holdToxic = "hold"
+	slowToxic    = "slow"
+	holdToxic    = "hold"
+	resetToxic   = "reset"
+	silenceToxic = "silence"
 )
+
+// A Break is how a client's links fail what it sends, until Heal: Reset or Silence. The
+// zero Break breaks nothing; Set.Break refuses it.
+type Break struct {
+	name, typ  string
+	closeAfter time.Duration // Silence's
+}
+
+// Reset answers what a client sends with the connection's end, at once: the request is
+// dropped unanswered and the client reads a reset (Toxiproxy's reset_peer with no delay). A
+// connection the client makes while the reset is on ends with a TCP RST; one it made
+// before ends with a plain close (FIN), since Toxiproxy sets a connection up for resets only
+// when it starts: either way the client's read fails at once.
+func Reset() Break { return Break{name: resetToxic, typ: "reset_peer"} }
+
+// Silence lets nothing a client sends through (Toxiproxy's timeout): each connection stays
+// open and unanswered until closeAfter has passed since the silence began or since the
+// client last sent on it, whichever is later, and the proxy then closes it; a closeAfter
+// under a millisecond keeps it silent until Heal. Heal closes every connection that was
+// silenced, as the toxic's own clean-up does.
+func Silence(closeAfter time.Duration) Break {
+	return Break{name: silenceToxic, typ: "timeout", closeAfter: closeAfter}
+}
+
+// String says what b does, for a nemesis's tests and logs.
+func (b Break) String() string {
+	switch b.name {
+	case resetToxic:
+		return "reset"
+	case silenceToxic:
+		return fmt.Sprintf("silent, closed after %s", b.closeAfter)
+	}
+	return "no break"
+}
+
+// Break makes every link of slot's client fail what it sends as b says, until Heal.
+func (s *Set) Break(slot int, b Break) error {
+	if b.name == "" {
+		return errors.New("links: no break given")
+	}
+	return s.addToSlot(slot, b.name, b.typ, fmt.Sprintf(`{"timeout":%d}`, b.closeAfter.Milliseconds()))
+}
 
 // addToxic adds a toxic of type typ named name on what p's client sends, with attrs (a
 // JSON object). A proxy holds one toxic of a name: one already there is left as it is.

@@ -2,9 +2,12 @@ package links
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/netip"
+	"os"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -164,5 +167,102 @@ func TestEachSlotHasProxiesOfItsOwn(t *testing.T) {
 	nodes := set.Nodes(1)
 	if len(nodes) != 2 || nodes[0] == set.Nodes(0)[0] || set.Storage(1) == set.Storage(0) || slices.Contains(nodes, set.Storage(1)) {
 		t.Fatalf("slot 1 dials %v and %s, slot 0 %v and %s; want proxies of its own", nodes, set.Storage(1), set.Nodes(0), set.Storage(0))
+	}
+}
+
+// read is a read of "k" under token 1, with its error and how long it took to fail or pass.
+func read(c *storage.Client, timeout time.Duration) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	began := time.Now()
+	_, err := c.Do(ctx, storage.Request{Op: storage.OpRead, Key: "k", Token: token(1)})
+	return time.Since(began), err
+}
+
+// ended says whether err is a connection's end as the client reads it: a reset, or a
+// close before the answer.
+func ended(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+}
+
+// A reset fails each request the client sends at once, on a connection made before it as on
+// one made while it is on (which reads a TCP reset itself); the other slots' links carry on,
+// and after Heal the client's new connections carry requests again.
+func TestResetFailsWhatTheClientSendsAtOnceUntilHealed(t *testing.T) {
+	set := openOnStorage(t, 2)
+	before, other := dial(t, set, 0), dial(t, set, 1)
+	if _, err := read(before, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := set.Break(0, Reset()); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		conn *storage.Client
+	}{{"a connection made before", before}, {"a connection made while reset", dial(t, set, 0)}} {
+		took, err := read(c.conn, 5*time.Second)
+		t.Logf("%s: %v after %s", c.name, err, took)
+		if !ended(err) || took > time.Second {
+			t.Errorf("%s: a read failed after %s with %v; want the connection ended at once", c.name, took, err)
+		}
+		if c.conn != before && !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("%s: %v, want a TCP reset", c.name, err)
+		}
+	}
+	if _, err := read(other, time.Second); err != nil {
+		t.Errorf("another slot's link, not reset: %v", err)
+	}
+	set.Heal()
+	if _, err := read(dial(t, set, 0), time.Second); err != nil {
+		t.Errorf("after Heal: %v", err)
+	}
+}
+
+// Silence lets nothing through: a write gets no answer, the proxy closes its connection once
+// the silence has lasted its time, and the write never reached the storage. Heal closes the
+// connections it silenced; new ones carry requests again.
+func TestSilenceDropsWhatTheClientSendsThenClosesItsConnection(t *testing.T) {
+	set := openOnStorage(t, 1)
+	silenced, idle := dial(t, set, 0), dial(t, set, 0)
+	const closeAfter = 300 * time.Millisecond
+	if err := set.Break(0, Silence(closeAfter)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	began := time.Now()
+	_, err := silenced.Do(ctx, storage.Request{Op: storage.OpWrite, Key: "k", Value: 9, Token: token(1)})
+	if took := time.Since(began); !ended(err) || took < closeAfter || took > 4*time.Second {
+		t.Errorf("a write into the silence failed after %s with %v; want no answer, then the connection closed after %s",
+			took, err, closeAfter)
+	}
+	set.Heal()
+	if _, err := read(idle, time.Second); !ended(err) {
+		t.Errorf("a connection silenced and healed: %v, want it closed", err)
+	}
+	after := dial(t, set, 0)
+	if v, err := after.Do(ctx, storage.Request{Op: storage.OpRead, Key: "k", Token: token(1)}); err != nil || v != 0 {
+		t.Errorf("after Heal: read %d, %v; want 0, the silenced write never having reached the storage", v, err)
+	}
+}
+
+// A silence of no length keeps the connection open and unanswered until Heal: the client
+// gives up on its own deadline.
+func TestSilenceOfNoLengthLastsUntilHealed(t *testing.T) {
+	set := openOnStorage(t, 1)
+	c := dial(t, set, 0)
+	if err := set.Break(0, Silence(0)); err != nil {
+		t.Fatal(err)
+	}
+	if took, err := read(c, 500*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) || took < 500*time.Millisecond {
+		t.Errorf("a read into an endless silence failed after %s with %v; want the client's own deadline", took, err)
+	}
+	set.Heal()
+	if _, err := read(dial(t, set, 0), time.Second); err != nil {
+		t.Errorf("after Heal: %v", err)
+	}
+	if err := set.Break(0, Break{}); err == nil {
+		t.Error("the zero Break was taken")
 	}
 }

@@ -17,10 +17,13 @@ type Links interface {
 	// SlowClient adds latency, give or take jitter, to everything process p sends, until
 	// HealLinks.
 	SlowClient(p int, latency, jitter time.Duration) error
+	// BreakClient makes process p's links fail what it sends as b says (links.Reset,
+	// links.Silence), until HealLinks.
+	BreakClient(p int, b links.Break) error
 	// HoldNextWrite arms every client's link to the storage to hold the next write it
 	// sends, until the hold is released.
 	HoldNextWrite() (WriteHold, error)
-	// HealLinks takes every slowdown and hold back, delivering what was held.
+	// HealLinks takes every slowdown, break and hold back, delivering what was held.
 	HealLinks()
 }
 
@@ -56,18 +59,32 @@ func (delayClient) Kind() history.FaultKind { return history.Delay }
 const delayDetail = "delay"
 
 func (delayClient) Run(ctx context.Context, env Env) error {
+	return onOneClient(ctx, env, history.Delay, map[string]string{delayDetail: env.Pause.String()}, 2*env.Pause,
+		func(p int) error { return env.Links.SlowClient(p, env.Pause, 0) })
+}
+
+// onOneClient is a fault on one client's links at a time, on env's schedule: it picks a
+// running client (seeded), does to its links what act does, records the start of a fault
+// of kind k with detail, and after d, or once ctx ended, heals the links and records the
+// stop.
+func onOneClient(ctx context.Context, env Env, k history.FaultKind, detail map[string]string, d time.Duration, act func(p int) error) error {
 	return schedule(ctx, env, func(rng *rand.Rand) error {
 		running := env.Workers.Processes()
-		p := running[rng.Intn(len(running))]
-		if err := env.Links.SlowClient(p, env.Pause, 0); err != nil {
-			env.Links.HealLinks()
-			return fmt.Errorf("delay %s: %w", workerName(p), err)
+		if len(running) == 0 {
+			return nil // no client running now: the next window may find one
 		}
-		detail := map[string]string{delayDetail: env.Pause.String()}
-		recordDetail(env, history.Start, history.Delay.Name, detail, workerName(p))
-		sleep(ctx, 2*env.Pause)
-		env.Links.HealLinks()
-		recordDetail(env, history.Stop, history.Delay.Name, detail, workerName(p))
+		p := running[rng.Intn(len(running))]
+		target := workerName(p)
+		if err := act(p); err != nil {
+			env.Links.HealLinks()
+			return fmt.Errorf("%s %s: %w", k.Name, target, err)
+		}
+		recordDetail(env, history.Start, k.Name, detail, target)
+		defer func() {
+			env.Links.HealLinks()
+			recordDetail(env, history.Stop, k.Name, detail, target)
+		}()
+		sleep(ctx, d)
 		return nil
 	})
 }

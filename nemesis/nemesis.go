@@ -1,9 +1,9 @@
 // Package nemesis injects faults into a running test: process pauses (SIGSTOP), crashes
 // (SIGKILL, of a lock client or of a node's server, which starts again on what its disk
 // kept), wall-clock jumps (libfaketime), network partitions (iptables) between nodes and
-// single lock clients, a client's traffic slowed or its write held in the network (through
-// proxies on its links), a holder throttled to a sliver of a CPU (a cgroup's quota) and a
-// primary's failover.
+// single lock clients, a client's traffic slowed, its connections reset or silenced or its
+// write held in the network (through proxies on its links), a holder throttled to a sliver
+// of a CPU (a cgroup's quota) and a primary's failover.
 // Each kind of fault is declared once in history (history.FaultKind: its name, its words, its
 // hazard) and made by one kind here, which its file registers in its init; New composes the
 // chosen kinds into one Nemesis. It also

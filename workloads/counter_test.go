@@ -7,11 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/links"
+	"github.com/lockbreaker/lockbreaker/workloads/locksvc"
 	"github.com/lockbreaker/lockbreaker/workloads/storage"
 )
 
@@ -218,5 +222,86 @@ func TestSpentValidityIsAFailedAcquireOfItsOwn(t *testing.T) {
 	}
 	if failed == 0 {
 		t.Error("no failed acquire recorded")
+	}
+}
+
+// A lock request or a storage write whose connection breaks under it, reset or gone silent
+// and then closed (by the proxies of package links, as reset-client and timeout-client
+// break a client's links), may have taken effect for all the client can tell: the counter
+// records it as indeterminate, never as failed or done. Here every link of the client
+// breaks between its read and its write; the write, the release and the next acquire meet
+// the break. Once healed, the client carries on: granted again when the lease it could not
+// release ran out, it reads the register the dropped write never reached.
+func TestCounterRecordsWhatABrokenConnectionCutOffAsIndeterminate(t *testing.T) {
+	for _, b := range []links.Break{links.Reset(), links.Silence(200 * time.Millisecond)} {
+		t.Run(b.String(), func(t *testing.T) {
+			svc, err := locksvc.Listen("127.0.0.1:0", locksvc.Options{}, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer svc.Close()
+			store, err := storage.Listen("127.0.0.1:0", true, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer store.Close()
+			set, err := links.Open(netip.MustParseAddr("127.0.0.1"), 1, []string{svc.Addr()}, store.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer set.Close()
+			lock, err := newLocalLock(Config{Nodes: set.Nodes(0), Key: "k", TTL: 300 * time.Millisecond,
+				OpTimeout: 5 * time.Second, Retry: 10 * time.Millisecond, Owner: "w0"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lock.Close()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var done []history.Event
+			broken := false
+			w := Counter{Key: "k", Lock: lock, Fencing: true, AcquireTimeout: 5 * time.Second, OpTimeout: 5 * time.Second,
+				Storage: func(ctx context.Context) (*storage.Client, error) { return storage.Dial(ctx, set.Storage(0), 0) },
+				Hold: func() {
+					if !broken {
+						broken = true
+						if err := set.Break(0, b); err != nil {
+							t.Error(err)
+						}
+					}
+				},
+				Emit: func(batch ...history.Event) {
+					for _, e := range batch {
+						if e.Type == history.Invoke {
+							continue
+						}
+						done = append(done, e)
+						switch {
+						case e.Func == history.Acquire && e.Type == history.Info:
+							set.Heal() // the break met a lock request too: enough
+						case e.Func == history.Write && e.Type == history.OK:
+							cancel()
+						}
+					}
+				}}
+			if err := w.Run(ctx); err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"acquire ok", "read ok", "write info", "release info", "acquire info",
+				"acquire ok", "read ok", "write ok", "release ok"}
+			var got []string
+			for _, e := range done {
+				got = append(got, fmt.Sprintf("%s %s", e.Func, e.Type))
+				if e.Type == history.Info {
+					t.Logf("%s: %s", e.Func, e.Message)
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("completions %q, want %q", got, want)
+			}
+			if read := done[6]; *read.Value != 0 {
+				t.Errorf("after the heal the register read %d, want 0: the write was dropped in the network", *read.Value)
+			}
+		})
 	}
 }

@@ -1,0 +1,60 @@
+package nemesis
+
+import (
+	"context"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/links"
+)
+
+// The connections that break instead of slowing: one client's links, on the schedule,
+// reset what it sends (reset-client) or let nothing through and then close (timeout-client),
+// for env.Pause. Neither delivers what it broke: a request caught is dropped, and the client
+// reads an error where its answer should be, an operation whose outcome it cannot know.
+// That is what they exist for: the checkers must judge such operations as indeterminate,
+// as they judge a killed worker's.
+
+// resetClient resets one client's connections as soon as it sends on them.
+type resetClient struct{ onLinks }
+
+func init() { register(func() kind { return resetClient{} }) }
+
+func (resetClient) Kind() history.FaultKind { return history.ResetClient }
+
+func (resetClient) Run(ctx context.Context, env Env) error {
+	return breakOneClient(ctx, env, history.ResetClient, nil, links.Reset())
+}
+
+// timeoutClient silences one client's connections, which the proxies close after a while
+// (silence).
+type timeoutClient struct{ onLinks }
+
+func init() { register(func() kind { return timeoutClient{} }) }
+
+func (timeoutClient) Kind() history.FaultKind { return history.TimeoutClient }
+
+// closedAfterDetail is the detail saying how long a silenced connection stays open.
+const closedAfterDetail = "closed after"
+
+func (timeoutClient) Run(ctx context.Context, env Env) error {
+	after := silence(env.TTL, env.Pause)
+	return breakOneClient(ctx, env, history.TimeoutClient, map[string]string{closedAfterDetail: after.String()}, links.Silence(after))
+}
+
+// silence is how long timeout-client's proxies leave a connection unanswered before they
+// close it: half the lease or half the window, whichever is shorter, and at least the
+// millisecond the proxies count in (under it, a connection would stay silent until the
+// heal). Within the lease, so that a holder whose request went into the silence hears of
+// it while it still holds the lock: the fault makes operations of unknown outcome, not
+// leases run out (delay's business). Within the window, so that the proxies close
+// connections on their own timer, as a firewall drops a flow it gave up on, and not only
+// at the heal.
+func silence(ttl, window time.Duration) time.Duration {
+	return max(min(ttl, window)/2, time.Millisecond)
+}
+
+// breakOneClient breaks one client's links at a time as b says, for env.Pause each.
+func breakOneClient(ctx context.Context, env Env, k history.FaultKind, detail map[string]string, b links.Break) error {
+	return onOneClient(ctx, env, k, detail, env.Pause, func(p int) error { return env.Links.BreakClient(p, b) })
+}
