@@ -143,10 +143,17 @@ const Validity = "validity"
 // judged: the client never acted on the grant.
 const ValiditySpent = "validity spent"
 
+// clientTargetPrefix starts a target that names a lock client rather than a node.
+const clientTargetPrefix = "worker-"
+
+// TargetOfClient is how a fault names lock client process p among its targets
+// ("worker-3"); ClientTarget reads it back.
+func TargetOfClient(p int) string { return clientTargetPrefix + strconv.Itoa(p) }
+
 // ClientTarget is the process of the lock client a target names ("worker-3" is process
 // 3), and whether the target names a client at all rather than a node (n2).
 func ClientTarget(target string) (process int, ok bool) {
-	n, ok := strings.CutPrefix(target, "worker-")
+	n, ok := strings.CutPrefix(target, clientTargetPrefix)
 	if !ok {
 		return 0, false
 	}

@@ -21,9 +21,9 @@ func init() { clientAddrs = func() error { return nil } }
 // addressed is the recording fake whose clients have addresses of their own.
 type addressed struct{ *fake }
 
-func (a addressed) ClientIP(p int) (string, error) { return "ip-" + workerName(p), nil }
+func (a addressed) ClientIP(p int) (string, error) { return "ip-" + history.TargetOfClient(p), nil }
 func (a addressed) ClientDropFrom(_ context.Context, p int, sources ...string) error {
-	return a.act("%s drops %s", workerName(p), strings.Join(sources, ","))
+	return a.act("%s drops %s", history.TargetOfClient(p), strings.Join(sources, ","))
 }
 func (a addressed) HealClients(context.Context) error { return a.act("heal clients") }
 
@@ -253,7 +253,7 @@ func TestPartitionPrimaryRecordsGrantsUnderTwoPrimaries(t *testing.T) {
 	f.mu.Lock()
 	hazards := history.Hazards(f.recorded)
 	f.mu.Unlock()
-	want := []string{workerName(oldSide), workerName(newSide)}
+	want := []string{history.TargetOfClient(oldSide), history.TargetOfClient(newSide)}
 	if len(hazards) != 1 || hazards[0].Hazard != history.TwoPrimaries || !slices.Equal(hazards[0].Targets, want) {
 		t.Errorf("hazards %+v: want one, worker-%d granted while worker-%d held the lock", hazards, newSide, oldSide)
 	}

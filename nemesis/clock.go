@@ -227,7 +227,7 @@ func (m *clockMoves) set(env Env, w *watcher, fault string, d time.Duration) {
 			m.served[grant.Index] = w.watchServed(env, fault, history.ClockServed, grant)
 			recordHazard(env, fault, history.ClockPastLease, now, map[string]string{"grant": grantText(grant),
 				"moved": offsetText(moved), "lease left": time.Duration(w.leaseEnd(p, env.TTL) - now).Round(time.Millisecond).String()},
-				m.node, workerName(p))
+				m.node, history.TargetOfClient(p))
 		}
 		m.served[grant.Index].begin(m.node, now)
 	}

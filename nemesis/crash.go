@@ -240,7 +240,7 @@ func crash(ctx context.Context, env Env, r Restarter, node string, held *history
 	forgot.forgot(node, history.Now())
 	if held != nil {
 		recordHazard(env, history.KillNode.Name, history.CrashUnderGrant, history.Now(), map[string]string{"grant": grantText(*held)},
-			node, workerName(held.Process))
+			node, history.TargetOfClient(held.Process))
 	}
 	defer func() {
 		restartErr := r.Restart(bg, node)
@@ -249,7 +249,7 @@ func crash(ctx context.Context, env Env, r Restarter, node string, held *history
 		if now := history.Now(); held != nil && restartErr == nil && now < leaseEnd {
 			recordHazard(env, history.KillNode.Name, history.RestartInLease, now,
 				map[string]string{"grant": grantText(*held), "lease left": history.Duration(now, leaseEnd).Round(time.Millisecond).String()},
-				node, workerName(held.Process))
+				node, history.TargetOfClient(held.Process))
 		}
 	}()
 	stayDown(env, env.RestartAfter)
@@ -478,7 +478,7 @@ func (c *replicationCut) failOver(ctx context.Context, env Env, net Network, r R
 		return nil
 	}
 	if granted {
-		detail["grant"] = workerName(grant.Process)
+		detail["grant"] = history.TargetOfClient(grant.Process)
 	}
 	// The primary's crash and the promotion, and whether the grant was lost in them.
 	failOver := func() error {
@@ -495,7 +495,7 @@ func (c *replicationCut) failOver(ctx context.Context, env Env, net Network, r R
 			if granted && w.holds(grant.Process) {
 				recordHazard(env, history.Failover.Name, history.GrantLost, history.Now(),
 					map[string]string{"grant": grantText(grant), "old primary": c.primary, "new primary": promoted},
-					c.primary, promoted, workerName(grant.Process))
+					c.primary, promoted, history.TargetOfClient(grant.Process))
 			}
 		}
 		return err

@@ -74,7 +74,7 @@ func onOneClient(ctx context.Context, env Env, k history.FaultKind, detail map[s
 			return nil // no client running now: the next window may find one
 		}
 		p := running[rng.Intn(len(running))]
-		target := workerName(p)
+		target := history.TargetOfClient(p)
 		if err := act(p); err != nil {
 			env.Links.HealLinks()
 			return fmt.Errorf("%s %s: %w", k.Name, target, err)
@@ -152,7 +152,7 @@ func (w *watcher) delayWrite(ctx context.Context, env Env, held links.Held) {
 	if held.At >= end {
 		return // sent after its lease: not the seed's write
 	}
-	target := workerName(p)
+	target := history.TargetOfClient(p)
 	detail := map[string]string{"write": fmt.Sprint(held.Value), "holder": grantText(grant)}
 	env.Record(history.Event{Type: history.Info, Process: history.NemesisProcess, Func: history.Start, Time: held.At,
 		Fault: history.DelayHolder.Name, Targets: []string{target}, Detail: detail})
@@ -170,8 +170,8 @@ func (w *watcher) delayWrite(ctx context.Context, env Env, held links.Held) {
 	}
 	recordHazard(env, history.DelayHolder.Name, history.LateWrite, history.Now(),
 		map[string]string{"holder": grantText(grant), "held": history.Duration(held.At, history.Now()).String(),
-			"written": fmt.Sprintf("%s wrote %d", workerName(other.Process), *other.Value)},
-		target, workerName(other.Process))
+			"written": fmt.Sprintf("%s wrote %d", history.TargetOfClient(other.Process), *other.Value)},
+		target, history.TargetOfClient(other.Process))
 }
 
 // slowNetwork slows everything every client sends for env.Pause on its schedule: a
@@ -199,7 +199,7 @@ func (slowNetwork) Run(ctx context.Context, env Env) error {
 		for _, p := range env.Workers.Processes() {
 			if err := env.Links.SlowClient(p, latency, jitter); err != nil {
 				env.Links.HealLinks()
-				return fmt.Errorf("slow %s: %w", workerName(p), err)
+				return fmt.Errorf("slow %s: %w", history.TargetOfClient(p), err)
 			}
 		}
 		detail := map[string]string{delayDetail: latency.String(), "jitter": jitter.String()}
@@ -227,7 +227,7 @@ func (w *watcher) seeOverruns(ctx context.Context, env Env, d time.Duration) {
 		if end := w.leaseEnd(e.Process, env.TTL); e.EffectFrom > end {
 			recordHazard(env, history.SlowNetwork.Name, history.SlowPastLease, e.EffectFrom,
 				map[string]string{"holder": grantText(w.holding[e.Process]), "late": history.Duration(end, e.EffectFrom).String()},
-				workerName(e.Process))
+				history.TargetOfClient(e.Process))
 		}
 	}
 }

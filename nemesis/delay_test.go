@@ -35,10 +35,10 @@ func (h *fakeHold) Release() {
 }
 
 func (l fakeLinks) SlowClient(p int, latency, jitter time.Duration) error {
-	return l.act("%s slowed %s±%s", workerName(p), latency, jitter)
+	return l.act("%s slowed %s±%s", history.TargetOfClient(p), latency, jitter)
 }
 func (l fakeLinks) BreakClient(p int, b links.Break) error {
-	return l.act("%s broken: %s", workerName(p), b)
+	return l.act("%s broken: %s", history.TargetOfClient(p), b)
 }
 func (l fakeLinks) HoldNextWrite() (WriteHold, error) {
 	h := &fakeHold{caught: make(chan links.Held, 1), released: make(chan struct{})}

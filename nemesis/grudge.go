@@ -12,7 +12,7 @@ import (
 	"github.com/lockbreaker/lockbreaker/history"
 )
 
-// Names in grudges besides the nodes' and the clients' (workerName): every lock client,
+// Names in grudges besides the nodes' and the clients' (history.TargetOfClient): every lock client,
 // and the storage.
 const (
 	Clients = "clients"
@@ -165,7 +165,7 @@ func clientNames(env Env) []string {
 	}
 	var names []string
 	for _, p := range env.Workers.Processes() {
-		names = append(names, workerName(p))
+		names = append(names, history.TargetOfClient(p))
 	}
 	return names
 }

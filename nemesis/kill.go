@@ -29,7 +29,7 @@ func (killClient) Run(ctx context.Context, env Env) error {
 			running := env.Workers.Processes()
 			victim = running[rng.Intn(len(running))]
 		}
-		target := workerName(victim)
+		target := history.TargetOfClient(victim)
 		if err := env.Workers.Signal(victim, syscall.SIGKILL); err != nil {
 			return fmt.Errorf("kill %s: %w", target, err)
 		}

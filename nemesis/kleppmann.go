@@ -95,7 +95,7 @@ func (k kleppmannClock) Run(ctx context.Context, env Env) (err error) {
 		if env.Clients != nil {
 			running := env.Workers.Processes()
 			client1 = running[rng.Intn(len(running))]
-			g, cutKind = complete([]string{workerName(client1)}, minority), history.PartitionClientFrom
+			g, cutKind = complete([]string{history.TargetOfClient(client1)}, minority), history.PartitionClientFrom
 		}
 		fault := cutKind.With(g.String())
 		if err := cutGrudge(context.WithoutCancel(ctx), env, net, g); err != nil {

@@ -196,9 +196,9 @@ func (p partitionHolder) Run(ctx context.Context, env Env) error {
 		return err
 	}
 	return afterHolderReads(ctx, env, func(w *watcher, holder int, hold func()) error {
-		g := complete([]string{workerName(holder)}, env.Nodes.Names())
+		g := complete([]string{history.TargetOfClient(holder)}, env.Nodes.Names())
 		if p.fromStorage {
-			g = grudge{workerName(holder): {Storage}}
+			g = grudge{history.TargetOfClient(holder): {Storage}}
 		}
 		if env.Undirected {
 			return cutFor(ctx, env, net, p.Kind(), g, func() {
@@ -335,7 +335,7 @@ func (w *watcher) seeSplitGrants(env Env, fault string, side map[int]bool, seen 
 			if p != grant.Process && side[p] != side[grant.Process] {
 				recordHazard(env, fault, history.TwoPrimaries, grant.Time,
 					map[string]string{"holder": grantText(held), "granted": grantText(grant)},
-					workerName(p), workerName(grant.Process))
+					history.TargetOfClient(p), history.TargetOfClient(grant.Process))
 				seen()
 				return
 			}

@@ -30,7 +30,7 @@ func (w *watcher) pauseWorker(ctx context.Context, env Env, fault history.FaultK
 // the pause's end. A client that stopped itself for the watcher (nextReader) is taken as it
 // is, its pause recorded from when it stopped.
 func (w *watcher) stopWorker(env Env, fault history.FaultKind, p int) (thaw func() error, err error) {
-	target := workerName(p)
+	target := history.TargetOfClient(p)
 	if _, stopped := w.selfStopped[p]; !stopped {
 		if err := env.Workers.Signal(p, syscall.SIGSTOP); err != nil {
 			return nil, fmt.Errorf("pause %s: %w", target, err)
@@ -54,7 +54,7 @@ func (w *watcher) take(env Env, fault history.FaultKind, p int) (stopped bool) {
 		at = history.Now()
 	}
 	env.Record(history.Event{Type: history.Info, Process: history.NemesisProcess, Func: history.Start, Time: at,
-		Fault: fault.Name, Targets: []string{workerName(p)}})
+		Fault: fault.Name, Targets: []string{history.TargetOfClient(p)}})
 	return stopped
 }
 
@@ -79,7 +79,7 @@ func pauseHolding(ctx context.Context, env Env, w *watcher, fault history.FaultK
 	if thawed := history.Now(); w.holds(p) && paused < end && end < thawed {
 		recordHazard(env, fault.Name, history.LeaseExpiredInPause, end,
 			map[string]string{"holder": grantText(w.holding[p]), "thawed": history.Duration(end, thawed).String() + " later"},
-			workerName(p))
+			history.TargetOfClient(p))
 	}
 	return err
 }
@@ -93,9 +93,6 @@ const takeoverLeases = 5
 type anywhere struct{}
 
 func (anywhere) Needs() Needs { return Needs{} }
-
-// workerName is how a lock client is named as a fault target.
-func workerName(p int) string { return fmt.Sprintf("worker-%d", p) }
 
 func resumeAllWorkers(env Env) error {
 	if env.Workers == nil { // healed after a failed Arm, before any worker started

@@ -50,7 +50,7 @@ func (s *PooledSessions) Follow(e history.Event) (history.Event, bool) {
 			}
 			return history.Event{Type: history.Info, Process: history.NemesisProcess, Func: history.HazardFunc,
 				Time: e.Time, Fault: s.pooler, Hazard: history.PooledSession,
-				Targets: []string{workerName(p), workerName(e.Process)},
+				Targets: []string{history.TargetOfClient(p), history.TargetOfClient(e.Process)},
 				Detail:  map[string]string{"holder": grantText(held), "granted": grantText(e), history.BackendDetail: backend}}, true
 		}
 	}

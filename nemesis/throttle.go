@@ -63,7 +63,7 @@ func (w *watcher) throttleWorker(env Env, t Throttler, p int, hold func()) (err 
 	}
 	defer func() {
 		err = errors.Join(err, t.Unthrottle())
-		record(env, history.Stop, history.ThrottleHolder.Name, workerName(p))
+		record(env, history.Stop, history.ThrottleHolder.Name, history.TargetOfClient(p))
 	}()
 	if w.take(env, history.ThrottleHolder, p) {
 		if err := env.Workers.Signal(p, syscall.SIGCONT); err != nil {

@@ -20,7 +20,7 @@ func init() { cpuControl = func() error { return nil } }
 // be throttled.
 type throttling struct{ selfStopping }
 
-func (t throttling) Throttle(p int) error { return t.act("throttle %s", workerName(p)) }
+func (t throttling) Throttle(p int) error { return t.act("throttle %s", history.TargetOfClient(p)) }
 func (t throttling) Unthrottle() error    { return t.act("unthrottle") }
 
 // throttle-holder throttles the client that just read under the lock and continues it, so

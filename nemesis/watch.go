@@ -328,14 +328,14 @@ func (w *watcher) seeTakeovers(env Env, fault string, h history.Hazard, p int) (
 			return
 		}
 		recordHazard(env, fault, h, grant.Time, map[string]string{"holder": grantText(held), "granted": grantText(grant)},
-			workerName(p), workerName(grant.Process))
+			history.TargetOfClient(p), history.TargetOfClient(grant.Process))
 	}
 	return func() { w.granted = nil }
 }
 
 // grantText names a grant for a hazard's detail: "worker-2 #41 token 7".
 func grantText(grant history.Event) string {
-	s := fmt.Sprintf("%s #%d", workerName(grant.Process), grant.Index)
+	s := fmt.Sprintf("%s #%d", history.TargetOfClient(grant.Process), grant.Index)
 	if grant.Token != nil {
 		s += fmt.Sprintf(" token %d", *grant.Token)
 	}
@@ -472,7 +472,7 @@ func (w *watcher) answered(e history.Event) {
 func (s *served) record(w *watcher, node string, q int, t int64, what string) {
 	s.seen = true
 	v := s.victim
-	targets := []string{workerName(v.Process), workerName(q)}
+	targets := []string{history.TargetOfClient(v.Process), history.TargetOfClient(q)}
 	if node != "" {
 		targets = append([]string{node}, targets...)
 	}

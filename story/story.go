@@ -354,7 +354,7 @@ func targetsOf(e history.Event, p int) string {
 	var names []string
 	for _, target := range e.Targets {
 		switch {
-		case target == workerName(p):
+		case target == history.TargetOfClient(p):
 			names = append(names, proc(p))
 		case strings.HasPrefix(target, "worker-"):
 			// another client's fault is not this story's
@@ -365,7 +365,9 @@ func targetsOf(e history.Event, p int) string {
 	return strings.Join(names, ", ")
 }
 
-func strikes(e history.Event, p int) bool { return slices.Contains(e.Targets, workerName(p)) }
+func strikes(e history.Event, p int) bool {
+	return slices.Contains(e.Targets, history.TargetOfClient(p))
+}
 
 // struck is what a fault, as an event records it, did to what it struck, in its kind's
 // words ("was paused"); a fault of no declared kind "was struck".
@@ -424,5 +426,3 @@ func (t *teller) seconds(ts int64) string {
 func round(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 
 func proc(p int) string { return fmt.Sprintf("p%d", p) }
-
-func workerName(p int) string { return fmt.Sprintf("worker-%d", p) }

@@ -38,7 +38,6 @@ import (
 	"bufio"
 	"container/heap"
 	"encoding/json"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -451,7 +450,7 @@ func (w *world) maybePause(c *client, now int64) {
 	c.pausedUntil = stop
 	w.nextPause = stop + w.exp(pauseEvery)
 	fault := history.Event{Type: history.Info, Process: history.NemesisProcess, Fault: "pause",
-		Targets: []string{fmt.Sprintf("worker-%d", c.process)}}
+		Targets: []string{history.TargetOfClient(c.process)}}
 	fault.Func, fault.Time = history.Start, start
 	w.add(fault)
 	fault.Func, fault.Time = history.Stop, stop
@@ -477,7 +476,7 @@ func (w *world) maybeKill(c *client, now int64) bool {
 			Message: "worker exited during the operation (signal: killed)"})
 	}
 	fault := history.Event{Type: history.Info, Process: history.NemesisProcess, Fault: history.KillClient.Name,
-		Targets: []string{fmt.Sprintf("worker-%d", c.process)}, Time: at}
+		Targets: []string{history.TargetOfClient(c.process)}, Time: at}
 	fault.Func = history.Start
 	w.add(fault)
 	fault.Func = history.Stop
