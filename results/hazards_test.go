@@ -4,6 +4,8 @@ import (
 	"encoding/xml"
 	"fmt"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -232,5 +234,29 @@ func TestJUnitCarriesHazards(t *testing.T) {
 				t.Errorf("a run without hazards has properties:\n%s", raw)
 			}
 		})
+	}
+}
+
+// A fault that struck a lock client is drawn again on that client's lane, as well as
+// across the run; one that struck nodes is drawn across the run only.
+func TestAFaultOnAClientIsDrawnOnItsLane(t *testing.T) {
+	events := pauseHistory()
+	for i := range events {
+		if events[i].Fault == "pause" {
+			events[i].Targets = []string{history.TargetOfClient(0)}
+		}
+	}
+	dir := t.TempDir()
+	if err := WriteReport(dir, Summary{Test: "t", Results: pauseFencingResults()}, Draw(events)); err != nil {
+		t.Fatal(err)
+	}
+	page := readFile(t, filepath.Join(dir, ReportFile))
+	onClients := regexp.MustCompile(`<rect class="fault client" x="[^"]*" y="([^"]*)"`).FindAllStringSubmatch(page, -1)
+	lanes := regexp.MustCompile(`<text class="lane" x="64" y="[^"]*">([^<]*)</text>`).FindAllStringSubmatch(page, -1)
+	if len(onClients) != 1 || len(lanes) < 2 || lanes[1][1] != "p0" {
+		t.Fatalf("%d fault windows on client lanes (lanes %v), want the pause's one on p0's", len(onClients), lanes)
+	}
+	if y, _ := strconv.ParseFloat(onClients[0][1], 64); y < laneHeight || y >= 2*laneHeight {
+		t.Errorf("the pause's window is drawn at y %v, want within p0's lane (the second, from %v)", y, float64(laneHeight))
 	}
 }

@@ -51,6 +51,7 @@ type timelineView struct {
 	X0, Width           float64 // the lanes' place in the outer SVG
 	Lanes               []laneView
 	Faults              []band
+	FaultsOnClients     []band // a fault's window again on each lane of a client it struck
 	Holds               []band
 	Overlaps            []band
 	Attempts            []stroke
@@ -216,6 +217,12 @@ func newTimeline(events []history.Event, ops []history.Op, overlaps []checkers.O
 		tl.Faults = append(tl.Faults, band{Class: "fault", Title: title, X: c.ms(f.Start), Width: c.width(f.Start, f.Stop), Y: 0, Height: tl.LanesHeight})
 		tl.FaultLabels = append(tl.FaultLabels, label{Text: strings.TrimSpace(f.Description + " " + strings.Join(f.Targets, ",")),
 			T: c.ms(f.Start), End: c.ms(f.Stop), X: c.x(f.Start), Y: tl.LanesTop + laneHeight/2 + 4})
+		for _, l := range lanes {
+			if p := l.process; p >= 0 && slices.Contains(f.Targets, history.TargetOfClient(p)) {
+				tl.FaultsOnClients = append(tl.FaultsOnClients, band{Class: "fault client", Title: title,
+					X: c.ms(f.Start), Width: c.width(f.Start, f.Stop), Y: y[l] + 2, Height: laneHeight - 4})
+			}
+		}
 	}
 
 	holds := findHolds(ops)
