@@ -23,14 +23,29 @@ import (
 
 var binary string
 
+// asLockbreaker, set in a process's environment, makes this test binary lockbreaker itself.
+const asLockbreaker = "LOCKBREAKER_CLI_TEST_AS_MAIN"
+
 // TestMain finds the real binary (make test's, or one it builds): these tests run it as a
-// user would.
+// user would. The fast tier (-short), run by hand, has no binary to hand and none of its
+// tests needs Docker: this test binary, which holds all of lockbreaker, is run as the
+// binary instead of linking another (the longest step of the fast tier).
 func TestMain(m *testing.M) {
+	if os.Getenv(asLockbreaker) == "1" {
+		Main()
+	}
+	flag.Parse()
 	dir, err := os.MkdirTemp("", "lockbreaker-cli")
 	if err != nil {
 		panic(err)
 	}
-	if binary, err = testbin.Path(dir); err != nil {
+	if testing.Short() && os.Getenv(testbin.Env) == "" {
+		binary, err = os.Executable()
+		os.Setenv(asLockbreaker, "1") // for every process the tests start, workers too
+	} else {
+		binary, err = testbin.Path(dir)
+	}
+	if err != nil {
 		panic(err)
 	}
 	code := m.Run()
