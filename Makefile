@@ -5,7 +5,7 @@ GO      ?= go
 BIN     := bin/lockbreaker
 RESULTS ?= store
 
-.PHONY: run test test-long unit bench load deps deps-run build build-and-node-image image clean vet fuzz serve nightly kleppmann-time
+.PHONY: run test test-long unit bench load deps deps-run build image clean vet fuzz serve nightly kleppmann-time
 
 build:
 	$(GO) build -o $(BIN) ./cmd/lockbreaker
@@ -44,20 +44,13 @@ deps: deps-run
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-# build, with the node image made beside it by cmd/nodeimage, which holds only package
-# containers and so compiles first: on a fresh machine the rest of lockbreaker compiles
-# while the image is made, each about half a minute, and neither needs the other.
-build-and-node-image: deps-run
-	@$(GO) build -o bin/nodeimage ./cmd/nodeimage && { bin/nodeimage & image=$$!; \
-	$(GO) build -o $(BIN) ./cmd/lockbreaker; built=$$?; wait $$image && test $$built -eq 0; }
-
-image: build-and-node-image
+image: deps-run build
 	$(BIN) images
 
 # Kleppmann's GC pause on a single Redis without fencing, ended a second after its first
 # violation. Exit 1 (violations found) is the expected outcome, so it does not fail the
 # target; 2 (unknown) and 255 (harness error) do.
-run: build-and-node-image
+run: deps-run build
 	@$(BIN) run --stop-at-first-violation --results $(RESULTS); code=$$?; \
 	if [ $$code -le 1 ]; then echo "(exit $$code: 0 = lock held up, 1 = violations found, as Kleppmann predicts)"; \
 	else exit $$code; fi
