@@ -84,7 +84,7 @@ func runFlags(spec *harness.Spec) (*flag.FlagSet, *runOptions) {
 		"a waiter watches an unrenewed lease row before taking it")
 	fs.Var((*command.Duration)(&spec.TimeLimit), "time-limit", "how long the clients run")
 	fs.Int64Var(&spec.Seed, "seed", spec.Seed, "seed of the nemesis schedule")
-	fs.Var((*command.Duration)(&spec.Work), "work", "time a holder spends between reading and writing the register")
+	fs.Var((*command.Duration)(&spec.Work), "work", "time a holder spends between reading and writing the register: asleep, or CPU work where a fault starves holders of CPU")
 	fs.Float64Var(&spec.Rate, "rate", spec.Rate, "lock cycles (acquire, read, write, release) per second each client aims at; "+
 		"a cycle waits at least --retry after the last; 0: as fast as the lock and the storage answer")
 	fs.Var((*command.Duration)(&spec.Retry), "retry", "pause between acquire attempts while the lock is busy")

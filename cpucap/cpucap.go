@@ -30,7 +30,8 @@ const Root = "/sys/fs/cgroup"
 // runtime's timers, scheduler and garbage collector, a client library's goroutines or
 // threads) then queues for that millisecond, as on an overloaded host or in a container
 // with a tiny CPU limit. A quota starves only a process that wants more than it: measured
-// on etcd, an idle holder's keepalive still fits (docs/measurements.md). A longer period
+// on etcd, an idle holder's keepalive still fits, which is why throttle-holder's holders
+// work busily (docs/measurements.md). A longer period
 // (at most 1 s) made no holder lose its lease either, and stalls a process up to the whole
 // period at a stretch: a pause more than a throttle.
 const (

@@ -70,13 +70,16 @@ func shapeOf(s Spec) (shape, error) {
 	return shape{system: s.System, nodes: nodes, ttl: s.TTL.Std()}, err
 }
 
-// needs are the levers that the nemeses named pull, all together.
+// needs are the levers that the nemeses named pull, all together, but the workers' own
+// (busy holders), which ask nothing of a cluster.
 func needs(faults ...[]string) nemesis.Needs {
 	nem, err := nemesis.New(slices.Concat(faults...))
 	if err != nil { // names a spec already refused
 		return nemesis.Needs{}
 	}
-	return nem.Needs()
+	n := nem.Needs()
+	n.BusyHolders = false
+	return n
 }
 
 // kept is a cluster of containers lent to one run at a time.

@@ -35,6 +35,7 @@ func TestKeptClusterServesOnlyWhatIsSound(t *testing.T) {
 		{"another size", other(func(s *clusterSetup) { s.nodes = 3 }), nil, "lock-2", "nodes of another size"},
 		{"another ttl", other(func(s *clusterSetup) { s.ttl = time.Second }), nil, "lock-2", "another size, TTL"},
 		{"a lever it lacks", same, []string{"partition-halves"}, "lock-2", "a lever it was started without"},
+		{"busy holders, which ask nothing of it", same, []string{"throttle-holder"}, "lock-2", ""},
 		{"a key used before", same, nil, "lock-1", "already used the lock key lock-1"},
 	}
 	for _, tt := range tests {

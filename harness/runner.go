@@ -508,6 +508,7 @@ func (t *trial) workerConfigs(runID string, nodes, sentinels []string, storageAd
 			AcquireTimeout: 2 * ttl,
 			OpTimeout:      storageTimeout,
 			Period:         t.spec.CyclePeriod(),
+			BusyWork:       t.nemesis.Needs().BusyHolders,
 		}
 	}
 	return configs

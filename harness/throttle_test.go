@@ -11,64 +11,50 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/cpucap"
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/internal/tier"
 )
 
-// throttle-holder on etcd (issue 37), unfenced: see throttledHolder. Measured here at the
-// defaults (TTL 2 s): etcd's keepalive gets through on 1% of a CPU, so the hazard did not
-// come (docs/measurements.md).
+// throttle-holder on etcd (issue 37), fenced by the lock key's create revision: the holder,
+// busy through its work, throttled to 1% of a CPU right after its read, sends its keepalive
+// too late, so its lease runs out and another client is granted the lock
+// (granted-in-throttle) while it still works; given its CPU back, it writes on, and the
+// storage rejects its stale token. Measured at the defaults it came in most throttles, some
+// seconds into them (docs/measurements.md).
 func TestEtcdThrottledHolder(t *testing.T) {
 	throttledHolder(t, "etcd", laneEtcd)
 }
 
 // The same on a single Redis, whose lease no keepalive extends: the throttled holder's
-// critical section would have to outlast it.
+// work outlasts it.
 func TestRedisThrottledHolder(t *testing.T) {
 	tier.Long(t)
 	throttledHolder(t, "redis", laneRedis)
 }
 
-// throttledHolder runs throttle-holder unfenced on system with its own client: the holder
-// throttled to 1% of a CPU right after its read runs on, late (a starved process, not a
-// stopped one: it completes requests while throttled), and gets its CPU back; no cgroup of
-// the run's is left. Where another client was granted the lock meanwhile
-// (granted-in-throttle), two clients held it at once; where none was, the run claims no
-// pass.
+// throttledHolder runs throttle-holder fenced on system with its own client until another
+// client was granted the lock while a throttled one held it, then asserts what must hold:
+// two holders, the storage safe, every throttle of a client and healed, no cgroup of the
+// run's left.
 func throttledHolder(t *testing.T, system, lane string) {
 	if _, err := cpucap.Find(cpucap.Root); err != nil {
 		t.Skip(err)
 	}
 	inLane(t, lane)
-	tr := runTrialEvents(t, shortSpec(system, system, history.ThrottleHolder.Name, false, 7*time.Second))
-	faults := history.Faults(tr.events)
-	ran := 0
-	for _, f := range faults {
-		victim, ok := history.ClientTarget(f.Targets[0])
-		if f.Description != history.ThrottleHolder.Name || !ok || !f.Healed {
-			t.Fatalf("fault %+v: want throttle-holder on a client, healed", f)
+	// The takeover comes a few seconds into a throttle, in most of them: run until it came,
+	// at most 20 s.
+	spec := shortSpec(system, system, history.ThrottleHolder.Name, true, 20*time.Second)
+	spec.StopEarly = true
+	tr := untilDanger(t, spec, both(hazard(history.GrantedInThrottle), overlapped))
+	expectLockBrokenDataSafe(t, tr.summary)
+	for _, f := range history.Faults(tr.events) {
+		if _, ok := history.ClientTarget(f.Targets[0]); f.Description != history.ThrottleHolder.Name || !ok || !f.Healed {
+			t.Errorf("fault %+v: want throttle-holder on a client, healed", f)
 		}
-		for _, e := range tr.events {
-			if e.Process == victim && e.Type == history.OK && f.Start < e.Time && e.Time < f.Stop {
-				ran++
-				break
-			}
-		}
-	}
-	if len(faults) == 0 || ran == 0 {
-		t.Fatalf("%d throttles, in %d of which the victim completed a request: want a throttled holder that ran", len(faults), ran)
 	}
 	if left, _ := filepath.Glob(filepath.Join(cpucap.Root, "*", cpucap.Prefix+tr.summary.RunID+"-*")); len(left) > 0 {
 		t.Errorf("cgroups left: %v", left)
-	}
-	n := hazardCount(tr.summary, history.GrantedInThrottle)
-	t.Logf("%d throttles, the victim ran in %d; %s", len(faults), ran, history.GrantedInThrottle.Count(n))
-	if n > 0 {
-		expect(t, tr.summary, map[string]checkers.Verdict{"mutual-exclusion": checkers.Invalid})
-	} else {
-		expect(t, tr.summary, map[string]checkers.Verdict{"stats": checkers.Unknown})
 	}
 }
 
@@ -150,4 +136,20 @@ func groupCPU(t *testing.T, pids []int, d time.Duration) time.Duration {
 	before := used()
 	time.Sleep(d)
 	return used() - before
+}
+
+// Only a run whose fault starves a holder of CPU makes its holders work busily: every other
+// run's holders sleep through their work, as five clients spinning would eat the machine.
+func TestOnlyAThrottleMakesHoldersBusy(t *testing.T) {
+	if _, err := cpucap.Find(cpucap.Root); err != nil {
+		t.Skip(err) // throttle-holder is refused here
+	}
+	for nem, want := range map[string]bool{history.ThrottleHolder.Name: true, history.PauseHolder.Name: false, "none": false} {
+		tr := &trial{Checked: checked(t, func(s *Spec) { s.Nemesis = []string{nem} })}
+		for _, c := range tr.workerConfigs("r", []string{"n1:1"}, nil, "s:1") {
+			if c.BusyWork != want {
+				t.Errorf("%s: worker %d busy %v, want %v", nem, c.Process, c.BusyWork, want)
+			}
+		}
+	}
 }

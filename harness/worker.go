@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -45,6 +46,9 @@ type WorkerConfig struct {
 	// Period is from one lock cycle's start to the next's (one over the rate); 0 runs
 	// cycles back to back. With a period, a cycle is followed by at least Lock.Retry.
 	Period time.Duration `json:"period"`
+	// BusyWork makes the worker a process a CPU quota can starve: its work is CPU work
+	// (workloads.Busy), on one processor (nemesis.Needs.BusyHolders).
+	BusyWork bool `json:"busy_work,omitempty"`
 }
 
 // StopLine asks a worker to finish its cycle and exit; ArmLine and DisarmLine arm it to
@@ -81,6 +85,13 @@ func RunWorker(stdin io.Reader, stdout io.Writer) error {
 	if err := json.Unmarshal(in.Bytes(), &cfg); err != nil {
 		return fmt.Errorf("worker: bad configuration: %w", err)
 	}
+	var busy *workloads.Busy
+	if cfg.BusyWork {
+		// One processor, as a Go runtime sized to a CPU limit under one CPU has (uber-go's
+		// automaxprocs): with two, etcd's keepalive often ran on the second beside the work.
+		runtime.GOMAXPROCS(1)
+		busy = workloads.NewBusy()
+	}
 	client, err := workloads.LookupClient(cfg.Client)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
@@ -114,6 +125,7 @@ func RunWorker(stdin io.Reader, stdout io.Writer) error {
 		Lock:           lock,
 		Fencing:        cfg.Lock.Fencing,
 		Work:           cfg.Work,
+		Busy:           busy,
 		AcquireTimeout: cfg.AcquireTimeout,
 		OpTimeout:      cfg.OpTimeout,
 		Period:         cfg.Period,

@@ -40,7 +40,7 @@ var (
 	PauseHolder = declare(FaultKind{Name: "pause-holder", Struck: "was paused", Back: "resumed", Hazard: GrantedInPause,
 		Does: "freezes a holder (SIGSTOP) right after its read until another client has taken the lock over: Kleppmann's GC pause"})
 	ThrottleHolder = declare(FaultKind{Name: "throttle-holder", Struck: "was throttled", Back: "ran at full speed again", Hazard: GrantedInThrottle,
-		Does: "throttles a holder's whole process to 1% of a CPU right after its read until another client has taken the lock over: a starved process, not a stopped one"})
+		Does: "throttles a holder's whole process, busy in its work, to 1% of a CPU right after its read until another client has taken the lock over: a starved process, not a stopped one"})
 	PauseClient = declare(FaultKind{Name: "pause-client", Struck: "was paused", Back: "resumed", Hazard: GrantedInPause,
 		Does: "freezes a random client, holder or not, for --pause"})
 	PauseNode = declare(FaultKind{Name: "pause-node", Struck: "was paused", Back: "resumed",

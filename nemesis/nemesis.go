@@ -214,11 +214,15 @@ type Needs struct {
 	// Links: each lock client reaches the nodes and the storage through proxies of its own
 	// (package links), which slow or hold what it sends, on any system.
 	Links bool
+	// BusyHolders: a holder works on the CPU through its critical section instead of
+	// sleeping, on one processor (workloads.Busy), so a fault that starves it of CPU
+	// starves its lock client too. It asks nothing of the nodes.
+	BusyHolders bool
 }
 
 func (n Needs) or(o Needs) Needs {
 	return Needs{Clocks: n.Clocks || o.Clocks, Network: n.Network || o.Network, Restarts: n.Restarts || o.Restarts,
-		ClientAddrs: n.ClientAddrs || o.ClientAddrs, Links: n.Links || o.Links}
+		ClientAddrs: n.ClientAddrs || o.ClientAddrs, Links: n.Links || o.Links, BusyHolders: n.BusyHolders || o.BusyHolders}
 }
 
 // available is what every kind asks of a system for the levers it needs.

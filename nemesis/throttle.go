@@ -28,11 +28,18 @@ type Throttler interface {
 // (afterHolderReads: until another client has taken the lock over, at most five leases, or
 // a --pause the user gave). Its hazard is the takeover: another client granted the lock
 // while the throttled one still held it.
+//
+// A quota starves only a process that wants more CPU than it gets, so the holders of its
+// runs work busily (Needs.BusyHolders): their work is CPU work that allocates, on one
+// processor. Asleep through its work, an etcd holder kept its lease on 1% of a CPU in every
+// run; busy, its collector's mark assists hold back the keepalive (docs/measurements.md).
 type throttleHolder struct{ anywhere }
 
 func init() { register(func() kind { return throttleHolder{} }) }
 
 func (throttleHolder) Kind() history.FaultKind { return history.ThrottleHolder }
+
+func (throttleHolder) Needs() Needs { return Needs{BusyHolders: true} }
 
 // cpuControl says why no process can be throttled here (a variable, so tests need no root).
 var cpuControl = func() error {

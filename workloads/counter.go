@@ -11,7 +11,8 @@ import (
 )
 
 // Counter is the lock-counter workload: acquire the lock, read the register, think for a
-// while (the window where a GC pause hurts), write the value read plus one, release.
+// while (the window where a GC pause hurts; asleep, or busy on the CPU), write the value
+// read plus one, release.
 // With a correct lock the register ends equal to the number of acknowledged writes.
 type Counter struct {
 	Process int
@@ -24,6 +25,9 @@ type Counter struct {
 	Storage func(context.Context) (*storage.Client, error)
 	// Work is the time between reading and writing.
 	Work time.Duration
+	// Busy, when set, makes the work Work of CPU work instead of a sleep: a holder a CPU
+	// quota can starve (throttle-holder).
+	Busy *Busy
 	// AcquireTimeout bounds one Acquire; OpTimeout one storage request.
 	AcquireTimeout time.Duration
 	OpTimeout      time.Duration
@@ -96,7 +100,11 @@ func (w *Counter) cycle(ctx context.Context) {
 		}
 		if w.Work > 0 {
 			w.flush()
-			time.Sleep(w.Work)
+			if w.Busy != nil {
+				w.Busy.Work(w.Work)
+			} else {
+				time.Sleep(w.Work)
+			}
 		}
 		w.storageOp(history.Write, token, value+1)
 	}
