@@ -102,7 +102,8 @@ func TestKilledExecRunsLeaveNothing(t *testing.T) {
 	if err := exec.Command("/usr/bin/python3", "-c", "import redis").Run(); err != nil {
 		t.Fatalf("/usr/bin/python3 has no redis-py (make deps installs python3-redis): %v", err)
 	}
-	program, err := filepath.Abs("../examples/python/redispy_lock.py")
+	// A copy of its own, as killable is: the examples' tests run the same program beside these.
+	program, err := copyFile("../examples/python/redispy_lock.py", filepath.Join(t.TempDir(), "redispy_lock.py"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +226,7 @@ func leftBehind(t *testing.T, sig syscall.Signal, pid int, printed, programs []s
 // and returns its exit code (-1 when a signal ended it), its pid, stdout's lines and stderr.
 func killRun(t *testing.T, m killMoment, sig syscall.Signal, args ...string) (int, int, []string, string) {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	cmd := exec.Command(killable, args...)
 	var errOut bytes.Buffer
 	cmd.Stderr = &errOut
 	stdout, err := cmd.StdoutPipe()
@@ -345,9 +346,9 @@ type process struct {
 
 func (p process) String() string { return fmt.Sprintf("%d (%s) %s", p.pid, p.state, p.args) }
 
-// ownProcesses returns the live processes running the test's binary (workers are the binary
-// re-executed) or one of programs (an exec client's, named in its command line), waiting up
-// to wait for them to go. Zombies are not counted: they run nothing, and reaping orphans
+// ownProcesses returns the live processes running the killed runs' binary (killable;
+// workers are the binary re-executed) or one of programs (an exec client's, named in its
+// command line), waiting up to wait for them to go. Zombies are not counted: they run nothing, and reaping orphans
 // is the init process's job.
 func ownProcesses(t *testing.T, wait time.Duration, programs []string) []process {
 	t.Helper()
@@ -355,7 +356,7 @@ func ownProcesses(t *testing.T, wait time.Duration, programs []string) []process
 	for {
 		var procs []process
 		for _, p := range processes(t) {
-			if p.state != "Z" && (p.cmd == binary || slices.ContainsFunc(programs, func(prog string) bool {
+			if p.state != "Z" && (p.cmd == killable || slices.ContainsFunc(programs, func(prog string) bool {
 				return strings.Contains(p.args, prog)
 			})) {
 				procs = append(procs, p)
@@ -368,10 +369,10 @@ func ownProcesses(t *testing.T, wait time.Duration, programs []string) []process
 	}
 }
 
-// anyStopped reports whether a process of the binary is stopped (state T): a paused worker.
+// anyStopped reports whether a process of the killed runs' binary is stopped (state T): a paused worker.
 func anyStopped(t *testing.T) bool {
 	for _, p := range processes(t) {
-		if p.cmd == binary && p.state == "T" {
+		if p.cmd == killable && p.state == "T" {
 			return true
 		}
 	}

@@ -23,6 +23,11 @@ import (
 
 var binary string
 
+// killable is a copy of binary that only the tests which kill runs start: the processes they
+// count as theirs, and kill when left behind, are then theirs alone (make test runs binary in
+// the examples' tests beside them).
+var killable string
+
 // asLockbreaker, set in a process's environment, makes this test binary lockbreaker itself.
 const asLockbreaker = "LOCKBREAKER_CLI_TEST_AS_MAIN"
 
@@ -42,8 +47,8 @@ func TestMain(m *testing.M) {
 	if testing.Short() && os.Getenv(testbin.Env) == "" {
 		binary, err = os.Executable()
 		os.Setenv(asLockbreaker, "1") // for every process the tests start, workers too
-	} else {
-		binary, err = testbin.Path(dir)
+	} else if binary, err = testbin.Path(dir); err == nil {
+		killable, err = copyFile(binary, filepath.Join(dir, "killable", "lockbreaker"))
 	}
 	if err != nil {
 		panic(err)
@@ -51,6 +56,22 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// copyFile copies file src to dst, with its mode, and returns dst.
+func copyFile(src, dst string) (string, error) {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return "", err
+	}
+	info, err := os.Stat(src)
+	if err == nil {
+		err = os.MkdirAll(filepath.Dir(dst), 0o755)
+	}
+	if err == nil {
+		err = os.WriteFile(dst, b, info.Mode().Perm())
+	}
+	return dst, err
 }
 
 func lockbreaker(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
