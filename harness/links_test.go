@@ -113,7 +113,7 @@ func brokeAnOperation(k history.FaultKind) danger {
 			}
 			struck++
 			for _, e := range tr.events {
-				if e.Type == history.Info && e.Process >= 0 && fmt.Sprintf("worker-%d", e.Process) == f.Targets[0] &&
+				if e.Type == history.Info && e.Process >= 0 && history.TargetOfClient(e.Process) == f.Targets[0] &&
 					e.Time >= f.Start && e.Time <= f.Stop+int64(time.Second) {
 					return ""
 				}
