@@ -100,16 +100,16 @@ var (
 	PartitionHolderStorage = declare(FaultKind{Name: "partition-holder-storage", Struck: "was cut off", Hazard: GrantedInCut,
 		Does: "cuts a holder off the storage right after its read, kept in its critical section until another client holds the lock"})
 
-	Delay = declare(FaultKind{Name: "delay", Struck: "had everything it sent delayed",
+	Delay = declare(FaultKind{Name: "delay", Struck: "had everything it sent delayed", Hazard: SlowPastLease,
 		Does: "delays everything one client sends, to the nodes and the storage, by --pause, for twice that (through its links' proxies)"})
 	DelayHolder = declare(FaultKind{Name: "delay-holder", Struck: "had its write held in the network",
 		Hazard: LateWrite,
 		Does:   "holds a holder's next storage write in the network until its lease has run out and another client has written, then delivers it: the seed's delayed write"})
 	SlowNetwork = declare(FaultKind{Name: "slow-network", Struck: "had their network slowed", Hazard: SlowPastLease,
 		Does: "delays everything every client sends, by a latency drawn for each window between a sixteenth and a half of the --ttl and half as much jitter, for --pause (through their links' proxies)"})
-	ResetClient = declare(FaultKind{Name: "reset-client", Struck: "had its connections reset", Back: "connected normally again",
+	ResetClient = declare(FaultKind{Name: "reset-client", Struck: "had its connections reset", Back: "connected normally again", Hazard: OutcomeUnknown,
 		Does: "resets one client's connections, to the nodes and the storage, as soon as it sends on them: each request is dropped and its connection torn down (a TCP reset), for --pause (through its links' proxies)"})
-	TimeoutClient = declare(FaultKind{Name: "timeout-client", Struck: "had its connections go silent", Back: "got through again",
+	TimeoutClient = declare(FaultKind{Name: "timeout-client", Struck: "had its connections go silent", Back: "got through again", Hazard: OutcomeUnknown,
 		Does: "lets nothing one client sends through, to the nodes and the storage, and closes each connection after half the --ttl or half the --pause, whichever is shorter, for --pause (through its links' proxies)"})
 )
 

@@ -79,9 +79,14 @@ const (
 	// since, had written: Worker A's write in the seed, a fenced storage's stale token.
 	LateWrite Hazard = "late-write"
 
-	// SlowPastLease: with the network slowed, a holder's write reached the storage after its
-	// lease (the validity its client stated, else the TTL from its grant) had run out.
+	// SlowPastLease: with the network slowed (everyone's, or the holder's alone), a holder's
+	// write reached the storage after its lease (the validity its client stated, else the TTL from its grant) had run out.
 	SlowPastLease Hazard = "slow-past-lease"
+
+	// OutcomeUnknown: an operation of a client whose connections were broken (reset, or
+	// silenced and closed) ended without its answer, indeterminate: the client cannot know
+	// whether the lock service or the storage acted on it, and the checkers must allow both.
+	OutcomeUnknown Hazard = "outcome-unknown"
 
 	// PooledSession: a connection pooler ran another client's lock statement on the server
 	// connection, and so in the server session, that holds a client's lock, while that
@@ -132,6 +137,8 @@ var hazards = map[Hazard]hazardWords{
 		"no write held in the network reached the storage after its lease had run out and another client had written"},
 	SlowPastLease: {"write after its lease on a slow network", "writes after their lease on a slow network",
 		"no holder's write reached the storage after its lease while the network was slow"},
+	OutcomeUnknown: {"operation cut off without its answer", "operations cut off without their answer",
+		"no operation of a client whose connections were broken ended without its answer"},
 	PooledSession: {"grant in a server session another client's lock was held in", "grants in a server session another client's lock was held in",
 		"the pooler never ran a client's lock statement in a server session that held another client's lock"},
 }

@@ -58,35 +58,38 @@ func (delayClient) Kind() history.FaultKind { return history.Delay }
 // delayDetail is the detail saying how long a delay is.
 const delayDetail = "delay"
 
+// Its hazard is slow-network's: a write of the delayed client that reached the storage after
+// its lease had run out.
 func (delayClient) Run(ctx context.Context, env Env) error {
-	return onOneClient(ctx, env, history.Delay, map[string]string{delayDetail: env.Pause.String()}, 2*env.Pause,
-		func(p int) error { return env.Links.SlowClient(p, env.Pause, 0) })
+	w := watch(env.Subscribe())
+	return w.schedule(ctx, env, func(rng *rand.Rand) error {
+		return oneClient(env, rng, history.Delay, map[string]string{delayDetail: env.Pause.String()},
+			func(p int) error { return env.Links.SlowClient(p, env.Pause, 0) },
+			func(p int) { w.seeOverruns(ctx, env, history.Delay, 2*env.Pause, func(q int) bool { return q == p }) })
+	})
 }
 
-// onOneClient is a fault on one client's links at a time, on env's schedule: it picks a
-// running client (seeded), does to its links what act does, records the start of a fault
-// of kind k with detail, and after d, or once ctx ended, heals the links and records the
-// stop.
-func onOneClient(ctx context.Context, env Env, k history.FaultKind, detail map[string]string, d time.Duration, act func(p int) error) error {
-	return schedule(ctx, env, func(rng *rand.Rand) error {
-		running := env.Workers.Processes()
-		if len(running) == 0 {
-			return nil // no client running now: the next window may find one
-		}
-		p := running[rng.Intn(len(running))]
-		target := history.TargetOfClient(p)
-		if err := act(p); err != nil {
-			env.Links.HealLinks()
-			return fmt.Errorf("%s %s: %w", k.Name, target, err)
-		}
-		recordDetail(env, history.Start, k.Name, detail, target)
-		defer func() {
-			env.Links.HealLinks()
-			recordDetail(env, history.Stop, k.Name, detail, target)
-		}()
-		sleep(ctx, d)
-		return nil
-	})
+// oneClient picks a running client (with rng), does to its links what act does, records
+// the start of a fault of kind k with detail, and once during returns, heals the links and
+// records the stop.
+func oneClient(env Env, rng *rand.Rand, k history.FaultKind, detail map[string]string, act func(p int) error, during func(p int)) error {
+	running := env.Workers.Processes()
+	if len(running) == 0 {
+		return nil // no client running now: the next window may find one
+	}
+	p := running[rng.Intn(len(running))]
+	target := history.TargetOfClient(p)
+	if err := act(p); err != nil {
+		env.Links.HealLinks()
+		return fmt.Errorf("%s %s: %w", k.Name, target, err)
+	}
+	recordDetail(env, history.Start, k.Name, detail, target)
+	defer func() {
+		env.Links.HealLinks()
+		recordDetail(env, history.Stop, k.Name, detail, target)
+	}()
+	during(p)
+	return nil
 }
 
 // delayHolder is the seed's delayed write, the network's version of Worker A's GC pause:
@@ -204,16 +207,17 @@ func (slowNetwork) Run(ctx context.Context, env Env) error {
 		}
 		detail := map[string]string{delayDetail: latency.String(), "jitter": jitter.String()}
 		recordDetail(env, history.Start, history.SlowNetwork.Name, detail, Clients)
-		w.seeOverruns(ctx, env, env.Pause)
+		w.seeOverruns(ctx, env, history.SlowNetwork, env.Pause, func(int) bool { return true })
 		env.Links.HealLinks()
 		recordDetail(env, history.Stop, history.SlowNetwork.Name, detail, Clients)
 		return nil
 	})
 }
 
-// seeOverruns follows the history for d and records slow-network's hazard for each write
-// the storage applied after its holder's lease had run out.
-func (w *watcher) seeOverruns(ctx context.Context, env Env, d time.Duration) {
+// seeOverruns follows the history for d and records the hazard of k, which slowed the
+// clients slowed says, for each write of theirs the storage applied after its holder's
+// lease had run out.
+func (w *watcher) seeOverruns(ctx context.Context, env Env, k history.FaultKind, d time.Duration, slowed func(p int) bool) {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	for {
@@ -221,11 +225,11 @@ func (w *watcher) seeOverruns(ctx context.Context, env Env, d time.Duration) {
 		if !ok {
 			return
 		}
-		if e.Func != history.Write || !e.IsCompletion() || e.EffectFrom == 0 || !w.holds(e.Process) {
+		if e.Func != history.Write || !e.IsCompletion() || e.EffectFrom == 0 || !w.holds(e.Process) || !slowed(e.Process) {
 			continue
 		}
 		if end := w.leaseEnd(e.Process, env.TTL); e.EffectFrom > end {
-			recordHazard(env, history.SlowNetwork.Name, history.SlowPastLease, e.EffectFrom,
+			recordHazard(env, k.Name, k.Hazard, e.EffectFrom,
 				map[string]string{"holder": grantText(w.holding[e.Process]), "late": history.Duration(end, e.EffectFrom).String()},
 				history.TargetOfClient(e.Process))
 		}

@@ -203,9 +203,7 @@ func TestSlowNetworkSeesWritesAfterTheirLease(t *testing.T) {
 		f.events <- e
 	}
 	hazards := func() (n int) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		for _, e := range f.recorded {
+		for _, e := range f.hazards() {
 			if e.Hazard == history.SlowPastLease && slices.Equal(e.Targets, []string{"worker-1"}) {
 				n++
 			}
@@ -227,5 +225,36 @@ func TestSlowNetworkSeesWritesAfterTheirLease(t *testing.T) {
 	}
 	if faults := f.faults(); len(faults) != 1 || !faults[0].Healed || faults[0].Targets[0] != Clients {
 		t.Errorf("faults %+v", faults)
+	}
+}
+
+// delay's hazard is a late write of the client it delays, and of no other.
+func TestDelaySeesTheDelayedClientsLateWrite(t *testing.T) {
+	f := newFake(2, 1)
+	env, _ := f.linkedEnv()
+	env.TTL, env.Pause = 100*time.Millisecond, time.Hour // the window ends with the test
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error)
+	go func() { done <- delayClient{}.Run(ctx, env) }()
+	waitFor(t, "a client delayed", func() bool { return len(f.did()) > 0 })
+	struck := 0
+	if strings.HasPrefix(f.did()[0], "worker-1 ") {
+		struck = 1
+	}
+	granted := history.Now() - int64(time.Second) // both leases ran out long ago
+	for _, p := range []int{1 - struck, struck} {
+		f.events <- history.Event{Type: history.OK, Process: p, Func: history.Acquire, Time: granted}
+		f.events <- history.Event{Type: history.OK, Process: p, Func: history.Write, Time: history.Now(), EffectFrom: history.Now(),
+			Value: history.Int64(int64(p))}
+	}
+	waitFor(t, "the delayed client's late write", func() bool { return len(f.hazards()) > 0 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := f.hazards(); len(got) != 1 || got[0].Hazard != history.SlowPastLease || got[0].Fault != history.Delay.Name ||
+		!slices.Equal(got[0].Targets, []string{history.TargetOfClient(struck)}) {
+		t.Errorf("hazards %+v, want one %s for %s", got, history.SlowPastLease, history.TargetOfClient(struck))
 	}
 }

@@ -103,6 +103,19 @@ func (f *fake) faults() []history.Fault {
 	return history.Faults(f.recorded)
 }
 
+// hazards are the hazard events recorded so far.
+func (f *fake) hazards() []history.Event {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var got []history.Event
+	for _, e := range f.recorded {
+		if e.Hazard != "" {
+			got = append(got, e)
+		}
+	}
+	return got
+}
+
 func TestNewKnowsEveryNemesisAndRejectsOthers(t *testing.T) {
 	for _, name := range Names() {
 		if n, err := New([]string{name}); err != nil || n.Name() != name {

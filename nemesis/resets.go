@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"math/rand"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
@@ -54,7 +55,30 @@ func silence(ttl, window time.Duration) time.Duration {
 	return max(min(ttl, window)/2, time.Millisecond)
 }
 
-// breakOneClient breaks one client's links at a time as b says, for env.Pause each.
+// breakOneClient breaks one client's links at a time as b says, for env.Pause each, and
+// records its hazard for each operation of that client that ended indeterminate meanwhile.
 func breakOneClient(ctx context.Context, env Env, k history.FaultKind, detail map[string]string, b links.Break) error {
-	return onOneClient(ctx, env, k, detail, env.Pause, func(p int) error { return env.Links.BreakClient(p, b) })
+	w := watch(env.Subscribe())
+	return w.schedule(ctx, env, func(rng *rand.Rand) error {
+		return oneClient(env, rng, k, detail, func(p int) error { return env.Links.BreakClient(p, b) },
+			func(p int) { w.seeUnknownOutcomes(ctx, env, k, p, env.Pause) })
+	})
+}
+
+// seeUnknownOutcomes follows the history for d and records k's hazard for each operation of
+// process p that ended indeterminate. One that ends after the heal is not counted: the
+// hazard is what the broken links did, not a timeout that came later.
+func (w *watcher) seeUnknownOutcomes(ctx context.Context, env Env, k history.FaultKind, p int, d time.Duration) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		e, ok := w.next(ctx, timer.C)
+		if !ok {
+			return
+		}
+		if e.Process == p && e.Type == history.Info && e.IsCompletion() {
+			recordHazard(env, k.Name, history.OutcomeUnknown, e.Time, map[string]string{"operation": string(e.Func)},
+				history.TargetOfClient(p))
+		}
+	}
 }

@@ -101,3 +101,38 @@ func TestSilenceEndsWithinTheLeaseAndTheWindow(t *testing.T) {
 		}
 	}
 }
+
+// An operation of the client whose links are broken that ends indeterminate is the
+// breaks' hazard; another client's, or one that got its answer, is not.
+func TestABrokenClientsIndeterminateOperationIsTheHazard(t *testing.T) {
+	f := newFake(2, 1)
+	env, _ := f.linkedEnv()
+	env.Pause = time.Hour // the window ends with the test
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error)
+	go func() { done <- resetClient{}.Run(ctx, env) }()
+	waitFor(t, "a client's links broken", func() bool { return len(f.did()) > 0 })
+	target, _, _ := strings.Cut(f.did()[0], " broken: ")
+	struck := 0
+	if target == "worker-1" {
+		struck = 1
+	}
+	for _, e := range []history.Event{
+		{Type: history.Info, Process: 1 - struck, Func: history.Write, Time: history.Now()},
+		{Type: history.OK, Process: struck, Func: history.Read, Time: history.Now()},
+		{Type: history.Info, Process: struck, Func: history.Acquire, Time: history.Now()},
+	} {
+		f.events <- e
+	}
+	waitFor(t, "the struck client's acquire cut off", func() bool { return len(f.hazards()) > 0 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	got := f.hazards()
+	if len(got) != 1 || got[0].Hazard != history.OutcomeUnknown || !slices.Equal(got[0].Targets, []string{target}) ||
+		got[0].Detail["operation"] != string(history.Acquire) || got[0].Fault != history.ResetClient.Name {
+		t.Errorf("hazards %+v, want one %s for %s's acquire", got, history.OutcomeUnknown, target)
+	}
+}
