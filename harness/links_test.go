@@ -11,6 +11,7 @@ import (
 	"github.com/lockbreaker/lockbreaker/analysis"
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/nemesis"
 	"github.com/lockbreaker/lockbreaker/results"
 )
 
@@ -123,5 +124,51 @@ func TestRedisClientsWhoseConnectionsBreakLeaveIndeterminateOperations(t *testin
 				t.Errorf("the run's counts have no indeterminate operation: %v", tr.summary.Ops)
 			}
 		})
+	}
+}
+
+// A slow network, from a grant on, lands the holder's write after its Redlock validity ran
+// out (the run's defaults but for 20 s: three or four windows). What must hold once it did:
+// the hazard counted and no pass claimed without it, the run's notes saying how close the
+// grants came to their validity, every slowdown taken back; and should another client have
+// been granted meanwhile (a write still in the network when the slowness ended), the story
+// tells the slowness.
+func TestASlowNetworkLandsRedlockWritesAfterTheirLease(t *testing.T) {
+	inLane(t, laneRedis)
+	s := DefaultSpec()
+	s.System, s.Client, s.Nemesis, s.TimeLimit = "redlock", "redlock", []string{history.SlowNetwork.Name}, Duration(20*time.Second)
+	tr := untilDanger(t, s, hazard(history.SlowPastLease))
+	v := verdicts(tr.summary)
+	if v[checkers.Stats].Verdict != checkers.Valid {
+		t.Errorf("stats %s (%s), want valid once the hazard came", v[checkers.Stats].Verdict, v[checkers.Stats].Summary)
+	}
+	if !slices.ContainsFunc(tr.summary.Notes, func(n string) bool { return strings.Contains(n, "validity") }) {
+		t.Errorf("the notes do not say what became of the grants' validity: %q", tr.summary.Notes)
+	}
+	for _, f := range history.Faults(tr.events) {
+		if !f.Healed || f.Targets[0] != nemesis.Clients {
+			t.Errorf("fault %+v, want every client slowed and healed", f)
+		}
+	}
+	if me := v[checkers.MutualExclusion]; me.Verdict == checkers.Invalid {
+		if story := checkers.StoryText(me.Story); !strings.Contains(story, "had their network slowed (slow-network)") {
+			t.Errorf("the story does not tell the slowness:\n%s", story)
+		}
+	}
+}
+
+// One client's traffic delayed by the pause: its writes land after its lease, while the
+// others, not delayed, take the lock over. Fenced, the storage refuses every late write
+// whose token another holder's overtook: data stays safe whatever the lock did.
+func TestADelayedClientsLateWritesAreFencedOff(t *testing.T) {
+	inLane(t, laneRedis)
+	tr := untilDanger(t, spec("redis", "redis", []string{history.Delay.Name}, true, 12*time.Second),
+		both(worked, hazard(history.SlowPastLease)))
+	expect(t, tr.summary, map[string]checkers.Verdict{
+		checkers.DataSafety: checkers.Valid, checkers.LostUpdates: checkers.Valid, checkers.Fencing: checkers.Valid, checkers.Stats: checkers.Valid})
+	for _, f := range history.Faults(tr.events) {
+		if !f.Healed || len(f.Targets) != 1 {
+			t.Errorf("fault %+v, want one client delayed and healed", f)
+		}
 	}
 }

@@ -106,7 +106,7 @@ var (
 		Hazard: LateWrite,
 		Does:   "holds a holder's next storage write in the network until its lease has run out and another client has written, then delivers it: the seed's delayed write"})
 	SlowNetwork = declare(FaultKind{Name: "slow-network", Struck: "had their network slowed", Hazard: SlowPastLease,
-		Does: "delays everything every client sends, by a latency drawn for each window between a sixteenth and a half of the --ttl and half as much jitter, for --pause (through their links' proxies)"})
+		Does: "delays everything every client sends, from a grant on, by a latency drawn for each window between a sixteenth of the --ttl and twice the --ttl and half as much jitter, for --pause (through their links' proxies)"})
 	ResetClient = declare(FaultKind{Name: "reset-client", Struck: "had its connections reset", Back: "connected normally again", Hazard: OutcomeUnknown,
 		Does: "resets one client's connections, to the nodes and the storage, as soon as it sends on them: each request is dropped and its connection torn down (a TCP reset), for --pause (through its links' proxies)"})
 	TimeoutClient = declare(FaultKind{Name: "timeout-client", Struck: "had its connections go silent", Back: "got through again", Hazard: OutcomeUnknown,

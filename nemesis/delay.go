@@ -178,11 +178,13 @@ func (w *watcher) delayWrite(ctx context.Context, env Env, held links.Held) {
 }
 
 // slowNetwork slows everything every client sends for env.Pause on its schedule: a
-// congested network, not a broken one. Each window draws its latency, seeded, between a
-// sixteenth and a half of the TTL, with half as much jitter, so that a run meets both
-// slowness a lock rides out and slowness that eats a lease. Its hazard is the danger
-// slowness makes: a holder's write reaching the storage after its lease (the validity its
-// client stated, else the TTL from its grant) had run out, while the network was slow.
+// congested network, not a broken one. Each window begins as a client is granted the lock
+// (or, when none is within two TTLs, then), so that a holder meets the slowness between
+// its grant and its write, and draws its latency, seeded, between a sixteenth of the TTL
+// and twice the TTL, with half as much jitter, so that a run meets both slowness a lock rides out
+// and slowness that eats a lease. Its hazard is the danger slowness makes: a holder's write
+// reaching the storage after its lease (the validity its client stated, else the TTL from
+// its grant) had run out, while the network was slow.
 type slowNetwork struct{ onLinks }
 
 func init() { register(func() kind { return slowNetwork{} }) }
@@ -191,7 +193,7 @@ func (slowNetwork) Kind() history.FaultKind { return history.SlowNetwork }
 
 // slowness is a window's latency and the jitter around it.
 func slowness(ttl time.Duration, rng *rand.Rand) (latency, jitter time.Duration) {
-	latency = ttl/16 + time.Duration(rng.Int63n(int64(ttl/2-ttl/16)+1))
+	latency = ttl/16 + time.Duration(rng.Int63n(int64(2*ttl-ttl/16)+1))
 	return latency, latency / 2
 }
 
@@ -199,6 +201,9 @@ func (slowNetwork) Run(ctx context.Context, env Env) error {
 	w := watch(env.Subscribe())
 	return w.schedule(ctx, env, func(rng *rand.Rand) error {
 		latency, jitter := slowness(env.TTL, rng)
+		if !w.awaitAnyGrant(ctx, 2*env.TTL) {
+			return nil
+		}
 		for _, p := range env.Workers.Processes() {
 			if err := env.Links.SlowClient(p, latency, jitter); err != nil {
 				env.Links.HealLinks()
@@ -212,6 +217,22 @@ func (slowNetwork) Run(ctx context.Context, env Env) error {
 		recordDetail(env, history.Stop, history.SlowNetwork.Name, detail, Clients)
 		return nil
 	})
+}
+
+// awaitAnyGrant follows the history until a client is granted the lock, at most within; it
+// says false only when ctx ended.
+func (w *watcher) awaitAnyGrant(ctx context.Context, within time.Duration) bool {
+	timer := time.NewTimer(within)
+	defer timer.Stop()
+	for {
+		e, ok := w.next(ctx, timer.C)
+		if !ok {
+			return ctx.Err() == nil
+		}
+		if e.Func == history.Acquire && e.Type == history.OK {
+			return true
+		}
+	}
 }
 
 // seeOverruns follows the history for d and records the hazard of k, which slowed the

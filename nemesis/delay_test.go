@@ -171,12 +171,12 @@ func TestLinksAndClientCutsAreRefusedTogether(t *testing.T) {
 	}
 }
 
-// A window's latency lies between a sixteenth and a half of the TTL, its jitter half that.
+// A window's latency lies between a sixteenth of the TTL and twice the TTL, its jitter half that.
 func TestSlownessSpansWhatALeaseRidesOutAndWhatEatsIt(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
 	for range 1000 {
 		latency, jitter := slowness(time.Second, rng)
-		if latency < time.Second/16 || latency > time.Second/2 || jitter != latency/2 {
+		if latency < time.Second/16 || latency > 2*time.Second || jitter != latency/2 {
 			t.Fatalf("latency %s, jitter %s", latency, jitter)
 		}
 	}
@@ -256,5 +256,32 @@ func TestDelaySeesTheDelayedClientsLateWrite(t *testing.T) {
 	if got := f.hazards(); len(got) != 1 || got[0].Hazard != history.SlowPastLease || got[0].Fault != history.Delay.Name ||
 		!slices.Equal(got[0].Targets, []string{history.TargetOfClient(struck)}) {
 		t.Errorf("hazards %+v, want one %s for %s", got, history.SlowPastLease, history.TargetOfClient(struck))
+	}
+}
+
+// slow-network's window begins as a client is granted the lock: with no grant it would
+// wait two TTLs (two hours here) before slowing anyone.
+func TestSlowNetworkBeginsAtAGrant(t *testing.T) {
+	f := newFake(2, 1)
+	env, _ := f.linkedEnv()
+	env.TTL, env.Pause = time.Hour, time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error)
+	go func() { done <- slowNetwork{}.Run(ctx, env) }()
+	// A grant seen before the schedule's moment does not start a window: grant until one
+	// does.
+	grants := 0
+	for len(f.did()) == 0 {
+		f.events <- history.Event{Type: history.OK, Process: 0, Func: history.Acquire, Time: history.Now()}
+		grants++
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if grants == 0 || !strings.HasPrefix(f.did()[0], "worker-0 slowed ") {
+		t.Errorf("actions %q after %d grants, want the clients slowed after a grant", f.did(), grants)
 	}
 }
