@@ -101,7 +101,7 @@ var (
 		Does: "cuts a holder off the storage right after its read, kept in its critical section until another client holds the lock"})
 
 	Delay = declare(FaultKind{Name: "delay", Struck: "had everything it sent delayed", Hazard: SlowPastLease,
-		Does: "delays everything one client sends, to the nodes and the storage, by --pause, for twice that (through its links' proxies)"})
+		Does: "delays everything the client just granted the lock sends, to the nodes and the storage, by --pause, for twice that (through its links' proxies)"})
 	DelayHolder = declare(FaultKind{Name: "delay-holder", Struck: "had its write held in the network",
 		Hazard: LateWrite,
 		Does:   "holds a holder's next storage write in the network until its lease has run out and another client has written, then delivers it: the seed's delayed write"})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"slices"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
@@ -48,7 +49,9 @@ func (onLinks) Heal(_ context.Context, env Env) error {
 }
 
 // delayClient delays everything one lock client sends by env.Pause, on a seeded schedule,
-// for twice that: a slow network between one client and the rest.
+// for twice that: a slow network between one client and the rest. The client is the one
+// just granted the lock, so that its writes meet the delay within its lease (a random one
+// when nobody is granted within two TTLs).
 type delayClient struct{ onLinks }
 
 func init() { register(func() kind { return delayClient{} }) }
@@ -63,21 +66,34 @@ const delayDetail = "delay"
 func (delayClient) Run(ctx context.Context, env Env) error {
 	w := watch(env.Subscribe())
 	return w.schedule(ctx, env, func(rng *rand.Rand) error {
-		return oneClient(env, rng, history.Delay, map[string]string{delayDetail: env.Pause.String()},
+		grant, ok := w.awaitAnyGrant(ctx, 2*env.TTL)
+		if !ok {
+			return nil
+		}
+		p, found := grant.Process, grant.Type == history.OK && slices.Contains(env.Workers.Processes(), grant.Process)
+		if !found {
+			if p, found = randomClient(env, rng); !found {
+				return nil // no client running now: the next window may find one
+			}
+		}
+		return oneClient(env, p, history.Delay, map[string]string{delayDetail: env.Pause.String()},
 			func(p int) error { return env.Links.SlowClient(p, env.Pause, 0) },
 			func(p int) { w.seeOverruns(ctx, env, history.Delay, 2*env.Pause, func(q int) bool { return q == p }) })
 	})
 }
 
-// oneClient picks a running client (with rng), does to its links what act does, records
-// the start of a fault of kind k with detail, and once during returns, heals the links and
-// records the stop.
-func oneClient(env Env, rng *rand.Rand, k history.FaultKind, detail map[string]string, act func(p int) error, during func(p int)) error {
+// randomClient picks a running client with rng; false when none runs.
+func randomClient(env Env, rng *rand.Rand) (int, bool) {
 	running := env.Workers.Processes()
 	if len(running) == 0 {
-		return nil // no client running now: the next window may find one
+		return 0, false
 	}
-	p := running[rng.Intn(len(running))]
+	return running[rng.Intn(len(running))], true
+}
+
+// oneClient does to process p's links what act does, records the start of a fault of kind
+// k with detail, and once during returns, heals the links and records the stop.
+func oneClient(env Env, p int, k history.FaultKind, detail map[string]string, act func(p int) error, during func(p int)) error {
 	target := history.TargetOfClient(p)
 	if err := act(p); err != nil {
 		env.Links.HealLinks()
@@ -201,7 +217,7 @@ func (slowNetwork) Run(ctx context.Context, env Env) error {
 	w := watch(env.Subscribe())
 	return w.schedule(ctx, env, func(rng *rand.Rand) error {
 		latency, jitter := slowness(env.TTL, rng)
-		if !w.awaitAnyGrant(ctx, 2*env.TTL) {
+		if _, ok := w.awaitAnyGrant(ctx, 2*env.TTL); !ok {
 			return nil
 		}
 		for _, p := range env.Workers.Processes() {
@@ -219,18 +235,18 @@ func (slowNetwork) Run(ctx context.Context, env Env) error {
 	})
 }
 
-// awaitAnyGrant follows the history until a client is granted the lock, at most within; it
-// says false only when ctx ended.
-func (w *watcher) awaitAnyGrant(ctx context.Context, within time.Duration) bool {
+// awaitAnyGrant follows the history until a client is granted the lock, at most within,
+// and returns its grant (none when within passed first); false only once ctx ended.
+func (w *watcher) awaitAnyGrant(ctx context.Context, within time.Duration) (history.Event, bool) {
 	timer := time.NewTimer(within)
 	defer timer.Stop()
 	for {
 		e, ok := w.next(ctx, timer.C)
 		if !ok {
-			return ctx.Err() == nil
+			return history.Event{}, ctx.Err() == nil
 		}
 		if e.Func == history.Acquire && e.Type == history.OK {
-			return true
+			return e, true
 		}
 	}
 }

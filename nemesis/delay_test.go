@@ -259,29 +259,40 @@ func TestDelaySeesTheDelayedClientsLateWrite(t *testing.T) {
 	}
 }
 
-// slow-network's window begins as a client is granted the lock: with no grant it would
-// wait two TTLs (two hours here) before slowing anyone.
-func TestSlowNetworkBeginsAtAGrant(t *testing.T) {
-	f := newFake(2, 1)
-	env, _ := f.linkedEnv()
-	env.TTL, env.Pause = time.Hour, time.Hour
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error)
-	go func() { done <- slowNetwork{}.Run(ctx, env) }()
-	// A grant seen before the schedule's moment does not start a window: grant until one
-	// does.
-	grants := 0
-	for len(f.did()) == 0 {
-		f.events <- history.Event{Type: history.OK, Process: 0, Func: history.Acquire, Time: history.Now()}
-		grants++
-		time.Sleep(time.Millisecond)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if grants == 0 || !strings.HasPrefix(f.did()[0], "worker-0 slowed ") {
-		t.Errorf("actions %q after %d grants, want the clients slowed after a grant", f.did(), grants)
+// slow-network's and delay's windows begin as a client is granted the lock: with no grant
+// they would wait two TTLs (two hours here) before slowing anyone. delay slows the client
+// granted.
+func TestSlowWindowsBeginAtAGrant(t *testing.T) {
+	for _, tt := range []struct {
+		nemesis kind
+		first   string // the first action's start
+	}{
+		{slowNetwork{}, "worker-0 slowed "},
+		{delayClient{}, "worker-1 slowed "},
+	} {
+		t.Run(tt.nemesis.Kind().Name, func(t *testing.T) {
+			f := newFake(2, 1)
+			env, _ := f.linkedEnv()
+			env.TTL, env.Pause = time.Hour, time.Hour
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error)
+			go func() { done <- tt.nemesis.Run(ctx, env) }()
+			// A grant seen before the schedule's moment does not start a window: grant
+			// until one does.
+			grants := 0
+			for len(f.did()) == 0 {
+				f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Acquire, Time: history.Now()}
+				grants++
+				time.Sleep(time.Millisecond)
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if grants == 0 || !strings.HasPrefix(f.did()[0], tt.first) {
+				t.Errorf("actions %q after %d grants, want %q... after a grant", f.did(), grants, tt.first)
+			}
+		})
 	}
 }

@@ -60,7 +60,11 @@ func silence(ttl, window time.Duration) time.Duration {
 func breakOneClient(ctx context.Context, env Env, k history.FaultKind, detail map[string]string, b links.Break) error {
 	w := watch(env.Subscribe())
 	return w.schedule(ctx, env, func(rng *rand.Rand) error {
-		return oneClient(env, rng, k, detail, func(p int) error { return env.Links.BreakClient(p, b) },
+		p, ok := randomClient(env, rng)
+		if !ok {
+			return nil // no client running now: the next window may find one
+		}
+		return oneClient(env, p, k, detail, func(p int) error { return env.Links.BreakClient(p, b) },
 			func(p int) { w.seeUnknownOutcomes(ctx, env, k, p, env.Pause) })
 	})
 }

@@ -197,7 +197,8 @@ func kleppmann() Suite {
 			cell("redlock", client, history.KleppmannClock, false, kleppmannClock),
 			cell("redlock", client, history.PartitionClientsFrom, false, minority),
 			alone(cell("redlock", client, history.KillNode, false, crashForgets)),
-			cell("redlock", client, history.SlowNetwork, false, slowedRedlock),
+			// At run's 30 s, where the danger came in 55 of 60 runs quiet and 28 of 30 busy.
+			cell("redlock", client, history.SlowNetwork, false, slowedRedlock, timeLimit(30*time.Second)),
 		)
 	}
 	// antirez's delayed restart (--restart-delay-ttl): the crashed masters stay down through
