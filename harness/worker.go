@@ -85,12 +85,10 @@ func RunWorker(stdin io.Reader, stdout io.Writer) error {
 	if err := json.Unmarshal(in.Bytes(), &cfg); err != nil {
 		return fmt.Errorf("worker: bad configuration: %w", err)
 	}
-	var busy *workloads.Busy
 	if cfg.BusyWork {
 		// One processor, as a Go runtime sized to a CPU limit under one CPU has (uber-go's
 		// automaxprocs): with two, etcd's keepalive often ran on the second beside the work.
 		runtime.GOMAXPROCS(1)
-		busy = workloads.NewBusy()
 	}
 	client, err := workloads.LookupClient(cfg.Client)
 	if err != nil {
@@ -125,7 +123,7 @@ func RunWorker(stdin io.Reader, stdout io.Writer) error {
 		Lock:           lock,
 		Fencing:        cfg.Lock.Fencing,
 		Work:           cfg.Work,
-		Busy:           busy,
+		Busy:           cfg.BusyWork,
 		AcquireTimeout: cfg.AcquireTimeout,
 		OpTimeout:      cfg.OpTimeout,
 		Period:         cfg.Period,

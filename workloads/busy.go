@@ -1,45 +1,35 @@
 package workloads
 
 import (
-	"syscall"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
-// Busy is a holder's work done as CPU work rather than slept through, for a fault that
-// starves the holder of CPU (throttle-holder): a CPU quota bites only a process that wants
-// more than it gets, and a holder idle through its work keeps its etcd lease on 1% of a CPU
-// (docs/measurements.md). The work is a service's: it allocates, linking small objects into
-// a structure, so its garbage collector marks while it works. On a throttled process that is
-// what starves a keepalive: the client library's writer allocates as it sends the keepalive,
-// is charged a mark assist, and waits for the CPU behind the work (seen in a runtime trace).
+// Busy does d of CPU work, however long the CPU it gets makes that take: a holder's work
+// done rather than slept through, for a fault that starves the holder of CPU
+// (throttle-holder): a CPU quota bites only a process that wants more than it gets, and a
+// holder idle through its work keeps its etcd lease on 1% of a CPU (docs/measurements.md).
+// The work is a service's: it allocates, linking small objects into a structure, so its
+// garbage collector marks while it works. On a throttled process that is what starves a
+// keepalive: the client library's writer allocates as it sends the keepalive, is charged a
+// mark assist, and waits for the CPU behind the work (seen in a runtime trace).
 //
-// Work reads no clock while it works. Reading the process's CPU clock is a system call that
-// accounts the CPU used so far, so a throttle lands inside it, and Go's scheduler hands a
-// processor stuck in a system call to another goroutine: read every 1024 objects, it let the
-// keepalive through. How many objects a duration's work builds is measured instead, in CPU
-// time, when Busy is made and after each work.
-type Busy struct {
-	// perSecond is how many objects a second of CPU builds, their collection included.
-	perSecond float64
-}
-
-// NewBusy measures how fast this process builds (a few milliseconds of CPU).
-func NewBusy() *Busy {
-	const n = 1 << 16
-	start := cpuTime()
-	build(n)
-	return &Busy{perSecond: n / max(cpuTime()-start, time.Microsecond).Seconds()}
-}
-
-// Work does about d of CPU work, however long the CPU it gets makes that take.
-func (b *Busy) Work(d time.Duration) {
-	n := int(b.perSecond * d.Seconds())
-	start := cpuTime()
-	build(n)
-	if took := cpuTime() - start; took > 0 {
-		b.perSecond = (b.perSecond + float64(n)/took.Seconds()) / 2
+// It reads the process's CPU clock between pieces of a few milliseconds, since how much CPU
+// an object costs swings tenfold with what the collector finds to do, and it reads it
+// without telling the Go scheduler (a raw system call): a system call the scheduler knows
+// of lets it hand the processor to another goroutine when a throttle lands inside it, and
+// read through the scheduler every 1024 objects, it let the keepalive through.
+func Busy(d time.Duration) {
+	for start := cpuTime(); cpuTime()-start < d; {
+		build(piece)
 	}
 }
+
+// piece is how many objects Busy builds between two readings of the clock: a few
+// milliseconds of CPU.
+const piece = 1 << 15
 
 // node is one object of the work's structure: pointers only, which the collector traces.
 type node struct {
@@ -65,11 +55,12 @@ func build(n int) {
 	}
 }
 
-// cpuTime is the CPU this process has used, all its threads together.
+// cpuTime is the CPU this process has used, all its threads together, to the nanosecond
+// (CLOCK_PROCESS_CPUTIME_ID), read by a raw system call (see Busy).
 func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	var ts unix.Timespec
+	if _, _, errno := unix.RawSyscall(unix.SYS_CLOCK_GETTIME, unix.CLOCK_PROCESS_CPUTIME_ID, uintptr(unsafe.Pointer(&ts)), 0); errno != 0 {
 		return 0
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return time.Duration(ts.Nano())
 }

@@ -25,9 +25,9 @@ type Counter struct {
 	Storage func(context.Context) (*storage.Client, error)
 	// Work is the time between reading and writing.
 	Work time.Duration
-	// Busy, when set, makes the work Work of CPU work instead of a sleep: a holder a CPU
-	// quota can starve (throttle-holder).
-	Busy *Busy
+	// Busy makes the work Work of CPU work instead of a sleep: a holder a CPU quota can
+	// starve (throttle-holder).
+	Busy bool
 	// AcquireTimeout bounds one Acquire; OpTimeout one storage request.
 	AcquireTimeout time.Duration
 	OpTimeout      time.Duration
@@ -100,8 +100,8 @@ func (w *Counter) cycle(ctx context.Context) {
 		}
 		if w.Work > 0 {
 			w.flush()
-			if w.Busy != nil {
-				w.Busy.Work(w.Work)
+			if w.Busy {
+				Busy(w.Work)
 			} else {
 				time.Sleep(w.Work)
 			}
