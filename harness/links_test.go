@@ -11,6 +11,7 @@ import (
 	"github.com/lockbreaker/lockbreaker/analysis"
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/internal/tier"
 	"github.com/lockbreaker/lockbreaker/nemesis"
 	"github.com/lockbreaker/lockbreaker/results"
 )
@@ -134,6 +135,7 @@ func TestRedisClientsWhoseConnectionsBreakLeaveIndeterminateOperations(t *testin
 // been granted meanwhile (a write still in the network when the slowness ended), the story
 // tells the slowness.
 func TestASlowNetworkLandsRedlockWritesAfterTheirLease(t *testing.T) {
+	tier.Long(t) // 20 s of five masters: make test has delay's late writes on one Redis
 	inLane(t, laneRedis)
 	s := DefaultSpec()
 	s.System, s.Client, s.Nemesis, s.TimeLimit = "redlock", "redlock", []string{history.SlowNetwork.Name}, Duration(20*time.Second)
