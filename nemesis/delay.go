@@ -255,20 +255,14 @@ func (w *watcher) awaitAnyGrant(ctx context.Context, within time.Duration) (hist
 // clients slowed says, for each write of theirs the storage applied after its holder's
 // lease had run out.
 func (w *watcher) seeOverruns(ctx context.Context, env Env, k history.FaultKind, d time.Duration, slowed func(p int) bool) {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	for {
-		e, ok := w.next(ctx, timer.C)
-		if !ok {
-			return
-		}
+	w.each(ctx, d, func(e history.Event) {
 		if e.Func != history.Write || !e.IsCompletion() || e.EffectFrom == 0 || !w.holds(e.Process) || !slowed(e.Process) {
-			continue
+			return
 		}
 		if end := w.leaseEnd(e.Process, env.TTL); e.EffectFrom > end {
 			recordHazard(env, k.Name, k.Hazard, e.EffectFrom,
 				map[string]string{"holder": grantText(w.holding[e.Process]), "late": history.Duration(end, e.EffectFrom).String()},
 				history.TargetOfClient(e.Process))
 		}
-	}
+	})
 }

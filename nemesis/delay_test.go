@@ -102,10 +102,7 @@ func TestDelayHolderHoldsAWriteUntilAnotherClientWrote(t *testing.T) {
 			f := newFake(2, 1)
 			env, l := f.linkedEnv()
 			env.TTL, env.Interval = ttl, time.Hour
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			done := make(chan error)
-			go func() { done <- delayHolder{}.Run(ctx, env) }()
+			stop := running(t, delayHolder{}, env)
 			hold := <-l.holds
 			events := []history.Event{
 				{Type: history.Invoke, Process: 1, Func: history.Acquire, Time: granted},
@@ -126,10 +123,7 @@ func TestDelayHolderHoldsAWriteUntilAnotherClientWrote(t *testing.T) {
 				f.events <- history.Event{Type: history.OK, Process: 0, Func: history.Write, Time: now, Value: history.Int64(5)}
 			}
 			<-hold.released
-			cancel()
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
+			stop()
 			faults := f.faults()
 			if len(faults) != tt.faults {
 				t.Fatalf("faults %+v, want %d", faults, tt.faults)
@@ -188,10 +182,7 @@ func TestSlowNetworkSeesWritesAfterTheirLease(t *testing.T) {
 	f := newFake(2, 1)
 	env, _ := f.linkedEnv()
 	env.TTL, env.Pause = 100*time.Millisecond, time.Hour // the window ends with the test
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error)
-	go func() { done <- slowNetwork{}.Run(ctx, env) }()
+	stop := running(t, slowNetwork{}, env)
 	waitFor(t, "both clients slowed", func() bool { return len(f.did()) == 2 })
 	granted := history.Now() - int64(time.Second) // both leases ran out long ago
 	for _, e := range []history.Event{
@@ -211,10 +202,7 @@ func TestSlowNetworkSeesWritesAfterTheirLease(t *testing.T) {
 		return n
 	}
 	waitFor(t, "worker-1's late write", func() bool { return hazards() > 0 })
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	got := f.did()
 	if len(got) != 3 || !strings.HasPrefix(got[0], "worker-0 slowed ") || got[1] != strings.Replace(got[0], "worker-0", "worker-1", 1) ||
 		got[2] != "heal links" {
@@ -233,10 +221,7 @@ func TestDelaySeesTheDelayedClientsLateWrite(t *testing.T) {
 	f := newFake(2, 1)
 	env, _ := f.linkedEnv()
 	env.TTL, env.Pause = 100*time.Millisecond, time.Hour // the window ends with the test
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error)
-	go func() { done <- delayClient{}.Run(ctx, env) }()
+	stop := running(t, delayClient{}, env)
 	waitFor(t, "a client delayed", func() bool { return len(f.did()) > 0 })
 	struck := 0
 	if strings.HasPrefix(f.did()[0], "worker-1 ") {
@@ -249,10 +234,7 @@ func TestDelaySeesTheDelayedClientsLateWrite(t *testing.T) {
 			Value: history.Int64(int64(p))}
 	}
 	waitFor(t, "the delayed client's late write", func() bool { return len(f.hazards()) > 0 })
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	if got := f.hazards(); len(got) != 1 || got[0].Hazard != history.SlowPastLease || got[0].Fault != history.Delay.Name ||
 		!slices.Equal(got[0].Targets, []string{history.TargetOfClient(struck)}) {
 		t.Errorf("hazards %+v, want one %s for %s", got, history.SlowPastLease, history.TargetOfClient(struck))
@@ -274,10 +256,7 @@ func TestSlowWindowsBeginAtAGrant(t *testing.T) {
 			f := newFake(2, 1)
 			env, _ := f.linkedEnv()
 			env.TTL, env.Pause = time.Hour, time.Hour
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			done := make(chan error)
-			go func() { done <- tt.nemesis.Run(ctx, env) }()
+			stop := running(t, tt.nemesis, env)
 			// A grant seen before the schedule's moment does not start a window: grant
 			// until one does.
 			grants := 0
@@ -286,10 +265,7 @@ func TestSlowWindowsBeginAtAGrant(t *testing.T) {
 				grants++
 				time.Sleep(time.Millisecond)
 			}
-			cancel()
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
+			stop()
 			if grants == 0 || !strings.HasPrefix(f.did()[0], tt.first) {
 				t.Errorf("actions %q after %d grants, want %q... after a grant", f.did(), grants, tt.first)
 			}

@@ -103,6 +103,22 @@ func (f *fake) faults() []history.Fault {
 	return history.Faults(f.recorded)
 }
 
+// running runs n on env until the stop it returns, which ends it and fails t on its error;
+// a test that ends before stop ends n too.
+func running(t *testing.T, n kind, env Env) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx, env) }()
+	return func() {
+		t.Helper()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // hazards are the hazard events recorded so far.
 func (f *fake) hazards() []history.Event {
 	f.mu.Lock()

@@ -73,16 +73,10 @@ func breakOneClient(ctx context.Context, env Env, k history.FaultKind, detail ma
 // process p that ended indeterminate. One that ends after the heal is not counted: the
 // hazard is what the broken links did, not a timeout that came later.
 func (w *watcher) seeUnknownOutcomes(ctx context.Context, env Env, k history.FaultKind, p int, d time.Duration) {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	for {
-		e, ok := w.next(ctx, timer.C)
-		if !ok {
-			return
-		}
+	w.each(ctx, d, func(e history.Event) {
 		if e.Process == p && e.Type == history.Info && e.IsCompletion() {
 			recordHazard(env, k.Name, history.OutcomeUnknown, e.Time, map[string]string{"operation": string(e.Func)},
 				history.TargetOfClient(p))
 		}
-	}
+	})
 }

@@ -72,14 +72,9 @@ func TestABreakCutShortIsHealed(t *testing.T) {
 	f := newFake(2, 1)
 	env, _ := f.linkedEnv()
 	env.Pause = time.Hour
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- resetClient{}.Run(ctx, env) }()
+	stop := running(t, resetClient{}, env)
 	waitFor(t, "a client's links broken", func() bool { return len(f.did()) > 0 })
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	if got := f.did(); len(got) != 2 || got[1] != "heal links" {
 		t.Errorf("actions %q, want one break and its heal", got)
 	}
@@ -108,10 +103,7 @@ func TestABrokenClientsIndeterminateOperationIsTheHazard(t *testing.T) {
 	f := newFake(2, 1)
 	env, _ := f.linkedEnv()
 	env.Pause = time.Hour // the window ends with the test
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error)
-	go func() { done <- resetClient{}.Run(ctx, env) }()
+	stop := running(t, resetClient{}, env)
 	waitFor(t, "a client's links broken", func() bool { return len(f.did()) > 0 })
 	target, _, _ := strings.Cut(f.did()[0], " broken: ")
 	struck := 0
@@ -126,10 +118,7 @@ func TestABrokenClientsIndeterminateOperationIsTheHazard(t *testing.T) {
 		f.events <- e
 	}
 	waitFor(t, "the struck client's acquire cut off", func() bool { return len(f.hazards()) > 0 })
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	got := f.hazards()
 	if len(got) != 1 || got[0].Hazard != history.OutcomeUnknown || !slices.Equal(got[0].Targets, []string{target}) ||
 		got[0].Detail["operation"] != string(history.Acquire) || got[0].Fault != history.ResetClient.Name {

@@ -121,12 +121,20 @@ func (w *watcher) catchUp() {
 
 // wait follows the history for d; false when ctx ended first.
 func (w *watcher) wait(ctx context.Context, d time.Duration) bool {
+	w.each(ctx, d, func(history.Event) {})
+	return ctx.Err() == nil
+}
+
+// each follows the history for d, or until ctx ends, and hands see every event.
+func (w *watcher) each(ctx context.Context, d time.Duration, see func(history.Event)) {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	for {
-		if _, ok := w.next(ctx, timer.C); !ok {
-			return ctx.Err() == nil
+		e, ok := w.next(ctx, timer.C)
+		if !ok {
+			return
 		}
+		see(e)
 	}
 }
 
