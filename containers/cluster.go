@@ -76,8 +76,8 @@ type Cluster struct {
 	mu   sync.Mutex
 	down map[string]downBy // nodes crashed and not serving again yet
 
-	hostOnce sync.Once
-	hostNet  bool // partitions are made from this host (fromHost)
+	hostOnce  sync.Once
+	hostProcs bool // this host reaches into the nodes' processes (sharesProcesses)
 }
 
 // downBy is how a node that is down went down.

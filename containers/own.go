@@ -276,24 +276,32 @@ func hostRun(ctx context.Context, name string, args ...string) (string, error) {
 }
 
 // fromHost reports whether this cluster's partitions are made from this host: when it
-// can reach into a node's network namespace (hostNetwork, and the engine's processes are
-// this host's), decided once, on the first running node. A local image of a system file
-// always is (CheckSystem refused it otherwise): it may have no iptables of its own.
+// has the tools (hostNetwork) and reaches into the nodes' processes (sharesProcesses). A
+// local image of a system file always is (CheckSystem refused it otherwise): it may have
+// no iptables of its own.
 func (c *Cluster) fromHost(ctx context.Context) bool {
+	return c.local() || hostNetwork() == nil && c.sharesProcesses(ctx)
+}
+
+// sharesProcesses reports whether this host reaches into the nodes' processes, their
+// files and namespaces (/proc/PID): when lockbreaker runs as root and the engine's
+// processes are this host's, decided once, on the first running node. A local image's
+// nodes always are reached so (CheckSystem refused it otherwise).
+func (c *Cluster) sharesProcesses(ctx context.Context) bool {
 	if c.local() {
 		return true
 	}
 	c.hostOnce.Do(func() {
-		if hostNetwork() != nil {
+		if os.Geteuid() != 0 {
 			return
 		}
 		for _, n := range c.running() {
 			_, err := c.nodePID(ctx, n)
-			c.hostNet = err == nil
+			c.hostProcs = err == nil
 			return
 		}
 	})
-	return c.hostNet
+	return c.hostProcs
 }
 
 // inNetns runs an iptables command in node n's network namespace, from this host.
@@ -535,19 +543,19 @@ func (c *Cluster) localSetup(ctx context.Context, cmd []string, env map[string]s
 	}, nil
 }
 
-// setClockFromHost writes node n's clock offset file from this host, through its root
-// directory as the host sees it: a new file renamed over the old one, so the server never
-// reads it half written.
-func (c *Cluster) setClockFromHost(ctx context.Context, n Node, seconds string) error {
+// setClockFromHost writes node n's clock offset file, at path in the node, from this
+// host, through the node's root directory as the host sees it: a new file renamed over the
+// old one, so the server never reads it half written.
+func (c *Cluster) setClockFromHost(ctx context.Context, n Node, path, seconds string) error {
 	pid, err := c.nodePID(ctx, n)
 	if err != nil {
 		return err
 	}
-	dir := fmt.Sprintf("/proc/%d/root%s", pid, faketimeDir)
-	if err := os.WriteFile(dir+"/offset.new", []byte(seconds), 0o644); err != nil {
+	file := fmt.Sprintf("/proc/%d/root%s", pid, path)
+	if err := os.WriteFile(file+".new", []byte(seconds), 0o644); err != nil {
 		return fmt.Errorf("set clock of node %s: %w", n.Name, err)
 	}
-	if err := os.Rename(dir+"/offset.new", dir+"/offset"); err != nil {
+	if err := os.Rename(file+".new", file); err != nil {
 		return fmt.Errorf("set clock of node %s: %w", n.Name, err)
 	}
 	return nil
