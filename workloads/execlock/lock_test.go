@@ -129,10 +129,15 @@ func (l *memLock) Release(context.Context) error {
 
 func (l *memLock) Close() error { return nil }
 
-// testOptions are short bounds, so that a program that hangs is found in a test's time.
+// testOptions are bounds no program that answers comes near, however busy the machine (a
+// test binary started beside make test took over a second to answer its configuration);
+// a test of a program that never answers shortens the bound it waits out.
 func testOptions(log io.Writer) Options {
-	return Options{Ready: time.Second, Grace: 300 * time.Millisecond, Stop: 300 * time.Millisecond, Log: log}
+	return Options{Ready: time.Minute, Grace: time.Minute, Stop: 300 * time.Millisecond, Log: log}
 }
+
+// patient is as long as a request of a test may take: as long as testOptions allow.
+const patient = time.Minute
 
 func config(behaviour string, fencing bool) workloads.Config {
 	exe, _ := os.Executable()
@@ -145,12 +150,12 @@ func config(behaviour string, fencing bool) workloads.Config {
 // not-held, and a clean exit when its stdin closes.
 func TestWellBehavedProgram(t *testing.T) {
 	opts := testOptions(testLog{t})
-	opts.Stop = 5 * time.Second // a race-detecting binary sleeps a second on its way out
+	opts.Stop = patient // a race-detecting binary sleeps a second on its way out
 	l, err := Start(config("well", true), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), patient)
 	defer cancel()
 	g, err := l.Acquire(ctx)
 	if err != nil || !g.HasToken || g.Token != 1 || g.Detail["node"] != "n1" {
@@ -193,19 +198,26 @@ func TestProtocolAbuse(t *testing.T) {
 		{behaviour: "unknown-key", want: workloads.ErrBroken, says: `unknown field "tokn"`},
 		{behaviour: "no-token", fencing: true, want: workloads.ErrBroken, says: "granted the lock with no fencing token, and fencing is on"},
 		{behaviour: "two-answers", want: workloads.ErrBroken, says: `wrote a line nobody asked for: "{\"result\":\"busy\"}"`},
-		{behaviour: "hangs", want: workloads.ErrLost, says: "during acquire: it did not answer within 500ms"},
+		{behaviour: "hangs", want: workloads.ErrLost, says: "during acquire: it did not answer within"},
 		{behaviour: "exits-in-acquire", want: workloads.ErrLost, says: "(exit status 1); its stderr ended: redis.exceptions.ConnectionError: killed"},
 	}
 	for _, c := range cases {
 		t.Run(c.behaviour, func(t *testing.T) {
 			started := time.Now()
-			l, err := Start(config(c.behaviour, c.fencing), testOptions(testLog{t}))
+			opts, request := testOptions(testLog{t}), patient
+			switch c.behaviour { // it never answers: the bound passes whatever the machine's speed
+			case "never-ready":
+				opts.Ready = time.Second
+			case "hangs":
+				opts.Grace, request = 300*time.Millisecond, 200*time.Millisecond
+			}
+			l, err := Start(config(c.behaviour, c.fencing), opts)
 			if !c.atStart {
 				if err != nil {
 					t.Fatalf("start: %v", err)
 				}
 				defer l.Close()
-				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+				ctx, cancel := context.WithTimeout(context.Background(), request)
 				defer cancel()
 				_, err = l.Acquire(ctx)
 				if c.behaviour == "two-answers" { // the first answer was fine
@@ -231,13 +243,10 @@ func TestProtocolAbuse(t *testing.T) {
 			if strings.Contains(err.Error(), "\n") {
 				t.Errorf("the error is more than one line: %q", err)
 			}
-			if took := time.Since(started); took > 3*time.Second {
-				t.Errorf("took %s", took)
-			}
 			if l != nil {
 				select {
 				case <-l.exited:
-				case <-time.After(2 * time.Second):
+				case <-time.After(patient):
 					t.Errorf("the program still runs")
 				}
 			}
