@@ -23,7 +23,8 @@ import (
 // The test binary doubles as the worker: the runner starts it again with WorkerEnv set.
 // The container tests run in lanes side by side (lanes_test.go): those on systems slow to
 // start (ZooKeeper's three JVMs take a core to start, etcd's members elect) one after
-// another in their system's lane, sharing kept clusters (sharedClusters). A process one left is told by its run (expectNothingLeft); one left
+// another in their system's lane; every run on containers shares kept clusters
+// (sharedClusters). A process one left is told by its run (expectNothingLeft); one left
 // unreaped, which tells nobody its run, and a container or network of any run once the
 // shared clusters are stopped, fail the package when all have ended.
 func TestMain(m *testing.M) {
@@ -45,9 +46,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// sharedClusters lends the runs of the tests on systems slow to start a cluster kept from
-// the test before, as a suite's runs share theirs (Clusters says when that is sound): one
-// per lane, each started with the levers of every nemesis its tests pull.
+// sharedClusters lends the runs of the container tests a cluster kept from the test
+// before, as a suite's runs share theirs (Clusters says when that is sound), each started
+// with the levers of every nemesis the tests of its shape pull.
 var sharedClusters = func() *Clusters {
 	zk := zkSpec([]string{"pause-holder", "partition-leader", "partition-isolate-one", "partition-halves",
 		"pause-node", "clock-strobe", "kill-node", "kill-client"}, true, time.Second)
@@ -57,15 +58,24 @@ var sharedClusters = func() *Clusters {
 	etcd.Nemesis = append(etcd.Nemesis, "kill-node")
 	pg := shortSpec("postgres", "pg-advisory", "partition-holder", true, time.Second)
 	pg.Nemesis = append(pg.Nemesis, "pause-holder")
-	cs := NewClusters(zk, zkCut, etcd, pg)
-	cs.Keep = 5 // one for each lane that shares
+	// The Redis family's runs at their two leases, with moved clocks and dropped packets.
+	redis := spec("redis", "", []string{"clock-bump", "partition-client"}, false, time.Second)
+	redis2s := redis
+	redis2s.TTL = Duration(2 * time.Second)
+	redlock := spec("redlock", "", []string{"kleppmann-clock"}, false, time.Second)
+	redlock2s := redlock
+	redlock2s.TTL = Duration(2 * time.Second)
+	cs := NewClusters(zk, zkCut, etcd, pg, redis, redis2s, redlock, redlock2s, sentinelSpec([]string{"partition-primary"}, time.Second))
+	cs.Keep = 16 // a cluster of each shape and settings the lanes run
 	return cs
 }()
 
-// shared says whether runs on system share kept clusters (sharedClusters): the systems
-// whose tests run one after another.
+// shared says whether runs on system share kept clusters (sharedClusters): every system
+// in containers. Starting and stopping containers is what a busy engine is slowest at, and
+// the runs of a lane on one system need the same nodes.
 func shared(system string) bool {
-	return system == "zookeeper" || system == "etcd" || system == "postgres"
+	return system == "zookeeper" || system == "etcd" || system == "postgres" ||
+		system == "redis" || system == "redlock" || system == "sentinel"
 }
 
 // runScenario runs spec to its end and logs the verdicts.
