@@ -235,8 +235,15 @@ func TestSingleRedis(t *testing.T) {
 		if err := c.SetClock(ctx, n.Name, -500*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := c.Exec(ctx, n.Name, "cat", "/lockbreaker/faketime"); err != nil || got != "-0.500" {
+		if got, err := c.Exec(ctx, n.Name, "cat", nodeClockFile); err != nil || got != "-0.500" {
 			t.Errorf("faketime file %q (%v), want -0.500", got, err)
+		}
+		// The way in through a shell in the node, where this host cannot reach into it.
+		if err := c.setClockInNode(ctx, n.Name, "+1.250"); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := c.Exec(ctx, n.Name, "cat", nodeClockFile); err != nil || got != "+1.250" {
+			t.Errorf("faketime file %q (%v), want +1.250", got, err)
 		}
 	})
 

@@ -165,18 +165,26 @@ func (c *Cluster) SetClock(ctx context.Context, name string, offset time.Duratio
 		if err != nil {
 			return err
 		}
-		path := "/lockbreaker/faketime"
+		path := nodeClockFile
 		if c.local() {
 			path = faketimeDir + "/offset"
 		}
 		return c.setClockFromHost(ctx, n, path, seconds)
 	}
-	// Write a new file and rename it over the old one: the server reads the file on every
-	// time call and must never see it half written.
-	_, err := c.Exec(ctx, name, "sh", "-c",
-		`printf '%s' "$1" > /lockbreaker/faketime.new && mv -f /lockbreaker/faketime.new /lockbreaker/faketime`, "sh", seconds)
+	return c.setClockInNode(ctx, name, seconds)
+}
+
+// setClockInNode writes node name's clock offset file by a shell in the node, where this
+// host cannot reach into it: a new file renamed over the old one, since the server reads
+// the file on every time call and must never see it half written.
+func (c *Cluster) setClockInNode(ctx context.Context, name, seconds string) error {
+	_, err := c.Exec(ctx, name, "sh", "-c", `printf '%s' "$1" > "$2.new" && mv -f "$2.new" "$2"`, "sh", seconds, nodeClockFile)
 	return err
 }
+
+// nodeClockFile is the node image's clock offset file, which libfaketime reads
+// (FAKETIME_TIMESTAMP_FILE, set by the image's entry point).
+const nodeClockFile = "/lockbreaker/faketime"
 
 // ResetClocks puts every node's clock back to real time. It does nothing when
 // the cluster runs without faketime.
