@@ -70,14 +70,6 @@ var sharedClusters = func() *Clusters {
 	return cs
 }()
 
-// shared says whether runs on system share kept clusters (sharedClusters): every system
-// in containers. Starting and stopping containers is what a busy engine is slowest at, and
-// the runs of a lane on one system need the same nodes.
-func shared(system string) bool {
-	return system == "zookeeper" || system == "etcd" || system == "postgres" ||
-		system == "redis" || system == "redlock" || system == "sentinel"
-}
-
 // runScenario runs spec to its end and logs the verdicts.
 func runScenario(t *testing.T, spec Spec) results.Summary {
 	t.Helper()
@@ -85,9 +77,9 @@ func runScenario(t *testing.T, spec Spec) results.Summary {
 	return summary
 }
 
-// runTrial runs spec and returns its run directory too, on a cluster kept for its
-// system's tests where they share one (shared). A system in containers needs Docker and
-// is skipped under -short; one the harness serves itself always runs.
+// runTrial runs spec and returns its run directory too, on a cluster kept from an earlier
+// run where one fits (sharedClusters). A system in containers needs Docker and is skipped
+// under -short; one the harness serves itself always runs.
 func runTrial(t *testing.T, spec Spec) (string, results.Summary) {
 	t.Helper()
 	sys, err := system.Lookup(spec.System)
@@ -101,8 +93,10 @@ func runTrial(t *testing.T, spec Spec) (string, results.Summary) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	r := Runner{ResultsRoot: testStore(t), Progress: testWriter{t}, Worker: []string{exe}}
-	if shared(spec.System) {
-		// A key of its own: a kept cluster never shows a run the state another left.
+	if sys.Container != nil {
+		// Every run on containers shares kept clusters: starting containers is what a busy
+		// engine is slowest at. A key of its own: a kept cluster never shows a run the
+		// state another left.
 		r.Clusters, spec.Key = sharedClusters, fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), spec.Seed)
 	}
 	dir, summary, err := r.Run(ctx, spec)
