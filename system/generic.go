@@ -72,10 +72,11 @@ func ParseRole(output string) (Role, error) {
 
 // LineCrash returns a Crash for a server that crashes and starts again in place when sent
 // send and a newline (Redis's DEBUG CRASH-AND-RECOVER): it succeeds once the server has
-// dropped the connection, and an answer is an error carrying it.
+// dropped the connection, and an answer is an error carrying it. The server has
+// crashWithin to drop it: a busy one took more than a probe's second.
 func LineCrash(send string) func(ctx context.Context, addr string) error {
 	return func(ctx context.Context, addr string) error {
-		reply, err := ask(ctx, addr, send+"\n", readLine)
+		reply, err := askWithin(ctx, addr, send+"\n", readLine, crashWithin)
 		switch {
 		case errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET):
 			return nil // it closed the connection as it crashed

@@ -16,7 +16,15 @@ import (
 // ask dials addr, writes request and returns what read makes of the answer, all within a
 // second: probes must never hang on a paused node.
 func ask(ctx context.Context, addr, request string, read func(*bufio.Reader) (string, error)) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	return askWithin(ctx, addr, request, read, time.Second)
+}
+
+// crashWithin is how long a server told to crash has to drop the connection.
+const crashWithin = 10 * time.Second
+
+// askWithin is ask within the given time.
+func askWithin(ctx context.Context, addr, request string, read func(*bufio.Reader) (string, error), within time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)

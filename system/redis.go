@@ -2,11 +2,8 @@ package system
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
-	"syscall"
 
 	"github.com/lockbreaker/lockbreaker/internal/quote"
 )
@@ -95,16 +92,7 @@ func pingRedis(ctx context.Context, addr string) error {
 // crashRedis has the Redis server at addr crash and start again in place (DEBUG
 // CRASH-AND-RECOVER: it closes every connection and its listening socket, and execs
 // itself anew, saving nothing).
-func crashRedis(ctx context.Context, addr string) error {
-	reply, err := ask(ctx, addr, "DEBUG CRASH-AND-RECOVER 0\r\n", readLine)
-	switch {
-	case errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET):
-		return nil // it closed the connection as it crashed
-	case err != nil:
-		return fmt.Errorf("DEBUG CRASH-AND-RECOVER: %w", err)
-	}
-	return fmt.Errorf("DEBUG CRASH-AND-RECOVER answered %s", quote.Short(strings.TrimSpace(reply)))
-}
+var crashRedis = LineCrash("DEBUG CRASH-AND-RECOVER 0")
 
 // redisInfo returns the fields of INFO section at addr ("role" -> "master").
 func redisInfo(ctx context.Context, addr, section string) (map[string]string, error) {
