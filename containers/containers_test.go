@@ -336,17 +336,22 @@ func TestZooKeeperEnsemble(t *testing.T) {
 	}
 }
 
-// zkCreate creates path through a session on servers.
+// zkCreate creates path through a session on servers. An ensemble that has just started,
+// on a busy machine, may still drop a session, so the create is tried again for a minute;
+// a try whose answer was lost may have made it.
 func zkCreate(t *testing.T, servers []string, path string) {
 	t.Helper()
-	conn, _, err := zk.Connect(servers, 4*time.Second, zk.WithLogger(quietZKLogger{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.Create(path, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
-		t.Fatalf("create %s via %v: %v", path, servers, err)
-	}
+	eventuallyWithin(t, time.Minute, fmt.Sprintf("create %s via %v", path, servers), func() error {
+		conn, _, err := zk.Connect(servers, 4*time.Second, zk.WithLogger(quietZKLogger{}))
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		if _, err := conn.Create(path, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return err
+		}
+		return nil
+	})
 }
 
 // maxLogSkew returns how far ahead of the engine's real-time stamp the
