@@ -115,6 +115,7 @@ func startHeartbeat(t *testing.T) (*pool, func() string) {
 // program was answering when it stopped is not held against it: a pause far longer than
 // the request's bound and its grace loses no client.
 func TestPauseStopsTheExecProgram(t *testing.T) {
+	inMakeTest(t, "TestThrottleCapsTheExecProgramToo, a fault on the program's whole process group")
 	inLane(t, laneLocal)
 	workers, logged := startHeartbeat(t)
 	defer workers.stop(5 * time.Second)
@@ -261,6 +262,7 @@ func TestExecProgramThatCannotStartIsRefused(t *testing.T) {
 // A program that breaks the protocol, or cannot run, ends the run with a harness error
 // naming it, long before its hour is up: the run judges the client, not the lock.
 func TestBrokenExecClientEndsTheRun(t *testing.T) {
+	inMakeTest(t, "execlock's TestProtocolAbuse, each broken program's error")
 	inLane(t, laneLocal)
 	cases := []struct {
 		behaviour string

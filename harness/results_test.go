@@ -18,6 +18,7 @@ import (
 
 // A run rebuilds the store's index, which lists it with its verdict and links its report.
 func TestRunRebuildsTheIndex(t *testing.T) {
+	inMakeTest(t, "results' own tests of the index")
 	inLane(t, laneLocal)
 	spec := localSpec("local-broken", []string{"none"}, false)
 	spec.TimeLimit = Duration(time.Second) // the index needs a run that ended, not a long one
@@ -37,6 +38,7 @@ func TestRunRebuildsTheIndex(t *testing.T) {
 // A run judges its history read back from the file, as check does, so judging the run
 // again changes no byte of the results.json it wrote.
 func TestARunsResultsAreACheckOfItsHistory(t *testing.T) {
+	inMakeTest(t, "cli's TestCheckSetsAsideAForeignResultsFile, check on a saved run")
 	inLane(t, laneLocal)
 	dir, _ := runTrial(t, localSpec("local-broken", []string{"pause-holder"}, false))
 	path := filepath.Join(dir, results.SummaryFile)
