@@ -23,7 +23,11 @@ func TestSettleLosesNoLegalOrder(t *testing.T) {
 		models func(history.Op, outcome) bool
 	}{{"lock-linearizable", strictMutex, isLockOp}, {"data-safety", guardedRegister, isGuardedOp}}
 	legal, moved := map[string]int{}, 0
-	for i := range 10000 {
+	histories := 10000
+	if testing.Short() {
+		histories = 2000 // still a thousand legal ones of each model: the fast tier stays fast
+	}
+	for i := range histories {
 		events := randomHistory(rng, i%2 == 0)
 		ops, err := history.Pair(events)
 		if err != nil {

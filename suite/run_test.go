@@ -57,6 +57,9 @@ cells:
 // A whole suite on the in-process lock: every cell runs with every seed, the wrong
 // expectation fails with its reason, and suite.json, suite.html and junit.xml say so.
 func TestRunJudgesEveryCellAndWritesItsFiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seconds of real runs: make test has it, the fast tier has the judging of cells on made-up runs")
+	}
 	path := filepath.Join(t.TempDir(), "local.yaml")
 	if err := os.WriteFile(path, []byte(localSuite), 0o644); err != nil {
 		t.Fatal(err)
