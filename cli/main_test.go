@@ -178,6 +178,7 @@ func TestBadInputGetsOneLineAndItsExitCode(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // a process each
 			args := c.args
 			// Bad arguments are refused before anything is made: give a results directory
 			// where there is none and see that it stays absent.
@@ -238,6 +239,7 @@ func TestBadInputQuotesLongValuesShort(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // a process each
 			args := c.args
 			if args[0] == "run" || args[0] == "suite" {
 				args = append(slices.Clone(args), "--results", filepath.Join(t.TempDir(), "results"))
@@ -259,6 +261,7 @@ func TestHelpListsEveryFlagAndExamples(t *testing.T) {
 	for _, c := range commands {
 		for _, args := range [][]string{{"help", c.Name}, {c.Name, "-h"}, {c.Name, "--help"}} {
 			t.Run(strings.Join(args, " "), func(t *testing.T) {
+				t.Parallel() // a process each
 				code, stdout, stderr := lockbreaker(t, nil, args...)
 				if code != 0 || stderr != "" {
 					t.Fatalf("exit %d, stderr %q", code, stderr)

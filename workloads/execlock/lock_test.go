@@ -203,6 +203,7 @@ func TestProtocolAbuse(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.behaviour, func(t *testing.T) {
+			t.Parallel() // a program each
 			started := time.Now()
 			opts, request := testOptions(testLog{t}), patient
 			switch c.behaviour { // it never answers: the bound passes whatever the machine's speed
