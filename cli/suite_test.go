@@ -110,7 +110,8 @@ func suiteUntilDecided(t *testing.T, want int, args ...string) (code int, stdout
 	for try := range 3 {
 		store = t.TempDir()
 		code, stdout, stderr = lockbreaker(t, nil, append(args, "--seed-offset", fmt.Sprint(10*try), "--results", store)...)
-		if code == want || code != 2 && (want != 1 || code != 0) {
+		fellShort := code == 2 || want == 1 && code == 0
+		if code == want || !fellShort {
 			return code, stdout, stderr, store
 		}
 		t.Logf("try %d: exit %d, want %d; again on fresh seeds\n%s", try+1, code, want, stdout)
