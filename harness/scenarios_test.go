@@ -59,13 +59,15 @@ var sharedClusters = func() *Clusters {
 	pg := shortSpec("postgres", "pg-advisory", "partition-holder", true, time.Second)
 	pg.Nemesis = append(pg.Nemesis, "pause-holder")
 	// The Redis family's runs at their two leases, with moved clocks and dropped packets.
-	redis := spec("redis", "", []string{"clock-bump", "partition-client"}, false, time.Second)
-	redis2s := redis
-	redis2s.TTL = Duration(2 * time.Second)
-	redlock := spec("redlock", "", []string{"kleppmann-clock"}, false, time.Second)
-	redlock2s := redlock
-	redlock2s.TTL = Duration(2 * time.Second)
-	cs := NewClusters(zk, zkCut, etcd, pg, redis, redis2s, redlock, redlock2s, sentinelSpec([]string{"partition-primary"}, time.Second))
+	var redisFamily []Spec
+	for _, s := range []Spec{spec("redis", "", []string{"clock-bump", "partition-client"}, false, time.Second),
+		spec("redlock", "", []string{"kleppmann-clock"}, false, time.Second)} {
+		for _, ttl := range []time.Duration{time.Second, 2 * time.Second} {
+			s.TTL = Duration(ttl)
+			redisFamily = append(redisFamily, s)
+		}
+	}
+	cs := NewClusters(append(redisFamily, zk, zkCut, etcd, pg, sentinelSpec([]string{"partition-primary"}, time.Second))...)
 	cs.Keep = 16 // a cluster of each shape and settings the lanes run
 	return cs
 }()
