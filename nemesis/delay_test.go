@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
@@ -244,7 +245,8 @@ func TestDelaySeesTheDelayedClientsLateWrite(t *testing.T) {
 // slow-network's and delay's windows begin as a client is granted the lock: with no grant
 // they would wait two TTLs (two hours here) before slowing anyone. delay slows the client
 // granted. Fifty schedule moments pass with events that are not grants and nobody slowed;
-// a window that began at its moment would have slowed someone by then.
+// a window that began at its moment would have slowed someone by then. In a synctest
+// bubble a sleep ends only once the nemesis waits too, so every moment has come and gone.
 func TestSlowWindowsBeginAtAGrant(t *testing.T) {
 	for _, tt := range []struct {
 		nemesis kind
@@ -254,23 +256,25 @@ func TestSlowWindowsBeginAtAGrant(t *testing.T) {
 		{delayClient{}, "worker-1 slowed "},
 	} {
 		t.Run(tt.nemesis.Kind().Name, func(t *testing.T) {
-			f := newFake(2, 1)
-			env, _ := f.linkedEnv()
-			env.TTL, env.Pause, env.Interval = time.Hour, time.Hour, time.Millisecond
-			stop := running(t, tt.nemesis, env)
-			for range 50 {
-				f.events <- history.Event{Type: history.Invoke, Process: 1, Func: history.Acquire, Time: history.Now()}
-				time.Sleep(2 * env.Interval)
-			}
-			if got := f.did(); len(got) != 0 {
-				t.Fatalf("actions %q before any grant", got)
-			}
-			f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Acquire, Time: history.Now()}
-			waitFor(t, "a window after the grant", func() bool { return len(f.did()) > 0 })
-			stop()
-			if got := f.did(); !strings.HasPrefix(got[0], tt.first) {
-				t.Errorf("actions %q, want %q... after the grant", got, tt.first)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				f := newFake(2, 1)
+				env, _ := f.linkedEnv()
+				env.TTL, env.Pause, env.Interval = time.Hour, time.Hour, time.Millisecond
+				stop := running(t, tt.nemesis, env)
+				for range 50 {
+					f.events <- history.Event{Type: history.Invoke, Process: 1, Func: history.Acquire, Time: history.Now()}
+					time.Sleep(2 * env.Interval)
+				}
+				if got := f.did(); len(got) != 0 {
+					t.Fatalf("actions %q before any grant", got)
+				}
+				f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Acquire, Time: history.Now()}
+				waitFor(t, "a window after the grant", func() bool { return len(f.did()) > 0 })
+				stop()
+				if got := f.did(); !strings.HasPrefix(got[0], tt.first) {
+					t.Errorf("actions %q, want %q... after the grant", got, tt.first)
+				}
+			})
 		})
 	}
 }

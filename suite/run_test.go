@@ -74,15 +74,29 @@ func TestRunJudgesEveryCellAndWritesItsFiles(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	var progress strings.Builder
-	root := t.TempDir()
-	dir, r, err := Run(ctx, s, Options{Seeds: 2, SeedOffset: 10, Root: root, Progress: &progress, Runners: harnessRunners(exe),
-		CheckSpec: harness.CheckedSpec, Parallel: 3})
-	t.Log(progress.String())
-	if err != nil {
-		t.Fatal(err)
+	// A cell whose danger did not come in its two-second runs (a busy machine) is unknown,
+	// the suite's honest answer: the suite runs again in a fresh store on the next seeds.
+	var (
+		progress  strings.Builder
+		root, dir string
+		r         Result
+		offset    int64
+		undecided = func(c CellResult) bool { return c.Status == Unknown }
+	)
+	for try := range 3 {
+		progress.Reset()
+		offset, root = int64(10+10*try), t.TempDir()
+		dir, r, err = Run(ctx, s, Options{Seeds: 2, SeedOffset: offset, Root: root, Progress: &progress, Runners: harnessRunners(exe),
+			CheckSpec: harness.CheckedSpec, Parallel: 3})
+		t.Log(progress.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Log(Summary(dir, r))
+		if !slices.ContainsFunc(r.Cells, undecided) {
+			break
+		}
 	}
-	t.Log(Summary(dir, r))
 	if r.Status != Failed || len(r.Cells) != 3 {
 		t.Fatalf("suite %s with %d cells, want failed with 3", r.Status, len(r.Cells))
 	}
@@ -101,8 +115,8 @@ func TestRunJudgesEveryCellAndWritesItsFiles(t *testing.T) {
 	if !slices.ContainsFunc(wrong.Reasons, func(s string) bool { return strings.Contains(s, "mutual-exclusion expected valid, got invalid") }) {
 		t.Errorf("the wrong cell's reasons %q do not say what was expected and seen", wrong.Reasons)
 	}
-	if got := []int64{r.Cells[0].Runs[0].Seed, r.Cells[0].Runs[1].Seed}; !slices.Equal(got, []int64{17, 18}) {
-		t.Errorf("seeds %v, want the spec's 7 moved by the offset of 10, and the one after", got)
+	if got := []int64{r.Cells[0].Runs[0].Seed, r.Cells[0].Runs[1].Seed}; !slices.Equal(got, []int64{7 + offset, 8 + offset}) {
+		t.Errorf("seeds %v, want the spec's 7 moved by the offset of %d, and the one after", got, offset)
 	}
 	if !strings.Contains(progress.String(), "run 6/6  ") {
 		t.Errorf("progress never reached the last run:\n%s", progress.String())
@@ -113,11 +127,11 @@ func TestRunJudgesEveryCellAndWritesItsFiles(t *testing.T) {
 	if err != nil || json.Unmarshal(data, &saved) != nil || saved.Status != Failed || len(saved.Cells) != 3 {
 		t.Errorf("suite.json: %v, status %s, %d cells", err, saved.Status, len(saved.Cells))
 	}
-	if !slices.Equal(saved.AllCells, []string{"safe", "broken", "wrong"}) || saved.Definition == "" || saved.SeedOffset != 10 {
-		t.Errorf("suite.json: all cells %q, definition %q, seed offset %d; want every cell, a definition and 10",
-			saved.AllCells, saved.Definition, saved.SeedOffset)
+	if !slices.Equal(saved.AllCells, []string{"safe", "broken", "wrong"}) || saved.Definition == "" || saved.SeedOffset != offset {
+		t.Errorf("suite.json: all cells %q, definition %q, seed offset %d; want every cell, a definition and %d",
+			saved.AllCells, saved.Definition, saved.SeedOffset, offset)
 	}
-	if cmd := saved.Cells[1].Runs[1].Command; !strings.HasPrefix(cmd, "lockbreaker run --system local-broken ") || !strings.Contains(cmd, " --seed 18 ") {
+	if cmd := saved.Cells[1].Runs[1].Command; !strings.HasPrefix(cmd, "lockbreaker run --system local-broken ") || !strings.Contains(cmd, fmt.Sprintf(" --seed %d ", 8+offset)) {
 		t.Errorf("suite.json: the broken cell's second run is reproduced by %q", cmd)
 	}
 	var junit struct {

@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/containers"
 	"github.com/lockbreaker/lockbreaker/examples/internal/exampletest"
 	"github.com/lockbreaker/lockbreaker/internal/testbin"
@@ -234,36 +235,51 @@ func TestClockFaultsOnAGoServerAreRefusedBeforeTheRun(t *testing.T) {
 	}
 }
 
-// verdicts runs lockbreaker and returns each checker's verdict.
-func verdicts(t *testing.T, bin string, args ...string) map[string]string {
+// lockVerdicts runs lockbreaker on seed 7, then on the next seeds until a run was decided
+// (exit 0 or 1: its danger came, or with no faults it worked), at most five runs, and
+// returns the verdict of each checker that speaks for the lock. The data checkers' verdicts
+// are left out: once two clients held the lock at once, whether their writes interleaved
+// into a lost update depends on the moment each was sent, not on the lock.
+func lockVerdicts(t *testing.T, bin string, args ...string) map[string]string {
 	t.Helper()
-	results := t.TempDir()
-	out, err := exec.Command(bin, append(append([]string{"run"}, args...), "--results", results)...).CombinedOutput()
-	var exit *exec.ExitError
-	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() <= 2) {
-		t.Fatalf("run %v: %v\n%s", args, err, out)
+	for seed := 7; seed < 7+5; seed++ {
+		results := t.TempDir()
+		cmd := exec.Command(bin, append(append([]string{"run"}, args...), "--seed", fmt.Sprint(seed), "--results", results)...)
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if err != nil && !(errors.As(err, &exit) && exit.ExitCode() <= 2) {
+			t.Fatalf("run %v: %v\n%s", args, err, out)
+		}
+		var summary struct {
+			Results []struct{ Checker, Property, Verdict string }
+		}
+		b, err := os.ReadFile(filepath.Join(results, "latest", "results.json"))
+		if err == nil {
+			err = json.Unmarshal(b, &summary)
+		}
+		if err != nil {
+			t.Fatalf("run %v: results: %v\n%s", args, err, out)
+		}
+		if cmd.ProcessState.ExitCode() == 2 {
+			t.Logf("run %v on seed %d was undecided, trying the next seed:\n%s", args, seed, out)
+			continue
+		}
+		got := map[string]string{}
+		for _, r := range summary.Results {
+			if r.Property != string(checkers.PropertyDataSafety) {
+				got[r.Checker] = r.Verdict
+			}
+		}
+		return got
 	}
-	var summary struct {
-		Results []struct{ Checker, Verdict string }
-	}
-	b, err := os.ReadFile(filepath.Join(results, "latest", "results.json"))
-	if err == nil {
-		err = json.Unmarshal(b, &summary)
-	}
-	if err != nil {
-		t.Fatalf("run %v: results: %v\n%s", args, err, out)
-	}
-	got := map[string]string{}
-	for _, r := range summary.Results {
-		got[r.Checker] = r.Verdict
-	}
-	return got
+	t.Fatalf("run %v: undecided on each of five seeds", args)
+	return nil
 }
 
 // The team's Redis (redis.yaml: its own image, its own configuration) and the built-in
-// redis give every checker the same verdict on the same seed under a paused holder, through
-// the built-in redis client (with LOCKBREAKER_LONG=1 also with no faults, kill-node and
-// partition-holder, and through bsm/redislock's).
+// redis give every checker of the lock the same verdict under a paused holder, through the
+// built-in redis client (with LOCKBREAKER_LONG=1 also with no faults, kill-node and
+// partition-holder, and through bsm/redislock's), each on the first seed its danger came.
 func TestFileRedisGivesTheBuiltInRedisVerdicts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker")
@@ -278,9 +294,9 @@ func TestFileRedisGivesTheBuiltInRedisVerdicts(t *testing.T) {
 	}
 	for _, scenario := range scenarios {
 		t.Run(scenario[0]+"-"+scenario[1], func(t *testing.T) {
-			common := []string{"--time-limit", "5s", "--seed", "7", "--client", scenario[0], "--nemesis", scenario[1]}
-			file := verdicts(t, bin, append([]string{"--system-file", "redis.yaml"}, common...)...)
-			builtIn := verdicts(t, bin, append([]string{"--system", "redis"}, common...)...)
+			common := []string{"--time-limit", "5s", "--client", scenario[0], "--nemesis", scenario[1]}
+			file := lockVerdicts(t, bin, append([]string{"--system-file", "redis.yaml"}, common...)...)
+			builtIn := lockVerdicts(t, bin, append([]string{"--system", "redis"}, common...)...)
 			if len(file) == 0 || fmt.Sprint(file) != fmt.Sprint(builtIn) {
 				t.Errorf("system file: %v\nbuilt-in:    %v", file, builtIn)
 			}
