@@ -9,6 +9,7 @@
 package story
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -208,6 +209,9 @@ func (t *teller) hazards(earlier, later history.Event) {
 			recorded[e.Hazard] = true
 		}
 	}
+	// In the order they happened: a hazard may be recorded after one that came later (a
+	// lease that ran out in a pause is seen once the next grant shows it).
+	slices.SortStableFunc(found, func(a, b history.Event) int { return cmp.Compare(a.Time, b.Time) })
 	told := map[history.Hazard]bool{}
 	for _, e := range found {
 		if slices.ContainsFunc(found, func(d history.Event) bool { return d.Hazard.Condition() == e.Hazard }) {
