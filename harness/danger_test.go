@@ -16,11 +16,14 @@ import (
 // is the product's honest unknown, not a failure. So a test of a targeted fault runs fresh
 // seeds until its danger came, at most dangerTries, and asserts what must hold of the run
 // that had it; it fails for want of danger only when every try fell short, quoting each
-// try's reason. How often a fault brings its danger is a rate: make test-long logs each
+// try's reason. Each try runs longer than the one before (the spec's time limit times the
+// try's number): beside make test and two busy processes, every request of three tries in
+// a row, a minute and a half, timed out while the machine was at its busiest, and a
+// longer run outlasts such a stretch. How often a fault brings its danger is a rate: make test-long logs each
 // test's tries ("danger: ... on try N of M") and the suites measure it per cell.
 
 // dangerTries bounds the runs a test tries for its danger.
-const dangerTries = 3
+const dangerTries = 4
 
 // ran is one run of a test: its directory, summary and history.
 type ran struct {
@@ -37,7 +40,9 @@ type danger func(ran) string
 func untilDanger(t *testing.T, spec Spec, came danger) ran {
 	t.Helper()
 	var short []string
+	limit := spec.TimeLimit
 	for try := 1; try <= dangerTries; try++ {
+		spec.TimeLimit = limit * Duration(try)
 		tr := runTrialEvents(t, spec)
 		why := came(tr)
 		if why == "" {
