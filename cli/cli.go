@@ -74,6 +74,12 @@ func realMain(args []string, stdout, stderr io.Writer) (code int) {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// A reader of the output that goes away (lockbreaker run | head) ends the command as
+	// Ctrl-C does, so a run still removes its containers; the signal would kill the process.
+	signal.Ignore(syscall.SIGPIPE)
+	ctx, readerGone := context.WithCancelCause(ctx)
+	defer readerGone(nil)
+	stdout = cancelOnClosed{stdout, readerGone}
 	var err error
 	if name := args[0]; name == "help" || name == "-h" || name == "--help" {
 		err = cmdHelp(args[1:], stdout)
@@ -86,6 +92,9 @@ func realMain(args []string, stdout, stderr io.Writer) (code int) {
 	if err == nil {
 		return code
 	}
+	if cause := context.Cause(ctx); errors.Is(cause, errOutputClosed) && !errors.Is(err, errOutputClosed) {
+		err = fmt.Errorf("%w (%w)", err, cause)
+	}
 	fmt.Fprintln(stderr, "lockbreaker: "+command.OneLine(err.Error()))
 	var bad command.BadInput
 	var specErr *harness.SpecError
@@ -94,4 +103,22 @@ func realMain(args []string, stdout, stderr io.Writer) (code int) {
 		return command.ExitBadInput
 	}
 	return command.ExitHarness
+}
+
+// errOutputClosed is why a command stopped when its standard output's reader went away.
+var errOutputClosed = errors.New("its output was closed")
+
+// cancelOnClosed is a command's standard output: a write that finds no reader cancels
+// the command's context.
+type cancelOnClosed struct {
+	w      io.Writer
+	cancel context.CancelCauseFunc
+}
+
+func (c cancelOnClosed) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	if errors.Is(err, syscall.EPIPE) {
+		c.cancel(errOutputClosed)
+	}
+	return n, err
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -42,14 +43,36 @@ type killMoment struct {
 	paused bool   // kill when a worker is stopped (SIGSTOPped by pause-holder)
 }
 
-// kill is a signal sent at a moment of a run.
+// kill is a run ended from outside at one of its moments.
 type kill struct {
-	m   killMoment
-	sig syscall.Signal
+	m  killMoment
+	by ending
 }
 
-// Runs killed at moments spread over bring-up, mid-run and teardown, by SIGINT, SIGTERM and
-// SIGKILL, leave nothing behind: no container or network once the harness has exited (after
+// ending is how a run is ended from outside: by a signal, or by none, the reader of its
+// output going away (lockbreaker run | head).
+type ending syscall.Signal
+
+const outputClosed ending = 0
+
+func (e ending) String() string {
+	if e == outputClosed {
+		return "output closed"
+	}
+	return syscall.Signal(e).String()
+}
+
+// end ends the run of cmd, whose output is read from stdout.
+func (e ending) end(cmd *exec.Cmd, stdout io.Closer) {
+	if e == outputClosed {
+		stdout.Close()
+		return
+	}
+	cmd.Process.Signal(syscall.Signal(e))
+}
+
+// Runs killed at moments spread over bring-up, mid-run and teardown, by SIGINT, SIGTERM,
+// SIGKILL or their output's reader going away, leave nothing behind: no container or network once the harness has exited (after
 // `lockbreaker clean --run` for SIGKILL, which cannot be handled), no worker process,
 // stopped or not, and a history that `lockbreaker check` reads.
 func TestKilledRunsLeaveNothing(t *testing.T) {
@@ -69,8 +92,8 @@ func TestKilledRunsLeaveNothing(t *testing.T) {
 	killRuns(t, killsOf(moments), nil)
 }
 
-// A shrink killed while one of its trial runs holds a worker paused, by SIGINT, SIGTERM
-// or SIGKILL, leaves nothing either: its trials are runs like any other.
+// A shrink killed while one of its trial runs holds a worker paused, in any of those ways,
+// leaves nothing either: its trials are runs like any other.
 func TestKilledShrinkLeavesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker: real containers")
@@ -91,12 +114,11 @@ func TestKilledShrinkLeavesNothing(t *testing.T) {
 	}
 	failing := filepath.Join(root, "latest")
 	for _, k := range killsOf([]killMoment{{phase: "mid-run", name: "trial holder paused", system: "redis", paused: true}}) {
-		sig := k.sig
-		t.Run(sig.String(), func(t *testing.T) {
-			code, pid, printed, stderr := killRun(t, k.m, sig, "shrink", "--results", t.TempDir(), failing)
+		t.Run(k.by.String(), func(t *testing.T) {
+			code, pid, printed, stderr := killRun(t, k.m, k.by, "shrink", "--results", t.TempDir(), failing)
 			t.Logf("exit %d, stderr %q", code, strings.TrimSpace(stderr))
 			checkExit(t, k, code, stderr)
-			leftBehind(t, sig, pid, printed, nil)
+			leftBehind(t, k.by, pid, printed, nil)
 		})
 	}
 }
@@ -121,24 +143,25 @@ func TestKilledExecRunsLeaveNothing(t *testing.T) {
 		{phase: "mid-run", name: "exec holder paused", system: "redis", paused: true},
 	})
 	kills = append(kills, kill{killMoment{phase: "teardown", name: "exec clients stopped", system: "redis",
-		line: "all faults healed, clients stopped"}, syscall.SIGKILL})
+		line: "all faults healed, clients stopped"}, ending(syscall.SIGKILL)})
 	killRuns(t, kills, []string{program}, "--client", "exec", "--client-cmd", program)
 }
 
-// killSignals are the ways a run is killed: handled (SIGINT, SIGTERM) and not (SIGKILL).
-var killSignals = []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL}
+// endings are the ways a run is killed: signals handled (SIGINT, SIGTERM) and not
+// (SIGKILL), and its output closed, which the harness handles as an interrupt.
+var endings = []ending{ending(syscall.SIGINT), ending(syscall.SIGTERM), outputClosed, ending(syscall.SIGKILL)}
 
-// killsOf are the kills of moments: in make test each moment once, by signals taken in turn
-// (SIGKILL first, which leaves the most to clean); in the long tier by every signal.
+// killsOf are the kills of moments: in make test each moment once, in the endings taken in
+// turn (SIGKILL first, which leaves the most to clean); in the long tier in every one.
 func killsOf(moments []killMoment) []kill {
 	var kills []kill
 	for i, m := range moments {
 		if !tier.IsLong() {
-			kills = append(kills, kill{m, killSignals[(len(killSignals)-1+i)%len(killSignals)]})
+			kills = append(kills, kill{m, endings[(len(endings)-1+i)%len(endings)]})
 			continue
 		}
-		for _, sig := range killSignals {
-			kills = append(kills, kill{m, sig})
+		for _, e := range endings {
+			kills = append(kills, kill{m, e})
 		}
 	}
 	return kills
@@ -151,16 +174,16 @@ func killRuns(t *testing.T, kills []kill, programs []string, args ...string) {
 	counts := map[string]int{}
 	leftovers, checked, torn := 0, 0, 0
 	for _, k := range kills {
-		name := fmt.Sprintf("%s/%s/%s", k.m.phase, k.m.name, k.sig)
+		name := fmt.Sprintf("%s/%s/%s", k.m.phase, k.m.name, k.by)
 		t.Run(name, func(t *testing.T) {
 			root := t.TempDir()
-			code, pid, printed, stderr := killRun(t, k.m, k.sig, append([]string{"run", "--system", k.m.system, "--nemesis", "pause-holder",
+			code, pid, printed, stderr := killRun(t, k.m, k.by, append([]string{"run", "--system", k.m.system, "--nemesis", "pause-holder",
 				"--clients", "3", "--ttl", "1s", "--time-limit", "4s", "--seed", "7", "--results", root}, args...)...)
-			counts[fmt.Sprintf("%s %s", k.m.phase, k.sig)]++
+			counts[fmt.Sprintf("%s %s", k.m.phase, k.by)]++
 			t.Logf("exit %d, stderr %q", code, strings.TrimSpace(stderr))
 			checkExit(t, k, code, stderr)
 
-			leftovers += leftBehind(t, k.sig, pid, printed, programs)
+			leftovers += leftBehind(t, k.by, pid, printed, programs)
 
 			dir := filepath.Join(root, "latest")
 			data, err := os.ReadFile(filepath.Join(dir, "history.jsonl"))
@@ -182,9 +205,9 @@ func killRuns(t *testing.T, kills []kill, programs []string, args ...string) {
 	}
 	var summary []string
 	for _, m := range []string{"bring-up", "mid-run", "teardown"} {
-		for _, sig := range killSignals {
-			if n := counts[fmt.Sprintf("%s %s", m, sig)]; n > 0 {
-				summary = append(summary, fmt.Sprintf("%s %s: %d", m, sig, n))
+		for _, e := range endings {
+			if n := counts[fmt.Sprintf("%s %s", m, e)]; n > 0 {
+				summary = append(summary, fmt.Sprintf("%s %s: %d", m, e, n))
 			}
 		}
 	}
@@ -192,15 +215,15 @@ func killRuns(t *testing.T, kills []kill, programs []string, args ...string) {
 		len(kills), strings.Join(summary, ", "), checked, torn, leftovers)
 }
 
-// leftBehind checks that the harness of pid, ended by sig, left nothing: no container or
+// leftBehind checks that the harness of pid, ended by e, left nothing: no container or
 // network of its own (removed by clean --run after SIGKILL), no process of the binary and
 // none whose command line holds one of programs. It removes what it finds and counts it.
-func leftBehind(t *testing.T, sig syscall.Signal, pid int, printed, programs []string) (leftovers int) {
+func leftBehind(t *testing.T, e ending, pid int, printed, programs []string) (leftovers int) {
 	t.Helper()
 	// Only this run's: other tests and other people's runs may share the engine. The
 	// run's id as it printed it, too: a network or container it was creating when
 	// killed may not exist yet, and clean must catch it when the engine is done.
-	if sig == syscall.SIGKILL {
+	if e == ending(syscall.SIGKILL) {
 		for _, run := range runsOf(t, pid, printed) {
 			if code, _, stderr := lockbreaker(t, nil, "clean", "--run", run); code != 0 {
 				t.Fatalf("clean --run %s: exit %d: %s", run, code, stderr)
@@ -218,7 +241,7 @@ func leftBehind(t *testing.T, sig syscall.Signal, pid int, printed, programs []s
 	// kernel kills them (Pdeathsig) as the harness dies, and their programs as they
 	// die; give it a moment.
 	wait := time.Duration(0)
-	if sig == syscall.SIGKILL {
+	if e == ending(syscall.SIGKILL) {
 		wait = 5 * time.Second
 	}
 	if procs := ownProcesses(t, wait, programs); len(procs) > 0 {
@@ -231,9 +254,9 @@ func leftBehind(t *testing.T, sig syscall.Signal, pid int, printed, programs []s
 	return leftovers
 }
 
-// killRun runs the binary with args and sends it sig at moment m, then waits for it to exit
+// killRun runs the binary with args and ends it by e at moment m, then waits for it to exit
 // and returns its exit code (-1 when a signal ended it), its pid, stdout's lines and stderr.
-func killRun(t *testing.T, m killMoment, sig syscall.Signal, args ...string) (int, int, []string, string) {
+func killRun(t *testing.T, m killMoment, e ending, args ...string) (int, int, []string, string) {
 	t.Helper()
 	cmd := exec.Command(killable, args...)
 	var errOut bytes.Buffer
@@ -255,7 +278,7 @@ func killRun(t *testing.T, m killMoment, sig syscall.Signal, args ...string) (in
 	}()
 	fired := m.line == "" && !m.paused
 	if fired {
-		cmd.Process.Signal(sig)
+		e.end(cmd, stdout)
 	}
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
@@ -270,12 +293,12 @@ func killRun(t *testing.T, m killMoment, sig syscall.Signal, args ...string) (in
 			seen = append(seen, line)
 			if !fired && m.line != "" && strings.Contains(line, m.line) {
 				fired = true
-				cmd.Process.Signal(sig)
+				e.end(cmd, stdout)
 			}
 		case <-tick.C:
 			if !fired && m.paused && anyStopped(t) {
 				fired = true
-				cmd.Process.Signal(sig)
+				e.end(cmd, stdout)
 			}
 		}
 	}
@@ -325,13 +348,22 @@ func runsOf(t *testing.T, pid int, printed []string) []string {
 // checkExit checks how a killed run ended: a handled signal gives exit 255 and one line
 // saying it was interrupted; only a signal sent before the handlers exist, or SIGKILL, ends
 // the process by the signal itself. A run that reached its time limit is not cut short by a
-// signal during teardown: it reports its verdict.
+// signal during teardown: it reports its verdict. A closed output is seen at the next
+// write, which may come only once the verdict is known; it never kills the process.
 func checkExit(t *testing.T, k kill, code int, stderr string) {
 	t.Helper()
 	switch {
-	case k.sig == syscall.SIGKILL || (code == -1 && k.m.line == "" && !k.m.paused):
+	case k.by == outputClosed:
+		if code == 255 {
+			if lines := strings.Split(strings.TrimSpace(stderr), "\n"); len(lines) != 1 || !strings.Contains(lines[0], "its output was closed") {
+				t.Errorf("stderr %q: want one line saying the output was closed", stderr)
+			}
+		} else if code < 0 || code > 2 {
+			t.Errorf("exit %d, stderr %q: want 255 (stopped) or the verdict", code, stderr)
+		}
+	case k.by == ending(syscall.SIGKILL) || (code == -1 && k.m.line == "" && !k.m.paused):
 		if code != -1 && code != 255 {
-			t.Errorf("exit %d after %s", code, k.sig)
+			t.Errorf("exit %d after %s", code, k.by)
 		}
 	case k.m.phase == "teardown":
 		if code < 0 || code > 2 || stderr != "" {
