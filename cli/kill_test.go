@@ -380,6 +380,7 @@ func checkExit(t *testing.T, k kill, code int, stderr string) {
 
 type process struct {
 	pid   int
+	ppid  int
 	state string
 	cmd   string
 	args  string // its command line, words joined by spaces
@@ -443,12 +444,13 @@ func processes(t *testing.T) []process {
 			continue
 		}
 		fields := strings.Fields(string(stat[i+1:]))
-		if len(fields) == 0 {
+		if len(fields) < 2 {
 			continue
 		}
 		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 		args, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		procs = append(procs, process{pid: pid, state: fields[0], cmd: strings.TrimSuffix(exe, " (deleted)"),
+		ppid, _ := strconv.Atoi(fields[1])
+		procs = append(procs, process{pid: pid, ppid: ppid, state: fields[0], cmd: strings.TrimSuffix(exe, " (deleted)"),
 			args: strings.ReplaceAll(string(bytes.TrimRight(args, "\x00")), "\x00", " ")})
 	}
 	return procs

@@ -493,15 +493,7 @@ func TestCleanRemovesWhatAKilledRunLeft(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(3 * time.Minute)
-	for !workersRunning(t) {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatal("the run never started its workers")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	workers := startedWorkers(t, cmd)
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 
@@ -511,7 +503,7 @@ func TestCleanRemovesWhatAKilledRunLeft(t *testing.T) {
 	}
 	// The kernel kills them as the harness dies (Pdeathsig); on a busy machine they may
 	// take seconds to be reaped.
-	for deadline := time.Now().Add(time.Minute); workersRunning(t); time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); len(stillRunning(t, workers)) > 0; time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("workers outlived the killed harness")
 		}
@@ -541,12 +533,7 @@ func TestInterruptedRunCleansUpAndKeepsItsHistory(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(3 * time.Minute); !workersRunning(t); time.Sleep(200 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatal("the run never started its workers")
-		}
-	}
+	workers := startedWorkers(t, cmd)
 	time.Sleep(3 * time.Second) // let it record something
 	cmd.Process.Signal(syscall.SIGTERM)
 	err := cmd.Wait()
@@ -556,8 +543,8 @@ func TestInterruptedRunCleansUpAndKeepsItsHistory(t *testing.T) {
 	if c, n := ownedBy(t, "container", cmd.Process.Pid), ownedBy(t, "network", cmd.Process.Pid); len(c)+len(n) > 0 {
 		t.Errorf("after SIGTERM: containers %v networks %v left", c, n)
 	}
-	if workersRunning(t) {
-		t.Error("workers outlived the interrupted run")
+	if left := stillRunning(t, workers); len(left) > 0 {
+		t.Errorf("workers outlived the interrupted run: %v", left)
 	}
 	data, err := os.ReadFile(filepath.Join(results, "latest", "results.json"))
 	if err != nil || !strings.Contains(string(data), "interrupted") || !strings.Contains(string(data), "mutual-exclusion") {
@@ -565,7 +552,36 @@ func TestInterruptedRunCleansUpAndKeepsItsHistory(t *testing.T) {
 	}
 }
 
-func workersRunning(t *testing.T) bool {
-	out, _ := exec.Command("pgrep", "-f", binary+" worker").Output()
-	return len(strings.TrimSpace(string(out))) > 0
+// startedWorkers waits until the run of cmd has started its workers, at most three minutes,
+// and returns them. Only its own: other tests' runs of the same binary have workers too.
+func startedWorkers(t *testing.T, cmd *exec.Cmd) []process {
+	t.Helper()
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		var workers []process
+		for _, p := range processes(t) {
+			if p.ppid == cmd.Process.Pid && p.state != "Z" && strings.HasSuffix(p.args, " worker") {
+				workers = append(workers, p)
+			}
+		}
+		if len(workers) > 0 {
+			return workers
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatal("the run never started its workers")
+		}
+	}
+}
+
+// stillRunning returns those of procs that still run: the same pid and command line, not a zombie.
+func stillRunning(t *testing.T, procs []process) []process {
+	t.Helper()
+	var running []process
+	for _, p := range processes(t) {
+		if p.state != "Z" && slices.ContainsFunc(procs, func(q process) bool { return q.pid == p.pid && q.args == p.args }) {
+			running = append(running, p)
+		}
+	}
+	return running
 }
