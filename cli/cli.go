@@ -75,8 +75,12 @@ func realMain(args []string, stdout, stderr io.Writer) (code int) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// A reader of the output that goes away (lockbreaker run | head) ends the command as
-	// Ctrl-C does, so a run still removes its containers; the signal would kill the process.
-	signal.Ignore(syscall.SIGPIPE)
+	// Ctrl-C does, so a run still removes its containers. Asked for, SIGPIPE no longer
+	// kills the process: the write to the closed output fails (cancelOnClosed). Ignoring
+	// it instead would pass the ignoring on to every program a run starts.
+	sigpipe := make(chan os.Signal, 1)
+	signal.Notify(sigpipe, syscall.SIGPIPE)
+	defer signal.Stop(sigpipe)
 	ctx, readerGone := context.WithCancelCause(ctx)
 	defer readerGone(nil)
 	stdout = cancelOnClosed{stdout, readerGone}
