@@ -77,7 +77,8 @@ func realMain(args []string, stdout, stderr io.Writer) (code int) {
 	// A reader of the output that goes away (lockbreaker run | head) ends the command as
 	// Ctrl-C does, so a run still removes its containers. Asked for, SIGPIPE no longer
 	// kills the process: the write to the closed output fails (cancelOnClosed). Ignoring
-	// it instead would pass the ignoring on to every program a run starts.
+	// it instead would pass the ignoring on to the programs the harness starts itself
+	// (mmdebstrap, ip, nsenter), which would then take a closed pipe for an error.
 	sigpipe := make(chan os.Signal, 1)
 	signal.Notify(sigpipe, syscall.SIGPIPE)
 	defer signal.Stop(sigpipe)
