@@ -34,6 +34,30 @@ func TestDockerUnreachableCreatesNothing(t *testing.T) {
 	}
 }
 
+// A run whose output's reader goes away before its first line (lockbreaker run | head -0)
+// stops at that line as on Ctrl-C, in one line saying why, instead of dying of SIGPIPE and
+// leaving what it made. The in-process lock service needs no Docker; the real-container
+// runs are ended this way in TestKilledRunsLeaveNothing.
+func TestClosedOutputStopsARun(t *testing.T) {
+	cmd := exec.Command(binary, "run", "--system", "local", "--time-limit", "10m", "--results", t.TempDir())
+	cmd.Env = append(os.Environ(), "DOCKER_HOST=unix:///nonexistent/docker.sock")
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout.Close()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	ee, _ := err.(*exec.ExitError)
+	if ee == nil || ee.ExitCode() != 255 || strings.TrimSpace(errOut.String()) != "lockbreaker: interrupted (its output was closed)" {
+		t.Errorf("%v, stderr %q: want exit 255 and one line saying the output was closed", err, errOut.String())
+	}
+}
+
 // killMoment is a point of a run, found by what the run prints or does, never by a timer.
 type killMoment struct {
 	phase  string
