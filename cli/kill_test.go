@@ -39,7 +39,7 @@ func TestDockerUnreachableCreatesNothing(t *testing.T) {
 // leaving what it made. The in-process lock service needs no Docker; the real-container
 // runs are ended this way in TestKilledRunsLeaveNothing.
 func TestClosedOutputStopsARun(t *testing.T) {
-	cmd := exec.Command(binary, "run", "--system", "local", "--time-limit", "10m", "--results", t.TempDir())
+	cmd := exec.Command(binary, "run", "--system", "local", "--time-limit", "1m", "--results", t.TempDir())
 	cmd.Env = append(os.Environ(), "DOCKER_HOST=unix:///nonexistent/docker.sock")
 	var errOut bytes.Buffer
 	cmd.Stderr = &errOut
@@ -96,9 +96,10 @@ func (e ending) end(cmd *exec.Cmd, stdout io.Closer) {
 }
 
 // Runs killed at moments spread over bring-up, mid-run and teardown, by SIGINT, SIGTERM,
-// SIGKILL or their output's reader going away, leave nothing behind: no container or network once the harness has exited (after
-// `lockbreaker clean --run` for SIGKILL, which cannot be handled), no worker process,
-// stopped or not, and a history that `lockbreaker check` reads.
+// SIGKILL or their output's reader going away, leave nothing behind: no container or
+// network once the harness has exited (after `lockbreaker clean --run` for SIGKILL, which
+// cannot be handled), no worker process, stopped or not, and a history that
+// `lockbreaker check` reads.
 func TestKilledRunsLeaveNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker: real containers")
@@ -382,7 +383,7 @@ func checkExit(t *testing.T, k kill, code int, stderr string) {
 			if lines := strings.Split(strings.TrimSpace(stderr), "\n"); len(lines) != 1 || !strings.Contains(lines[0], "its output was closed") {
 				t.Errorf("stderr %q: want one line saying the output was closed", stderr)
 			}
-		} else if code < 0 || code > 2 {
+		} else if code < 0 || code > 2 || stderr != "" {
 			t.Errorf("exit %d, stderr %q: want 255 (stopped) or the verdict", code, stderr)
 		}
 	case k.by == ending(syscall.SIGKILL) || (code == -1 && k.m.line == "" && !k.m.paused):

@@ -534,7 +534,7 @@ func TestInterruptedRunCleansUpAndKeepsItsHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	workers := startedWorkers(t, cmd)
-	time.Sleep(3 * time.Second) // let it record something
+	waitCompletedOp(t, cmd, results)
 	cmd.Process.Signal(syscall.SIGTERM)
 	err := cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 255 || !strings.Contains(stderr.String(), "interrupted") {
@@ -570,6 +570,25 @@ func startedWorkers(t *testing.T, cmd *exec.Cmd) []process {
 			cmd.Process.Kill()
 			cmd.Wait()
 			t.Fatal("the run never started its workers")
+		}
+	}
+}
+
+// waitCompletedOp waits until the run of cmd, writing under results, has recorded an
+// operation's completion in its history, at most three minutes.
+func waitCompletedOp(t *testing.T, cmd *exec.Cmd, results string) {
+	t.Helper()
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		files, _ := filepath.Glob(filepath.Join(results, "*", "*", "history.jsonl"))
+		for _, f := range files {
+			if data, err := os.ReadFile(f); err == nil && bytes.Contains(data, []byte(`"type":"ok"`)) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatal("the run recorded no completed operation")
 		}
 	}
 }
