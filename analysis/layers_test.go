@@ -105,3 +105,15 @@ func TestNothingBelowTheHarnessImportsIt(t *testing.T) {
 		}
 	}
 }
+
+// A nemesis pulls levers through the small interfaces of nemesis/levers.go and never makes
+// them: the packages that do (the proxies, the CPU caps, the clients' own addresses) are
+// the harness's to adapt, so a new lever costs no edit of the nemeses' imports.
+func TestNemesisMakesNoLever(t *testing.T) {
+	makers := []string{module + "/links", module + "/cpucap", module + "/clientnet"}
+	for _, pkg := range goList(t, "-deps", module+"/nemesis") {
+		if slices.Contains(makers, pkg) || strings.Contains(pkg, "toxiproxy") {
+			t.Errorf("nemesis links %s, which makes a lever", pkg)
+		}
+	}
+}

@@ -2,7 +2,6 @@ package harness
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -335,29 +333,6 @@ func exitStatus(err error) string {
 	return err.Error()
 }
 
-// ArmStop arms every worker to stop itself after its next read under the lock (the
-// worker protocol's "arm"), making the pool a nemesis.SelfStoppers.
-func (p *pool) ArmStop() (<-chan nemesis.SelfStop, func()) {
-	stopped := make(chan nemesis.SelfStop, 1)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.armed = stopped
-	p.tellAll(ArmLine)
-	return stopped, func() {
-		p.mu.Lock()
-		if p.armed == stopped {
-			p.armed = nil
-			p.tellAll(DisarmLine)
-		}
-		p.mu.Unlock()
-		select {
-		case untaken := <-stopped: // it stopped as the fault gave up waiting
-			p.Signal(untaken.Process, syscall.SIGCONT)
-		default:
-		}
-	}
-}
-
 // tellAll writes line to every running worker; the caller holds p.mu. A worker that has
 // gone takes nothing, and that is no error.
 func (p *pool) tellAll(line string) {
@@ -366,78 +341,6 @@ func (p *pool) tellAll(line string) {
 			w.stdin.Write([]byte(line + "\n"))
 		}
 	}
-}
-
-// stoppedItself takes the line of a worker that is stopping itself (at: when, as it wrote):
-// once its process group has stopped, it goes to the fault that armed the workers, and the
-// others are disarmed; with no fault waiting any more, it is continued at once.
-func (p *pool) stoppedItself(w *worker, at string) {
-	t, err := strconv.ParseInt(at, 10, 64)
-	if err != nil {
-		fmt.Fprintf(w.cmd.Stderr, "unreadable stop %s\n", quote.Short(at))
-	}
-	stopErr := waitStopped(w.cmd.Process.Pid)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.armed == nil || err != nil || stopErr != nil {
-		w.signal(syscall.SIGCONT)
-		return
-	}
-	p.armed <- nemesis.SelfStop{Process: w.cfg.Process, At: t}
-	p.armed = nil
-	p.tellAll(DisarmLine)
-}
-
-// waitStopped waits until process pid is stopped (state T in /proc/PID/stat), for at most
-// stopWait.
-func waitStopped(pid int) error {
-	path := fmt.Sprintf("/proc/%d/stat", pid)
-	for deadline := time.Now().Add(stopWait); ; time.Sleep(100 * time.Microsecond) {
-		stat, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		// The state follows the command, which is in parentheses and may hold anything.
-		if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) && (stat[i+2] == 'T' || stat[i+2] == 't') {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("worker %d did not stop within %s", pid, stopWait)
-		}
-	}
-}
-
-// stopWait bounds the wait for a worker that said it stops itself: a SIGSTOP to oneself
-// takes effect before the call returns, so only a machine that does not run the worker at
-// all takes long.
-const stopWait = 5 * time.Second
-
-// Processes and Signal make the pool a nemesis.Workers.
-func (p *pool) Processes() []int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var running []int
-	for _, w := range p.slots {
-		if w != nil {
-			running = append(running, w.cfg.Process)
-		}
-	}
-	return slices.Clip(running)
-}
-
-// Signal signals a worker by its process number: the whole of its process group, so an
-// exec client's program stops, goes on and dies with its worker. A worker that has
-// already exited takes no signal and that is no error: a pause's SIGCONT may come after a
-// kill.
-func (p *pool) Signal(process int, sig syscall.Signal) error {
-	w, err := p.find(process)
-	if w == nil || err != nil {
-		return err
-	}
-	if err := w.signal(sig); err != nil {
-		return fmt.Errorf("signal worker %d: %w", process, err)
-	}
-	return nil
 }
 
 // find is the worker with a process number; nil with no error for one that has exited and
@@ -472,105 +375,6 @@ func (w *worker) signal(sig syscall.Signal) error {
 		return err
 	}
 	return nil
-}
-
-// Throttle and Unthrottle make the pool a nemesis.Throttler: a worker's whole process group,
-// its exec client's program too, goes into a cgroup of its own with a CPU quota (package
-// cpucap), named after the run and the worker (lockbreaker-<run>-worker-<n>) so that nothing
-// of another run's is touched.
-func (p *pool) Throttle(process int) error {
-	w, err := p.find(process)
-	if w == nil || err != nil {
-		return err
-	}
-	c, err := cpucap.Find(cpucap.Root)
-	if err != nil {
-		return err
-	}
-	pids, err := cpucap.ProcessGroup(w.cmd.Process.Pid)
-	if err != nil || len(pids) == 0 { // none: the worker and its program have exited
-		return err
-	}
-	g, err := c.Cap(fmt.Sprintf("%s-worker-%d", w.cfg.Run, process), pids)
-	if err != nil {
-		return w.ignoreExited(fmt.Errorf("throttle worker %d: %w", process, err))
-	}
-	p.mu.Lock()
-	p.capped = append(p.capped, g)
-	p.mu.Unlock()
-	return nil
-}
-
-func (p *pool) Unthrottle() error {
-	p.mu.Lock()
-	capped := p.capped
-	p.capped = nil
-	p.mu.Unlock()
-	var errs []error
-	for _, g := range capped {
-		errs = append(errs, g.Release())
-	}
-	return errors.Join(errs...)
-}
-
-// ClientIP, ClientDropFrom and HealClients make the pool a
-// nemesis.ClientNetwork when its workers have addresses of their own.
-func (p *pool) ClientIP(process int) (string, error) {
-	if _, err := p.worker(process); err != nil {
-		return "", err
-	}
-	return p.addrs.net.Addr(process % len(p.slots)).String(), nil // replaced or not, its slot's
-}
-
-func (p *pool) ClientDropFrom(ctx context.Context, process int, sources ...string) error {
-	w, err := p.worker(process)
-	if w == nil || err != nil {
-		return err
-	}
-	pid := w.cmd.Process.Pid
-	if i := slices.Index(sources, nemesis.Storage); i >= 0 {
-		sources = slices.Delete(slices.Clone(sources), i, i+1)
-		if err := w.ignoreExited(p.addrs.net.DropTo(ctx, pid, p.addrs.storage)); err != nil {
-			return err
-		}
-	}
-	if len(sources) == 0 {
-		return nil
-	}
-	return w.ignoreExited(p.addrs.net.DropFrom(ctx, pid, sources...))
-}
-
-// HealClients removes every cut from the running workers; a worker that starts
-// later has a namespace of its own, with none.
-func (p *pool) HealClients(ctx context.Context) error {
-	p.mu.Lock()
-	running := slices.DeleteFunc(slices.Clone(p.slots), func(w *worker) bool { return w == nil })
-	p.mu.Unlock()
-	var errs []error
-	for _, w := range running {
-		errs = append(errs, w.ignoreExited(p.addrs.net.Heal(ctx, w.cmd.Process.Pid)))
-	}
-	return errors.Join(errs...)
-}
-
-// worker finds a worker by its process number, on a pool whose workers have addresses of
-// their own; nil with no error for one that has exited and been replaced.
-func (p *pool) worker(process int) (*worker, error) {
-	if p.addrs == nil {
-		return nil, errors.New("the workers share the host's network address")
-	}
-	return p.find(process)
-}
-
-// ignoreExited drops the error of an act on a worker's namespace that failed because the
-// worker has exited: its namespace went with it, and whatever was in it.
-func (w *worker) ignoreExited(err error) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.exited {
-		return nil
-	}
-	return err
 }
 
 // stop asks every worker to finish, waits up to grace for them, kills the rest, and waits

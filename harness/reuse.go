@@ -70,16 +70,13 @@ func shapeOf(s Spec) (shape, error) {
 	return shape{system: s.System, nodes: nodes, ttl: s.TTL.Std()}, err
 }
 
-// needs are the levers that the nemeses named pull, all together, but the workers' own
-// (busy holders), which ask nothing of a cluster.
+// needs are the levers that the nemeses named pull on a cluster, all together.
 func needs(faults ...[]string) nemesis.Needs {
 	nem, err := nemesis.New(slices.Concat(faults...))
 	if err != nil { // names a spec already refused
 		return nemesis.Needs{}
 	}
-	n := nem.Needs()
-	n.BusyHolders = false
-	return n
+	return nem.Needs().OfCluster()
 }
 
 // kept is a cluster of containers lent to one run at a time.

@@ -109,6 +109,9 @@ func CheckSpec(s Spec) (Checked, error) {
 	if err := nem.Available(sys, nodes); err != nil {
 		return Checked{}, &SpecError{Reason: err.Error()}
 	}
+	if err := preflightLevers(s.Nemesis); err != nil {
+		return Checked{}, &SpecError{Reason: err.Error()}
+	}
 	if err := checkCrashSettings(&s, sys, nodes, nem.Needs()); err != nil {
 		return Checked{}, err
 	}

@@ -176,3 +176,32 @@ func TestExecClientIsExeclocks(t *testing.T) {
 		t.Fatalf("spec.ExecClient %q, execlock.Name %q", runspec.ExecClient, execlock.Name)
 	}
 }
+
+// A lever this host cannot give (clients on addresses of their own without root, a throttle
+// without a CPU controller) refuses the nemesis that pulls it, by name and with the reason,
+// before anything starts; a nemesis that pulls neither is not asked about them.
+func TestCheckSpecRefusesALeverTheHostLacks(t *testing.T) {
+	defer func(addrs, caps func() error) { clientAddrsHere, cpuCapsHere = addrs, caps }(clientAddrsHere, cpuCapsHere)
+	clientAddrsHere = func() error { return errors.New("not root") }
+	cpuCapsHere = func() error { return errors.New("no CPU controller to throttle with") }
+	cases := []struct {
+		nemesis []string
+		want    string
+	}{
+		{[]string{"partition-halves", "partition-client"}, "nemesis partition-client: not root"},
+		{[]string{"throttle-holder"}, "nemesis throttle-holder: no CPU controller to throttle with"},
+		{[]string{"pause-holder", "partition-halves"}, ""},
+	}
+	for _, c := range cases {
+		s := DefaultSpec()
+		s.System, s.Nodes, s.Client, s.Nemesis = "redlock", 5, "redlock", c.nemesis
+		_, err := CheckSpec(s)
+		var specErr *SpecError
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%v: %v, want no refusal", c.nemesis, err)
+		case c.want != "" && (!errors.As(err, &specErr) || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%v: %v, want a SpecError saying %q", c.nemesis, err, c.want)
+		}
+	}
+}

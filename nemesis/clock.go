@@ -20,12 +20,6 @@ import (
 // is kept within its lease (bumpInLease); the others, and clock-bump undirected, fire on
 // their schedule for env.Pause.
 
-// Clocks moves the nodes' wall clocks: a node's clock reads real time plus offset.
-type Clocks interface {
-	SetClock(ctx context.Context, node string, offset time.Duration) error
-	ResetClocks(ctx context.Context) error
-}
-
 // strobeStep is how often clock-strobe flips and clock-rate advances the clock.
 const strobeStep = 100 * time.Millisecond
 

@@ -22,35 +22,6 @@ import (
 // a primary that crashes before replicating a key hands its role to a replica that never
 // saw it (the seed's third failure mode).
 
-// Restarter crashes a node's server and starts it again.
-type Restarter interface {
-	// Kill sends SIGKILL to the node's server and returns once it has gone.
-	Kill(ctx context.Context, node string) error
-	// Crash kills the node's server to start again at once, in place where the system
-	// can (its address then refuses connections rather than leaving them to time out),
-	// and returns once it has gone.
-	Crash(ctx context.Context, node string) error
-	// Restart starts a killed or crashed node's server again and returns once it serves.
-	Restart(ctx context.Context, node string) error
-	// RestartKilled starts every node still killed again.
-	RestartKilled(ctx context.Context) error
-}
-
-// Promoter makes the monitors of a replicated cluster promote a replica now, without
-// waiting until they agree that the primary is down (SENTINEL FAILOVER), and tells whom
-// they name as the primary to clients.
-type Promoter interface {
-	Promote(ctx context.Context) error
-	// Announced is the node every monitor names the primary now; "" while they differ.
-	Announced(ctx context.Context) (string, error)
-}
-
-// Roles tells each node's part in its cluster now: leader or follower, primary or
-// replica, down when killed, unknown when it does not say.
-type Roles interface {
-	Roles(ctx context.Context) (map[string]system.Role, error)
-}
-
 // killNode crashes the nodes that granted the lock while their grant is held, as a power
 // cut would, and starts them again env.RestartAfter later (at once by default) on what
 // their disks kept. Directed (the default), it waits until a client holds the lock and has

@@ -8,32 +8,7 @@ import (
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
-	"github.com/lockbreaker/lockbreaker/links"
 )
-
-// Links reaches what single lock clients send, by process number, through the proxies on
-// each client's links to the nodes and to the storage (package links): the network's
-// faults without the kernel's.
-type Links interface {
-	// SlowClient adds latency, give or take jitter, to everything process p sends, until
-	// HealLinks.
-	SlowClient(p int, latency, jitter time.Duration) error
-	// BreakClient makes process p's links fail what it sends as b says (links.Reset,
-	// links.Silence), until HealLinks.
-	BreakClient(p int, b links.Break) error
-	// HoldNextWrite arms every client's link to the storage to hold the next write it
-	// sends, until the hold is released.
-	HoldNextWrite() (WriteHold, error)
-	// HealLinks takes every slowdown, break and hold back, delivering what was held.
-	HealLinks()
-}
-
-// WriteHold is an armed hold (links.Hold): Caught tells the write it caught, Release lets
-// it go on to the storage.
-type WriteHold interface {
-	Caught() <-chan links.Held
-	Release()
-}
 
 // onLinks is embedded by the faults made on the clients' links: they apply to every
 // system, since the proxies are the harness's.
@@ -77,7 +52,7 @@ func (delayClient) Run(ctx context.Context, env Env) error {
 			}
 		}
 		return oneClient(env, p, history.Delay, map[string]string{delayDetail: env.Pause.String()},
-			func(p int) error { return env.Links.SlowClient(p, env.Pause, 0) },
+			func(p int) error { return env.Links.Strike(p, LinkFault{Effect: Slow, Latency: env.Pause}) },
 			func(p int) { w.seeOverruns(ctx, env, history.Delay, 2*env.Pause, func(q int) bool { return q == p }) })
 	})
 }
@@ -143,11 +118,11 @@ func (delayHolder) Run(ctx context.Context, env Env) error {
 }
 
 // awaitHeld follows the history until hold caught a write; false once ctx ended.
-func (w *watcher) awaitHeld(ctx context.Context, hold WriteHold) (links.Held, bool) {
+func (w *watcher) awaitHeld(ctx context.Context, hold WriteHold) (HeldWrite, bool) {
 	for {
 		select {
 		case <-ctx.Done():
-			return links.Held{}, false
+			return HeldWrite{}, false
 		case held := <-hold.Caught():
 			return held, true
 		case e := <-w.events:
@@ -161,7 +136,7 @@ func (w *watcher) awaitHeld(ctx context.Context, hold WriteHold) (links.Held, bo
 // records the fault and, once both happened, its hazard; the caller then lets it go. The
 // write's invocation may reach the history after the write reached the proxy: it is
 // waited for, at most a lease.
-func (w *watcher) delayWrite(ctx context.Context, env Env, held links.Held) {
+func (w *watcher) delayWrite(ctx context.Context, env Env, held HeldWrite) {
 	p := held.Process
 	// A holder granted before the watch began is not one it can judge: let it go at once.
 	if !w.waitUntil(ctx, env.TTL, func() bool { return w.writing[p] }) || !w.holds(p) {
@@ -221,7 +196,7 @@ func (slowNetwork) Run(ctx context.Context, env Env) error {
 			return nil
 		}
 		for _, p := range env.Workers.Processes() {
-			if err := env.Links.SlowClient(p, latency, jitter); err != nil {
+			if err := env.Links.Strike(p, LinkFault{Effect: Slow, Latency: latency, Jitter: jitter}); err != nil {
 				env.Links.HealLinks()
 				return fmt.Errorf("slow %s: %w", history.TargetOfClient(p), err)
 			}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
-	"github.com/lockbreaker/lockbreaker/links"
 	"github.com/lockbreaker/lockbreaker/system"
 )
 
@@ -22,11 +21,11 @@ type fakeLinks struct {
 }
 
 type fakeHold struct {
-	caught   chan links.Held
+	caught   chan HeldWrite
 	released chan struct{}
 }
 
-func (h *fakeHold) Caught() <-chan links.Held { return h.caught }
+func (h *fakeHold) Caught() <-chan HeldWrite { return h.caught }
 func (h *fakeHold) Release() {
 	select {
 	case <-h.released:
@@ -35,14 +34,11 @@ func (h *fakeHold) Release() {
 	}
 }
 
-func (l fakeLinks) SlowClient(p int, latency, jitter time.Duration) error {
-	return l.act("%s slowed %s±%s", history.TargetOfClient(p), latency, jitter)
-}
-func (l fakeLinks) BreakClient(p int, b links.Break) error {
-	return l.act("%s broken: %s", history.TargetOfClient(p), b)
+func (l fakeLinks) Strike(p int, f LinkFault) error {
+	return l.act("%s %s", history.TargetOfClient(p), f)
 }
 func (l fakeLinks) HoldNextWrite() (WriteHold, error) {
-	h := &fakeHold{caught: make(chan links.Held, 1), released: make(chan struct{})}
+	h := &fakeHold{caught: make(chan HeldWrite, 1), released: make(chan struct{})}
 	l.holds <- h
 	return h, l.act("hold armed")
 }
@@ -117,7 +113,7 @@ func TestDelayHolderHoldsAWriteUntilAnotherClientWrote(t *testing.T) {
 			for _, e := range events {
 				f.events <- e
 			}
-			hold.caught <- links.Held{Process: 1, Value: 5, At: granted + tt.sentAfter.Nanoseconds()}
+			hold.caught <- HeldWrite{Process: 1, Value: 5, At: granted + tt.sentAfter.Nanoseconds()}
 			if tt.overtaken {
 				now := history.Now()
 				f.events <- history.Event{Type: history.OK, Process: 0, Func: history.Acquire, Time: now}

@@ -31,51 +31,12 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
-	"github.com/lockbreaker/lockbreaker/clientnet"
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/internal/quote"
 	"github.com/lockbreaker/lockbreaker/system"
 )
-
-// Workers reaches the lock clients, which are processes known by their numbers in the
-// history. A worker that dies is replaced by one with a new number.
-type Workers interface {
-	// Processes are the workers running now.
-	Processes() []int
-	// Signal signals a worker; one that has exited takes no signal, and that is no error.
-	Signal(process int, sig syscall.Signal) error
-}
-
-// SelfStoppers are workers that a directed fault can arm to stop themselves where it needs
-// them: after a read under the lock, before the write, where a GC pause hurts. The fault
-// then meets its victim at that point however late it hears of the read (a busy machine's
-// harness hears it tens of milliseconds late, by which time a holder may have written).
-type SelfStoppers interface {
-	// ArmStop arms every worker running now. stopped gets the first to stop itself (its
-	// whole process group, as SIGSTOP stops it) once it has, and the others are disarmed
-	// then; disarm takes the arming back. A worker that stops itself when nobody waits is
-	// continued at once.
-	ArmStop() (stopped <-chan SelfStop, disarm func())
-}
-
-// SelfStop is a worker that stopped itself, and when (CLOCK_MONOTONIC).
-type SelfStop struct {
-	Process int
-	At      int64
-}
-
-// Nodes reaches the lock service's nodes (containers). Every lever's ctx, here and in the
-// other levers, is the run's without its cancellation (context.WithoutCancel) when a fault
-// is made or healed: a fault begun is made whole and a heal happens after the run ended,
-// however long a busy engine takes, within the deadlines the lever keeps of its own.
-type Nodes interface {
-	Names() []string
-	// Signal sends sig (SIGSTOP, SIGCONT) to the node's server.
-	Signal(ctx context.Context, node string, sig syscall.Signal) error
-}
 
 // Env is everything a nemesis may act on.
 type Env struct {
@@ -199,53 +160,6 @@ func available(k kind, sys system.System, nodes int) error {
 type Armer interface {
 	Arm(ctx context.Context, env Env) error
 }
-
-// Needs are the levers a nemesis pulls on the nodes.
-type Needs struct {
-	// Clocks: the nodes' wall clocks move (libfaketime in containers).
-	Clocks bool
-	// Network: packets to the nodes can be dropped (NET_ADMIN in containers).
-	Network bool
-	// Restarts: the nodes' servers are killed and started again.
-	Restarts bool
-	// ClientAddrs: each lock client has an address of its own on the cluster network, so
-	// a fault can reach one client and not the others (package clientnet).
-	ClientAddrs bool
-	// Links: each lock client reaches the nodes and the storage through proxies of its own
-	// (package links), which slow or hold what it sends, on any system.
-	Links bool
-	// BusyHolders: a holder works on the CPU through its critical section instead of
-	// sleeping, on one processor (workloads.Busy), so a fault that starves it of CPU
-	// starves its lock client too. It asks nothing of the nodes.
-	BusyHolders bool
-}
-
-func (n Needs) or(o Needs) Needs {
-	return Needs{Clocks: n.Clocks || o.Clocks, Network: n.Network || o.Network, Restarts: n.Restarts || o.Restarts,
-		ClientAddrs: n.ClientAddrs || o.ClientAddrs, Links: n.Links || o.Links, BusyHolders: n.BusyHolders || o.BusyHolders}
-}
-
-// available is what every kind asks of a system for the levers it needs.
-func (n Needs) available(sys system.System) error {
-	switch {
-	case n.Clocks && sys.FixedClock != "":
-		return fmt.Errorf("moves the nodes' wall clocks, and %s", sys.FixedClock)
-	case n.Network && sys.Container == nil:
-		return fmt.Errorf("cuts packets between containers, and %s runs inside the harness", sys.Name)
-	case n.Restarts && sys.Container == nil:
-		return fmt.Errorf("kills a node's server, and %s is served by the harness itself, which would die with it", sys.Name)
-	case n.ClientAddrs && sys.Container == nil:
-		return fmt.Errorf("reaches single lock clients through their own network addresses, and the clients of %s "+
-			"share the harness's", sys.Name)
-	case n.ClientAddrs:
-		return clientAddrs()
-	}
-	return nil
-}
-
-// clientAddrs says why lock clients cannot have addresses of their own here (a variable,
-// so tests need not run as root).
-var clientAddrs = clientnet.Supported
 
 // kinds are the nemeses that can be chosen, by their kind's name; each file registers its
 // own in its init.

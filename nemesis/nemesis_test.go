@@ -189,7 +189,7 @@ func TestNeedsAreTheLeversRunPulls(t *testing.T) {
 		{[]string{"partition-halves"}, Needs{Network: true}},
 		{[]string{"kleppmann-clock"}, Needs{Clocks: true, Network: true}},
 		{[]string{"clock", "partition"}, Needs{Clocks: true, Network: true}},
-		{[]string{"throttle-holder", "pause-node"}, Needs{BusyHolders: true}},
+		{[]string{"throttle-holder", "pause-node"}, Needs{BusyHolders: true, CPUCaps: true}},
 	}
 	for _, tt := range tests {
 		n, err := New(tt.names)

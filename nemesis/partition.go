@@ -20,34 +20,6 @@ import (
 // clients and nodes applies to every client at once, and the faults that name single
 // clients are refused.
 
-// Network cuts nodes off each other and off the clients.
-type Network interface {
-	// IP is a node's address on the cluster network.
-	IP(node string) string
-	// Gateway is the address the lock clients' traffic comes from.
-	Gateway() string
-	DropFrom(ctx context.Context, node string, sources ...string) error
-	HealNetwork(ctx context.Context) error
-}
-
-// ClientNetwork reaches single lock clients on the cluster network, by process number. A
-// client that replaces a dead one has its address.
-type ClientNetwork interface {
-	// ClientIP is process p's address on the cluster network; an error for a process the
-	// run never had.
-	ClientIP(p int) (string, error)
-	// ClientDropFrom makes process p drop every packet from the sources (addresses, or
-	// Storage: its path to the storage).
-	ClientDropFrom(ctx context.Context, p int, sources ...string) error
-	// HealClients removes every cut from every running client.
-	HealClients(ctx context.Context) error
-}
-
-// Leaders finds the node that leads a consensus cluster (ZooKeeper).
-type Leaders interface {
-	Leader(ctx context.Context) (string, error)
-}
-
 // partition cuts the network on a seeded schedule, in one shape (the kind of its faults: a
 // shape's, or the leader's), or a mix of the shapes (history.Partition).
 type partition struct{ shape history.FaultKind }
@@ -263,12 +235,6 @@ func (primarySplit) suits(sys system.System, nodes int) error {
 		return fmt.Errorf("a %s cluster of %d nodes has no primary and replica to split", sys.Name, nodes)
 	}
 	return nil
-}
-
-// Monitors names the monitors beside the nodes (Sentinels), which a split puts on the
-// replicas' side.
-type Monitors interface {
-	MonitorNames() []string
 }
 
 func (p primarySplit) Run(ctx context.Context, env Env) error {

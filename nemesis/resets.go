@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
-	"github.com/lockbreaker/lockbreaker/links"
 )
 
 // The connections that break instead of slowing: one client's links, on the schedule,
@@ -24,7 +23,7 @@ func init() { register(func() kind { return resetClient{} }) }
 func (resetClient) Kind() history.FaultKind { return history.ResetClient }
 
 func (resetClient) Run(ctx context.Context, env Env) error {
-	return breakOneClient(ctx, env, history.ResetClient, nil, links.Reset())
+	return breakOneClient(ctx, env, history.ResetClient, nil, LinkFault{Effect: Reset})
 }
 
 // timeoutClient silences one client's connections, which the proxies close after a while
@@ -40,7 +39,7 @@ const closedAfterDetail = "closed after"
 
 func (timeoutClient) Run(ctx context.Context, env Env) error {
 	after := silence(env.TTL, env.Pause)
-	return breakOneClient(ctx, env, history.TimeoutClient, map[string]string{closedAfterDetail: after.String()}, links.Silence(after))
+	return breakOneClient(ctx, env, history.TimeoutClient, map[string]string{closedAfterDetail: after.String()}, LinkFault{Effect: Silence, CloseAfter: after})
 }
 
 // silence is how long timeout-client's proxies leave a connection unanswered before they
@@ -57,14 +56,14 @@ func silence(ttl, window time.Duration) time.Duration {
 
 // breakOneClient breaks one client's links at a time as b says, for env.Pause each, and
 // records its hazard for each operation of that client that ended indeterminate meanwhile.
-func breakOneClient(ctx context.Context, env Env, k history.FaultKind, detail map[string]string, b links.Break) error {
+func breakOneClient(ctx context.Context, env Env, k history.FaultKind, detail map[string]string, f LinkFault) error {
 	w := watch(env.Subscribe())
 	return w.schedule(ctx, env, func(rng *rand.Rand) error {
 		p, ok := randomClient(env, rng)
 		if !ok {
 			return nil // no client running now: the next window may find one
 		}
-		return oneClient(env, p, k, detail, func(p int) error { return env.Links.BreakClient(p, b) },
+		return oneClient(env, p, k, detail, func(p int) error { return env.Links.Strike(p, f) },
 			func(p int) { w.seeUnknownOutcomes(ctx, env, k, p, env.Pause) })
 	})
 }

@@ -5,20 +5,8 @@ import (
 	"errors"
 	"syscall"
 
-	"github.com/lockbreaker/lockbreaker/cpucap"
 	"github.com/lockbreaker/lockbreaker/history"
-	"github.com/lockbreaker/lockbreaker/system"
 )
-
-// Throttler starves lock clients of CPU without stopping them: the whole process group of
-// one (the worker and its exec client's program, as Signal reaches it) gets a small share of
-// one CPU (package cpucap) until it is given its CPU back.
-type Throttler interface {
-	// Throttle caps the process group of client process; one that has exited is no error.
-	Throttle(process int) error
-	// Unthrottle gives every throttled client its CPU back. It is idempotent.
-	Unthrottle() error
-}
 
 // throttleHolder is a slow holder, not a stopped one (issue 37): where pause-holder freezes
 // a holder, this one starves it, right after its read, to 1% of a CPU (cpucap.Quota per
@@ -39,15 +27,7 @@ func init() { register(func() kind { return throttleHolder{} }) }
 
 func (throttleHolder) Kind() history.FaultKind { return history.ThrottleHolder }
 
-func (throttleHolder) Needs() Needs { return Needs{BusyHolders: true} }
-
-// cpuControl says why no process can be throttled here (a variable, so tests need no root).
-var cpuControl = func() error {
-	_, err := cpucap.Find(cpucap.Root)
-	return err
-}
-
-func (throttleHolder) conditions(system.System, int) error { return cpuControl() }
+func (throttleHolder) Needs() Needs { return Needs{BusyHolders: true, CPUCaps: true} }
 
 func (throttleHolder) Run(ctx context.Context, env Env) error {
 	t, ok := env.Workers.(Throttler)

@@ -10,11 +10,7 @@ import (
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
-	"github.com/lockbreaker/lockbreaker/system"
 )
-
-// The unit tests run without root: the CPU can be throttled unless a test says otherwise.
-func init() { cpuControl = func() error { return nil } }
 
 // throttling is the recording fake's workers, able to stop themselves when armed, and to
 // be throttled.
@@ -110,16 +106,3 @@ type failing struct{ throttling }
 
 func (failing) Throttle(int) error { return errors.New("no cgroup") }
 
-// Where the host has no CPU controller to throttle with, throttle-holder is refused
-// before anything starts, with the reason.
-func TestThrottleHolderIsRefusedWithoutACPUController(t *testing.T) {
-	defer func(old func() error) { cpuControl = old }(cpuControl)
-	cpuControl = func() error {
-		return errors.New("no CPU controller to throttle with under /sys/fs/cgroup: cgroup v1 has no cpu.cfs_quota_us")
-	}
-	etcd, _ := system.Lookup("etcd")
-	n, _ := New([]string{history.ThrottleHolder.Name})
-	if err := n.Available(etcd, 3); err == nil || !strings.Contains(err.Error(), "nemesis throttle-holder: no CPU controller") {
-		t.Errorf("throttle-holder without a CPU controller: %v", err)
-	}
-}
