@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -244,6 +246,29 @@ func TestSingleRedis(t *testing.T) {
 		}
 		if got, err := c.Exec(ctx, n.Name, "cat", nodeClockFile); err != nil || got != "+1.250" {
 			t.Errorf("faketime file %q (%v), want +1.250", got, err)
+		}
+	})
+
+	t.Run("clock settings at once on one node each land whole", func(t *testing.T) {
+		defer c.ResetClocks(ctx)
+		var wg sync.WaitGroup
+		errs := make([]error, 8)
+		for i := range errs {
+			wg.Go(func() {
+				if i%4 == 3 { // the way in through a shell in the node too
+					errs[i] = c.setClockInNode(ctx, n.Name, fmt.Sprintf("+%d.000", i))
+					return
+				}
+				errs[i] = c.SetClock(ctx, n.Name, time.Duration(i)*time.Second)
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatalf("two clock settings at once: %v", err)
+		}
+		got, err := c.Exec(ctx, n.Name, "sh", "-c", "cat "+nodeClockFile+"; ls "+path.Dir(nodeClockFile))
+		if err != nil || strings.Contains(got, ".new") || !regexp.MustCompile(`^\+[0-7]\.000`).MatchString(got) {
+			t.Errorf("after settings at once the clock file and its folder hold %q (%v): want one offset whole and no temporary file", got, err)
 		}
 	})
 

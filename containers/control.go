@@ -175,10 +175,11 @@ func (c *Cluster) SetClock(ctx context.Context, name string, offset time.Duratio
 }
 
 // setClockInNode writes node name's clock offset file by a shell in the node, where this
-// host cannot reach into it: a new file renamed over the old one, since the server reads
-// the file on every time call and must never see it half written.
+// host cannot reach into it: a new file (of this shell's own, so two settings at once do
+// not rename each other's away) renamed over the old one, since the server reads the file
+// on every time call and must never see it half written.
 func (c *Cluster) setClockInNode(ctx context.Context, name, seconds string) error {
-	_, err := c.Exec(ctx, name, "sh", "-c", `printf '%s' "$1" > "$2.new" && mv -f "$2.new" "$2"`, "sh", seconds, nodeClockFile)
+	_, err := c.Exec(ctx, name, "sh", "-c", `printf '%s' "$1" > "$2.new.$$" && mv -f "$2.new.$$" "$2"`, "sh", seconds, nodeClockFile)
 	return err
 }
 

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -552,10 +553,19 @@ func (c *Cluster) setClockFromHost(ctx context.Context, n Node, path, seconds st
 		return err
 	}
 	file := fmt.Sprintf("/proc/%d/root%s", pid, path)
-	if err := os.WriteFile(file+".new", []byte(seconds), 0o644); err != nil {
+	// A temporary file of this call's own: two settings at once must not rename each
+	// other's away.
+	tmp, err := os.CreateTemp(filepath.Dir(file), filepath.Base(file)+".new.*")
+	if err != nil {
 		return fmt.Errorf("set clock of node %s: %w", n.Name, err)
 	}
-	if err := os.Rename(file+".new", file); err != nil {
+	_, err = tmp.WriteString(seconds)
+	err = errors.Join(err, tmp.Chmod(0o644), tmp.Close())
+	if err == nil {
+		err = os.Rename(tmp.Name(), file)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
 		return fmt.Errorf("set clock of node %s: %w", n.Name, err)
 	}
 	return nil

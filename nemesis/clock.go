@@ -246,9 +246,71 @@ func (clockFault) Heal(ctx context.Context, env Env) error {
 }
 
 func clocksOf(env Env) (Clocks, error) {
+	if env.clocks != nil {
+		return env.clocks, nil
+	}
 	clocks, ok := env.Nodes.(Clocks)
 	if !ok {
 		return nil, errors.New("this cluster cannot move its nodes' clocks")
 	}
 	return clocks, nil
+}
+
+// clockSums is how the parts of a composition share the nodes' clocks: a node's clock reads
+// real time plus the sum of the offsets every part has set on it, so two faults striking one
+// node at once add up (clock-bump's jump, then clock-rate's running ahead of it) instead of
+// each undoing the other's, and each part's reset takes back only its own. The offsets are
+// written one at a time, so the last written is the latest sum.
+type clockSums struct {
+	clocks Clocks
+	parts  int
+	// turn is held by the part setting a clock (a channel of one: a wait for it is one a
+	// test's synctest bubble sees as blocked); it guards offsets.
+	turn    chan struct{}
+	offsets map[string][]time.Duration // by node, by part
+}
+
+func newClockSums(clocks Clocks, parts int) *clockSums {
+	return &clockSums{clocks: clocks, parts: parts, turn: make(chan struct{}, 1), offsets: map[string][]time.Duration{}}
+}
+
+// partClocks is part's view of the shared clocks.
+type partClocks struct {
+	sums *clockSums
+	part int
+}
+
+func (p partClocks) SetClock(ctx context.Context, node string, offset time.Duration) error {
+	s := p.sums
+	s.turn <- struct{}{}
+	defer func() { <-s.turn }()
+	offsets := s.offsets[node]
+	if offsets == nil {
+		offsets = make([]time.Duration, s.parts)
+		s.offsets[node] = offsets
+	}
+	offsets[p.part] = offset
+	var sum time.Duration
+	for _, d := range offsets {
+		sum += d
+	}
+	return s.clocks.SetClock(ctx, node, sum)
+}
+
+// ResetClocks takes back every offset this part set.
+func (p partClocks) ResetClocks(ctx context.Context) error {
+	p.sums.turn <- struct{}{}
+	var moved []string
+	for node, offsets := range p.sums.offsets {
+		if offsets[p.part] != 0 {
+			moved = append(moved, node)
+		}
+	}
+	<-p.sums.turn
+	slices.Sort(moved)
+	var errs []error
+	for _, node := range moved {
+		errs = append(errs, p.SetClock(ctx, node, 0))
+	}
+	return errors.Join(errs...)
 }

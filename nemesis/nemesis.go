@@ -89,6 +89,10 @@ type Env struct {
 	// Halt closes when the run is interrupted (nil: never). A killed node stays down for
 	// RestartAfter even past the run's time limit, but not past an interrupt.
 	Halt <-chan struct{}
+
+	// clocks is this part's share of the nodes' clocks in a composition (clockSums); nil:
+	// Nodes's own.
+	clocks Clocks
 }
 
 // Nemesis injects the faults of the kinds chosen (New).
@@ -253,13 +257,21 @@ func (c composed) Name() string {
 func (c composed) Run(ctx context.Context, env Env) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
+	var sums *clockSums
+	if clocks, ok := env.Nodes.(Clocks); ok {
+		sums = newClockSums(clocks, len(c))
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(c))
 	for i, n := range c {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := n.Run(ctx, c.own(env, i)); err != nil {
+			env := c.own(env, i)
+			if sums != nil {
+				env.clocks = partClocks{sums, i}
+			}
+			if err := n.Run(ctx, env); err != nil {
 				errs[i] = fmt.Errorf("nemesis %s: %w", n.Kind().Name, err)
 				stop()
 			}
