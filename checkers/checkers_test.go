@@ -585,6 +585,11 @@ func TestJudgeGivesNoVacuousPass(t *testing.T) {
 			Options{FaultsRequested: true, Hazards: map[string]history.Hazard{"failover": history.GrantLost}}, map[string]Verdict{
 				"data-safety": Unknown, "stats": Unknown,
 			}, "failover injected 1 fault and no replica was promoted"},
+		{"of two targeted nemeses, none's hazard occurred", readHistory(t, "kleppmann-fenced.jsonl"),
+			Options{FaultsRequested: true, Hazards: map[string]history.Hazard{"pause-holder": history.GrantedInPause, "failover": history.GrantLost}},
+			map[string]Verdict{"data-safety": Unknown, "stats": Unknown},
+			"failover injected 1 fault and no replica was promoted while a grant its primary made after the cut was held, " +
+				"pause-holder injected 1 fault and no other client was granted"},
 		{"a violation stands", readHistory(t, "kleppmann-unfenced.jsonl"), Options{FaultsRequested: true}, map[string]Verdict{
 			"lock-linearizable": Invalid, "data-safety": Invalid, "stats": Valid,
 		}, ""},
@@ -608,6 +613,24 @@ func TestJudgeGivesNoVacuousPass(t *testing.T) {
 				t.Errorf("overall %s, want no pass", got)
 			}
 		})
+	}
+}
+
+// A pass is a claim about the dangers that came: of two targeted nemeses, one whose danger
+// came keeps the pass, and the other's is named in a note.
+func TestJudgeKeepsAPassOneDangerCameFor(t *testing.T) {
+	events := readHistory(t, "kleppmann-fenced-hazard.jsonl")
+	results := Judge(t.Context(), events, Options{FaultsRequested: true,
+		Hazards: map[string]history.Hazard{"pause-holder": history.GrantedInPause, "failover": history.GrantLost}})
+	want := map[string]Verdict{"mutual-exclusion": Invalid, "data-safety": Valid, "fencing": Valid, "stats": Valid}
+	for _, r := range results {
+		if v, ok := want[r.Checker]; ok && r.Verdict != v {
+			t.Errorf("%s: %s (%s), want %s", r.Checker, r.Verdict, r.Summary, v)
+		}
+		const note = "; note: failover injected 1 fault and no replica was promoted while a grant its primary made after the cut was held"
+		if r.Checker == Stats && !strings.HasSuffix(r.Summary, note) {
+			t.Errorf("stats says %q, want it to end %q", r.Summary, note)
+		}
 	}
 }
 
