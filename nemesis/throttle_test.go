@@ -105,4 +105,3 @@ func TestThrottleThatFailsLetsGoAndHealUnthrottles(t *testing.T) {
 type failing struct{ throttling }
 
 func (failing) Throttle(int) error { return errors.New("no cgroup") }
-
