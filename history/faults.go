@@ -43,6 +43,8 @@ var (
 		Does: "throttles a holder's whole process, busy in its work, to 1% of a CPU right after its read until another client has taken the lock over: a starved process, not a stopped one"})
 	PauseClient = declare(FaultKind{Name: "pause-client", Struck: "was paused", Back: "resumed", Hazard: GrantedInPause,
 		Does: "freezes a random client, holder or not, for --pause"})
+	PauseWaiter = declare(FaultKind{Name: "pause-waiter", Struck: "was frozen while it waited for the lock", Back: "went on", Hazard: WaiterLapsed,
+		Does: "freezes a client whose acquire waits behind another's grant until its lease has run out and another client has been granted the lock: etcd 3.4's lock bug"})
 	PauseNode = declare(FaultKind{Name: "pause-node", Struck: "was paused", Back: "resumed",
 		Does: "freezes a random node's server for --pause"})
 	// PauseInLease keeps a directed fault's victim inside its critical section, and never

@@ -46,6 +46,12 @@ const (
 	// TwoPrimaries: a client on the old primary's side of a split and a client on the new
 	// primary's side held grants at once.
 	TwoPrimaries Hazard = "two-primaries"
+	// WaiterLapsed: a client frozen while it waited for the lock (its acquire under way,
+	// another client holding) stayed stopped past its lease (the one its client keeps
+	// alive: the TTL, or the lease_ttl the grants state), and another client was granted
+	// the lock after that lease had run out, while it was still stopped. A correct lock
+	// then refuses the thawed waiter; etcd 3.4's grants it (Jepsen's etcd 3.4.3 analysis).
+	WaiterLapsed Hazard = "waiter-lapsed"
 	// ClockPastLease: a node's clock was moved forward past the end of a lease that was
 	// still held.
 	ClockPastLease Hazard = "clock-past-lease"
@@ -97,6 +103,13 @@ const (
 	PooledSession Hazard = "pooled-session"
 )
 
+// The details of a waiter-lapsed hazard beside the grant it names: how long the waiter had
+// been frozen when that grant came, and the lease it had (time.Durations).
+const (
+	FrozenForDetail = "frozen for"
+	LeaseDetail     = "lease"
+)
+
 // BackendDetail is the detail of a grant that names the server session it was made in
 // (PostgreSQL's backend process id): two grants held at once in one session are a
 // pooler's doing (PooledSession).
@@ -123,6 +136,8 @@ var hazards = map[Hazard]hazardWords{
 		"no replica was promoted while a grant its primary made after the cut was held"},
 	TwoPrimaries: {"grant under two primaries", "grants under two primaries",
 		"no clients on both sides of a split held grants at once"},
+	WaiterLapsed: {"grant while a frozen waiter's lease had run out", "grants while a frozen waiter's lease had run out",
+		"no client frozen while it waited for the lock stayed stopped past its lease while another client was granted it"},
 	ClockPastLease: {"clock jump past a held lease", "clock jumps past a held lease",
 		"no clock was moved past the end of a lease that was still held"},
 	TwoMajorities: {"second majority within a lease", "second majorities within a lease",

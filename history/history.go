@@ -137,6 +137,12 @@ const BusyEvery = "busy every"
 // attempt took and the drift allowance.
 const Validity = "validity"
 
+// LeaseTTL is the detail of a granted acquire that says how long the lease its client
+// keeps alive lasts (a time.Duration), where the server gave another than the TTL asked
+// for (etcd's leases count whole seconds and have a minimum): a client stopped that long
+// has lost it, whether it held the lock or waited for it.
+const LeaseTTL = "lease_ttl"
+
 // ValiditySpent is the detail of a failed acquire whose attempt a majority granted only
 // after the lock's validity had run out (a time.Duration: how long the attempt took): a
 // Redlock client then releases what it got and uses none of it. It is counted, not

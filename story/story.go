@@ -54,6 +54,12 @@ func Tell(o checkers.Overlap, events []history.Event, ttl time.Duration, start i
 	}
 	pe, pl := proc(o.Earlier.Process), proc(o.Later.Process)
 
+	// The later holder may have waited frozen since before the first grant (pause-waiter).
+	waiter, frozen := t.frozenWaiter(earlier, later)
+	if frozen {
+		t.frozen(waiter, pl)
+	}
+
 	// The first holder, and what it read.
 	text := fmt.Sprintf("%s was granted the lock%s at %s", pe, tokenText(earlier.Token), t.at(earlier))
 	if read, ok := t.op(earlier.Index, later.Index, o.Earlier.Process, history.Read); ok && read.Type() == history.OK && read.Value() != nil {
@@ -74,6 +80,10 @@ func Tell(o checkers.Overlap, events []history.Event, ttl time.Duration, start i
 
 	// The second holder.
 	text = fmt.Sprintf("%s was granted the lock%s at %s", pl, tokenText(later.Token), t.at(later))
+	if frozen {
+		text = fmt.Sprintf("%s%s was granted the lock%s at %s while %s still held it, though its lease had run out while it was frozen",
+			pl, t.wentOn(earlier.Index, later), tokenText(later.Token), t.at(later), pe)
+	}
 	if t.at(later) == t.at(earlier) { // the same to the hundredth of a second: say which came first
 		text += fmt.Sprintf(" (%s after %s)", time.Duration(later.Time-earlier.Time).Round(time.Microsecond), pe)
 	}
@@ -82,9 +92,11 @@ func Tell(o checkers.Overlap, events []history.Event, ttl time.Duration, start i
 	if wroteLater {
 		text += fmt.Sprintf(" and wrote %d", *laterWrite.Value())
 	}
-	if left := earlier.Time + ttl.Nanoseconds() - later.Time; ttl > 0 && left > 0 {
+	switch left := earlier.Time + ttl.Nanoseconds() - later.Time; {
+	case frozen: // its sentence says it was granted while the first still held it
+	case ttl > 0 && left > 0:
 		text += fmt.Sprintf(", %.2f s before %s's TTL ran out", time.Duration(left).Seconds(), pe)
-	} else if ttl == 0 {
+	case ttl == 0:
 		text += fmt.Sprintf(", while %s still held it", pe)
 	}
 	t.say(later, text)
@@ -122,6 +134,51 @@ type teller struct {
 	events []history.Event
 	start  int64
 	story  []checkers.Sentence
+	// told are the hazard events already told in a sentence of their own.
+	told map[int]bool
+}
+
+// frozenWaiter is the waiter-lapsed hazard about the two grants whose frozen waiter is the
+// later holder: frozen in its acquire, its lease ran out, the earlier holder was granted,
+// and on going on it was granted too.
+func (t *teller) frozenWaiter(earlier, later history.Event) (history.Event, bool) {
+	for _, e := range t.events {
+		if isHazard(e) && e.Hazard == history.WaiterLapsed && about(e, earlier, later) &&
+			len(e.Targets) > 0 && e.Targets[0] == history.TargetOfClient(later.Process) {
+			return e, true
+		}
+	}
+	return history.Event{}, false
+}
+
+// frozen tells waiter-lapsed hazard e of waiter p: when it was frozen while it waited, and
+// when its lease ran out, from the hazard's detail (how long it had been frozen at the
+// other grant, and its lease).
+func (t *teller) frozen(e history.Event, p string) {
+	frozenFor, err1 := time.ParseDuration(e.Detail[history.FrozenForDetail])
+	lease, err2 := time.ParseDuration(e.Detail[history.LeaseDetail])
+	if err1 != nil || err2 != nil {
+		return // a hazard of another making: the hazards' sentence tells it
+	}
+	at := e.Time - frozenFor.Nanoseconds()
+	t.say(e, fmt.Sprintf("%s was frozen at %s while it waited for the lock (%s); its lease of %s ran out at %s",
+		p, t.seconds(at), e.Fault, lease, t.seconds(at+lease.Nanoseconds())))
+	if t.told == nil {
+		t.told = map[int]bool{}
+	}
+	t.told[e.Index] = true
+}
+
+// wentOn is " went on at 7.10 s and" when the fault that froze the later holder ended
+// after event index from and before its grant, or "".
+func (t *teller) wentOn(from int, later history.Event) string {
+	for _, e := range t.events {
+		if e.Index > from && e.Index < later.Index && e.Process == history.NemesisProcess && e.Func == history.Stop &&
+			strikes(e, later.Process) && back(e.Fault) != "" {
+			return fmt.Sprintf(" %s at %s and", back(e.Fault), t.at(e))
+		}
+	}
+	return ""
 }
 
 // say adds a sentence about event e.
@@ -204,7 +261,7 @@ func (t *teller) hazards(earlier, later history.Event) {
 	var found []history.Event
 	recorded := map[history.Hazard]bool{}
 	for _, e := range t.events {
-		if isHazard(e) && !recorded[e.Hazard] && about(e, earlier, later) {
+		if isHazard(e) && !recorded[e.Hazard] && !t.told[e.Index] && about(e, earlier, later) {
 			found = append(found, e)
 			recorded[e.Hazard] = true
 		}

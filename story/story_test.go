@@ -70,6 +70,32 @@ func TestTellsWhoWhichTokenAndWhichFault(t *testing.T) {
 			"p1 resumed at 2.90 s.",
 			"p1 and p3 both held the lock for 560ms.",
 		}},
+		{"a frozen waiter granted with its lease gone (etcd 3.4)", `
+{"index":0,"type":"invoke","process":0,"f":"acquire","key":"k","time":1000000000}
+{"index":1,"type":"ok","process":0,"f":"acquire","key":"k","time":1100000000}
+{"index":2,"type":"invoke","process":2,"f":"acquire","key":"k","time":1200000000}
+{"index":3,"type":"info","process":-1,"f":"start","time":1400000000,"fault":"pause-waiter","targets":["worker-2"]}
+{"index":4,"type":"invoke","process":0,"f":"release","key":"k","time":1500000000}
+{"index":5,"type":"ok","process":0,"f":"release","key":"k","time":1510000000}
+{"index":6,"type":"invoke","process":1,"f":"acquire","key":"k","time":1600000000}
+{"index":7,"type":"ok","process":1,"f":"acquire","key":"k","time":3500000000}
+{"index":8,"type":"info","process":-1,"f":"hazard","time":3500000000,"fault":"pause-waiter","targets":["worker-2","worker-1"],"hazard":"waiter-lapsed","detail":{"granted":"worker-1 #7","frozen for":"2.1s","lease":"2s"}}
+{"index":9,"type":"invoke","process":1,"f":"read","key":"k","time":3510000000}
+{"index":10,"type":"ok","process":1,"f":"read","key":"k","value":5,"time":3520000000}
+{"index":11,"type":"info","process":-1,"f":"stop","time":3600000000,"fault":"pause-waiter","targets":["worker-2"]}
+{"index":12,"type":"ok","process":2,"f":"acquire","key":"k","time":3620000000}
+{"index":13,"type":"invoke","process":1,"f":"write","key":"k","value":6,"time":3630000000}
+{"index":14,"type":"ok","process":1,"f":"write","key":"k","value":6,"time":3640000000}
+{"index":15,"type":"invoke","process":1,"f":"release","key":"k","time":3700000000}
+{"index":16,"type":"ok","process":1,"f":"release","key":"k","time":3710000000}
+{"index":17,"type":"invoke","process":2,"f":"release","key":"k","time":3800000000}
+{"index":18,"type":"fail","process":2,"f":"release","key":"k","time":3810000000,"error":"not-held"}
+`, 2 * time.Second, []string{
+			"p2 was frozen at 0.40 s while it waited for the lock (pause-waiter); its lease of 2s ran out at 2.40 s.",
+			"p1 was granted the lock at 2.50 s and read 5.",
+			"p2 went on at 2.60 s and was granted the lock at 2.62 s while p1 still held it, though its lease had run out while it was frozen.",
+			"p1 wrote 6 at 2.63 s, and the storage accepted it.",
+		}},
 		{"a fenced holder refused", `
 {"index":0,"type":"invoke","process":1,"f":"acquire","key":"k","time":1000000000}
 {"index":1,"type":"ok","process":1,"f":"acquire","key":"k","token":7,"time":1410000000}

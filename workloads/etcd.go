@@ -131,7 +131,7 @@ func (l *etcdLock) Acquire(ctx context.Context) (Grant, error) {
 	}
 	l.held = m
 	cmp := m.IsOwner()
-	detail := map[string]string{"key": key, "lease_ttl": l.leaseTTL.String(), history.Validity: validity.String()}
+	detail := map[string]string{"key": key, history.LeaseTTL: l.leaseTTL.String(), history.Validity: validity.String()}
 	return Grant{Token: (*pb.Compare)(&cmp).GetCreateRevision(), HasToken: true, Detail: detail}, nil
 }
 
