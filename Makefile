@@ -5,7 +5,7 @@ GO      ?= go
 BIN     := bin/lockbreaker
 RESULTS ?= store
 
-.PHONY: run test test-long unit bench load deps deps-run build image clean vet fuzz serve nightly kleppmann-time
+.PHONY: run test test-long unit bench load deps deps-run build image clean vet fuzz serve nightly known-bugs kleppmann-time
 
 build:
 	$(GO) build -o $(BIN) ./cmd/lockbreaker
@@ -13,7 +13,8 @@ build:
 # The node image is made from Debian packages; with no registry, by mmdebstrap, which a
 # fresh machine may lack. Lock clients join the cluster network with
 # ip and nsenter and are cut with iptables. That is all a run needs (deps-run); the tests
-# also open reports in Chromium and run the Python lock clients in examples/python, which
+# also open reports in Chromium, drive etcd 3.4's own lock through Debian's etcdctl
+# (examples/known-bugs), and run the Python lock clients in examples/python, which
 # use Debian's redis-py and kazoo through Debian's own python3 (/usr/bin/python3, which
 # another python3 on PATH may not be), and the Java one in examples/java, compiled with
 # Debian's JDK against Debian's Curator and ZooKeeper jars (/usr/share/java; no Maven).
@@ -34,6 +35,7 @@ deps: deps-run
 	/usr/bin/python3 -c 'import redis' >/dev/null 2>&1 || missing="$$missing python3-redis"; \
 	/usr/bin/python3 -c 'import kazoo' >/dev/null 2>&1 || missing="$$missing python3-kazoo"; \
 	/usr/bin/python3 -c 'import etcd3' >/dev/null 2>&1 || missing="$$missing python3-etcd3"; \
+	command -v etcdctl >/dev/null 2>&1 || missing="$$missing etcd-client"; \
 	command -v javac >/dev/null 2>&1 || missing="$$missing openjdk-17-jdk-headless"; \
 	for jar in curator-recipes:libcurator-recipes-java curator-framework:libcurator-framework-java \
 		curator-client:libcurator-client-java zookeeper:libzookeeper-java jackson-databind:libjackson2-databind-java; do \
@@ -118,6 +120,13 @@ SEEDS ?= 5
 SHARD ?= 1/1
 nightly: deps-run image
 	$(BIN) suite kleppmann --seeds $(SEEDS) --shard $(SHARD)$(if $(PARALLEL), --parallel $(PARALLEL)) --results $(RESULTS)
+
+# The known bugs (suites/known-bugs.yaml, docs/known-bugs.md): each lock bug users reported,
+# on a version that has it and the version or control that fixed it, SEEDS runs per cell,
+# one at a time. Its exit code is the suite's. In the long tier and the nightly job, not in
+# make test.
+known-bugs: deps image
+	$(BIN) suite suites/known-bugs.yaml --seeds $(SEEDS) --parallel 1 --results $(RESULTS)
 
 # The targeted faults' cells (SUITE: suites/targeted.yaml, locks known to break under them,
 # at run's defaults, unfenced; suites/slow.yaml, the network's delayed write) with BUSY

@@ -75,6 +75,18 @@ func TestLocalPausedHolderWithFencingKeepsStorageSafe(t *testing.T) {
 	expectLockBrokenDataSafe(t, runScenario(t, localSpec("local", []string{"pause-holder"}, true)))
 }
 
+// A waiter frozen past its lease on the in-process lock, whose waiters ask again rather
+// than wait in line: another client is granted meanwhile (the hazard), and the thawed waiter
+// is not granted while that client holds the lock: valid, with the danger made real.
+func TestLocalFrozenWaiterIsNotGrantedOverAHolder(t *testing.T) {
+	inMakeTest(t, "pause-waiter's own tests on a recording fake")
+	inLane(t, laneLocal)
+	tr := untilDanger(t, localSpec("local", []string{history.PauseWaiter.Name}, false), hazard(history.WaiterLapsed))
+	expect(t, tr.summary, map[string]checkers.Verdict{
+		"lock-linearizable": checkers.Valid, "mutual-exclusion": checkers.Valid, "data-safety": checkers.Valid, "stats": checkers.Valid,
+	})
+}
+
 // A worker killed while it waits for the lock: its acquire becomes indeterminate, a new
 // process takes its place, and the checkers still decide.
 func TestKilledWorkerLeavesAnIndeterminateOpAndIsReplaced(t *testing.T) {

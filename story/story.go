@@ -89,7 +89,10 @@ func Tell(o checkers.Overlap, events []history.Event, ttl time.Duration, start i
 	}
 	laterWrite, wroteLater := t.op(later.Index, o.Later.Until, o.Later.Process, history.Write)
 	wroteLater = wroteLater && laterWrite.Type() == history.OK && laterWrite.Value() != nil
-	if wroteLater {
+	switch {
+	case wroteLater && frozen:
+		text += fmt.Sprintf("; it wrote %d", *laterWrite.Value())
+	case wroteLater:
 		text += fmt.Sprintf(" and wrote %d", *laterWrite.Value())
 	}
 	switch left := earlier.Time + ttl.Nanoseconds() - later.Time; {

@@ -86,15 +86,18 @@ func TestTellsWhoWhichTokenAndWhichFault(t *testing.T) {
 {"index":12,"type":"ok","process":2,"f":"acquire","key":"k","time":3620000000}
 {"index":13,"type":"invoke","process":1,"f":"write","key":"k","value":6,"time":3630000000}
 {"index":14,"type":"ok","process":1,"f":"write","key":"k","value":6,"time":3640000000}
-{"index":15,"type":"invoke","process":1,"f":"release","key":"k","time":3700000000}
-{"index":16,"type":"ok","process":1,"f":"release","key":"k","time":3710000000}
-{"index":17,"type":"invoke","process":2,"f":"release","key":"k","time":3800000000}
-{"index":18,"type":"fail","process":2,"f":"release","key":"k","time":3810000000,"error":"not-held"}
+{"index":15,"type":"invoke","process":2,"f":"write","key":"k","value":6,"time":3650000000}
+{"index":16,"type":"ok","process":2,"f":"write","key":"k","value":6,"time":3660000000}
+{"index":17,"type":"invoke","process":1,"f":"release","key":"k","time":3700000000}
+{"index":18,"type":"ok","process":1,"f":"release","key":"k","time":3710000000}
+{"index":19,"type":"invoke","process":2,"f":"release","key":"k","time":3800000000}
+{"index":20,"type":"fail","process":2,"f":"release","key":"k","time":3810000000,"error":"not-held"}
 `, 2 * time.Second, []string{
 			"p2 was frozen at 0.40 s while it waited for the lock (pause-waiter); its lease of 2s ran out at 2.40 s.",
 			"p1 was granted the lock at 2.50 s and read 5.",
-			"p2 went on at 2.60 s and was granted the lock at 2.62 s while p1 still held it, though its lease had run out while it was frozen.",
+			"p2 went on at 2.60 s and was granted the lock at 2.62 s while p1 still held it, though its lease had run out while it was frozen; it wrote 6.",
 			"p1 wrote 6 at 2.63 s, and the storage accepted it.",
+			"p1 and p2 both wrote 6: 1 update lost.",
 		}},
 		{"a fenced holder refused", `
 {"index":0,"type":"invoke","process":1,"f":"acquire","key":"k","time":1000000000}
