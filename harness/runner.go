@@ -19,8 +19,10 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/analysis"
 	"github.com/lockbreaker/lockbreaker/checkers"
+	"github.com/lockbreaker/lockbreaker/clientnet"
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/internal/shellwords"
+	"github.com/lockbreaker/lockbreaker/links"
 	"github.com/lockbreaker/lockbreaker/nemesis"
 	"github.com/lockbreaker/lockbreaker/results"
 	runspec "github.com/lockbreaker/lockbreaker/spec"
@@ -227,55 +229,120 @@ func (t *trial) serverNotes() []string {
 var runsStarted atomic.Int64
 
 // record sets everything up, lets the clients and the nemesis loose for the time limit,
-// and tears everything down again, recording into rec.
+// and tears everything down again, recording into rec: the procedure of a run, each step
+// a function. Whatever ends it (an error, Ctrl-C), what was started is healed and stopped.
 func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
-	runID := t.id
-	nem := t.nemesis
-	cluster, err := t.Clusters.start(ctx, t.sys, t.spec, clusterSetup{runID: runID, nodes: t.spec.Nodes, ttl: t.spec.TTL.Std(),
-		needs: nem.Needs(), servers: serverSettingsOf(t.spec), logs: t.run.Path(results.NodesDir), progress: io.MultiWriter(t.progress, t.logs)})
+	cluster, err := t.Clusters.start(ctx, t.sys, t.spec, t.clusterSetup())
 	if err != nil {
 		return orInterrupted(ctx, err)
 	}
-	defer func() {
-		// Teardown must run even when ctx was cancelled (Ctrl-C).
-		bg := context.WithoutCancel(ctx)
-		err = errors.Join(err, cluster.Heal(bg))
-		if lerr := cluster.CollectLogs(bg, t.run.Path(results.NodesDir)); lerr != nil {
-			t.log.Warn("collect node logs", "err", lerr)
-		}
-		err = errors.Join(err, cluster.Stop(bg))
-	}()
-
-	storageLog, err := os.Create(t.run.Path(results.StorageFile))
-	if err != nil {
-		return fmt.Errorf("create storage log: %w", err)
-	}
-	defer storageLog.Close()
-	// Clients on addresses of their own reach the storage at the network's gateway.
+	defer func() { err = errors.Join(err, t.tearDown(context.WithoutCancel(ctx), cluster)) }()
 	cnet, shared := clientNetwork(cluster)
-	listen := "127.0.0.1:0"
-	if cnet != nil {
-		listen = netip.AddrPortFrom(cnet.Gateway(), 0).String()
-	}
-	store, err := storage.Listen(listen, t.spec.Fencing, storageLog)
+	store, addrs, err := t.startStorage(cnet)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, store.Close()) }()
-	var addrs *clientAddrs
-	if cnet != nil {
-		storageAddr, err := netip.ParseAddrPort(store.Addr())
-		if err != nil {
-			return fmt.Errorf("storage address: %w", err)
-		}
-		addrs = &clientAddrs{net: cnet, storage: storageAddr}
+	env := t.nemesisEnv(ctx, cluster, rec)
+	// A fault armed before the clients start meets their first requests.
+	if err := t.arm(ctx, env); err != nil {
+		return err
 	}
-
-	command, err := t.workerCommand()
+	configs := t.workerConfigs(t.id, cluster.Addrs(), monitorAddrs(cluster), store.Addr())
+	proxies, err := openLinks(t.nemesis.Needs(), store.listen(), cluster.Addrs(), store.Addr(), configs)
+	if err != nil {
+		return errors.Join(fmt.Errorf("proxies on the clients' links: %w", err), t.nemesis.Heal(context.WithoutCancel(ctx), env))
+	}
+	if proxies != nil {
+		defer proxies.Close()
+	}
+	stopPooled := t.watchPooler(env)
+	defer stopPooled()
+	workers, err := t.startWorkers(ctx, &env, addrs, shared, proxies, configs, rec)
 	if err != nil {
 		return err
 	}
-	env := nemesis.Env{
+	nemErr := t.unleash(ctx, env, workers, rec)
+	// Interrupted means cut short. What follows runs to its end whatever the signals, so
+	// an interrupt from here on leaves a complete history and its verdict.
+	interrupted := ctx.Err() != nil
+	healErr := t.nemesis.Heal(context.WithoutCancel(ctx), env)
+	workers.stop(configs[0].AcquireTimeout + 2*configs[0].OpTimeout + configs[0].Work + 5*time.Second)
+	stopPooled()
+	t.say("all faults healed, clients stopped")
+	finalErr := t.finalRead(ctx, rec, store.Addr())
+	if note := workers.lostNote(); note != "" {
+		t.clientNotes = append(t.clientNotes, note)
+	}
+	if interrupted {
+		return errors.Join(errInterrupted, nemErr, healErr)
+	}
+	return errors.Join(workers.clientErr(), nemErr, healErr, finalErr)
+}
+
+// clusterSetup is the cluster the run needs: its nodes, lease, the levers its nemesis
+// pulls and the servers' settings.
+func (t *trial) clusterSetup() clusterSetup {
+	return clusterSetup{runID: t.id, nodes: t.spec.Nodes, ttl: t.spec.TTL.Std(), needs: t.nemesis.Needs(),
+		servers: serverSettingsOf(t.spec), logs: t.run.Path(results.NodesDir), progress: io.MultiWriter(t.progress, t.logs)}
+}
+
+// tearDown heals the cluster, brings its nodes' logs into the run directory and stops it
+// (or gives it back to be kept); ctx is the run's without its cancellation, so that it runs
+// even after Ctrl-C.
+func (t *trial) tearDown(ctx context.Context, cluster Cluster) error {
+	err := cluster.Heal(ctx)
+	if lerr := cluster.CollectLogs(ctx, t.run.Path(results.NodesDir)); lerr != nil {
+		t.log.Warn("collect node logs", "err", lerr)
+	}
+	return errors.Join(err, cluster.Stop(ctx))
+}
+
+// runStorage is the run's fenced register and its log in the run directory.
+type runStorage struct {
+	*storage.Server
+	log *os.File
+}
+
+// listen is the address the storage listens on, where the proxies on the clients' links
+// listen too.
+func (s runStorage) listen() netip.Addr {
+	addr, _ := netip.ParseAddrPort(s.Addr())
+	return addr.Addr()
+}
+
+func (s runStorage) Close() error { return errors.Join(s.Server.Close(), s.log.Close()) }
+
+// startStorage starts the fenced register where the clients reach it: on the gateway of
+// cnet, the cluster network, when each client has an address of its own there (addrs; nil
+// when cnet is), else on loopback.
+func (t *trial) startStorage(cnet *clientnet.Network) (runStorage, *clientAddrs, error) {
+	log, err := os.Create(t.run.Path(results.StorageFile))
+	if err != nil {
+		return runStorage{}, nil, fmt.Errorf("create storage log: %w", err)
+	}
+	listen := "127.0.0.1:0"
+	if cnet != nil {
+		listen = netip.AddrPortFrom(cnet.Gateway(), 0).String()
+	}
+	server, err := storage.Listen(listen, t.spec.Fencing, log)
+	if err != nil {
+		return runStorage{}, nil, errors.Join(err, log.Close())
+	}
+	store := runStorage{Server: server, log: log}
+	if cnet == nil {
+		return store, nil, nil
+	}
+	addr, err := netip.ParseAddrPort(store.Addr())
+	if err != nil {
+		return runStorage{}, nil, errors.Join(fmt.Errorf("storage address: %w", err), store.Close())
+	}
+	return store, &clientAddrs{net: cnet, storage: addr}, nil
+}
+
+// nemesisEnv is everything the nemesis may act on but the workers, which startWorkers adds.
+func (t *trial) nemesisEnv(ctx context.Context, cluster Cluster, rec *history.Recorder) nemesis.Env {
+	return nemesis.Env{
 		Nodes: cluster,
 		Subscribe: func() <-chan history.Event {
 			ch := make(chan history.Event, 4096)
@@ -298,27 +365,34 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 		ReplicaLag:          t.spec.ReplicaLag(),
 		Halt:                ctx.Done(),
 	}
-	// A fault armed before the clients start meets their first requests.
-	if a, ok := nem.(nemesis.Armer); ok {
-		if err := a.Arm(ctx, env); err != nil {
-			return errors.Join(err, nem.Heal(context.WithoutCancel(ctx), env))
-		}
+}
+
+// arm puts a fault that must meet the clients' very first requests in place (nemesis.Armer),
+// and heals what it did when that fails.
+func (t *trial) arm(ctx context.Context, env nemesis.Env) error {
+	a, ok := t.nemesis.(nemesis.Armer)
+	if !ok {
+		return nil
 	}
-	configs := t.workerConfigs(runID, cluster.Addrs(), monitorAddrs(cluster), store.Addr())
-	listenAddr, _ := netip.ParseAddrPort(store.Addr())
-	proxies, err := openLinks(nem.Needs(), listenAddr.Addr(), cluster.Addrs(), store.Addr(), configs)
+	if err := a.Arm(ctx, env); err != nil {
+		return errors.Join(err, t.nemesis.Heal(context.WithoutCancel(ctx), env))
+	}
+	return nil
+}
+
+// startWorkers starts a worker per config, on its own address (addrs) when the clients have
+// one (else shared says why not), gives the nemesis its levers on them (env), and waits
+// until every client is at work.
+func (t *trial) startWorkers(ctx context.Context, env *nemesis.Env, addrs *clientAddrs, shared error, proxies *links.Set,
+	configs []WorkerConfig, rec *history.Recorder) (*pool, error) {
+	command, err := t.workerCommand()
 	if err != nil {
-		return errors.Join(fmt.Errorf("proxies on the clients' links: %w", err), nem.Heal(context.WithoutCancel(ctx), env))
+		return nil, err
 	}
-	if proxies != nil {
-		defer proxies.Close()
-	}
-	stopPooled := t.watchPooler(env)
-	defer stopPooled()
 	started := time.Now()
 	workers, err := startPoolOn(addrs, command, configs, rec, t.logs)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if addrs != nil {
 		t.say("%d clients on addresses of their own, started in %s", len(configs), time.Since(started).Round(time.Millisecond))
@@ -336,13 +410,20 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 	if waited := clientsAtWork(ctx, env.Subscribe(), len(configs), t.spec.TimeLimit.Std(), workers.broke); waited > time.Second {
 		t.say("every client at work after %s", waited.Round(100*time.Millisecond))
 	}
+	return workers, nil
+}
+
+// unleash lets the clients and the nemesis loose until the time limit, an interrupt, a
+// broken lock client, a nemesis that cannot inject its faults, or (--stop-at-first-violation)
+// shortly after the first violation; meanwhile it reports progress and watches the nodes'
+// roles. It returns the nemesis's error.
+func (t *trial) unleash(ctx context.Context, env nemesis.Env, workers *pool, rec *history.Recorder) error {
 	if t.spec.StopEarly {
 		t.say("%d clients running for %s at most, nemesis %s; the run ends %s after its first violation",
-			len(configs), t.spec.TimeLimit.Std(), nem.Name(), runspec.StopGrace)
+			t.spec.Clients, t.spec.TimeLimit.Std(), t.nemesis.Name(), runspec.StopGrace)
 	} else {
-		t.say("%d clients running for %s, nemesis %s", len(configs), t.spec.TimeLimit.Std(), nem.Name())
+		t.say("%d clients running for %s, nemesis %s", t.spec.Clients, t.spec.TimeLimit.Std(), t.nemesis.Name())
 	}
-
 	limit, cancel := context.WithTimeout(ctx, t.spec.TimeLimit.Std())
 	defer cancel()
 	// A lock client that broke ends the run: nothing it did later could be trusted.
@@ -359,35 +440,19 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 	defer ending.Wait()
 	t.stopEarly(limit, cancel, stopNemesis, env.Subscribe, &ending)
 	stopProgress := t.reportProgress(limit, rec)
+	defer stopProgress()
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
 		nemesis.WatchRoles(limit, env, rolesEvery)
 	}()
-	nemErr := nem.Run(nemCtx, env)
+	nemErr := t.nemesis.Run(nemCtx, env)
 	if nemErr != nil {
 		cancel() // a nemesis that cannot inject its faults makes the rest of the run moot
 	}
 	<-limit.Done()
 	<-watched
-	// Interrupted means cut short. What follows runs to its end whatever the signals, so
-	// an interrupt from here on leaves a complete history and its verdict.
-	interrupted := ctx.Err() != nil
-	stopProgress()
-	healErr := nem.Heal(context.WithoutCancel(ctx), env)
-	workers.stop(configs[0].AcquireTimeout + 2*configs[0].OpTimeout + configs[0].Work + 5*time.Second)
-	stopPooled()
-	t.say("all faults healed, clients stopped")
-
-	finalErr := t.finalRead(ctx, rec, store.Addr())
-	if note := workers.lostNote(); note != "" {
-		t.clientNotes = append(t.clientNotes, note)
-	}
-	clientErr := workers.clientErr()
-	if interrupted {
-		return errors.Join(errInterrupted, nemErr, healErr)
-	}
-	return errors.Join(clientErr, nemErr, healErr, finalErr)
+	return nemErr
 }
 
 // clientsAtWork waits until n clients have each had an operation answered, at most bound,
