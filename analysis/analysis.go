@@ -155,10 +155,5 @@ func requested(saved json.RawMessage) (faults bool, hazards map[string]history.H
 	if json.Unmarshal(saved, &s) != nil {
 		return false, nil
 	}
-	for _, name := range s.Nemesis {
-		if name != "" && name != "none" {
-			faults = true
-		}
-	}
-	return faults, history.Targets(s.Nemesis)
+	return history.Injecting(s.Nemesis), history.Targets(s.Nemesis)
 }

@@ -32,6 +32,23 @@ type FaultKind struct {
 	Part bool
 }
 
+// NoFaults is how a run that injects no fault names its nemesis (--nemesis none).
+const NoFaults = "none"
+
+// Injecting says whether the nemeses named inject any fault: one named neither "" nor
+// NoFaults.
+func Injecting(nemeses []string) bool {
+	return slices.ContainsFunc(nemeses, func(n string) bool { return n != "" && n != NoFaults })
+}
+
+// NemesisText is the nemeses named, joined by sep, or NoFaults when none is.
+func NemesisText(nemeses []string, sep string) string {
+	if text := strings.Join(nemeses, sep); text != "" {
+		return text
+	}
+	return NoFaults
+}
+
 // The fault kinds. Each is declared with all its words; a kind without them fails
 // TestFaultKindsHaveTheirWords, a chosen kind no nemesis makes fails nemesis's
 // TestEveryChosenFaultKindHasItsNemesis, and its name spelled out anywhere else fails

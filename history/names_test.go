@@ -20,6 +20,7 @@ import (
 // a Go string spell one out.
 var declared = map[string]string{
 	"history/faults.go":   "fault kind",
+	"history/hazard.go":   "hazard",
 	"checkers/checker.go": "checker",
 }
 
@@ -29,6 +30,8 @@ var notNames = map[string][]string{
 	"clientnet/clientnet.go": {"delay"},   // tc netem's own word
 	"nemesis/delay.go":       {"delay"},   // the detail saying how long a delay is
 	"results/setup.go":       {"fencing"}, // the spec's fencing setting, a fact on the report
+	"system/system.go":       {"none"},    // persistence none
+	"nemesis/crash.go":       {"none"},    // a failover's detail: no grant was lost
 }
 
 // flagDefiners are the flag.FlagSet methods whose name argument is a flag's name: a flag
@@ -39,8 +42,9 @@ var flagDefiners = map[string]int{
 	"Uint64Var": 1, "Var": 1, "TextVar": 1,
 }
 
-// Every fault kind and every checker is named in Go by its declaration (history.PauseHolder,
-// checkers.MutualExclusion), never spelled out as a string elsewhere: a name spelled out is
+// Every fault kind (and none, history.NoFaults), hazard and checker is named in Go by its
+// declaration (history.PauseHolder, history.GrantedInPause, checkers.MutualExclusion),
+// never spelled out as a string elsewhere: a name spelled out is
 // how the story came to tell "delay-client" when the nemesis recorded "delay", and how a
 // checker could go missing from the suites' expectations. A fault as recorded, a kind's
 // name then a space and what the fault was ("partition-halves n1|n2"), counts as its name.
@@ -54,6 +58,10 @@ func TestNamesAreDeclaredOnce(t *testing.T) {
 	for _, c := range checkers.All() {
 		names[c.Name()] = "checker"
 	}
+	for _, h := range history.KnownHazards() {
+		names[string(h)] = "hazard"
+	}
+	names[history.NoFaults] = "fault kind"
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)

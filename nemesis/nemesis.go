@@ -189,12 +189,12 @@ func Names() []string {
 	return names
 }
 
-// New builds the nemesis for a list of names; "none" or an empty list gives one that does
+// New builds the nemesis for a list of names; history.NoFaults or an empty list gives one that does
 // nothing, several names give them all at once.
 func New(names []string) (Nemesis, error) {
 	var all composed
 	for _, name := range names {
-		if name == "none" || name == "" {
+		if name == history.NoFaults || name == "" {
 			continue
 		}
 		make, ok := kinds[name]
@@ -242,14 +242,11 @@ func (c composed) Available(sys system.System, nodes int) error {
 }
 
 func (c composed) Name() string {
-	if len(c) == 0 {
-		return "none"
-	}
 	names := make([]string, len(c))
 	for i, n := range c {
 		names[i] = n.Kind().Name
 	}
-	return strings.Join(names, ",")
+	return history.NemesisText(names, ",")
 }
 
 // Run runs every nemesis until ctx ends or one of them fails, which stops the others

@@ -3,7 +3,8 @@ package results
 import (
 	"encoding/json"
 	"strconv"
-	"strings"
+
+	"github.com/lockbreaker/lockbreaker/history"
 )
 
 // Setup is what the report's header and the index show of a run's spec. The spec is the
@@ -41,10 +42,7 @@ func (s Setup) facts() []fact {
 	if s.Fencing {
 		fencing = "on"
 	}
-	nemesis := strings.Join(s.Nemesis, ", ")
-	if nemesis == "" {
-		nemesis = "none"
-	}
+	nemesis := history.NemesisText(s.Nemesis, ", ")
 	facts := []fact{{"system", s.System}}
 	if s.SystemFile != "" {
 		facts = append(facts, fact{"system file", s.SystemFile + " (sha256 " + s.SystemFileSHA256 + ")"})

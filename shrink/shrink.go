@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/spec"
 	"github.com/lockbreaker/lockbreaker/system"
 )
@@ -222,7 +223,7 @@ func dimensions() []dimension {
 			return steps
 		},
 		func(s spec.Spec) []step {
-			if !slices.ContainsFunc(s.Nemesis, func(n string) bool { return n != "" && n != "none" }) {
+			if !history.Injecting(s.Nemesis) {
 				return nil // no fault to bound
 			}
 			return smaller("--faults", []int{1, 2}, func(s *spec.Spec) *int { return &s.Faults }, true)(s)

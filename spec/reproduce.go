@@ -3,8 +3,8 @@ package spec
 import (
 	"encoding/json"
 	"strconv"
-	"strings"
 
+	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/internal/shellwords"
 )
 
@@ -15,10 +15,7 @@ import (
 // are unset (persistence, min replicas), and a test name that is the derived one are left
 // out when they are just that.
 func (s Spec) Args() []string {
-	nemesis := strings.Join(s.Nemesis, ",")
-	if nemesis == "" {
-		nemesis = "none"
-	}
+	nemesis := history.NemesisText(s.Nemesis, ",")
 	fencing := "off"
 	if s.Fencing {
 		fencing = "on"

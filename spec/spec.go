@@ -282,7 +282,7 @@ func (s Spec) checkCrashSettings() error {
 	if s.Faults < 0 || s.Faults > maxFaults {
 		return errorf("--faults must be between 0 (no bound) and %d, got %d", maxFaults, s.Faults)
 	}
-	if s.Faults > 0 && !slices.ContainsFunc(s.Nemesis, func(n string) bool { return n != "" && n != "none" }) {
+	if s.Faults > 0 && !history.Injecting(s.Nemesis) {
 		return errorf("--faults bounds the nemesis's faults, and nemesis none injects none")
 	}
 	if d := s.RestartAfter.Std(); d < 0 || d > maxSpan {
@@ -320,10 +320,7 @@ func short(d time.Duration) string {
 // DerivedTest is the test name a spec without one is given: its system, pooler, client,
 // nemeses and fencing ("redis-redis-pause-holder-nofence").
 func (s Spec) DerivedTest() string {
-	faults := strings.Join(s.Nemesis, "+")
-	if faults == "" {
-		faults = "none"
-	}
+	faults := history.NemesisText(s.Nemesis, "+")
 	fencing := "nofence"
 	if s.Fencing {
 		fencing = "fenced"

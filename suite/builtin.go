@@ -113,7 +113,7 @@ func (row tableRow) expect(client string, fenced bool) map[string]Expect {
 }
 
 // noFaults is nemesis none in a cell: no fault at all.
-var noFaults = history.FaultKind{Name: "none"}
+var noFaults = history.FaultKind{Name: history.NoFaults}
 
 // cell makes a built-in cell: run's defaults with a 10 s time limit (every targeted fault
 // strikes within a few seconds), then the scenario, whose faults are of kind nemesis.

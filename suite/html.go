@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/checkers"
+	"github.com/lockbreaker/lockbreaker/history"
 )
 
 // suite.html: a matrix of scenarios (faults, fencing) against locks (system, client), each
@@ -62,11 +63,7 @@ func renderHTML(r Result) ([]byte, error) {
 		if h := c.Cell.Spec.SystemFileSHA256; len(h) >= 12 {
 			v.Lock = c.Cell.Spec.System + " (file " + h[:12] + ") / " + c.Cell.Spec.Client
 		}
-		v.Scenario = strings.Join(c.Cell.Spec.Nemesis, "+")
-		if v.Scenario == "" {
-			v.Scenario = "none"
-		}
-		v.Scenario += map[bool]string{true: ", fencing on", false: ", fencing off"}[c.Cell.Spec.Fencing]
+		v.Scenario = history.NemesisText(c.Cell.Spec.Nemesis, "+") + map[bool]string{true: ", fencing on", false: ", fencing off"}[c.Cell.Spec.Fencing]
 		v.Rate, v.Median = foundText(c), medianText(c)
 		if c.WorstToViolation != nil {
 			v.Worst = c.WorstToViolation.Std().Round(time.Millisecond).String()
