@@ -29,7 +29,8 @@ var runCommand = command.Command{
 	Args:     "[flags]",
 	About: `Starts the system's containers, lets the lock clients and the nemesis loose for the
 time limit, heals and tears everything down, then checks the history. Writes
-<results>/<test>/<timestamp>/ and points <results>/latest at it. Needs Docker.
+<results>/<test>/<timestamp>/ and points <results>/latest at it. Needs Docker, but
+for the locks the harness serves itself (--system ` + inProcessSystems() + `).
 
 ` + nemesisHelp(),
 	Flags: func() *flag.FlagSet {
@@ -77,7 +78,7 @@ func runFlags(spec *harness.Spec) (*flag.FlagSet, *runOptions) {
 	fs.StringVar(&opts.nemesis, "nemesis", strings.Join(spec.Nemesis, ","), "faults, comma-separated, or none: "+strings.Join(nemesis.Names(), ", "))
 	fs.StringVar(&opts.fencing, "fencing", "off", "on or off: whether the storage checks fencing tokens")
 	fs.IntVar(&spec.Clients, "clients", spec.Clients, "number of lock clients, one OS process each")
-	fs.IntVar(&spec.Nodes, "nodes", spec.Nodes, "cluster size; 0: the system's usual (redis 1, redlock 5, sentinel 3, zookeeper 3, etcd 3, postgres 1)")
+	fs.IntVar(&spec.Nodes, "nodes", spec.Nodes, "cluster size; 0: the system's usual ("+usualSizes()+")")
 	fs.Var((*command.Duration)(&spec.TTL), "ttl", "lock lease; for ZooKeeper the session timeout; for etcd the lease, "+
 		"in whole seconds (rounded up) and at least 2s (etcd raises a shorter one); for pg-advisory about how soon the "+
 		"server ends a silent client's session (its TCP keepalives, whole seconds, at least 2s); for pg-lease how long "+
@@ -186,4 +187,37 @@ func nemesisHelp() string {
 		b.WriteString("\n" + line)
 	}
 	return b.String()
+}
+
+// usualSizes says each system's usual cluster size, "redis 1, redlock 5, ...", of the
+// systems that run in containers (the in-process ones have one node, always).
+func usualSizes() string {
+	return systemsSaid(func(sys system.System) string {
+		if sys.Container == nil {
+			return ""
+		}
+		return fmt.Sprintf("%s %d", sys.Name, sys.Sizes.Default)
+	})
+}
+
+// inProcessSystems names the systems the harness serves itself, which need no Docker.
+func inProcessSystems() string {
+	return systemsSaid(func(sys system.System) string {
+		if sys.InProcess == nil {
+			return ""
+		}
+		return sys.Name
+	})
+}
+
+// systemsSaid is what say says of each system, comma-separated, leaving out those it says
+// nothing of.
+func systemsSaid(say func(system.System) string) string {
+	var said []string
+	for _, sys := range system.All() {
+		if s := say(sys); s != "" {
+			said = append(said, s)
+		}
+	}
+	return strings.Join(said, ", ")
 }
