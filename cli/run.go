@@ -72,7 +72,8 @@ func runFlags(spec *harness.Spec) (*flag.FlagSet, *runOptions) {
 	fs.StringVar(&spec.System, "system", spec.System, "lock service: "+strings.Join(system.Names(), ", "))
 	fs.StringVar(&spec.SystemFile, "system-file", spec.SystemFile, "a file describing your own lock service (its name, nodes, command, image...; "+
 		"docs/your-own.md), tested as a built-in system is; it replaces --system")
-	fs.StringVar(&spec.Client, "client", spec.Client, "lock client: "+strings.Join(workloads.ClientNames(), ", ")+"; empty: the system's own")
+	fs.StringVar(&spec.Client, "client", spec.Client, "lock client, or several comma-separated that share the slots on one lock (a,b: slot 1 a, slot 2 b, slot 3 a...): "+
+		strings.Join(workloads.ClientNames(), ", ")+"; empty: the system's own")
 	fs.StringVar(&opts.clientCmd, "client-cmd", shellwords.Join(spec.ClientCmd), "the program each lock client runs with --client exec, "+
 		"in any language: JSON lines on stdin and stdout (docs/protocol.md); split into words as a shell would, without expanding anything")
 	fs.StringVar(&opts.nemesis, "nemesis", strings.Join(spec.Nemesis, ","), "faults, comma-separated, or none: "+strings.Join(nemesis.Names(), ", "))

@@ -241,6 +241,29 @@ func TestExecClientTrials(t *testing.T) {
 	})
 }
 
+// Two lock clients share the slots on one lock: slot 0 the Go client, slot 1 a program
+// serving the same lock over the exec protocol, slot 2 the Go client again. Their grants are
+// checked together: a paused holder of one and a holder of the other overlap, and the story
+// says which client each holder used.
+func TestMixedClientsShareOneLock(t *testing.T) {
+	inLane(t, laneLocal)
+	s := localSpec("local", []string{history.PauseHolder.Name}, false)
+	s.Client, s.ClientCmd = "local,"+execlock.Name, testProgram(t, "")
+	tr := untilDanger(t, s, overlapped)
+	for _, e := range tr.events {
+		if e.Func != history.Acquire || e.Type != history.OK {
+			continue
+		}
+		if want := []string{"local", execlock.Name}[e.Process%2]; e.Process < s.Clients && e.Detail[history.ClientDetail] != want {
+			t.Errorf("#%d: process %d's grant names client %q, want %q", e.Index, e.Process, e.Detail[history.ClientDetail], want)
+		}
+	}
+	story := checkers.StoryText(verdicts(tr.summary)["mutual-exclusion"].Story)
+	if !strings.Contains(story, " through local at ") || !strings.Contains(story, " through "+execlock.Name+" at ") {
+		t.Errorf("the story does not say which client each holder used:\n%s", story)
+	}
+}
+
 // A program that cannot start here (its library missing: it ends before reading its
 // configuration) is refused as bad input, quoting its last words, before a run directory,
 // a cluster or a worker exists.

@@ -181,9 +181,14 @@ func (t *trial) notes() []string {
 }
 
 func (t *trial) fencingNotes() []string {
-	c := t.client
-	if !c.Tokens {
-		return []string{fmt.Sprintf("%s grants no fencing token: %s", t.spec.Client, c.NoTokens)}
+	var notes []string
+	for _, c := range t.clients {
+		if !c.Tokens {
+			notes = append(notes, fmt.Sprintf("%s grants no fencing token: %s", c.Name, c.NoTokens))
+		}
+	}
+	if notes != nil {
+		return notes
 	}
 	if !t.spec.Fencing {
 		return []string{"fencing off: the storage accepts every request, whatever its token"}
@@ -554,7 +559,7 @@ func (t *trial) workerConfigs(runID string, nodes, sentinels []string, storageAd
 		configs[p] = WorkerConfig{
 			Run:     runID,
 			Process: p,
-			Client:  t.spec.Client,
+			Client:  t.clients[p%len(t.clients)].Name,
 			Lock: workloads.Config{
 				System:    t.spec.System,
 				Program:   t.spec.ClientCmd,
@@ -574,6 +579,7 @@ func (t *trial) workerConfigs(runID string, nodes, sentinels []string, storageAd
 			OpTimeout:      storageTimeout,
 			Period:         t.spec.CyclePeriod(),
 			BusyWork:       t.nemesis.Needs().BusyHolders,
+			NameGrants:     t.spec.Mixed(),
 		}
 	}
 	return configs
@@ -650,7 +656,8 @@ func residentMemory() (int64, bool) {
 	return 0, false
 }
 
-// queueLock says whether the run's lock client queues its waiters at the service.
+// queueLock says whether the run's lock clients, every one, queue their waiters at the
+// service.
 func (t *trial) queueLock() bool {
-	return t.client.Queues
+	return !slices.ContainsFunc(t.clients, func(c workloads.Client) bool { return !c.Queues })
 }

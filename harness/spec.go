@@ -41,14 +41,14 @@ func DefaultSpec() Spec { return runspec.Default() }
 // makes one, so holding one means: the spec is complete (its client, test name and the
 // settings its system gives a default are filled in); its system exists here (a system
 // file's is read and registered); its client runs on that system, with fencing tokens if
-// it fences; its nemeses exist and suit the system at its size; its crash, replica and
+// it fences (every one of them, when several share the slots); its nemeses exist and suit the system at its size; its crash, replica and
 // pooler settings apply to that system and those nemeses; and an exec client's program is
 // found on this machine. Whether that program starts is CheckProgram's question, which
 // runs it.
 type Checked struct {
 	spec    Spec
 	sys     system.System
-	client  workloads.Client
+	clients []workloads.Client // in the order of the spec's ClientNames
 	nemesis nemesis.Nemesis
 	nodes   int
 }
@@ -58,6 +58,25 @@ func (c Checked) Spec() Spec { return c.spec }
 
 // System is the descriptor of the spec's system.
 func (c Checked) System() system.System { return c.sys }
+
+// lookUpClients looks up each of the spec's lock clients and refuses one that is not
+// there, does not run on the spec's system, or has no fencing token when the spec fences.
+func lookUpClients(s Spec) ([]workloads.Client, error) {
+	var clients []workloads.Client
+	for _, name := range s.ClientNames() {
+		client, err := workloads.LookupClient(name)
+		switch {
+		case err != nil:
+			return nil, &SpecError{Reason: err.Error()}
+		case !client.RunsOn(s.System):
+			return nil, specErrorf("client %s runs on %s, not on %s", quote.Short(name), strings.Join(client.Systems, " and "), quote.Short(s.System))
+		case s.Fencing && !client.Tokens:
+			return nil, specErrorf("--fencing on is not possible with client %s: %s", quote.Short(name), client.NoTokens)
+		}
+		clients = append(clients, client)
+	}
+	return clients, nil
+}
 
 // CheckSpec is the one step that asks what a spec names of this process: it reads and
 // registers the spec's system file, looks up its system, client and nemeses, refuses what
@@ -83,20 +102,14 @@ func CheckSpec(s Spec) (Checked, error) {
 	case s.Client == "":
 		s.Client = sys.DefaultClient
 	}
-	client, err := workloads.LookupClient(s.Client)
+	clients, err := lookUpClients(s)
 	if err != nil {
-		return Checked{}, &SpecError{Reason: err.Error()}
+		return Checked{}, err
 	}
 	if len(s.ClientCmd) > 0 {
 		if _, err := osexec.LookPath(s.ClientCmd[0]); err != nil {
 			return Checked{}, specErrorf("--client-cmd: %s", quote.ShortenAll(err.Error()))
 		}
-	}
-	switch {
-	case !client.RunsOn(s.System):
-		return Checked{}, specErrorf("client %s runs on %s, not on %s", quote.Short(s.Client), strings.Join(client.Systems, " and "), quote.Short(s.System))
-	case s.Fencing && !client.Tokens:
-		return Checked{}, specErrorf("--fencing on is not possible with client %s: %s", quote.Short(s.Client), client.NoTokens)
 	}
 	nem, err := nemesis.New(s.Nemesis)
 	if err != nil {
@@ -128,7 +141,7 @@ func CheckSpec(s Spec) (Checked, error) {
 			return Checked{}, err
 		}
 	}
-	return Checked{spec: s, sys: sys, client: client, nemesis: nem, nodes: nodes}, nil
+	return Checked{spec: s, sys: sys, clients: clients, nemesis: nem, nodes: nodes}, nil
 }
 
 // CheckedSpec is CheckSpec for a caller that needs only the spec as it runs: a suite

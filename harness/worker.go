@@ -49,6 +49,9 @@ type WorkerConfig struct {
 	// BusyWork makes the worker a process a CPU quota can starve: its work is CPU work
 	// (workloads.Busy), on one processor (nemesis.Needs.BusyHolders).
 	BusyWork bool `json:"busy_work,omitempty"`
+	// NameGrants records the client's name with each of its grants (history.ClientDetail):
+	// in a run whose slots several clients share, whose was each grant.
+	NameGrants bool `json:"name_grants,omitempty"`
 }
 
 // StopLine asks a worker to finish its cycle and exit; ArmLine and DisarmLine arm it to
@@ -128,6 +131,7 @@ func RunWorker(stdin io.Reader, stdout io.Writer) error {
 		OpTimeout:      cfg.OpTimeout,
 		Period:         cfg.Period,
 		Yield:          cfg.Lock.Retry,
+		Name:           grantsName(cfg),
 		Storage: func(ctx context.Context) (*storage.Client, error) {
 			return storage.Dial(ctx, cfg.Storage, cfg.Process)
 		},
@@ -189,4 +193,13 @@ func exitCode(err error) int {
 		return exitClientLost
 	}
 	return exitFailed
+}
+
+// grantsName is the name a worker records with its grants: its client's, when grants are
+// named (WorkerConfig.NameGrants).
+func grantsName(cfg WorkerConfig) string {
+	if cfg.NameGrants {
+		return cfg.Client
+	}
+	return ""
 }

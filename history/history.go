@@ -137,6 +137,10 @@ const BusyEvery = "busy every"
 // attempt took and the drift allowance.
 const Validity = "validity"
 
+// ClientDetail is the detail of a granted acquire that names the lock client it came
+// through, in a run whose slots several clients share (--client a,b).
+const ClientDetail = "client"
+
 // LeaseTTL is the detail of a granted acquire that says how long the lease its client
 // keeps alive lasts (a time.Duration), where the server gave another than the TTL asked
 // for (etcd's leases count whole seconds and have a minimum): a client stopped that long

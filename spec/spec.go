@@ -27,6 +27,8 @@ type Spec struct {
 	// Test names the results directory; derived from the rest when empty.
 	Test   string `json:"test"`
 	System string `json:"system"`
+	// Client is the lock client, or several comma-separated ("kazoo,curator") that share
+	// the slots in turn, all on one lock (ClientNames); empty: the system's own.
 	Client string `json:"client"`
 	// ClientCmd is the program an exec client runs, one per lock client: its command
 	// line, words as given to exec (execlock, docs/protocol.md).
@@ -251,11 +253,30 @@ func (s Spec) checkBounds() error {
 	return nil
 }
 
-// checkClientCmd refuses a program for a client that runs none, an exec client without
-// one, and a program with no name or a NUL byte. A client left empty with a program is
-// exec. Whether the program can be started here is the harness's question.
+// ClientNames are the lock clients that share the slots, in turn: slot i runs the
+// (i mod n)th; one name, or none when the spec leaves it to the system.
+func (s Spec) ClientNames() []string {
+	if s.Client == "" {
+		return nil
+	}
+	return strings.Split(s.Client, ",")
+}
+
+// Mixed says whether several lock clients share the slots.
+func (s Spec) Mixed() bool { return len(s.ClientNames()) > 1 }
+
+// checkClientCmd refuses a client list with an empty or repeated name, a program for a
+// client that runs none, an exec client without one, and a program with no name or a NUL
+// byte. A client left empty with a program is exec. Whether the program can be started
+// here is the harness's question.
 func (s Spec) checkClientCmd() error {
-	exec := s.Client == ExecClient || s.Client == "" && len(s.ClientCmd) > 0
+	names := s.ClientNames()
+	for i, name := range names {
+		if name == "" || slices.Contains(names[:i], name) {
+			return errorf("--client %s: each client once, comma-separated, no empty name", quote.Short(s.Client))
+		}
+	}
+	exec := slices.Contains(names, ExecClient) || s.Client == "" && len(s.ClientCmd) > 0
 	switch {
 	case exec && len(s.ClientCmd) == 0:
 		return errorf("--client exec needs --client-cmd, the program each lock client runs (docs/protocol.md)")
@@ -331,13 +352,21 @@ func (s Spec) DerivedTest() string {
 	return fmt.Sprintf("%s-%s-%s-%s", s.System, s.clientName(), faults, fencing)
 }
 
-// clientName names the client in a test name: an exec client by its program too, the
-// base name of the last word that is not a flag (exec-redispy_lock), so two programs'
-// runs land apart.
+// clientName names the clients in a test name, joined by "+": an exec client by its
+// program too, the base name of the last word that is not a flag (exec-redispy_lock), so
+// two programs' runs land apart.
 func (s Spec) clientName() string {
-	if s.Client != ExecClient {
-		return s.Client
+	names := s.ClientNames()
+	for i, name := range names {
+		if name == ExecClient {
+			names[i] = s.execName()
+		}
 	}
+	return strings.Join(names, "+")
+}
+
+// execName is the exec client's name in a test name, with its program's.
+func (s Spec) execName() string {
 	program := ""
 	for _, w := range slices.Backward(s.ClientCmd) {
 		if !strings.HasPrefix(w, "-") {
@@ -354,7 +383,7 @@ func (s Spec) clientName() string {
 	if len(program) > maxProgramName {
 		program = program[:maxProgramName]
 	}
-	return s.Client + "-" + strings.Trim(program, ".")
+	return ExecClient + "-" + strings.Trim(program, ".")
 }
 
 // maxProgramName bounds a program's part of a test name.

@@ -62,6 +62,10 @@ func TestValidateRejectsBadSpecs(t *testing.T) {
 		{"test too long", func(s *Spec) { s.Test = strings.Repeat("t", 256) }, "test name must be at most 255 bytes"},
 		{"exec without a program", func(s *Spec) { s.Client = "exec" }, "--client exec needs --client-cmd"},
 		{"a program for a Go client", func(s *Spec) { s.Client, s.ClientCmd = "redis", []string{"python3", "x.py"} }, `--client-cmd is the program of --client exec, not of "redis"`},
+		{"a program for Go clients", func(s *Spec) { s.Client, s.ClientCmd = "redis,redislock", []string{"python3", "x.py"} }, `--client-cmd is the program of --client exec, not of "redis,redislock"`},
+		{"an exec client among others without its program", func(s *Spec) { s.Client = "redis,exec" }, "--client exec needs --client-cmd"},
+		{"a client twice", func(s *Spec) { s.Client = "redis,redis" }, `--client "redis,redis": each client once, comma-separated, no empty name`},
+		{"an empty client in a list", func(s *Spec) { s.Client = "redis,,redislock" }, "each client once, comma-separated, no empty name"},
 		{"a program without a name", func(s *Spec) { s.ClientCmd = []string{"", "x.py"} }, "--client-cmd must start with a program"},
 		{"a program with a NUL", func(s *Spec) { s.ClientCmd = []string{"sh", "-c", "a\x00b"} }, "hold no NUL byte"},
 	}
@@ -134,6 +138,21 @@ func TestDerivedTestNamesExecClientsByTheirProgram(t *testing.T) {
 		if got := s.DerivedTest(); got != tt.test {
 			t.Errorf("%q: test %q, want %q", tt.cmd, got, tt.test)
 		}
+	}
+}
+
+// Clients that share the slots name a test together, each as it would alone.
+func TestDerivedTestNamesSharedClientsTogether(t *testing.T) {
+	s := Default()
+	s.Client, s.ClientCmd = "redis,exec,redislock", []string{"python3", "redispy_lock.py"}
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.DerivedTest(), "redis-redis+exec-redispy_lock+redislock-pause-holder-nofence"; got != want {
+		t.Errorf("test %q, want %q", got, want)
+	}
+	if !s.Mixed() || len(s.ClientNames()) != 3 {
+		t.Errorf("clients %q: want three, mixed", s.ClientNames())
 	}
 }
 

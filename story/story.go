@@ -61,7 +61,7 @@ func Tell(o checkers.Overlap, events []history.Event, ttl time.Duration, start i
 	}
 
 	// The first holder, and what it read.
-	text := fmt.Sprintf("%s was granted the lock%s at %s", pe, tokenText(earlier.Token), t.at(earlier))
+	text := fmt.Sprintf("%s was granted the lock%s at %s", pe, grantWords(earlier), t.at(earlier))
 	if read, ok := t.op(earlier.Index, later.Index, o.Earlier.Process, history.Read); ok && read.Type() == history.OK && read.Value() != nil {
 		text += fmt.Sprintf(" and read %d", *read.Value())
 	}
@@ -79,10 +79,10 @@ func Tell(o checkers.Overlap, events []history.Event, ttl time.Duration, start i
 	}
 
 	// The second holder.
-	text = fmt.Sprintf("%s was granted the lock%s at %s", pl, tokenText(later.Token), t.at(later))
+	text = fmt.Sprintf("%s was granted the lock%s at %s", pl, grantWords(later), t.at(later))
 	if frozen {
 		text = fmt.Sprintf("%s%s was granted the lock%s at %s while %s still held it, though its lease had run out while it was frozen",
-			pl, t.wentOn(earlier.Index, later), tokenText(later.Token), t.at(later), pe)
+			pl, t.wentOn(earlier.Index, later), grantWords(later), t.at(later), pe)
 	}
 	if t.at(later) == t.at(earlier) { // the same to the hundredth of a second: say which came first
 		text += fmt.Sprintf(" (%s after %s)", time.Duration(later.Time-earlier.Time).Round(time.Microsecond), pe)
@@ -471,6 +471,16 @@ func writeText(p string, w history.Op, at string) string {
 
 func sameValue(a, b history.Op) bool {
 	return a.Value() != nil && b.Value() != nil && *a.Value() == *b.Value()
+}
+
+// grantWords says what a grant was granted with: its token, and the lock client it came
+// through in a run whose slots several clients share (history.ClientDetail).
+func grantWords(grant history.Event) string {
+	words := tokenText(grant.Token)
+	if client := grant.Detail[history.ClientDetail]; client != "" {
+		words += " through " + client
+	}
+	return words
 }
 
 func tokenText(token *int64) string {

@@ -20,6 +20,7 @@ import (
 // which are run's flags with _ for - (ttl, time_limit, clock_offset...); a cell's spec is
 // laid over the file's defaults, which are laid over run's defaults with no nemesis and a
 // 10 s time limit. Unknown keys are refused: a typo must not silently test something else.
+// client may be a list of lock clients that share the slots on one lock ([kazoo, exec]).
 // An exec client's program is client_cmd, a list of words; a word starting with ./ or ../
 // is a path from the suite file's directory, as system_file (a system file, package
 // sysfile) always is.
@@ -119,7 +120,7 @@ func parse(data []byte, name string) (Suite, error) {
 	}
 	defaults := spec.Default()
 	defaults.Nemesis, defaults.TimeLimit = nil, spec.Duration(10*time.Second)
-	if err := strictJSON(f.Defaults, &defaults); err != nil {
+	if err := strictJSON(clientList(f.Defaults), &defaults); err != nil {
 		return Suite{}, fmt.Errorf("defaults: %w", err)
 	}
 	s := Suite{Name: f.Name, About: f.About}
@@ -127,7 +128,7 @@ func parse(data []byte, name string) (Suite, error) {
 		cellSpec := defaults
 		// Decoding into a slice appends to its array: each cell gets its own.
 		cellSpec.Nemesis, cellSpec.ClientCmd = slices.Clone(defaults.Nemesis), slices.Clone(defaults.ClientCmd)
-		if err := strictJSON(fc.Spec, &cellSpec); err != nil {
+		if err := strictJSON(clientList(fc.Spec), &cellSpec); err != nil {
 			return Suite{}, fmt.Errorf("cell %d (%s): spec: %w", i+1, fc.Name, err)
 		}
 		c := fc.Cell
@@ -141,6 +142,20 @@ func parse(data []byte, name string) (Suite, error) {
 }
 
 // strictJSON decodes data into v, refusing unknown keys; empty data leaves v as it is.
+// clientList lets a spec in a suite file name several lock clients as a list
+// (client: [kazoo, curator]), which a spec holds as one comma-separated string
+// (spec.Spec.ClientNames). Anything else is left for strictJSON to judge.
+func clientList(raw json.RawMessage) json.RawMessage {
+	var fields map[string]json.RawMessage
+	var names []string
+	if json.Unmarshal(raw, &fields) != nil || json.Unmarshal(fields["client"], &names) != nil {
+		return raw
+	}
+	fields["client"], _ = json.Marshal(strings.Join(names, ","))
+	joined, _ := json.Marshal(fields)
+	return joined
+}
+
 func strictJSON(data []byte, v any) error {
 	if len(bytes.TrimSpace(data)) == 0 || string(data) == "null" {
 		return nil

@@ -257,6 +257,35 @@ cells:
 	}
 }
 
+// A spec's client may be a list, in the defaults or a cell: the clients share the slots,
+// held as one comma-separated name; a client that cannot run on the system is refused.
+func TestFileClientsShareTheSlots(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.yaml")
+	os.WriteFile(path, []byte(`
+defaults: {system: redis, client: [redis, redislock]}
+cells:
+  - {name: both, spec: {}, expect: {stats: valid}}
+  - {name: three, spec: {client: [redislock, exec, redis], client_cmd: [sh, lock.sh]}, expect: {stats: valid}}
+  - {name: one, spec: {client: redis}, expect: {stats: valid}}
+`), 0o644)
+	s, err := Load(path, harness.CheckedSpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"redis,redislock", "redislock,exec,redis", "redis"} {
+		if got := s.Cells[i].Spec.Client; got != want {
+			t.Errorf("cell %s: client %q, want %q", s.Cells[i].Name, got, want)
+		}
+	}
+	os.WriteFile(path, []byte(`
+cells:
+  - {name: wrong, spec: {system: redis, client: [redis, redsync]}, expect: {stats: valid}}
+`), 0o644)
+	if _, err := Load(path, harness.CheckedSpec); err == nil || !strings.Contains(err.Error(), `client "redsync" runs on redlock, not on "redis"`) {
+		t.Errorf("a client of another system among the list: %v, want it refused", err)
+	}
+}
+
 // An exec client's program words that start with ./ or ../ are paths from the suite
 // file's directory; other words are left as they are.
 func TestFileProgramsAreBesideTheFile(t *testing.T) {

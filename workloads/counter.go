@@ -38,6 +38,9 @@ type Counter struct {
 	// it to their retry interval).
 	Period time.Duration
 	Yield  time.Duration
+	// Name, when set, is recorded with every grant (history.ClientDetail): the lock
+	// client's, in a run whose slots several clients share.
+	Name string
 	// Emit records events, in order and at once: a worker writes them to the harness in
 	// one write. It must not block for long.
 	Emit func(...history.Event)
@@ -130,12 +133,17 @@ func (w *Counter) acquire(ctx context.Context) (Grant, bool) {
 			done.Token = history.Int64(grant.Token)
 		}
 		done.WatchEvents, done.Detail = grant.WatchEvents, grant.Detail
-		if grant.BusyEvery > 0 {
+		if grant.BusyEvery > 0 || w.Name != "" {
 			done.Detail = maps.Clone(grant.Detail)
 			if done.Detail == nil {
 				done.Detail = map[string]string{}
 			}
+		}
+		if grant.BusyEvery > 0 {
 			done.Detail[history.BusyEvery] = grant.BusyEvery.String()
+		}
+		if w.Name != "" {
+			done.Detail[history.ClientDetail] = w.Name
 		}
 		done.EffectFrom = grant.AttemptStarted // complete drops it if the lock got it wrong
 	}
