@@ -99,6 +99,20 @@ func TestTellsWhoWhichTokenAndWhichFault(t *testing.T) {
 			"p1 wrote 6 at 2.63 s, and the storage accepted it.",
 			"p1 and p2 both wrote 6: 1 update lost.",
 		}},
+		{"two libraries on one lock", `
+{"index":0,"type":"invoke","process":0,"f":"acquire","key":"k","time":1000000000}
+{"index":1,"type":"ok","process":0,"f":"acquire","key":"k","token":41,"time":1100000000,"detail":{"client":"zk-recipe-lib"}}
+{"index":2,"type":"invoke","process":1,"f":"acquire","key":"k","time":1200000000}
+{"index":3,"type":"ok","process":1,"f":"acquire","key":"k","token":42,"time":1300000000,"detail":{"client":"exec","node":"ab__lock__0000000042"}}
+{"index":4,"type":"invoke","process":1,"f":"release","key":"k","time":1400000000}
+{"index":5,"type":"ok","process":1,"f":"release","key":"k","time":1410000000}
+{"index":6,"type":"invoke","process":0,"f":"release","key":"k","time":1500000000}
+{"index":7,"type":"ok","process":0,"f":"release","key":"k","time":1510000000}
+`, 0, []string{
+			"p0 was granted the lock (token 41) through zk-recipe-lib at 0.10 s.",
+			"p1 was granted the lock (token 42) through exec at 0.30 s, while p0 still held it.",
+			"p0 and p1 both held the lock for 100ms.",
+		}},
 		{"a fenced holder refused", `
 {"index":0,"type":"invoke","process":1,"f":"acquire","key":"k","time":1000000000}
 {"index":1,"type":"ok","process":1,"f":"acquire","key":"k","token":7,"time":1410000000}

@@ -8,6 +8,12 @@ release, and a state listener that hears when the session is lost, as kazoo's
 documentation advises. Each line it reads and writes is the protocol of
 docs/protocol.md. The ZooKeeper session is the lease: its timeout is the TTL.
 
+Beside another library's clients on the same lock path (lockbreaker run --client
+zk-recipe-lib,exec ...), kazoo sees only nodes with its own __lock__ in their names
+and ignores the others' (go-zookeeper's "-lock-"): two holders with no fault at all
+(docs/known-bugs.md). --extra-lock-pattern=P, once or more, hands kazoo the other
+names to wait behind (Lock's extra_lock_patterns, kazoo PR #599).
+
 Fencing token: the sequence number ZooKeeper appended to the lock's node name.
 kazoo keeps that name in lock.node (e.g. 3f2a...__lock__0000000042), which is not
 in its documentation but is a plain attribute; a later holder's node was created
@@ -38,7 +44,8 @@ def main():
 
     zk.add_listener(on_state)
     zk.start(timeout=5)
-    lock = zk.Lock(f"/locks/{cfg['key']}", cfg["owner"])
+    extra = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--extra-lock-pattern=")]
+    lock = zk.Lock(f"/locks/{cfg['key']}", cfg["owner"], extra_lock_patterns=extra)
     answer("ready")
     for line in sys.stdin:
         request = json.loads(line)
