@@ -28,6 +28,7 @@ func TestPauseWaiterFreezesAWaiterPastItsLease(t *testing.T) {
 			f := newFake(3, 1)
 			env := f.env()
 			env.TTL = 10 * time.Millisecond // the grants state a lease of 100 ms: that one counts
+			env.Interval = time.Hour        // one freeze: the waiter, still waiting after it, is not frozen again
 			stop := running(t, pauseWaiter{}, env)
 			now := history.Now()
 			f.events <- history.Event{Index: 1, Type: history.Invoke, Process: 0, Func: history.Acquire, Time: now - int64(time.Second)}
