@@ -16,12 +16,13 @@ import (
 func TestPauseWaiterFreezesAWaiterPastItsLease(t *testing.T) {
 	tests := []struct {
 		name string
-		// grantAfter is when after the freeze another client is granted the lock.
+		// grantAfter is when after the freeze (as recorded) another client is granted the
+		// lock: far from the end of the lease of 100 ms either way, whatever the machine.
 		grantAfter time.Duration
 		hazards    map[history.Hazard]int
 	}{
-		{"granted after the waiter's lease ran out", 150 * time.Millisecond, map[history.Hazard]int{history.WaiterLapsed: 1}},
-		{"granted within the waiter's lease", 50 * time.Millisecond, map[history.Hazard]int{}},
+		{"granted after the waiter's lease ran out", time.Second, map[history.Hazard]int{history.WaiterLapsed: 1}},
+		{"granted within the waiter's lease", 0, map[history.Hazard]int{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -35,9 +36,10 @@ func TestPauseWaiterFreezesAWaiterPastItsLease(t *testing.T) {
 			f.events <- history.Event{Index: 2, Type: history.OK, Process: 0, Func: history.Acquire, Time: now - int64(time.Second),
 				Detail: map[string]string{history.LeaseTTL: "100ms"}}
 			f.events <- history.Event{Index: 3, Type: history.Invoke, Process: 1, Func: history.Acquire, Time: now - int64(time.Second)}
-			waitFor(t, "the freeze", func() bool { return len(f.did()) > 0 })
-			f.events <- history.Event{Index: 4, Type: history.Invoke, Process: 0, Func: history.Release, Time: history.Now()}
-			f.events <- history.Event{Index: 5, Type: history.OK, Process: 2, Func: history.Acquire, Time: history.Now() + tt.grantAfter.Nanoseconds()}
+			waitFor(t, "the freeze", func() bool { return len(f.faults()) > 0 })
+			frozen := f.faults()[0].Start
+			f.events <- history.Event{Index: 4, Type: history.Invoke, Process: 0, Func: history.Release, Time: frozen}
+			f.events <- history.Event{Index: 5, Type: history.OK, Process: 2, Func: history.Acquire, Time: frozen + tt.grantAfter.Nanoseconds()}
 			waitFor(t, "the thaw", func() bool { return len(f.faults()) > 0 && f.faults()[0].Healed })
 			stop()
 			if got, want := f.did(), []string{"worker-1 STOPPED (SIGNAL)", "worker-1 CONTINUED"}; !slices.Equal(got, want) {
