@@ -29,6 +29,8 @@ type statsState struct {
 	wanted                    map[string]history.Hazard // Options.Hazards
 	acquired, written, faults int
 	hazards                   map[history.Hazard]int
+	// faultsOf counts the faults by their kind's name, for the nemesis whose danger never came.
+	faultsOf map[string]int
 }
 
 func (st *statsState) add(_ context.Context, p part) {
@@ -43,9 +45,15 @@ func (st *statsState) add(_ context.Context, p part) {
 		}
 	}
 	// A fault is counted by its start, so one that spans two pieces counts once.
-	st.faults += len(history.Faults(p.events))
+	faults := history.Faults(p.events)
+	st.faults += len(faults)
 	if st.hazards == nil {
-		st.hazards = map[history.Hazard]int{}
+		st.hazards, st.faultsOf = map[history.Hazard]int{}, map[string]int{}
+	}
+	for _, f := range faults {
+		if k, ok := history.KindOf(f.Description); ok {
+			st.faultsOf[k.Name]++
+		}
 	}
 	for h, n := range history.CountHazards(p.events) {
 		st.hazards[h] += n
@@ -88,13 +96,19 @@ func (st *statsState) result() Result {
 	return r
 }
 
-// absent says, for each targeted nemesis whose hazard never came, that its danger never
-// came; a run in which some came is judged on those.
+// absent says, for each targeted nemesis whose hazard never came, how many faults it
+// injected (of all faults, when none in the history names a declared kind, as histories
+// recorded before the kinds were declared do) and that its danger never came; a run in
+// which some came is judged on those.
 func (st *statsState) absent(faults int) []string {
 	var absent []string
 	for _, nemesis := range slices.Sorted(maps.Keys(st.wanted)) {
 		if h := st.wanted[nemesis]; st.hazards[h] == 0 {
-			m := fmt.Sprintf("%s injected %s and %s", nemesis, plural(faults, "fault"), h.Absent())
+			injected := st.faultsOf[nemesis]
+			if len(st.faultsOf) == 0 {
+				injected = faults
+			}
+			m := fmt.Sprintf("%s injected %s and %s", nemesis, plural(injected, "fault"), h.Absent())
 			if c := h.Condition(); st.hazards[c] > 0 {
 				m += fmt.Sprintf(" (%s, but no other client was answered while it was held: the danger never came)", c.Count(st.hazards[c]))
 			}
