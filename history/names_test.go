@@ -31,7 +31,7 @@ var notNames = map[string][]string{
 	"nemesis/delay.go":       {"delay"},   // the detail saying how long a delay is
 	"results/setup.go":       {"fencing"}, // the spec's fencing setting, a fact on the report
 	"system/system.go":       {"none"},    // persistence none
-	"nemesis/crash.go":       {"none"},    // a failover's detail: no grant was lost
+	"nemesis/failover.go":    {"none"},    // a failover's detail: no grant was lost
 }
 
 // flagDefiners are the flag.FlagSet methods whose name argument is a flag's name: a flag
