@@ -14,10 +14,13 @@ import (
 	"testing"
 	"unicode"
 
+	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/clientnet"
 	"github.com/lockbreaker/lockbreaker/harness"
+	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/internal/shellwords"
 	"github.com/lockbreaker/lockbreaker/suite"
+	"github.com/lockbreaker/lockbreaker/system"
 )
 
 // The README and the pages under docs/ show commands to copy; these tests hold every one
@@ -477,6 +480,46 @@ func TestDocsNameFilesThatExist(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// The reference pages list what the code declares, each where a reader looks for it: every
+// fault kind a user can choose has its entry in docs/faults.md, every hazard its row in
+// faults.md's table and its name in docs/suites.md's list of what a cell may require, every
+// checker its row in docs/runs.md, every built-in system its row in docs/systems.md. A name
+// added in the code without its line in the docs fails here.
+func TestDocsListEveryName(t *testing.T) {
+	root := repoRoot(t)
+	read := func(page string) string {
+		b, err := os.ReadFile(filepath.Join(root, page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	faults, suites, runs, systems := read("docs/faults.md"), read("docs/suites.md"), read("docs/runs.md"), read("docs/systems.md")
+	for _, k := range history.FaultKinds() {
+		if !k.Part && !strings.Contains(faults, "**`"+k.Name+"`**") {
+			t.Errorf("docs/faults.md has no entry **`%s`** for fault kind %s", k.Name, k.Name)
+		}
+	}
+	for _, h := range history.KnownHazards() {
+		if !strings.Contains(faults, "`"+string(h)+"`") {
+			t.Errorf("docs/faults.md does not name hazard %s", h)
+		}
+		if !strings.Contains(suites, "`"+string(h)+"`") {
+			t.Errorf("docs/suites.md does not list hazard %s among those a cell may require", h)
+		}
+	}
+	for _, c := range checkers.All() {
+		if !strings.Contains(runs, "\n| "+c.Name()+" |") {
+			t.Errorf("docs/runs.md's checkers table has no row for %s", c.Name())
+		}
+	}
+	for _, name := range system.Names() {
+		if system.BuiltIn(name) && !strings.Contains(systems, "\n| `"+name+"` ") {
+			t.Errorf("docs/systems.md's table has no row for system %s", name)
 		}
 	}
 }
