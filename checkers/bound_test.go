@@ -85,7 +85,7 @@ func TestAStepBoundGivesTheSameVerdictTwice(t *testing.T) {
 		name    string
 		steps   int64
 		limits  *Limits // judged in pieces; nil: whole
-		checker string
+		checker Name
 		summary string
 	}{
 		{"lock-linearizable whole", 1_000, nil, "lock-linearizable", "search stopped on key k after its bound of 1,000 steps"},

@@ -53,7 +53,7 @@ const (
 
 // Result is one checker's verdict with the evidence behind it.
 type Result struct {
-	Checker  string   `json:"checker"`
+	Checker  Name     `json:"checker"`
 	Property Property `json:"property"`
 	Verdict  Verdict  `json:"verdict"`
 	// Summary is one line a person reads first, e.g. "2 overlapping holds".
@@ -122,7 +122,7 @@ type Options struct {
 // Checker decides one property of a history. Every checker is a checker value (below):
 // its name, its property, and the accumulator it judges a history with.
 type Checker interface {
-	Name() string
+	Name() Name
 	Property() Property
 	// Check judges a whole history: one piece, added to a fresh accumulator.
 	Check(ctx context.Context, events []history.Event, opts Options) Result
@@ -168,14 +168,14 @@ func whole(events []history.Event, ops []history.Op) part {
 // checker is what every checker is made of, written once: its name, the property its
 // verdict speaks for, and how it begins judging a history.
 type checker struct {
-	name     string
+	name     Name
 	property Property
 	// search says its porcupine search takes most of the memory a check needs (see RunAll).
 	search bool
 	start  func(opts Options) accumulator
 }
 
-func (c checker) Name() string                   { return c.name }
+func (c checker) Name() Name                     { return c.name }
 func (c checker) Property() Property             { return c.property }
 func (c checker) begin(opts Options) accumulator { return c.start(opts) }
 
@@ -183,17 +183,20 @@ func (c checker) Check(ctx context.Context, events []history.Event, opts Options
 	return RunAll(ctx, []Checker{c}, events, opts)[0]
 }
 
-// The checkers' names, declared here once: a Result's Checker, the keys of a suite's
-// expectations, the rows of a report. Everything that names a checker uses these
+// Name is a checker's name: a Result's Checker, the keys of a suite's expectations, the
+// rows of a report.
+type Name string
+
+// The checkers' names, declared here once. Everything that names a checker uses these
 // (history/names_test.go finds a name spelled out anywhere else).
 const (
-	LockLinearizable = "lock-linearizable"
-	MutualExclusion  = "mutual-exclusion"
-	DataSafety       = "data-safety"
-	LostUpdates      = "lost-updates"
-	Fencing          = "fencing"
-	Herd             = "herd"
-	Stats            = "stats"
+	LockLinearizable Name = "lock-linearizable"
+	MutualExclusion  Name = "mutual-exclusion"
+	DataSafety       Name = "data-safety"
+	LostUpdates      Name = "lost-updates"
+	Fencing          Name = "fencing"
+	Herd             Name = "herd"
+	Stats            Name = "stats"
 )
 
 // All returns every checker, in the order reports list them: lock safety first

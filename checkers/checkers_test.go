@@ -32,10 +32,10 @@ type expect struct {
 func TestCheckersOnHandMadeHistories(t *testing.T) {
 	tests := []struct {
 		file string
-		want map[string]expect // by checker name
+		want map[Name]expect // by checker name
 	}{{
 		file: "clean.jsonl", // one holder at a time, a busy acquire, a harmless partition
-		want: map[string]expect{
+		want: map[Name]expect{
 			"lock-linearizable": {verdict: Valid, counts: map[string]int{"keys": 1, "operations": 4}},
 			"mutual-exclusion":  {verdict: Valid, counts: map[string]int{"holds": 2, "overlaps": 0}},
 			"data-safety":       {verdict: Valid, counts: map[string]int{"writes-accepted": 2, "writes-rejected": 0}},
@@ -47,7 +47,7 @@ func TestCheckersOnHandMadeHistories(t *testing.T) {
 		},
 	}, {
 		file: "kleppmann-unfenced.jsonl", // A paused past its lease, B took the lock, A's write landed
-		want: map[string]expect{
+		want: map[Name]expect{
 			"lock-linearizable": {verdict: Invalid, summary: "not linearizable on key k", evidence: []string{
 				"key k: no order of its 4 operations is legal; the longest legal prefix has 1",
 				"last placed: p0 acquire k -> ok, #0 (t=0s) .. #1 (t=2ms)",
@@ -70,7 +70,7 @@ func TestCheckersOnHandMadeHistories(t *testing.T) {
 		},
 	}, {
 		file: "kleppmann-fenced.jsonl", // the same pause; the storage rejects A's stale token
-		want: map[string]expect{
+		want: map[Name]expect{
 			"lock-linearizable": {verdict: Invalid, evidence: []string{"cannot come next: p1 acquire k -> ok token=34"}},
 			"mutual-exclusion":  {verdict: Invalid, counts: map[string]int{"overlaps": 1}},
 			"data-safety":       {verdict: Valid, counts: map[string]int{"writes-accepted": 1, "writes-rejected": 1}},
@@ -81,7 +81,7 @@ func TestCheckersOnHandMadeHistories(t *testing.T) {
 		},
 	}, {
 		file: "expired-lease.jsonl", // the lease expired, nobody took it, the release says not-held
-		want: map[string]expect{
+		want: map[Name]expect{
 			"lock-linearizable": {verdict: Valid},
 			"mutual-exclusion":  {verdict: Valid, counts: map[string]int{"holds": 2, "overlaps": 0}},
 			"data-safety":       {verdict: Valid},
@@ -90,7 +90,7 @@ func TestCheckersOnHandMadeHistories(t *testing.T) {
 		},
 	}, {
 		file: "indeterminate.jsonl", // an acquire and a release that timed out, a write that timed out but landed, an op never answered
-		want: map[string]expect{
+		want: map[Name]expect{
 			"lock-linearizable": {verdict: Valid, counts: map[string]int{"operations": 6}},
 			"mutual-exclusion":  {verdict: Valid, counts: map[string]int{"holds": 2}},
 			"data-safety":       {verdict: Valid, counts: map[string]int{"writes-accepted": 1}},
@@ -99,7 +99,7 @@ func TestCheckersOnHandMadeHistories(t *testing.T) {
 		},
 	}, {
 		file: "fencing-duplicate.jsonl",
-		want: map[string]expect{
+		want: map[Name]expect{
 			"lock-linearizable": {verdict: Valid},
 			"fencing": {verdict: Invalid, summary: "1 duplicate token",
 				counts:   map[string]int{"grants-with-token": 2, "duplicates": 1, "regressions": 0},
@@ -107,14 +107,14 @@ func TestCheckersOnHandMadeHistories(t *testing.T) {
 		},
 	}, {
 		file: "fencing-regression.jsonl", // a failover lost the token counter
-		want: map[string]expect{
+		want: map[Name]expect{
 			"fencing": {verdict: Invalid, summary: "1 token regression",
 				counts:   map[string]int{"regressions": 1, "duplicates": 0},
 				evidence: []string{"key k: token 3 granted to p1 at #6 (t=6ms) after token 5 was granted to p0 at #1 (t=2ms)"}},
 		},
 	}, {
 		file: "fencing-stale-accepted.jsonl", // the storage ignores tokens
-		want: map[string]expect{
+		want: map[Name]expect{
 			"data-safety": {verdict: Invalid},
 			"fencing": {verdict: Invalid, summary: "1 stale request accepted",
 				counts:   map[string]int{"stale-accepted": 1, "stale-rejected": 0, "regressions": 0},
@@ -124,7 +124,7 @@ func TestCheckersOnHandMadeHistories(t *testing.T) {
 		// The lock passes on when the new token reaches the storage: the old holder's write
 		// that lands in between is one the new holder reads, not a corruption.
 		file: "fenced-handover-at-storage.jsonl",
-		want: map[string]expect{
+		want: map[Name]expect{
 			"lock-linearizable": {verdict: Invalid},
 			"mutual-exclusion":  {verdict: Invalid},
 			"data-safety":       {verdict: Valid, counts: map[string]int{"writes-accepted": 2}},
@@ -133,7 +133,7 @@ func TestCheckersOnHandMadeHistories(t *testing.T) {
 		},
 	}, {
 		file: "fenced-token-shared.jsonl", // a failover granted one token twice, the storage let both through
-		want: map[string]expect{
+		want: map[Name]expect{
 			"data-safety": {verdict: Invalid, evidence: []string{"fenced at token 34 of p0", "cannot come next: p1 read k token=34"}},
 			"fencing":     {verdict: Invalid, summary: "1 duplicate token"},
 		},
@@ -141,13 +141,13 @@ func TestCheckersOnHandMadeHistories(t *testing.T) {
 		// A write that timed out landed after the next grant, before its token reached the
 		// storage: the search must still place it there.
 		file: "fenced-late-info-write.jsonl",
-		want: map[string]expect{"data-safety": {verdict: Valid}},
+		want: map[Name]expect{"data-safety": {verdict: Valid}},
 	}, {
 		file: "fenced-info-write-after-newer-token.jsonl", // it would have to land after the newer token
-		want: map[string]expect{"data-safety": {verdict: Invalid}},
+		want: map[Name]expect{"data-safety": {verdict: Invalid}},
 	}, {
 		file: "no-final-read.jsonl",
-		want: map[string]expect{
+		want: map[Name]expect{
 			"lost-updates": {verdict: Unknown, summary: "no final read of key k"},
 			"data-safety":  {verdict: Valid},
 		},
@@ -155,7 +155,7 @@ func TestCheckersOnHandMadeHistories(t *testing.T) {
 		// A's first acquire went unanswered, so A starts a new life: that old acquire, placed
 		// late, must not make the new A the holder again and excuse its stale write.
 		file: "stale-after-lost-acquire.jsonl",
-		want: map[string]expect{
+		want: map[Name]expect{
 			"data-safety":  {verdict: Invalid},
 			"lost-updates": {verdict: Invalid, counts: map[string]int{"lost": 1}},
 		},
@@ -163,7 +163,7 @@ func TestCheckersOnHandMadeHistories(t *testing.T) {
 		// Two acknowledged writes of 1: an increment was lost, even though an indeterminate
 		// write later made the final counter equal to the writes.
 		file: "overwrite-hidden-by-info-write.jsonl",
-		want: map[string]expect{
+		want: map[Name]expect{
 			"lost-updates": {verdict: Invalid, counts: map[string]int{"acknowledged": 2, "final": 2, "lost": 1}},
 		},
 	}, {
@@ -171,7 +171,7 @@ func TestCheckersOnHandMadeHistories(t *testing.T) {
 		// flight; the ensemble expires its session and p1 is granted seconds later. The
 		// hold that was never released lapses at p0's last event (issue 35).
 		file: "killed-holder-lapses.jsonl",
-		want: map[string]expect{
+		want: map[Name]expect{
 			"lock-linearizable": {verdict: Valid, counts: map[string]int{"keys": 1, "operations": 5}},
 			"mutual-exclusion":  {verdict: Valid, counts: map[string]int{"holds": 3, "overlaps": 0}},
 			"data-safety":       {verdict: Valid},
@@ -182,7 +182,7 @@ func TestCheckersOnHandMadeHistories(t *testing.T) {
 		// The same kill, but p1 was granted while p0 still acted (its rejected write, its
 		// read the kill cut short): a lapse comes only after the holder's last event.
 		file: "killed-holder-still-acting.jsonl",
-		want: map[string]expect{
+		want: map[Name]expect{
 			"lock-linearizable": {verdict: Invalid, evidence: []string{
 				"key k: no order of its 3 operations (and 1 lapse) is legal",
 				"state then: {held by p0}",
@@ -199,7 +199,7 @@ func TestCheckersOnHandMadeHistories(t *testing.T) {
 		// service keeps its lease until it runs out and grants p1 seconds later. p0 let go
 		// at its release, and its hold lapses there: every checker finds it valid.
 		file: "release-unreachable.jsonl",
-		want: map[string]expect{
+		want: map[Name]expect{
 			"lock-linearizable": {verdict: Valid, counts: map[string]int{"keys": 1, "operations": 3}},
 			"mutual-exclusion":  {verdict: Valid, counts: map[string]int{"holds": 2, "overlaps": 0}},
 			"data-safety":       {verdict: Valid, counts: map[string]int{"writes-accepted": 2, "writes-rejected": 0}},
@@ -209,7 +209,7 @@ func TestCheckersOnHandMadeHistories(t *testing.T) {
 		},
 	}, {
 		file: "three-holders.jsonl", // every overlapping pair is its own line
-		want: map[string]expect{
+		want: map[Name]expect{
 			"mutual-exclusion": {verdict: Invalid, summary: "3 overlapping holds", counts: map[string]int{"holds": 3, "overlaps": 3},
 				evidence: []string{
 					"p0 held k from #1 (t=1ms) to #11 (t=21ms), its last event; p1 acquired k at #3 (t=3ms) while p0 still believed it held it; overlap 9ms",
@@ -224,7 +224,7 @@ func TestCheckersOnHandMadeHistories(t *testing.T) {
 		// reached the recorder first, though p0's was read 0.3 ms earlier: the earlier hold
 		// is the later grant in the file.
 		file: "pooled-session.jsonl",
-		want: map[string]expect{
+		want: map[Name]expect{
 			"mutual-exclusion": {verdict: Invalid, summary: "1 overlapping hold", counts: map[string]int{"holds": 2, "overlaps": 1},
 				evidence: []string{
 					"p0 held k from #3 (t=41.6ms) to #13 (t=47ms), its release; p1 acquired k at #2 (t=41.9ms) while p0 still believed it held it; overlap 5.1ms",
@@ -235,7 +235,7 @@ func TestCheckersOnHandMadeHistories(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(strings.TrimSuffix(tt.file, ".jsonl"), func(t *testing.T) {
 			events := readHistory(t, tt.file)
-			results := map[string]Result{}
+			results := map[Name]Result{}
 			for _, r := range RunAll(t.Context(), All(), events, Options{}) {
 				results[r.Checker] = r
 			}
@@ -244,7 +244,7 @@ func TestCheckersOnHandMadeHistories(t *testing.T) {
 				if !ok {
 					t.Fatalf("no checker named %s ran", name)
 				}
-				t.Run(name, func(t *testing.T) { want.assert(t, r) })
+				t.Run(string(name), func(t *testing.T) { want.assert(t, r) })
 			}
 		})
 	}
@@ -295,7 +295,7 @@ func TestSearchesEndUnknownWhenStopped(t *testing.T) {
 	events := readHistory(t, "clean.jsonl")
 	for _, tt := range tests {
 		for _, c := range []Checker{lockLinearizable, dataSafety} {
-			t.Run(tt.name+"/"+c.Name(), func(t *testing.T) {
+			t.Run(tt.name+"/"+string(c.Name()), func(t *testing.T) {
 				r := c.Check(tt.ctx, events, Options{MaxSteps: tt.steps})
 				if r.Verdict != Unknown || !strings.HasPrefix(r.Summary, tt.summary) {
 					t.Errorf("got %s: %s, want unknown: %s", r.Verdict, r.Summary, tt.summary)
@@ -336,7 +336,7 @@ func TestVisualisationFilesAreWritten(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range []Checker{lockLinearizable, dataSafety} {
 		r := c.Check(t.Context(), events, Options{Dir: dir})
-		want := c.Name() + "-k.html"
+		want := string(c.Name()) + "-k.html"
 		if !slices.Equal(r.Files, []string{want}) {
 			t.Fatalf("%s: files %q, want [%s]", c.Name(), r.Files, want)
 		}
@@ -428,11 +428,11 @@ func TestWorst(t *testing.T) {
 }
 
 func TestAllNamesTheCheckersInReportOrder(t *testing.T) {
-	var names []string
+	var names []Name
 	for _, c := range All() {
 		names = append(names, c.Name())
 	}
-	want := []string{"lock-linearizable", "mutual-exclusion", "data-safety", "lost-updates", "fencing", "herd", "stats"}
+	want := []Name{"lock-linearizable", "mutual-exclusion", "data-safety", "lost-updates", "fencing", "herd", "stats"}
 	if !slices.Equal(names, want) {
 		t.Errorf("All() = %q, want %q", names, want)
 	}
@@ -558,39 +558,39 @@ func TestJudgeGivesNoVacuousPass(t *testing.T) {
 		name    string
 		events  []history.Event
 		opts    Options
-		want    map[string]Verdict
+		want    map[Name]Verdict
 		summary string
 	}{
-		{"empty history", nil, Options{}, map[string]Verdict{
+		{"empty history", nil, Options{}, map[Name]Verdict{
 			"lock-linearizable": Unknown, "mutual-exclusion": Unknown, "stats": Unknown, "fencing": NotApplicable,
 		}, "no acquire succeeded, no storage write was accepted"},
-		{"nothing written", acquireOnly, Options{}, map[string]Verdict{
+		{"nothing written", acquireOnly, Options{}, map[Name]Verdict{
 			"lock-linearizable": Unknown, "stats": Unknown,
 		}, "no storage write was accepted"},
-		{"faults requested, none injected", readHistory(t, "indeterminate.jsonl"), Options{FaultsRequested: true}, map[string]Verdict{
+		{"faults requested, none injected", readHistory(t, "indeterminate.jsonl"), Options{FaultsRequested: true}, map[Name]Verdict{
 			"lock-linearizable": Unknown, "data-safety": Unknown, "stats": Unknown,
 		}, "the nemesis injected no fault"},
-		{"no faults requested", readHistory(t, "indeterminate.jsonl"), Options{}, map[string]Verdict{
+		{"no faults requested", readHistory(t, "indeterminate.jsonl"), Options{}, map[Name]Verdict{
 			"lock-linearizable": Valid, "data-safety": Valid, "stats": Valid,
 		}, ""},
 		{"the nemesis's hazard never occurred", readHistory(t, "kleppmann-fenced.jsonl"),
-			Options{FaultsRequested: true, Hazards: map[string]history.Hazard{"pause-holder": history.GrantedInPause}}, map[string]Verdict{
+			Options{FaultsRequested: true, Hazards: map[string]history.Hazard{"pause-holder": history.GrantedInPause}}, map[Name]Verdict{
 				"mutual-exclusion": Invalid, "data-safety": Unknown, "fencing": Unknown, "stats": Unknown,
 			}, "pause-holder injected 1 fault and no other client was granted the lock while a paused client still held it"},
 		{"the nemesis's hazard occurred", readHistory(t, "kleppmann-fenced-hazard.jsonl"),
-			Options{FaultsRequested: true, Hazards: map[string]history.Hazard{"pause-holder": history.GrantedInPause}}, map[string]Verdict{
+			Options{FaultsRequested: true, Hazards: map[string]history.Hazard{"pause-holder": history.GrantedInPause}}, map[Name]Verdict{
 				"mutual-exclusion": Invalid, "data-safety": Valid, "fencing": Valid, "stats": Valid,
 			}, ""},
 		{"a hazard no nemesis asked for proves nothing", readHistory(t, "kleppmann-fenced-hazard.jsonl"),
-			Options{FaultsRequested: true, Hazards: map[string]history.Hazard{"failover": history.GrantLost}}, map[string]Verdict{
+			Options{FaultsRequested: true, Hazards: map[string]history.Hazard{"failover": history.GrantLost}}, map[Name]Verdict{
 				"data-safety": Unknown, "stats": Unknown,
 			}, "failover injected 1 fault and no replica was promoted"},
 		{"of two targeted nemeses, none's hazard occurred", readHistory(t, "kleppmann-fenced.jsonl"),
 			Options{FaultsRequested: true, Hazards: map[string]history.Hazard{"pause-holder": history.GrantedInPause, "failover": history.GrantLost}},
-			map[string]Verdict{"data-safety": Unknown, "stats": Unknown},
+			map[Name]Verdict{"data-safety": Unknown, "stats": Unknown},
 			"failover injected 1 fault and no replica was promoted while a grant its primary made after the cut was held, " +
 				"pause-holder injected 1 fault and no other client was granted"},
-		{"a violation stands", readHistory(t, "kleppmann-unfenced.jsonl"), Options{FaultsRequested: true}, map[string]Verdict{
+		{"a violation stands", readHistory(t, "kleppmann-unfenced.jsonl"), Options{FaultsRequested: true}, map[Name]Verdict{
 			"lock-linearizable": Invalid, "data-safety": Invalid, "stats": Valid,
 		}, ""},
 	}
@@ -622,7 +622,7 @@ func TestJudgeKeepsAPassOneDangerCameFor(t *testing.T) {
 	events := readHistory(t, "kleppmann-fenced-hazard.jsonl")
 	results := Judge(t.Context(), events, Options{FaultsRequested: true,
 		Hazards: map[string]history.Hazard{"pause-holder": history.GrantedInPause, "failover": history.GrantLost}})
-	want := map[string]Verdict{"mutual-exclusion": Invalid, "data-safety": Valid, "fencing": Valid, "stats": Valid}
+	want := map[Name]Verdict{"mutual-exclusion": Invalid, "data-safety": Valid, "fencing": Valid, "stats": Valid}
 	for _, r := range results {
 		if v, ok := want[r.Checker]; ok && r.Verdict != v {
 			t.Errorf("%s: %s (%s), want %s", r.Checker, r.Verdict, r.Summary, v)

@@ -11,16 +11,16 @@ func TestFirstViolationIsTheEarliestViolatingEvent(t *testing.T) {
 	ms := func(n int) *time.Duration { d := time.Duration(n) * time.Millisecond; return &d }
 	tests := []struct {
 		file string
-		want map[string]*time.Duration
+		want map[Name]*time.Duration
 	}{
-		{"kleppmann-unfenced.jsonl", map[string]*time.Duration{
+		{"kleppmann-unfenced.jsonl", map[Name]*time.Duration{
 			"mutual-exclusion":  ms(22), // p1's grant (#6) while p0 was paused holding the lock
 			"lock-linearizable": nil,    // a search says no order is legal, not from when on
 			"lost-updates":      ms(32), // p0's stale write (#15) overwrote p1's increment
 			"fencing":           nil,
 		}},
-		{"fencing-stale-accepted.jsonl", map[string]*time.Duration{"fencing": ms(32)}}, // token 33 accepted after 34 (#15)
-		{"clean.jsonl", map[string]*time.Duration{
+		{"fencing-stale-accepted.jsonl", map[Name]*time.Duration{"fencing": ms(32)}}, // token 33 accepted after 34 (#15)
+		{"clean.jsonl", map[Name]*time.Duration{
 			"mutual-exclusion": nil, "lost-updates": nil, "fencing": nil,
 		}},
 	}

@@ -129,7 +129,7 @@ func TestHoldLapsesAtItsRejectedRelease(t *testing.T) {
 			if _, err := history.Pair(events); err != nil {
 				t.Fatal(err)
 			}
-			want := map[string]Verdict{"lock-linearizable": tt.lin, "mutual-exclusion": tt.me}
+			want := map[Name]Verdict{"lock-linearizable": tt.lin, "mutual-exclusion": tt.me}
 			for _, r := range RunAll(t.Context(), []Checker{lockLinearizable, mutualExclusion}, events, Options{}) {
 				if r.Verdict != want[r.Checker] {
 					t.Errorf("%s: %s (%s; %q), want %s", r.Checker, r.Verdict, r.Summary, r.Evidence, want[r.Checker])
@@ -158,7 +158,7 @@ func TestLockLinearizableAgreesWithMutualExclusion(t *testing.T) {
 				Kills: v.kills, Unreachable: v.unreachable, Seed: seed}
 			name := fmt.Sprintf("%+v", cfg)
 			events := histgen.Generate(cfg)
-			results := map[string]Result{}
+			results := map[Name]Result{}
 			for _, r := range RunAll(t.Context(), []Checker{lockLinearizable, mutualExclusion}, events, Options{}) {
 				results[r.Checker] = r
 			}

@@ -140,12 +140,12 @@ type linearizability struct {
 }
 
 // checker is the porcupine checker named name.
-func (l linearizability) checker(name string, property Property) checker {
+func (l linearizability) checker(name Name, property Property) checker {
 	return checker{name: name, property: property, search: true, start: func(opts Options) accumulator { return l.begin(name, opts) }}
 }
 
 // begin starts the search of one history.
-func (l linearizability) begin(name string, opts Options) *searchState {
+func (l linearizability) begin(name Name, opts Options) *searchState {
 	bound := opts.MaxSteps
 	if bound <= 0 {
 		bound = DefaultSteps
@@ -157,7 +157,7 @@ func (l linearizability) begin(name string, opts Options) *searchState {
 // searchState is what a porcupine checker found, over the pieces judged so far.
 type searchState struct {
 	l     linearizability
-	name  string
+	name  Name
 	dir   string // Options.Dir
 	bound int64  // the steps of each key's search of each piece
 	// why is the cause of the context's end that stopped a search, if one did (guard.go,
@@ -241,7 +241,7 @@ func (st *searchState) add(ctx context.Context, p part) {
 		}
 		// A history judged in pieces draws only where a search found it illegal.
 		if draw && s.verbose && (!p.streamed || s.result == porcupine.Illegal) {
-			name := st.files.next(st.name, key)
+			name := st.files.next(string(st.name), key)
 			if err := page.write(filepath.Join(st.dir, name), s.model, s); err != nil {
 				doubt.addf("key %s: %v", key, err)
 			} else {

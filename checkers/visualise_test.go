@@ -21,7 +21,7 @@ func TestPorcupinePageIsPostProcessed(t *testing.T) {
 		{dataSafety, []string{`"Description":"p1'1"`, `t=24ms .. t=30ms`}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.checker.Name(), func(t *testing.T) {
+		t.Run(string(tt.checker.Name()), func(t *testing.T) {
 			dir := t.TempDir()
 			r := tt.checker.Check(t.Context(), readHistory(t, "indeterminate.jsonl"), Options{Dir: dir})
 			if len(r.Files) != 1 {

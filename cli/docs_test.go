@@ -513,7 +513,7 @@ func TestDocsListEveryName(t *testing.T) {
 		}
 	}
 	for _, c := range checkers.All() {
-		if !strings.Contains(runs, "\n| "+c.Name()+" |") {
+		if !strings.Contains(runs, "\n| "+string(c.Name())+" |") {
 			t.Errorf("docs/runs.md's checkers table has no row for %s", c.Name())
 		}
 	}

@@ -149,7 +149,7 @@ func failingRun(path string) (spec.Spec, []string, error) {
 	var target []string
 	for _, r := range summary.Results {
 		if r.Verdict == checkers.Invalid && r.Property != checkers.PropertyMetric && r.Property != checkers.PropertyPrecondition {
-			target = append(target, r.Checker)
+			target = append(target, string(r.Checker))
 		}
 	}
 	if len(target) == 0 {
@@ -165,7 +165,7 @@ func outcomeOf(dir string, s results.Summary) shrink.Outcome {
 		if r.Verdict != checkers.Invalid {
 			continue
 		}
-		o.Invalid = append(o.Invalid, r.Checker)
+		o.Invalid = append(o.Invalid, string(r.Checker))
 		if v := r.FirstViolation; v != nil && (o.FirstViolation == nil || *v < *o.FirstViolation) {
 			o.FirstViolation = v
 		}

@@ -120,7 +120,7 @@ func TestRedlockKleppmannLiveGivesTwoHoldersNamingTheirNodes(t *testing.T) {
 		}
 		return ""
 	}))
-	expect(t, tr.summary, map[string]checkers.Verdict{"mutual-exclusion": checkers.Invalid})
+	expect(t, tr.summary, map[checkers.Name]checkers.Verdict{"mutual-exclusion": checkers.Invalid})
 }
 
 // twoMajoritiesNamed says whether client 1, cut from D and E, held the lock by A, B and C
@@ -184,7 +184,7 @@ func TestZooKeeperHolderPartitionedFromTheEnsemble(t *testing.T) {
 	needClientAddrs(t)
 	t.Run("unfenced", func(t *testing.T) {
 		s := untilDanger(t, holderCutSpec("zookeeper", "partition-holder", false), overlapped).summary
-		expect(t, s, map[string]checkers.Verdict{"mutual-exclusion": checkers.Invalid, "data-safety": checkers.Invalid})
+		expect(t, s, map[checkers.Name]checkers.Verdict{"mutual-exclusion": checkers.Invalid, "data-safety": checkers.Invalid})
 	})
 	t.Run("fenced", func(t *testing.T) {
 		tier.Long(t) // make test has fencing under a cut on PostgreSQL
@@ -205,7 +205,7 @@ func TestHolderCutFromTheLockServiceStillReachesTheStorage(t *testing.T) {
 			s.Pause = Duration(4 * time.Second) // the cut outlasts the holder's work
 			tr := untilDanger(t, s, overlapped)
 			summary, events := tr.summary, tr.events
-			want := map[string]checkers.Verdict{"mutual-exclusion": checkers.Invalid, "data-safety": checkers.Invalid}
+			want := map[checkers.Name]checkers.Verdict{"mutual-exclusion": checkers.Invalid, "data-safety": checkers.Invalid}
 			wantWrite := history.OK
 			if fencing {
 				want["data-safety"], want["fencing"] = checkers.Valid, checkers.Valid
@@ -234,7 +234,7 @@ func TestHolderCutFromTheLockServiceStillReachesTheStorage(t *testing.T) {
 		s.Work, s.Pause = Duration(100*time.Millisecond), Duration(3*time.Second)
 		tr := untilDanger(t, s, overlapped)
 		summary, events := tr.summary, tr.events
-		expect(t, summary, map[string]checkers.Verdict{
+		expect(t, summary, map[checkers.Name]checkers.Verdict{
 			"mutual-exclusion": checkers.Invalid, "data-safety": checkers.Valid, "lost-updates": checkers.Valid})
 		faults, cut := clientFaults(t, events, "partition-holder-storage")
 		all := ops(t, events)
@@ -335,7 +335,7 @@ func TestSentinelPartitionedPrimaryKeepsGrantingToItsSide(t *testing.T) {
 	// earlier holder acts after the other side's grant.
 	tr := untilDanger(t, s, both(hazard(history.TwoPrimaries), overlapped))
 	summary, events := tr.summary, tr.events
-	expect(t, summary, map[string]checkers.Verdict{"mutual-exclusion": checkers.Invalid})
+	expect(t, summary, map[checkers.Name]checkers.Verdict{"mutual-exclusion": checkers.Invalid})
 	twoPrimaries := slices.ContainsFunc(history.RoleChanges(events), func(c history.RoleChange) bool {
 		primaries := 0
 		for _, role := range c.Roles {

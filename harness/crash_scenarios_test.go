@@ -103,7 +103,7 @@ func failoverSpec(minReplicas int) Spec {
 func TestSentinelFailoverLosesTheLockAndTokensGoBack(t *testing.T) {
 	tr := untilDanger(t, failoverSpec(0), both(hazard(history.LostGrantServed), overlapped))
 	s, events := tr.summary, tr.events
-	expect(t, s, map[string]checkers.Verdict{
+	expect(t, s, map[checkers.Name]checkers.Verdict{
 		"mutual-exclusion": checkers.Invalid,
 		"fencing":          checkers.Invalid,
 	})
@@ -146,7 +146,7 @@ func rolesShow(events []history.Event, want map[string]string) bool {
 func TestSentinelMinReplicasRefusesTheGrantAFailoverWouldLose(t *testing.T) {
 	tier.Long(t) // make test has the failover that loses a grant
 	s, events := runEvents(t, failoverSpec(1))
-	expect(t, s, map[string]checkers.Verdict{
+	expect(t, s, map[checkers.Name]checkers.Verdict{
 		"mutual-exclusion":  checkers.Unknown,
 		"lock-linearizable": checkers.Unknown,
 	})
@@ -188,7 +188,7 @@ func redlockKillSpec(delayed bool) Spec {
 
 func TestRedlockKilledNodeWithoutPersistenceGivesTwoHolders(t *testing.T) {
 	tr := untilDanger(t, redlockKillSpec(false), both(hazard(history.RestartInLease), overlapped))
-	expect(t, tr.summary, map[string]checkers.Verdict{"mutual-exclusion": checkers.Invalid})
+	expect(t, tr.summary, map[checkers.Name]checkers.Verdict{"mutual-exclusion": checkers.Invalid})
 	expectHoldersNodeKilled(t, tr.events)
 }
 

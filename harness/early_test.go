@@ -88,7 +88,7 @@ func TestStopAtFirstViolationEndsTheRunEarly(t *testing.T) {
 	spec := localSpec("local-broken", []string{"none"}, false)
 	spec.TimeLimit, spec.StopEarly = Duration(10*time.Minute), true
 	s, events := runEvents(t, spec)
-	expect(t, s, map[string]checkers.Verdict{"mutual-exclusion": checkers.Invalid})
+	expect(t, s, map[checkers.Name]checkers.Verdict{"mutual-exclusion": checkers.Invalid})
 	if span := time.Duration(history.Span(events) - events[0].Time); span > spec.TimeLimit.Std()/2 {
 		t.Errorf("the run went on for %s of its %s", span, spec.TimeLimit.Std())
 	}

@@ -30,7 +30,7 @@ func shortSpec(system, client, nemesis string, fencing bool, limit time.Duration
 func brokenThenFenced(t *testing.T, system, client, nemesis string, h history.Hazard) {
 	t.Run("unfenced", func(t *testing.T) {
 		s := untilDanger(t, shortSpec(system, client, nemesis, false, 7*time.Second), both(hazard(h), overlapped)).summary
-		expect(t, s, map[string]checkers.Verdict{"mutual-exclusion": checkers.Invalid, "data-safety": checkers.Invalid})
+		expect(t, s, map[checkers.Name]checkers.Verdict{"mutual-exclusion": checkers.Invalid, "data-safety": checkers.Invalid})
 	})
 	t.Run("fenced", func(t *testing.T) {
 		expectLockBrokenDataSafe(t, untilDanger(t, shortSpec(system, client, nemesis, true, 7*time.Second), both(hazard(h), overlapped)).summary)
@@ -106,7 +106,7 @@ func TestPostgresAdvisoryThroughPgBouncer(t *testing.T) {
 		spec := shortSpec("postgres", "pg-advisory", "none", false, 8*time.Second)
 		spec.Pooler = system.PgBouncerTransaction
 		s := untilDanger(t, spec, both(hazard(history.PooledSession), overlapped)).summary
-		expect(t, s, map[string]checkers.Verdict{"mutual-exclusion": checkers.Invalid, "lock-linearizable": checkers.Invalid,
+		expect(t, s, map[checkers.Name]checkers.Verdict{"mutual-exclusion": checkers.Invalid, "lock-linearizable": checkers.Invalid,
 			"data-safety": checkers.Invalid, "stats": checkers.Valid})
 		expectHazard(t, s, history.PooledSession)
 		story := ""

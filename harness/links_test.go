@@ -39,7 +39,7 @@ func TestRedisHolderWriteHeldInTheNetwork(t *testing.T) {
 			if fencing {
 				expectLockBrokenDataSafe(t, tr.summary)
 			} else {
-				expect(t, tr.summary, map[string]checkers.Verdict{
+				expect(t, tr.summary, map[checkers.Name]checkers.Verdict{
 					"mutual-exclusion": checkers.Invalid, "data-safety": checkers.Invalid, "lost-updates": checkers.Invalid})
 			}
 			story := checkers.StoryText(verdicts(tr.summary)["mutual-exclusion"].Story)
@@ -82,7 +82,7 @@ func TestProxiesWithoutAFaultKeepTheVerdicts(t *testing.T) {
 		t.Fatal(err)
 	}
 	dv, pv := verdicts(ds), verdicts(ps)
-	for _, c := range []string{checkers.LockLinearizable, checkers.MutualExclusion, checkers.DataSafety, checkers.LostUpdates,
+	for _, c := range []checkers.Name{checkers.LockLinearizable, checkers.MutualExclusion, checkers.DataSafety, checkers.LostUpdates,
 		checkers.Fencing, checkers.Stats} {
 		if dv[c].Verdict != checkers.Valid || pv[c].Verdict != checkers.Valid {
 			t.Errorf("%s: %s directly, %s through the proxies; want valid both", c, dv[c].Verdict, pv[c].Verdict)
@@ -167,7 +167,7 @@ func TestADelayedClientsLateWritesAreFencedOff(t *testing.T) {
 	inLane(t, laneRedis)
 	tr := untilDanger(t, spec("redis", "redis", []string{history.Delay.Name}, true, 20*time.Second),
 		both(worked, hazard(history.SlowPastLease)))
-	expect(t, tr.summary, map[string]checkers.Verdict{
+	expect(t, tr.summary, map[checkers.Name]checkers.Verdict{
 		checkers.DataSafety: checkers.Valid, checkers.LostUpdates: checkers.Valid, checkers.Fencing: checkers.Valid, checkers.Stats: checkers.Valid})
 	for _, f := range history.Faults(tr.events) {
 		if !f.Healed || len(f.Targets) != 1 {

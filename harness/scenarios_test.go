@@ -177,15 +177,15 @@ func kleppmannSpec(fencing bool) Spec {
 	return s
 }
 
-func verdicts(s results.Summary) map[string]checkers.Result {
-	m := map[string]checkers.Result{}
+func verdicts(s results.Summary) map[checkers.Name]checkers.Result {
+	m := map[checkers.Name]checkers.Result{}
 	for _, r := range s.Results {
 		m[r.Checker] = r
 	}
 	return m
 }
 
-func expect(t *testing.T, s results.Summary, want map[string]checkers.Verdict) {
+func expect(t *testing.T, s results.Summary, want map[checkers.Name]checkers.Verdict) {
 	t.Helper()
 	got := verdicts(s)
 	for name, v := range want {
@@ -198,7 +198,7 @@ func expect(t *testing.T, s results.Summary, want map[string]checkers.Verdict) {
 func TestRedisPausedHolderWithoutFencingCorruptsStorage(t *testing.T) {
 	inLane(t, laneRedis)
 	s := untilDanger(t, kleppmannSpec(false), overlapped).summary
-	expect(t, s, map[string]checkers.Verdict{
+	expect(t, s, map[checkers.Name]checkers.Verdict{
 		"lock-linearizable": checkers.Invalid,
 		"mutual-exclusion":  checkers.Invalid,
 		"data-safety":       checkers.Invalid,
@@ -221,7 +221,7 @@ func TestRedisPausedHolderWithFencingKeepsStorageSafe(t *testing.T) {
 // at once, yet the storage rejected the stale one and lost nothing.
 func expectLockBrokenDataSafe(t *testing.T, s results.Summary) {
 	t.Helper()
-	expect(t, s, map[string]checkers.Verdict{
+	expect(t, s, map[checkers.Name]checkers.Verdict{
 		"lock-linearizable": checkers.Invalid,
 		"mutual-exclusion":  checkers.Invalid,
 		"data-safety":       checkers.Valid,
@@ -245,7 +245,7 @@ func TestRedisWithoutFaultsIsSafe(t *testing.T) {
 // a mutex, and storage whose every accepted request a correct lock explains.
 func expectLockKept(t *testing.T, s results.Summary) {
 	t.Helper()
-	expect(t, s, map[string]checkers.Verdict{
+	expect(t, s, map[checkers.Name]checkers.Verdict{
 		"lock-linearizable": checkers.Valid,
 		"mutual-exclusion":  checkers.Valid,
 		"data-safety":       checkers.Valid,
@@ -334,7 +334,7 @@ func TestRedlockPausedHolderCorruptsStorage(t *testing.T) {
 				tier.Long(t) // one Redlock client shows the pause in make test
 			}
 			s := untilDanger(t, spec("redlock", client, []string{"pause-holder"}, false, 12*time.Second), overlapped).summary
-			expect(t, s, map[string]checkers.Verdict{
+			expect(t, s, map[checkers.Name]checkers.Verdict{
 				"mutual-exclusion": checkers.Invalid,
 				"data-safety":      checkers.Invalid,
 			})
@@ -352,7 +352,7 @@ func TestRedlockKleppmannClockJumpGivesTwoHolders(t *testing.T) {
 	s := DefaultSpec()
 	s.System, s.Nemesis, s.TimeLimit = "redlock", []string{"kleppmann-clock"}, Duration(15*time.Second)
 	tr := untilDanger(t, s, both(overlapped, hazard(history.TwoMajorities)))
-	expect(t, tr.summary, map[string]checkers.Verdict{"mutual-exclusion": checkers.Invalid})
+	expect(t, tr.summary, map[checkers.Name]checkers.Verdict{"mutual-exclusion": checkers.Invalid})
 	expectFaults(t, tr.summary, 2)
 	// Client 2's grant came from C, D and E: the clock's doing, not a lapsed lease.
 	if !slices.ContainsFunc(tr.events, func(e history.Event) bool {
@@ -407,7 +407,7 @@ func TestZooKeeperWithoutFaultsIsSafeWithGrowingTokens(t *testing.T) {
 func TestZooKeeperHolderPausedPastItsSessionCorruptsStorage(t *testing.T) {
 	inLane(t, laneZooKeeper)
 	s := untilDanger(t, zkSpec([]string{"pause-holder"}, false, 12*time.Second), overlapped).summary
-	expect(t, s, map[string]checkers.Verdict{
+	expect(t, s, map[checkers.Name]checkers.Verdict{
 		"mutual-exclusion": checkers.Invalid,
 		"data-safety":      checkers.Invalid,
 	})
@@ -438,7 +438,7 @@ func TestZooKeeperPausedServerWithFencingKeepsStorageSafe(t *testing.T) {
 	tier.Long(t) // ZooKeeper's sessions under a fault are in make test with pause-holder and kill-node
 	inLane(t, laneZooKeeper)
 	s := untilDanger(t, zkSpec([]string{"pause-node"}, true, 15*time.Second), proven).summary
-	expect(t, s, map[string]checkers.Verdict{
+	expect(t, s, map[checkers.Name]checkers.Verdict{
 		"data-safety":  checkers.Valid,
 		"lost-updates": checkers.Valid,
 		"fencing":      checkers.Valid,
@@ -466,7 +466,7 @@ func TestZooKeeperRecipeWakesOneWaiterPerRelease(t *testing.T) {
 func TestRedisClockJumpBreaksTheLock(t *testing.T) {
 	inLane(t, laneRedis)
 	s := untilDanger(t, spec("redis", "redis", []string{"clock-bump"}, false, 12*time.Second), overlapped).summary
-	expect(t, s, map[string]checkers.Verdict{
+	expect(t, s, map[checkers.Name]checkers.Verdict{
 		"lock-linearizable": checkers.Invalid,
 		"mutual-exclusion":  checkers.Invalid,
 	})

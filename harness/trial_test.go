@@ -49,7 +49,7 @@ func TestLocalLockWithoutFaultsIsSafe(t *testing.T) {
 func TestBrokenLocalLockIsCaught(t *testing.T) {
 	inLane(t, laneLocal)
 	s := runScenario(t, localSpec("local-broken", []string{"none"}, false))
-	expect(t, s, map[string]checkers.Verdict{
+	expect(t, s, map[checkers.Name]checkers.Verdict{
 		"lock-linearizable": checkers.Invalid,
 		"mutual-exclusion":  checkers.Invalid,
 		"stats":             checkers.Valid,
@@ -63,7 +63,7 @@ func TestLocalPausedHolderWithoutFencingCorruptsStorage(t *testing.T) {
 	inMakeTest(t, "TestLocalPausedHolderWithFencingKeepsStorageSafe, the same pauses and overlap")
 	inLane(t, laneLocal)
 	s := runScenario(t, localSpec("local", []string{"pause-holder"}, false))
-	expect(t, s, map[string]checkers.Verdict{
+	expect(t, s, map[checkers.Name]checkers.Verdict{
 		"lock-linearizable": checkers.Invalid,
 		"mutual-exclusion":  checkers.Invalid,
 		"data-safety":       checkers.Invalid,
@@ -82,7 +82,7 @@ func TestLocalFrozenWaiterIsNotGrantedOverAHolder(t *testing.T) {
 	inMakeTest(t, "pause-waiter's own tests on a recording fake")
 	inLane(t, laneLocal)
 	tr := untilDanger(t, localSpec("local", []string{history.PauseWaiter.Name}, false), hazard(history.WaiterLapsed))
-	expect(t, tr.summary, map[string]checkers.Verdict{
+	expect(t, tr.summary, map[checkers.Name]checkers.Verdict{
 		"lock-linearizable": checkers.Valid, "mutual-exclusion": checkers.Valid, "data-safety": checkers.Valid, "stats": checkers.Valid,
 	})
 }

@@ -56,7 +56,7 @@ func TestNamesAreDeclaredOnce(t *testing.T) {
 		names[k.Name] = "fault kind"
 	}
 	for _, c := range checkers.All() {
-		names[c.Name()] = "checker"
+		names[string(c.Name())] = "checker"
 	}
 	for _, h := range history.KnownHazards() {
 		names[string(h)] = "hazard"

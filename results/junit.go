@@ -93,7 +93,7 @@ func WriteJUnit(dir string, s Summary) error {
 	}
 	hazards := hazardsLine(s.Hazards)
 	for _, r := range s.Results {
-		c := junitCase{Name: r.Checker, Classname: class, SystemOut: hazards}
+		c := junitCase{Name: string(r.Checker), Classname: class, SystemOut: hazards}
 		if through := throughHazards(r, s.Hazards); through != "" {
 			c.SystemOut = fmt.Sprintf("%s %s %s\n%s", r.Checker, r.Verdict, through, hazards)
 		}

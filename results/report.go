@@ -205,7 +205,7 @@ func newReport(dir string, s Summary, events []history.Event, plots *Plots) repo
 	}
 	base := 0 // the first of a checker's overlaps among all of them
 	for _, res := range s.Results {
-		c := checkerView{Name: res.Checker, Property: string(res.Property), Verdict: viewVerdict(res.Verdict), Summary: res.Summary,
+		c := checkerView{Name: string(res.Checker), Property: string(res.Property), Verdict: viewVerdict(res.Verdict), Summary: res.Summary,
 			Through: throughHazards(res, s.Hazards), Counts: formatCounts(res.Counts), Evidence: res.Evidence}
 		if len(res.Overlaps) > 0 && pairErr == nil {
 			var anchored []bool
@@ -215,12 +215,12 @@ func newReport(dir string, s Summary, events []history.Event, plots *Plots) repo
 			c.Overlaps = groupOverlaps(res.Overlaps, events, base, anchored)
 			c.Listed, c.Found = len(res.Overlaps), res.Counts["overlaps"]
 			c.Evidence = nil
-			c.First = &firstLink{Href: "#checker-" + res.Checker, Text: c.Overlaps[0].Occurrences[0].Text}
+			c.First = &firstLink{Href: "#checker-" + string(res.Checker), Text: c.Overlaps[0].Occurrences[0].Text}
 			if id := c.Overlaps[0].First; id != "" {
 				c.First.Href, c.First.Timeline = "#"+id, true
 			}
 		} else if res.Verdict == checkers.Invalid {
-			c.First = &firstLink{Href: "#checker-" + res.Checker, Text: "evidence"}
+			c.First = &firstLink{Href: "#checker-" + string(res.Checker), Text: "evidence"}
 			if res.FirstViolation != nil && pairErr == nil {
 				c.First = &firstLink{Href: "#timeline", At: strconv.FormatFloat(float64(*res.FirstViolation)/1e6, 'f', 3, 64),
 					Text: seconds(*res.FirstViolation), Timeline: true}
@@ -451,7 +451,7 @@ func newStoryView(rs []checkers.Result, events []history.Event, linked bool) *st
 	var names []string
 	for _, r := range rs {
 		if slices.Equal(r.Story, story) {
-			names = append(names, r.Checker)
+			names = append(names, string(r.Checker))
 		}
 	}
 	v := &storyView{Checkers: strings.Join(names, ", ")}

@@ -243,7 +243,7 @@ func TestJUnit(t *testing.T) {
 				if c.Failure != nil {
 					failed = append(failed, c.Name)
 					// A CI page shows what happened before the evidence.
-					if story := checkers.StoryText(storyOf(tt.s, c.Name)); !strings.HasPrefix(c.Failure.Text, story) {
+					if story := checkers.StoryText(storyOf(tt.s, checkers.Name(c.Name))); !strings.HasPrefix(c.Failure.Text, story) {
 						t.Errorf("%s's failure text %q does not open with its story %q", c.Name, c.Failure.Text, story)
 					}
 				}
@@ -261,7 +261,7 @@ func TestJUnit(t *testing.T) {
 	}
 }
 
-func storyOf(s Summary, checker string) []checkers.Sentence {
+func storyOf(s Summary, checker checkers.Name) []checkers.Sentence {
 	for _, r := range s.Results {
 		if r.Checker == checker {
 			return r.Story

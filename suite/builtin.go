@@ -92,7 +92,7 @@ var noTokens = []string{"redislock", "redlock", "redlock-parallel", "redsync"}
 // not applicable to a client without them, and is not decided otherwise (some clients take
 // a token only when asked to fence); herd, a metric, decides nothing; the stats
 // precondition must pass for a pass to mean anything.
-func (row tableRow) expect(client string, fenced bool) map[string]Expect {
+func (row tableRow) expect(client string, fenced bool) map[checkers.Name]Expect {
 	fencing := ExpectEither
 	if slices.Contains(noTokens, client) {
 		fencing = ExpectNotApplicable
@@ -101,7 +101,7 @@ func (row tableRow) expect(client string, fenced bool) map[string]Expect {
 	} else if fenced {
 		fencing = ExpectValid
 	}
-	return map[string]Expect{
+	return map[checkers.Name]Expect{
 		checkers.LockLinearizable: row.lock,
 		checkers.MutualExclusion:  row.lock,
 		checkers.DataSafety:       row.data,
@@ -315,7 +315,7 @@ func Describe(s Suite) string {
 		var expects []string
 		for _, e := range []Expect{ExpectInvalid, ExpectValid, ExpectNotApplicable} {
 			if names := c.expecting(e); len(names) > 0 {
-				expects = append(expects, string(e)+": "+strings.Join(names, ","))
+				expects = append(expects, string(e)+": "+joinNames(names, ","))
 			}
 		}
 		for _, h := range slices.Sorted(maps.Keys(c.Hazards)) {

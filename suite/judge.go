@@ -49,12 +49,12 @@ type RunResult struct {
 	// smallest run failing as it did.
 	Shrink string `json:"shrink,omitempty"`
 	// Verdict is the run's overall verdict.
-	Verdict  checkers.Verdict            `json:"verdict"`
-	Verdicts map[string]checkers.Verdict `json:"verdicts"`
+	Verdict  checkers.Verdict                   `json:"verdict"`
+	Verdicts map[checkers.Name]checkers.Verdict `json:"verdicts"`
 	// Summaries are the checkers' one-line summaries, for the reasons a cell gives.
-	Summaries map[string]string `json:"summaries,omitempty"`
+	Summaries map[checkers.Name]string `json:"summaries,omitempty"`
 	// FirstViolation is each checker's first violating event, from the run's start.
-	FirstViolation map[string]Duration `json:"first_violation,omitempty"`
+	FirstViolation map[checkers.Name]Duration `json:"first_violation,omitempty"`
 	// Error is a harness error: the run may be partial.
 	Error string `json:"error,omitempty"`
 	// Elapsed is how long the run took, start to verdict.
@@ -74,8 +74,8 @@ func shrinkText(run RunResult, v checkers.Verdict) string {
 
 // FromSummary keeps what the suite needs of a run's summary; dir is the run's directory.
 func FromSummary(seed int64, report, dir string, s results.Summary, err error) RunResult {
-	r := RunResult{Seed: seed, Report: report, Command: s.Command, Verdict: s.Verdict, Verdicts: map[string]checkers.Verdict{},
-		Summaries: map[string]string{}, FirstViolation: map[string]Duration{}, Error: s.Error}
+	r := RunResult{Seed: seed, Report: report, Command: s.Command, Verdict: s.Verdict, Verdicts: map[checkers.Name]checkers.Verdict{},
+		Summaries: map[checkers.Name]string{}, FirstViolation: map[checkers.Name]Duration{}, Error: s.Error}
 	if s.Verdict == checkers.Invalid && dir != "" {
 		r.Shrink = shellwords.Join([]string{"lockbreaker", "shrink", dir})
 	}
@@ -137,7 +137,7 @@ type HazardTally struct {
 
 // Check is one checker's expectation and what the runs said.
 type Check struct {
-	Checker  string                   `json:"checker"`
+	Checker  checkers.Name            `json:"checker"`
 	Expect   Expect                   `json:"expect"`
 	Observed map[checkers.Verdict]int `json:"observed"`
 	// Status is how this expectation alone fared; for invalid, against the threshold.
@@ -327,7 +327,7 @@ func against(n, undecidedRuns, runs int, threshold float64) Status {
 
 // judgeDetection counts the runs that found every expected violation at once, the
 // cell's detection rate, and holds it to the cell's threshold.
-func (r *CellResult) judgeDetection(violations []string) {
+func (r *CellResult) judgeDetection(violations []checkers.Name) {
 	var n, undecidedRuns int
 	var times []time.Duration
 	var missedSeeds []string
@@ -355,7 +355,7 @@ func (r *CellResult) judgeDetection(violations []string) {
 		r.MedianToViolation, r.WorstToViolation = durationOf(median(times)), durationOf(times[len(times)-1])
 	}
 	threshold, runs := r.Cell.threshold(), len(r.Runs)
-	what := strings.Join(violations, ", ") + " invalid"
+	what := joinNames(violations, ", ") + " invalid"
 	switch against(n, undecidedRuns, runs, threshold) {
 	case Unknown:
 		r.note(Unknown, "expected %s: found in %d of %d seeds, %d undecided; the threshold is %s", what, n, runs, undecidedRuns, percent(threshold))
@@ -371,7 +371,7 @@ func (r *CellResult) judgeDetection(violations []string) {
 // outcome says whether a run found every violation expected of it: found when all those
 // checkers said invalid, missed when one of them decided otherwise, undecided when the
 // rest could not say or the run was short of a hazard the cell requires.
-func outcome(run RunResult, violations []string, short bool) seedOutcome {
+func outcome(run RunResult, violations []checkers.Name, short bool) seedOutcome {
 	o := found
 	for _, name := range violations {
 		switch holds(ExpectInvalid, run.Verdicts[name], false, short) {
@@ -386,7 +386,7 @@ func outcome(run RunResult, violations []string, short bool) seedOutcome {
 
 // firstViolation is when the run's first violating event happened: the earliest that any
 // of the expected checkers points at. The porcupine searches point at none.
-func firstViolation(run RunResult, violations []string) (time.Duration, bool) {
+func firstViolation(run RunResult, violations []checkers.Name) (time.Duration, bool) {
 	var first time.Duration
 	ok := false
 	for _, name := range violations {

@@ -21,9 +21,9 @@ const (
 // run is a hand-made run: seed, verdicts of mutual-exclusion, data-safety and fencing, and
 // when mutual-exclusion first saw two holders (0: it did not).
 func run(seed int64, mutex, data, fencing checkers.Verdict, first time.Duration) RunResult {
-	r := RunResult{Seed: seed, Verdicts: map[string]checkers.Verdict{
+	r := RunResult{Seed: seed, Verdicts: map[checkers.Name]checkers.Verdict{
 		"mutual-exclusion": mutex, "data-safety": data, "fencing": fencing,
-	}, Summaries: map[string]string{"mutual-exclusion": "summary of seed"}, FirstViolation: map[string]Duration{}}
+	}, Summaries: map[checkers.Name]string{"mutual-exclusion": "summary of seed"}, FirstViolation: map[checkers.Name]Duration{}}
 	if first > 0 {
 		r.FirstViolation["mutual-exclusion"] = Duration(first)
 	}
@@ -42,9 +42,9 @@ func lost(n int, r RunResult) RunResult {
 }
 
 var (
-	pausedCell = Cell{Name: "paused", Expect: map[string]Expect{
+	pausedCell = Cell{Name: "paused", Expect: map[checkers.Name]Expect{
 		"mutual-exclusion": ExpectInvalid, "data-safety": ExpectValid, "fencing": ExpectValid}}
-	safeCell = Cell{Name: "safe", Expect: map[string]Expect{
+	safeCell = Cell{Name: "safe", Expect: map[checkers.Name]Expect{
 		"mutual-exclusion": ExpectValid, "data-safety": ExpectValid, "fencing": ExpectNotApplicable}}
 	// failoverCell requires 3 lost grants a run: the lock broken, fencing keeping the data.
 	failoverCell = func() Cell {
@@ -55,7 +55,7 @@ var (
 	// detectCell requires them too, and expects only the lock to break.
 	detectCell = func() Cell {
 		c := failoverCell
-		c.Expect = map[string]Expect{"mutual-exclusion": ExpectInvalid}
+		c.Expect = map[checkers.Name]Expect{"mutual-exclusion": ExpectInvalid}
 		return c
 	}()
 	// heldCell expects the lock to hold through 3 lost grants a run.
@@ -112,7 +112,7 @@ func TestJudge(t *testing.T) {
 			Unknown, -1, 0, 0, "seed 1: harness error: docker went away"},
 		{"a violation found in a run the harness broke stands", func() Cell {
 			c := pausedCell
-			c.Expect = map[string]Expect{"mutual-exclusion": ExpectInvalid}
+			c.Expect = map[checkers.Name]Expect{"mutual-exclusion": ExpectInvalid}
 			return c
 		}(), []RunResult{broken(run(1, invalid, valid, valid, s))},
 			Unknown, 1, s, s, "harness error"},
@@ -208,7 +208,7 @@ func TestFromSummaryKeepsHazardCounts(t *testing.T) {
 // Each expectation is judged on its own too, for the matrix's colours.
 func TestChecksAreJudgedOneByOne(t *testing.T) {
 	r := Judge(pausedCell, []RunResult{run(1, invalid, invalid, valid, time.Second), run(2, invalid, valid, valid, time.Second)})
-	want := map[string]Status{"mutual-exclusion": Met, "data-safety": Failed, "fencing": Met, "lost-updates": Met}
+	want := map[checkers.Name]Status{"mutual-exclusion": Met, "data-safety": Failed, "fencing": Met, "lost-updates": Met}
 	for _, ch := range r.Checks {
 		if s, ok := want[ch.Checker]; ok && ch.Status != s {
 			t.Errorf("%s: %s, want %s (observed %v)", ch.Checker, ch.Status, s, ch.Observed)
@@ -246,7 +246,7 @@ func TestSuiteStatusIsTheWorstCell(t *testing.T) {
 func TestAViolationOfWhatMustHoldNamesItsShrink(t *testing.T) {
 	s := results.Summary{Verdict: invalid, Results: []checkers.Result{{Checker: "mutual-exclusion", Verdict: invalid, Summary: "1 overlapping hold"}}}
 	run := FromSummary(3, "runs/t/1/report.html", "store/suite-x/1/runs/t/1", s, nil)
-	cell := Cell{Name: "c", Expect: map[string]Expect{"mutual-exclusion": ExpectValid}}
+	cell := Cell{Name: "c", Expect: map[checkers.Name]Expect{"mutual-exclusion": ExpectValid}}
 	r := Judge(cell, []RunResult{run})
 	if want := "(the smallest run that fails so: lockbreaker shrink store/suite-x/1/runs/t/1)"; r.Status != Failed || !strings.Contains(strings.Join(r.Reasons, "\n"), want) {
 		t.Errorf("status %s, reasons %q: want failed and %q", r.Status, r.Reasons, want)

@@ -68,7 +68,7 @@ type Cell struct {
 	// Spec is the run; its seed is the first of the cell's seeds.
 	Spec spec.Spec `json:"spec"`
 	// Expect maps a checker's name to its expected verdict; a checker not named: either.
-	Expect map[string]Expect `json:"expect"`
+	Expect map[checkers.Name]Expect `json:"expect"`
 	// Threshold is the share of seeds in which every checker expected invalid must say
 	// invalid; 0 means DefaultThreshold.
 	Threshold float64 `json:"threshold,omitempty"`
@@ -110,8 +110,8 @@ func (c Cell) threshold() float64 {
 }
 
 // expecting lists the checkers the cell expects to say e, in checker order.
-func (c Cell) expecting(e Expect) []string {
-	var names []string
+func (c Cell) expecting(e Expect) []checkers.Name {
+	var names []checkers.Name
 	for _, ck := range checkers.All() {
 		if c.Expect[ck.Name()] == e {
 			names = append(names, ck.Name())
@@ -146,7 +146,7 @@ func (s *Suite) Check(check SpecCheck) error {
 	if len(s.Cells) == 0 {
 		return errorf("suite %s has no cells", s.Name)
 	}
-	known := map[string]bool{}
+	known := map[checkers.Name]bool{}
 	for _, ck := range checkers.All() {
 		known[ck.Name()] = true
 	}
@@ -164,7 +164,7 @@ func (s *Suite) Check(check SpecCheck) error {
 	return nil
 }
 
-func (c *Cell) check(known map[string]bool, check SpecCheck) error {
+func (c *Cell) check(known map[checkers.Name]bool, check SpecCheck) error {
 	checked, err := check(c.Spec)
 	if err != nil {
 		var spec *spec.Error
@@ -186,7 +186,7 @@ func (c *Cell) check(known map[string]bool, check SpecCheck) error {
 	}
 	for name, e := range c.Expect {
 		if !known[name] {
-			return fmt.Errorf("expects %s of checker %s, which does not exist (checkers: %s)", quote.Short(e), quote.Short(name), strings.Join(checkerNames(), ", "))
+			return fmt.Errorf("expects %s of checker %s, which does not exist (checkers: %s)", quote.Short(e), quote.Short(string(name)), checkerList())
 		}
 		switch e {
 		case ExpectValid, ExpectInvalid, ExpectEither, ExpectNotApplicable:
@@ -216,12 +216,24 @@ func hazardNames() string {
 	return strings.Join(names, ", ")
 }
 
-func checkerNames() []string {
-	var names []string
+func checkerNames() []checkers.Name {
+	var names []checkers.Name
 	for _, ck := range checkers.All() {
 		names = append(names, ck.Name())
 	}
 	return names
+}
+
+// checkerList is every checker's name, comma-separated, for a message.
+func checkerList() string { return joinNames(checkerNames(), ", ") }
+
+// joinNames joins checkers' names with sep.
+func joinNames(names []checkers.Name, sep string) string {
+	words := make([]string, len(names))
+	for i, name := range names {
+		words[i] = string(name)
+	}
+	return strings.Join(words, sep)
 }
 
 // printable reports whether s is valid text a terminal and a file name can take.

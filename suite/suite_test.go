@@ -122,7 +122,7 @@ func TestShardsCoverTheSuiteOnce(t *testing.T) {
 func TestDefinitionNamesTheCellsAsTheyRun(t *testing.T) {
 	s, _, _ := Builtin("smoke", harness.CheckedSpec)
 	again, _, _ := Builtin("smoke", harness.CheckedSpec)
-	expect := func(s Suite) Suite { s.Cells[0].Expect = map[string]Expect{"stats": ExpectValid}; return s }
+	expect := func(s Suite) Suite { s.Cells[0].Expect = map[checkers.Name]Expect{"stats": ExpectValid}; return s }
 	seed := func(s Suite) Suite { s.Cells[1].Spec.Seed++; return s }
 	base, _ := s.definition()
 	if d, _ := again.definition(); d != base || base == "" {
@@ -407,7 +407,7 @@ func sampleResult() Result {
 		Judge(func() Cell { c := safeCell; c.Name = "safe-but-broken"; return c }(), []RunResult{hostile}),
 		Judge(paused, []RunResult{broken(run(3, invalid, valid, valid, s))}),
 	}}
-	r.Cells[2].Cell.Expect = map[string]Expect{"mutual-exclusion": ExpectInvalid}
+	r.Cells[2].Cell.Expect = map[checkers.Name]Expect{"mutual-exclusion": ExpectInvalid}
 	r.Cells[2] = Judge(r.Cells[2].Cell, r.Cells[2].Runs)
 	r.Tally()
 	return r
@@ -460,13 +460,13 @@ func TestCellsExpectingOnlyViolationsStopEarly(t *testing.T) {
 		cell Cell
 		want bool
 	}{
-		{"violations only", Cell{Expect: map[string]Expect{"mutual-exclusion": ExpectInvalid, "stats": ExpectValid}}, true},
-		{"something must hold", Cell{Expect: map[string]Expect{"mutual-exclusion": ExpectInvalid, "data-safety": ExpectValid}}, false},
-		{"nothing expected invalid", Cell{Expect: map[string]Expect{"stats": ExpectValid}}, false},
-		{"hazards counted", Cell{Expect: map[string]Expect{"mutual-exclusion": ExpectInvalid},
+		{"violations only", Cell{Expect: map[checkers.Name]Expect{"mutual-exclusion": ExpectInvalid, "stats": ExpectValid}}, true},
+		{"something must hold", Cell{Expect: map[checkers.Name]Expect{"mutual-exclusion": ExpectInvalid, "data-safety": ExpectValid}}, false},
+		{"nothing expected invalid", Cell{Expect: map[checkers.Name]Expect{"stats": ExpectValid}}, false},
+		{"hazards counted", Cell{Expect: map[checkers.Name]Expect{"mutual-exclusion": ExpectInvalid},
 			Hazards: map[history.Hazard]int{history.GrantLost: 3}}, false},
-		{"the cell says no", Cell{Expect: map[string]Expect{"mutual-exclusion": ExpectInvalid}, StopEarly: &no}, false},
-		{"the cell says yes", Cell{Expect: map[string]Expect{"data-safety": ExpectValid}, StopEarly: &yes}, true},
+		{"the cell says no", Cell{Expect: map[checkers.Name]Expect{"mutual-exclusion": ExpectInvalid}, StopEarly: &no}, false},
+		{"the cell says yes", Cell{Expect: map[checkers.Name]Expect{"data-safety": ExpectValid}, StopEarly: &yes}, true},
 	} {
 		if got := tt.cell.stopsEarly(); got != tt.want {
 			t.Errorf("%s: stops early %t, want %t", tt.name, got, tt.want)

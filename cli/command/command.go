@@ -178,7 +178,7 @@ func PrintVerdicts(w io.Writer, dir string, s results.Summary) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, r := range s.Results {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", Escape(r.Checker), Escape(strings.ToUpper(string(r.Verdict))), Escape(r.Summary))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", Escape(string(r.Checker)), Escape(strings.ToUpper(string(r.Verdict))), Escape(r.Summary))
 	}
 	tw.Flush()
 	for _, n := range s.Notes {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/history/histgen"
 	"github.com/lockbreaker/lockbreaker/results"
 )
@@ -32,7 +33,7 @@ func TestCheckTimeoutIsAWallClockGuard(t *testing.T) {
 		t.Fatal(err)
 	}
 	const why = "search did not finish on key k (stopped by check --timeout 1ms, a wall-clock guard; without it the search is bounded by steps)"
-	verdicts := map[string]string{}
+	verdicts := map[checkers.Name]string{}
 	for _, r := range s.Results {
 		verdicts[r.Checker] = r.Summary
 	}
