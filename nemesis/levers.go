@@ -3,7 +3,6 @@ package nemesis
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"syscall"
 	"time"
 
@@ -113,16 +112,6 @@ func (n Needs) OfCluster() Needs {
 		}
 	}
 	return c
-}
-
-// fields are the names of Needs's fields, in order, for its tests.
-func (Needs) fields() []string {
-	t := reflect.TypeFor[Needs]()
-	names := make([]string, t.NumField())
-	for i := range names {
-		names[i] = t.Field(i).Name
-	}
-	return names
 }
 
 // Workers reaches the lock clients, which are processes known by their numbers in the
