@@ -13,9 +13,9 @@ import (
 	"github.com/lockbreaker/lockbreaker/system"
 )
 
-// The built-in suites are the design's expected outcomes as data (DESIGN.md, "Expected
-// outcomes"). "Violation" there is lock safety (lock-linearizable, mutual-exclusion),
-// "corruption" data safety (data-safety, lost-updates).
+// The built-in suites are the expected outcomes of each scenario on each lock service, as
+// data (docs/suites.md). "Violation" there is lock safety (lock-linearizable,
+// mutual-exclusion), "corruption" data safety (data-safety, lost-updates).
 
 // tableRow is one row of the table: what a scenario does to lock and data safety.
 type tableRow struct {
