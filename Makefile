@@ -89,7 +89,7 @@ test: deps vet image
 
 # The long tier (not in make test): today's whole scenario matrix on real containers and
 # the examples' every cell and comparison (LOCKBREAKER_LONG=1). A test of a targeted fault
-# tries up to three seeds for its danger; the table at the end counts, per test, on which
+# tries up to four seeds for its danger (harness; the examples five); the table at the end counts, per test, on which
 # try it came: how often each fault brings its danger, at run's defaults, on this machine.
 LONGLOG ?= $(or $(TMPDIR),/tmp)/lockbreaker-long.log
 test-long: deps vet image
