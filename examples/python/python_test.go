@@ -113,11 +113,9 @@ func TestProtocolDocumentExample(t *testing.T) {
 	if err != nil {
 		t.Errorf("run without faults: %v, want exit 0 (valid)", err)
 	}
-	out, err = exec.Command(bin, "suite", filepath.Join(dir, "mylock.yaml"), "--results", filepath.Join(dir, "store")).CombinedOutput()
-	t.Logf("%s", out)
-	if err != nil {
-		t.Errorf("the document's suite: %v, want exit 0 (its paused holder found the lock broken)", err)
-	}
+	// Its paused holder finds the lock broken, on the first seed whose danger came: beside
+	// a busy make test a 4 s run made three grants and no takeover (unknown), once.
+	exampletest.MeetCells(t, bin, filepath.Join(dir, "mylock.yaml"), func(string) bool { return true })
 }
 
 // block is the indented or fenced block of text that starts with start, without it for a
