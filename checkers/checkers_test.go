@@ -634,6 +634,28 @@ func TestJudgeKeepsAPassOneDangerCameFor(t *testing.T) {
 	}
 }
 
+// The note counts the faults of the nemesis whose danger never came, not the run's: beside
+// one pause (a kind no longer declared) and one pause-holder, failover's two.
+func TestJudgeCountsTheFaultsOfTheNemesisWhoseDangerNeverCame(t *testing.T) {
+	events := readHistory(t, "kleppmann-fenced-hazard.jsonl")
+	last := events[len(events)-1].Time
+	for _, fault := range []string{history.Failover.Name, history.Failover.Name, history.PauseHolder.Name} {
+		for _, f := range []history.Func{history.Start, history.Stop} {
+			last++
+			events = append(events, history.Event{Index: len(events), Type: history.Info, Process: history.NemesisProcess,
+				Func: f, Time: last, Fault: fault, Targets: []string{"n1"}})
+		}
+	}
+	results := Judge(t.Context(), events, Options{FaultsRequested: true,
+		Hazards: map[string]history.Hazard{history.PauseHolder.Name: history.GrantedInPause, history.Failover.Name: history.GrantLost}})
+	for _, r := range results {
+		const note = "4 faults, 1 grant while its holder was paused, 1 lease expired in a pause; note: failover injected 2 faults and no replica was promoted"
+		if r.Checker == Stats && (r.Verdict != Valid || !strings.Contains(r.Summary, note)) {
+			t.Errorf("stats: %s (%s), want valid saying %q", r.Verdict, r.Summary, note)
+		}
+	}
+}
+
 // Storage requests carrying tokens are judged even when no grant carried one.
 func TestFencingJudgesRequestsWithoutGrantTokens(t *testing.T) {
 	var events []history.Event
