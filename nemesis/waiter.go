@@ -94,7 +94,8 @@ func (w *watcher) freezeWaiter(ctx context.Context, env Env, p int) error {
 		return err
 	}
 	frozen := history.Now()
-	if w.catchUp(); w.waiting[p] == 0 {
+	w.catchUp()
+	if _, waiting := w.waiting[p]; !waiting {
 		return thaw()
 	}
 	lapsed := frozen + lease.Nanoseconds()

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
@@ -12,55 +13,60 @@ import (
 
 // pause-waiter freezes the client that waits behind another's grant, and lets it go on once
 // another client was granted the lock after the waiter's lease ran out (its hazard), or
-// after five leases without that. The lease is the longest the grants state, else the TTL.
+// after five leases without that. The lease is the longest the grants state, else the TTL:
+// here 1 s. In a synctest bubble: the five leases the fault waits for the grant pass only
+// once every goroutine waits, so no delay of a busy machine cuts them short, and none is
+// spent waiting.
 func TestPauseWaiterFreezesAWaiterPastItsLease(t *testing.T) {
 	tests := []struct {
 		name string
 		// grantAfter is when after the freeze (as recorded) another client is granted the
-		// lock: far from the end of the lease of 100 ms either way, whatever the machine.
+		// lock: far from the end of the lease of 1 s either way, whatever the machine.
 		grantAfter time.Duration
 		hazards    map[history.Hazard]int
 	}{
-		{"granted after the waiter's lease ran out", time.Second, map[history.Hazard]int{history.WaiterLapsed: 1}},
+		{"granted after the waiter's lease ran out", 3 * time.Second, map[history.Hazard]int{history.WaiterLapsed: 1}},
 		{"granted within the waiter's lease", 0, map[history.Hazard]int{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFake(3, 1)
-			env := f.env()
-			env.TTL = 10 * time.Millisecond // the grants state a lease of 100 ms: that one counts
-			env.Interval = time.Hour        // one freeze: the waiter, still waiting after it, is not frozen again
-			stop := running(t, pauseWaiter{}, env)
-			now := history.Now()
-			f.events <- history.Event{Index: 1, Type: history.Invoke, Process: 0, Func: history.Acquire, Time: now - int64(time.Second)}
-			f.events <- history.Event{Index: 2, Type: history.OK, Process: 0, Func: history.Acquire, Time: now - int64(time.Second),
-				Detail: map[string]string{history.LeaseTTL: "100ms"}}
-			f.events <- history.Event{Index: 3, Type: history.Invoke, Process: 1, Func: history.Acquire, Time: now - int64(time.Second)}
-			waitFor(t, "the freeze", func() bool { return len(f.faults()) > 0 })
-			frozen := f.faults()[0].Start
-			f.events <- history.Event{Index: 4, Type: history.Invoke, Process: 0, Func: history.Release, Time: frozen}
-			f.events <- history.Event{Index: 5, Type: history.OK, Process: 2, Func: history.Acquire, Time: frozen + tt.grantAfter.Nanoseconds()}
-			waitFor(t, "the thaw", func() bool { return len(f.faults()) > 0 && f.faults()[0].Healed })
-			stop()
-			if got, want := f.did(), []string{"worker-1 STOPPED (SIGNAL)", "worker-1 CONTINUED"}; !slices.Equal(got, want) {
-				t.Fatalf("actions %q, want %q", got, want)
-			}
-			if fl := f.faults()[0]; fl.Description != history.PauseWaiter.Name || !slices.Equal(fl.Targets, []string{"worker-1"}) {
-				t.Errorf("fault %+v, want pause-waiter on worker-1", fl)
-			}
-			f.mu.Lock()
-			hazards := history.CountHazards(f.recorded)
-			f.mu.Unlock()
-			if !maps.Equal(hazards, tt.hazards) {
-				t.Fatalf("hazards %v, want %v", hazards, tt.hazards)
-			}
-			if len(tt.hazards) > 0 {
-				h := f.hazards()[0]
-				if h.Detail[history.LeaseDetail] != "100ms" || h.Detail["granted"] != "worker-2 #5" ||
-					!slices.Equal(h.Targets, []string{"worker-1", "worker-2"}) {
-					t.Errorf("hazard %+v: want worker-1's lease of 100ms, worker-2's grant #5", h)
+			synctest.Test(t, func(t *testing.T) {
+				f := newFake(3, 1)
+				env := f.env()
+				env.TTL = 10 * time.Millisecond // the grants state a lease of 1 s: that one counts
+				env.Interval = time.Hour        // one freeze: the waiter, still waiting after it, is not frozen again
+				stop := running(t, pauseWaiter{}, env)
+				now := history.Now()
+				f.events <- history.Event{Index: 1, Type: history.Invoke, Process: 0, Func: history.Acquire, Time: now - int64(time.Second)}
+				f.events <- history.Event{Index: 2, Type: history.OK, Process: 0, Func: history.Acquire, Time: now - int64(time.Second),
+					Detail: map[string]string{history.LeaseTTL: "1s"}}
+				f.events <- history.Event{Index: 3, Type: history.Invoke, Process: 1, Func: history.Acquire, Time: now - int64(time.Second)}
+				waitFor(t, "the freeze", func() bool { return len(f.faults()) > 0 })
+				frozen := f.faults()[0].Start
+				f.events <- history.Event{Index: 4, Type: history.Invoke, Process: 0, Func: history.Release, Time: frozen}
+				f.events <- history.Event{Index: 5, Type: history.OK, Process: 2, Func: history.Acquire, Time: frozen + tt.grantAfter.Nanoseconds()}
+				waitFor(t, "the thaw", func() bool { return len(f.faults()) > 0 && f.faults()[0].Healed })
+				stop()
+				if got, want := f.did(), []string{"worker-1 STOPPED (SIGNAL)", "worker-1 CONTINUED"}; !slices.Equal(got, want) {
+					t.Fatalf("actions %q, want %q", got, want)
 				}
-			}
+				if fl := f.faults()[0]; fl.Description != history.PauseWaiter.Name || !slices.Equal(fl.Targets, []string{"worker-1"}) {
+					t.Errorf("fault %+v, want pause-waiter on worker-1", fl)
+				}
+				f.mu.Lock()
+				hazards := history.CountHazards(f.recorded)
+				f.mu.Unlock()
+				if !maps.Equal(hazards, tt.hazards) {
+					t.Fatalf("hazards %v, want %v", hazards, tt.hazards)
+				}
+				if len(tt.hazards) > 0 {
+					h := f.hazards()[0]
+					if h.Detail[history.LeaseDetail] != "1s" || h.Detail["granted"] != "worker-2 #5" ||
+						!slices.Equal(h.Targets, []string{"worker-1", "worker-2"}) {
+						t.Errorf("hazard %+v: want worker-1's lease of 1s, worker-2's grant #5", h)
+					}
+				}
+			})
 		})
 	}
 }
