@@ -27,6 +27,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/lockbreaker/lockbreaker/internal/hosttools"
 )
 
 // callTimeout bounds one command run on the host: heals run on contexts that outlive
@@ -45,17 +47,10 @@ var (
 // when they can.
 func Supported() error {
 	supportedOnce.Do(func() {
-		if os.Geteuid() != 0 {
+		switch root, missing := hosttools.Check(tools...); {
+		case !root:
 			supportedErr = errors.New("lock clients get addresses of their own only when lockbreaker runs as root (network namespaces, veth pairs)")
-			return
-		}
-		var missing []string
-		for _, tool := range tools {
-			if _, err := exec.LookPath(tool); err != nil {
-				missing = append(missing, tool)
-			}
-		}
-		if len(missing) > 0 {
+		case len(missing) > 0:
 			supportedErr = fmt.Errorf("lock clients get addresses of their own only with %s on the host (missing: %s)",
 				strings.Join(tools, ", "), strings.Join(missing, ", "))
 		}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/lockbreaker/lockbreaker/internal/hosttools"
 	"github.com/lockbreaker/lockbreaker/system"
 )
 
@@ -42,15 +43,11 @@ var (
 // it can (root, nsenter and iptables).
 func hostNetwork() error {
 	hostOnce.Do(func() {
-		if os.Geteuid() != 0 {
+		switch root, missing := hosttools.Check(hostTools...); {
+		case !root:
 			hostErr = errors.New("that needs lockbreaker to run as root")
-			return
-		}
-		for _, tool := range hostTools {
-			if _, err := exec.LookPath(tool); err != nil {
-				hostErr = fmt.Errorf("that needs %s on this host", tool)
-				return
-			}
+		case len(missing) > 0:
+			hostErr = fmt.Errorf("that needs %s on this host", missing[0])
 		}
 	})
 	return hostErr
