@@ -103,21 +103,31 @@ class Lock:
         line = self.proc.stdout.readline().decode().split() if select.select([self.proc.stdout], [], [], 1)[0] else []
         if len(line) == 4 and line[0] == "granted":
             os.kill(int(line[3]), signal.SIGTERM)  # granted as it gave up: released at once
-        self.proc.wait()
-        self.proc = None
+        self.end(5)
         answer("unknown", message="gave up waiting before the lock was granted")
 
-    def release(self):
+    def end(self, timeout):
+        """Waits for etcdctl to end, at most timeout seconds, then kills it (its lease then
+        takes its key away); its exit status, or None when it was killed."""
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            code = None
+        self.proc, self.holder = None, None
+        return code
+
+    def release(self, timeout):
         if self.proc is None:
             answer("not-held", message="no lock held")
             return
         os.kill(self.holder, signal.SIGTERM)
-        code = self.proc.wait()
-        self.proc, self.holder = None, None
+        code = self.end(timeout)
         if code == 0:
             answer("released")
         else:
-            answer("unknown", message=f"etcdctl lock ended with exit status {code} on release")
+            answer("unknown", message=f"etcdctl lock did not end well on release (exit status {code}; None: killed after {timeout}s)")
 
 
 def main():
@@ -131,10 +141,10 @@ def main():
         if request["op"] == "acquire":
             lock.acquire(request["timeout"])
         else:
-            lock.release()
+            lock.release(request["timeout"])
     if lock.holder is not None:  # the run stopped it holding the lock: give it up
         os.kill(lock.holder, signal.SIGTERM)
-        lock.proc.wait()
+        lock.end(5)
 
 
 if __name__ == "__main__":
