@@ -86,6 +86,11 @@ func TestLocalFrozenWaiterIsJudgedAndTold(t *testing.T) {
 	inMakeTest(t, "pause-waiter's own tests on a recording fake")
 	inLane(t, laneLocal)
 	tr := untilDanger(t, localSpec("local", []string{history.PauseWaiter.Name}, false), hazard(history.WaiterLapsed))
+	for _, f := range history.Faults(tr.events) {
+		if !f.Healed {
+			t.Errorf("fault %s on %v was never healed: the waiter stayed frozen", f.Description, f.Targets)
+		}
+	}
 	v := verdicts(tr.summary)
 	if v[checkers.Stats].Verdict != checkers.Valid {
 		t.Errorf("stats: %s (%s), want valid: the danger came", v[checkers.Stats].Verdict, v[checkers.Stats].Summary)
