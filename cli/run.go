@@ -87,6 +87,8 @@ func runFlags(spec *harness.Spec) (*flag.FlagSet, *runOptions) {
 	fs.Var((*command.Duration)(&spec.TimeLimit), "time-limit", "how long the clients run")
 	fs.Int64Var(&spec.Seed, "seed", spec.Seed, "seed of the nemesis schedule")
 	fs.Var((*command.Duration)(&spec.Work), "work", "time a holder spends between reading and writing the register: asleep, or CPU work where a fault starves holders of CPU")
+	fs.Var((*command.Duration)(&spec.ExtendEvery), "extend-every", "holders extend their lease after each this much of their work and once more just "+
+		"before they write, and do not write when an extend fails; under the ttl; 0: holders do not extend")
 	fs.Float64Var(&spec.Rate, "rate", spec.Rate, "lock cycles (acquire, read, write, release) per second each client aims at; "+
 		"a cycle waits at least --retry after the last; 0: as fast as the lock and the storage answer")
 	fs.Var((*command.Duration)(&spec.Retry), "retry", "pause between acquire attempts while the lock is busy")

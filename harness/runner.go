@@ -272,7 +272,7 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 	// an interrupt from here on leaves a complete history and its verdict.
 	interrupted := ctx.Err() != nil
 	healErr := t.nemesis.Heal(context.WithoutCancel(ctx), env)
-	workers.stop(configs[0].AcquireTimeout + 2*configs[0].OpTimeout + configs[0].Work + 5*time.Second)
+	workers.stop(configs[0].cycleBound() + 5*time.Second)
 	stopPooled()
 	t.say("all faults healed, clients stopped")
 	finalErr := t.finalRead(ctx, rec, store.Addr())
@@ -571,10 +571,12 @@ func (t *trial) workerConfigs(runID string, nodes, sentinels []string, storageAd
 				OpTimeout: nodeTimeout(ttl),
 				Retry:     t.spec.Retry.Std(),
 				Pooler:    t.spec.Pooler,
+				Extend:    t.spec.ExtendEvery != 0,
 				Owner:     fmt.Sprintf("%s-w%d-%x", runID, p, rng.Uint32()),
 			},
 			Storage:        storageAddr,
 			Work:           t.spec.Work.Std(),
+			ExtendEvery:    t.spec.ExtendEvery.Std(),
 			AcquireTimeout: 2 * ttl,
 			OpTimeout:      storageTimeout,
 			Period:         t.spec.CyclePeriod(),

@@ -72,6 +72,8 @@ func lookUpClients(s Spec) ([]workloads.Client, error) {
 			return nil, specErrorf("client %s runs on %s, not on %s", quote.Short(name), strings.Join(client.Systems, " and "), quote.Short(s.System))
 		case s.Fencing && !client.Tokens:
 			return nil, specErrorf("--fencing on is not possible with client %s: %s", quote.Short(name), client.NoTokens)
+		case s.ExtendEvery != 0 && !client.Extends:
+			return nil, specErrorf("--extend-every is not possible with client %s: its lock cannot extend a lease", quote.Short(name))
 		}
 		clients = append(clients, client)
 	}

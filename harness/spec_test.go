@@ -29,6 +29,7 @@ func TestCheckSpecRefusesWhatDoesNotFit(t *testing.T) {
 		{"an unknown client among others", func(s *Spec) { s.Client = "redis,nope" }, `unknown client "nope"`},
 		{"a client of another system among others", func(s *Spec) { s.Client = "redis,redsync" }, `client "redsync" runs on redlock, not on "redis"`},
 		{"a client without tokens among others, fenced", func(s *Spec) { s.Client, s.Fencing = "redis,redislock", true }, `--fencing on is not possible with client "redislock"`},
+		{"extends on a lock that cannot", func(s *Spec) { s.Client, s.ExtendEvery = "redis,redislock", Duration(time.Second) }, `--extend-every is not possible with client "redis"`},
 		{"unknown nemesis", func(s *Spec) { s.Nemesis = []string{"pause-holder", "meteor"} }, `unknown nemesis "meteor"`},
 		{"even redlock", func(s *Spec) { s.System, s.Nodes = "redlock", 4 }, "redlock: 4 nodes (want an odd number"},
 		{"two redis", func(s *Spec) { s.Nodes = 2 }, "redis: 2 nodes (it has 1)"},

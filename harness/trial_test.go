@@ -105,6 +105,59 @@ func TestLocalFrozenWaiterIsJudgedAndTold(t *testing.T) {
 	}
 }
 
+// A holder that extends asks the lock before it writes: paused past its lease while
+// another client was granted, it is told the lock is not its own any more and does not
+// write, so unfenced storage stays safe, though it believed it held the lock throughout the
+// pause (two holders). The same through the exec protocol.
+func TestLocalHolderThatExtendsDoesNotWriteAfterItsLease(t *testing.T) {
+	inLane(t, laneLocal)
+	nemesis := []string{history.PauseHolder.Name}
+	for name, spec := range map[string]Spec{"go": localSpec("local", nemesis, false), "exec": localExecSpec(t, nemesis, false, "")} {
+		t.Run(name, func(t *testing.T) {
+			spec.ExtendEvery = spec.TTL / 3
+			holdersWhoExtendDoNotWriteLate(t, untilDanger(t, spec, hazard(history.GrantedInPause)))
+		})
+	}
+}
+
+// holdersWhoExtendDoNotWriteLate asserts of a run of holders that extend, paused past
+// their leases while another was granted: two holders, safe data, extends granted and
+// refused, and no write after a refusal.
+func holdersWhoExtendDoNotWriteLate(t *testing.T, tr ran) {
+	t.Helper()
+	expect(t, tr.summary, map[checkers.Name]checkers.Verdict{
+		checkers.MutualExclusion: checkers.Invalid,
+		checkers.DataSafety:      checkers.Valid,
+		checkers.Stats:           checkers.Valid,
+	})
+	ops, err := history.Pair(tr.events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	extended, refused := 0, 0
+	afterRefusal := map[int]bool{} // processes whose last extend was refused, until their release
+	for _, op := range ops {
+		p := op.Process()
+		switch {
+		case op.Func() == history.Extend && op.Type() == history.OK:
+			extended++
+		case op.Func() == history.Extend && op.Type() == history.Fail && op.Complete.Error == history.ErrNotHeld:
+			refused++
+			afterRefusal[p] = true
+		case op.Func() == history.Release:
+			delete(afterRefusal, p)
+		case op.Func() == history.Write && afterRefusal[p]:
+			t.Errorf("p%d wrote after its extend was refused: %s", p, checkers.Describe(op, 0))
+		}
+	}
+	if extended == 0 || refused == 0 {
+		t.Errorf("%d extends granted and %d refused; want both: holders extend, and the paused one is refused", extended, refused)
+	}
+	if story := checkers.StoryText(verdicts(tr.summary)[checkers.MutualExclusion].Story); !strings.Contains(story, "asked to extend its lease") {
+		t.Errorf("the story does not tell the paused holder's extend:\n%s", story)
+	}
+}
+
 // A worker killed while it waits for the lock: its acquire becomes indeterminate, a new
 // process takes its place, and the checkers still decide.
 func TestKilledWorkerLeavesAnIndeterminateOpAndIsReplaced(t *testing.T) {

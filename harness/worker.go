@@ -35,14 +35,16 @@ import (
 type WorkerConfig struct {
 	// Run is the run's id; the worker's environment carries it too (RunEnv), so a stray
 	// worker can be told by its run.
-	Run            string           `json:"run"`
-	Process        int              `json:"process"`
-	Client         string           `json:"client"`
-	Lock           workloads.Config `json:"lock"`
-	Storage        string           `json:"storage"`
-	Work           time.Duration    `json:"work"`
-	AcquireTimeout time.Duration    `json:"acquire_timeout"`
-	OpTimeout      time.Duration    `json:"op_timeout"`
+	Run     string           `json:"run"`
+	Process int              `json:"process"`
+	Client  string           `json:"client"`
+	Lock    workloads.Config `json:"lock"`
+	Storage string           `json:"storage"`
+	Work    time.Duration    `json:"work"`
+	// ExtendEvery makes the holder extend its lease during its work (workloads.Counter).
+	ExtendEvery    time.Duration `json:"extend_every,omitempty"`
+	AcquireTimeout time.Duration `json:"acquire_timeout"`
+	OpTimeout      time.Duration `json:"op_timeout"`
 	// Period is from one lock cycle's start to the next's (one over the rate); 0 runs
 	// cycles back to back. With a period, a cycle is followed by at least Lock.Retry.
 	Period time.Duration `json:"period"`
@@ -78,6 +80,16 @@ const (
 	exitClientBroke = 4
 )
 
+// cycleBound is the longest a worker's cycle under way can take once it is told to stop:
+// its acquire, the storage's read and write, its release and every extend in its work.
+func (cfg WorkerConfig) cycleBound() time.Duration {
+	extends := time.Duration(0)
+	if cfg.ExtendEvery > 0 {
+		extends = cfg.Work/cfg.ExtendEvery + 1
+	}
+	return cfg.AcquireTimeout + (2+extends)*cfg.OpTimeout + cfg.Work
+}
+
 // RunWorker is the body of a worker process.
 func RunWorker(stdin io.Reader, stdout io.Writer) error {
 	in := bufio.NewScanner(stdin)
@@ -105,6 +117,9 @@ func RunWorker(stdin io.Reader, stdout io.Writer) error {
 		return fmt.Errorf("worker: %s lock: %w", cfg.Client, err)
 	}
 	defer lock.Close()
+	if _, ok := lock.(workloads.Extender); cfg.ExtendEvery > 0 && !ok {
+		return fmt.Errorf("worker: the %s lock cannot extend a lease, and its holders are to extend", cfg.Client)
+	}
 
 	// Stop when told to, or when the harness is gone (stdin closed).
 	ctx, stop := context.WithCancel(context.Background())
@@ -126,6 +141,7 @@ func RunWorker(stdin io.Reader, stdout io.Writer) error {
 		Lock:           lock,
 		Fencing:        cfg.Lock.Fencing,
 		Work:           cfg.Work,
+		ExtendEvery:    cfg.ExtendEvery,
 		Busy:           cfg.BusyWork,
 		AcquireTimeout: cfg.AcquireTimeout,
 		OpTimeout:      cfg.OpTimeout,

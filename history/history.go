@@ -37,8 +37,11 @@ type Func string
 const (
 	Acquire Func = "acquire"
 	Release Func = "release"
-	Read    Func = "read"
-	Write   Func = "write"
+	// Extend renews a held lock's lease (--extend-every): ok, the holder still holds it;
+	// not-held, it does not, and a holder that is told so does not write.
+	Extend Func = "extend"
+	Read   Func = "read"
+	Write  Func = "write"
 	// FinalRead is the harness's read of the register after every client stopped; it is
 	// made by no lock holder and shows what the storage really kept.
 	FinalRead Func = "final-read"
@@ -72,7 +75,7 @@ const (
 	ErrBadRequest ErrorKind = "bad-request"
 	// ErrUnreachable: the service could not be reached; nothing was sent.
 	ErrUnreachable ErrorKind = "unreachable"
-	// ErrNotHeld: a release found the lock held by someone else or by no one.
+	// ErrNotHeld: a release or an extend found the lock held by someone else or by no one.
 	ErrNotHeld ErrorKind = "not-held"
 	// ErrLockBusy: an acquire gave up because the lock stayed held.
 	ErrLockBusy ErrorKind = "busy"

@@ -122,7 +122,7 @@ func (e Event) validate() error {
 	case e.Process == NemesisProcess && e.Func != Start && e.Func != Stop && e.Func != Roles && e.Func != HazardFunc:
 		return fmt.Errorf("unknown nemesis operation %s (want start, stop, roles or hazard)", quote.Short(e.Func))
 	case e.Process != NemesisProcess && !slices.Contains(clientFuncs, e.Func):
-		return fmt.Errorf("unknown operation %s (want acquire, release, read, write or final-read)", quote.Short(e.Func))
+		return fmt.Errorf("unknown operation %s (want acquire, release, extend, read, write or final-read)", quote.Short(e.Func))
 	case e.Func == HazardFunc && e.Hazard == "":
 		return errors.New("hazard event names no hazard")
 	case e.Func != HazardFunc && e.Hazard != "":
@@ -143,7 +143,7 @@ func (e Event) validate() error {
 	return nil
 }
 
-var clientFuncs = []Func{Acquire, Release, Read, Write, FinalRead}
+var clientFuncs = []Func{Acquire, Release, Extend, Read, Write, FinalRead}
 
 // pairing follows a history's events in order and refuses those that do not pair: a
 // process's invocation is completed by that process's next completion, with the same f,

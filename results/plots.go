@@ -59,7 +59,7 @@ type legendItem struct {
 // Colours: outcomes as the timeline draws them, functions and clients from fixed palettes.
 var (
 	outcomeColors = map[history.Type]string{history.OK: "#1a7f37", history.Fail: "#8c959f", history.Info: "#bc4c00"}
-	funcColors    = map[history.Func]string{history.Acquire: "#0969da", history.Release: "#8250df", history.Read: "#1a7f37", history.Write: "#bf8700"}
+	funcColors    = map[history.Func]string{history.Acquire: "#0969da", history.Extend: "#bc4c00", history.Release: "#8250df", history.Read: "#1a7f37", history.Write: "#bf8700"}
 	palette       = []string{"#0969da", "#cf222e", "#1a7f37", "#8250df", "#bf8700", "#1b7c83", "#bf3989", "#57606a", "#953800", "#0550ae"}
 )
 
@@ -95,7 +95,7 @@ func NewPlots() *Plots {
 }
 
 // plotFuncs are the functions the throughput plot draws, in its legend's order.
-var plotFuncs = []history.Func{history.Acquire, history.Release, history.Read, history.Write}
+var plotFuncs = []history.Func{history.Acquire, history.Extend, history.Release, history.Read, history.Write}
 
 // latencyBins is how many cells of latency a decade has: finer than the plot's height shows.
 const latencyBins = 200

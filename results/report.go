@@ -402,7 +402,7 @@ func roleViews(events []history.Event) []roleView {
 
 // opTable is one row per function (the usual ones first) and a total.
 func opTable(ops OpCounts) ([]opRow, opRow) {
-	order := []history.Func{history.Acquire, history.Release, history.Read, history.Write, history.FinalRead}
+	order := []history.Func{history.Acquire, history.Extend, history.Release, history.Read, history.Write, history.FinalRead}
 	rank := func(f history.Func) int {
 		if i := slices.Index(order, f); i >= 0 {
 			return i

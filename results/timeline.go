@@ -268,7 +268,7 @@ func newTimeline(events []history.Event, ops []history.Op, overlaps []checkers.O
 		end := ends(op)
 		class := outcomeClass(op.Type())
 		switch op.Func() {
-		case history.Acquire, history.Release:
+		case history.Acquire, history.Extend, history.Release:
 			tl.Attempts = append(tl.Attempts, stroke{Class: "attempt " + class, Title: checkers.Describe(op, c.start),
 				Path: fmt.Sprintf("M%s %gH%s", c.ms(op.Invoke.Time), y[l]+3, c.ms(end))})
 		default:

@@ -11,7 +11,7 @@ import (
 // Args are the flags of `lockbreaker run` that run this spec again. Every setting is
 // written out, defaults included, so that a change of defaults cannot change what the
 // command runs; only the settings whose zero means "derived from the TTL or the system"
-// (nodes, pause, clock offset, restart after), those that apply to some systems only and
+// (nodes, pause, clock offset, restart after), extend-every when holders do not extend, those that apply to some systems only and
 // are unset (persistence, min replicas), and a test name that is the derived one are left
 // out when they are just that.
 func (s Spec) Args() []string {
@@ -37,7 +37,7 @@ func (s Spec) Args() []string {
 	for _, optional := range []struct {
 		flag string
 		d    Duration
-	}{{"--pause", s.Pause}, {"--clock-offset", s.ClockOffset}} {
+	}{{"--extend-every", s.ExtendEvery}, {"--pause", s.Pause}, {"--clock-offset", s.ClockOffset}} {
 		if optional.d != 0 {
 			args = append(args, optional.flag, optional.d.Std().String())
 		}

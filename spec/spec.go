@@ -43,6 +43,10 @@ type Spec struct {
 	Seed      int64    `json:"seed"`
 	// Work is how long a holder thinks between reading and writing the register.
 	Work Duration `json:"work"`
+	// ExtendEvery, when not 0, makes every holder extend its lease after each ExtendEvery of
+	// its work and once more just before it writes; a holder whose extend does not succeed
+	// does not write. It is under the TTL, which each extend renews.
+	ExtendEvery Duration `json:"extend_every,omitempty"`
 	// Rate is how many lock cycles (acquire, read, write, release) per second each client
 	// aims at: a cycle starts 1/Rate after the one before, or right after it when it took
 	// longer, but never sooner than Retry after it. 0 runs cycles back to back, as fast as
@@ -235,6 +239,9 @@ func (s Spec) checkBounds() error {
 		if d := b.d.Std(); d < b.min || d > b.max {
 			return errorf("--%s must be between %s and %s, got %s", b.flag, short(b.min), short(b.max), d)
 		}
+	}
+	if e := s.ExtendEvery.Std(); e != 0 && (e < time.Millisecond || e >= s.TTL.Std()) {
+		return errorf("--extend-every must be 0 (holders do not extend) or at least 1ms and under --ttl (%s), which each extend renews, got %s", s.TTL.Std(), e)
 	}
 	// A fault of a set length that outlasts the run could never be seen to end in it.
 	if s.Pause > s.TimeLimit {

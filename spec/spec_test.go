@@ -55,6 +55,7 @@ func TestValidateRejectsBadSpecs(t *testing.T) {
 		{"lag in milliseconds", func(s *Spec) {
 			s.System, s.MinReplicas, s.MinReplicasMaxLag = "sentinel", 1, Duration(1500*time.Millisecond)
 		}, "--min-replicas-max-lag must be whole seconds"},
+		{"extend every TTL", func(s *Spec) { s.ExtendEvery = s.TTL }, "--extend-every must be 0 (holders do not extend) or at least 1ms and under --ttl (2s)"},
 		{"negative restart", func(s *Spec) { s.Nemesis, s.RestartAfter = []string{"kill-node"}, Duration(-time.Second) }, "--restart-after must be between 0s and 24h"},
 		{"bad test name", func(s *Spec) { s.Test = "../x" }, "--test \"../x\" cannot be a directory name"},
 		{"test with carriage return", func(s *Spec) { s.Test = "ok\rEVIL" }, `--test must be printable text, got "ok\rEVIL"`},

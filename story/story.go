@@ -109,6 +109,7 @@ func Tell(o checkers.Overlap, events []history.Event, ttl time.Duration, start i
 	// before the second grant and the storage received after it (held in the network, or
 	// sent as it was paused).
 	t.resumed(later.Index, o.Earlier.Process)
+	t.extended(later.Index, o.Earlier.Until, o.Earlier.Process, pl)
 	w, ok := t.op(earlier.Index, o.Earlier.Until, o.Earlier.Process, history.Write)
 	if ok && w.Complete != nil && w.Complete.Index < later.Index {
 		w, ok = t.op(later.Index, o.Earlier.Until, o.Earlier.Process, history.Write)
@@ -398,6 +399,24 @@ func article(phrase string) string {
 		return "an " + phrase
 	}
 	return "a " + phrase
+}
+
+// extended tells the first extend process p asked for between event indexes from and
+// to, after other was granted the lock: the lock's answer decides whether p writes.
+func (t *teller) extended(from, to, p int, other string) {
+	x, ok := t.op(from, to, p, history.Extend)
+	if !ok || x.Complete == nil {
+		return
+	}
+	asked := fmt.Sprintf("%s asked to extend its lease at %s and ", proc(p), t.at(x.Invoke))
+	switch x.Type() {
+	case history.OK:
+		t.say(x.Invoke, asked+"was told it still held the lock, though "+other+" had been granted it")
+	case history.Fail:
+		t.say(x.Invoke, asked+"was told the lock was no longer its own, so it did not write")
+	default:
+		t.say(x.Invoke, fmt.Sprintf("%sgot no answer it could trust (%s), so it did not write", asked, x.Complete.Message))
+	}
 }
 
 // resumed tells when the first fault that struck process p, of a kind whose end is worth

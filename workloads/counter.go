@@ -28,6 +28,10 @@ type Counter struct {
 	// Busy makes the work Work of CPU work instead of a sleep: a holder a CPU quota can
 	// starve (throttle-holder).
 	Busy bool
+	// ExtendEvery, when not 0, makes a holder extend its lease (Lock must be an Extender)
+	// after each ExtendEvery of its work and once more just before it writes; a holder
+	// whose extend did not succeed does not write, and releases.
+	ExtendEvery time.Duration
 	// AcquireTimeout bounds one Acquire; OpTimeout one storage request.
 	AcquireTimeout time.Duration
 	OpTimeout      time.Duration
@@ -101,17 +105,49 @@ func (w *Counter) cycle(ctx context.Context) {
 			w.flush()
 			w.Hold()
 		}
-		if w.Work > 0 {
-			w.flush()
-			if w.Busy {
-				Busy(w.Work)
-			} else {
-				time.Sleep(w.Work)
-			}
+		if w.work() {
+			w.storageOp(history.Write, token, value+1)
 		}
-		w.storageOp(history.Write, token, value+1)
 	}
 	w.release()
+}
+
+// work spends Work between a read and its write, extending the lease as it goes when
+// the holder extends; it reports whether the holder may still write.
+func (w *Counter) work() bool {
+	left := w.Work
+	for {
+		slice := left
+		if w.ExtendEvery > 0 {
+			slice = min(left, w.ExtendEvery)
+		}
+		if slice > 0 {
+			w.flush()
+			if w.Busy {
+				Busy(slice)
+			} else {
+				time.Sleep(slice)
+			}
+		}
+		left -= slice
+		if w.ExtendEvery > 0 && !w.extend() {
+			return false
+		}
+		if left <= 0 {
+			return true
+		}
+	}
+}
+
+// extend renews the holder's lease, and reports whether it was renewed.
+func (w *Counter) extend() bool {
+	inv := w.invoke(history.Event{Func: history.Extend})
+	ctx, cancel := context.WithTimeout(context.Background(), w.OpTimeout)
+	defer cancel()
+	err := w.Lock.(Extender).Extend(ctx)
+	w.noteGone(err)
+	w.complete(completion(inv, err, ErrNotHeld, history.ErrNotHeld))
+	return err == nil
 }
 
 func (w *Counter) acquire(ctx context.Context) (Grant, bool) {

@@ -16,8 +16,8 @@ import (
 // Redis, the token exists either way), so Config.Fencing changes nothing here.
 
 func init() {
-	register(Client{Name: "local", Systems: []string{"local"}, Tokens: true, New: newLocalLock})
-	register(Client{Name: "local-broken", Systems: []string{"local-broken"}, Tokens: true, New: newLocalLock})
+	register(Client{Name: "local", Systems: []string{"local"}, Tokens: true, Extends: true, New: newLocalLock})
+	register(Client{Name: "local-broken", Systems: []string{"local-broken"}, Tokens: true, Extends: true, New: newLocalLock})
 }
 
 type localLock struct {
@@ -62,7 +62,20 @@ func (l *localLock) Release(ctx context.Context) error {
 	if l.owner == "" {
 		return ErrNotHeld // never acquired
 	}
-	resp, err := l.do(ctx, locksvc.Request{Op: locksvc.OpRelease})
+	return l.held(ctx, locksvc.Request{Op: locksvc.OpRelease})
+}
+
+func (l *localLock) Extend(ctx context.Context) error {
+	if l.owner == "" {
+		return ErrNotHeld // never acquired
+	}
+	return l.held(ctx, locksvc.Request{Op: locksvc.OpExtend, TTLms: l.cfg.TTL.Milliseconds()})
+}
+
+// held sends a request that only the lease's owner may make: nil when it was applied,
+// ErrNotHeld when this client does not hold the lock.
+func (l *localLock) held(ctx context.Context, req locksvc.Request) error {
+	resp, err := l.do(ctx, req)
 	switch {
 	case err != nil:
 		return err
@@ -71,7 +84,7 @@ func (l *localLock) Release(ctx context.Context) error {
 	case resp.Reason == locksvc.RefuseNotHeld:
 		return ErrNotHeld
 	}
-	return fmt.Errorf("local lock: release refused: %s", resp.Reason)
+	return fmt.Errorf("local lock: %s refused: %s", req.Op, resp.Reason)
 }
 
 // do sends req for this lock and grant, bounded by the op timeout.

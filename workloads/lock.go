@@ -32,6 +32,16 @@ type Lock interface {
 	Close() error
 }
 
+// Extender is a Lock whose holder can renew its lease (redsync's Extend, redis-py's
+// extend, an etcd lease's keep-alive): a holder that extends (--extend-every) calls it
+// during its work and once more just before it writes. nil means the lease runs for a
+// TTL from now; ErrNotHeld means this client does not hold the lock any more, and a
+// holder told so does not write; other errors leave it unknown, and the holder does not
+// write either.
+type Extender interface {
+	Extend(ctx context.Context) error
+}
+
 // Grant is what a successful Acquire returns.
 type Grant struct {
 	// Token is the fencing token, when HasToken.
@@ -114,6 +124,9 @@ type Config struct {
 	Retry time.Duration
 	// Owner names this client uniquely within a run (the lock's value, the znode's data).
 	Owner string
+	// Extend says the run's holders will extend their leases (an Extender's), for a client
+	// that must know beforehand: an exec program is told, and may refuse.
+	Extend bool `json:",omitempty"`
 	// Pooler names the connection pooler between the client and the nodes
 	// (system.Pooler), "" for none: a client whose protocol a pooler breaks speaks one it
 	// does not (pgx's simple protocol through PgBouncer).
@@ -136,7 +149,9 @@ type Client struct {
 	// Mutex): an acquire not yet granted is the service's refusal for as long as it waits,
 	// where a polling client's is only each busy answer.
 	Queues bool
-	New    func(Config) (Lock, error)
+	// Extends says its locks are Extenders: a run may ask its holders to extend.
+	Extends bool
+	New     func(Config) (Lock, error)
 }
 
 var clients = map[string]Client{}

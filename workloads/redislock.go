@@ -19,7 +19,7 @@ type bsmRedisLock struct {
 }
 
 func init() {
-	register(Client{Name: "redislock", Systems: []string{"redis", "sentinel"}, New: newBSMRedisLock,
+	register(Client{Name: "redislock", Systems: []string{"redis", "sentinel"}, Extends: true, New: newBSMRedisLock,
 		NoTokens: "github.com/bsm/redislock hands out a random value, not a monotonic token"})
 }
 
@@ -53,6 +53,19 @@ func (l *bsmRedisLock) Release(ctx context.Context) error {
 	l.held = nil
 	err := lock.Release(ctx)
 	if errors.Is(err, redislock.ErrLockNotHeld) {
+		return ErrNotHeld
+	}
+	return err
+}
+
+// Extend is redislock's Refresh: the key's lease is set to a TTL again if its value is
+// still this grant's.
+func (l *bsmRedisLock) Extend(ctx context.Context) error {
+	if l.held == nil {
+		return ErrNotHeld
+	}
+	err := l.held.Refresh(ctx, l.cfg.TTL, nil)
+	if errors.Is(err, redislock.ErrNotObtained) {
 		return ErrNotHeld
 	}
 	return err

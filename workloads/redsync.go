@@ -26,7 +26,7 @@ type redsyncLock struct {
 }
 
 func init() {
-	register(Client{Name: "redsync", Systems: []string{"redlock"}, NoTokens: redlockNoTokens, New: newRedsync})
+	register(Client{Name: "redsync", Systems: []string{"redlock"}, NoTokens: redlockNoTokens, Extends: true, New: newRedsync})
 }
 
 func newRedsync(cfg Config) (Lock, error) {
@@ -71,7 +71,25 @@ func (l *redsyncLock) Acquire(ctx context.Context) (Grant, error) {
 }
 
 func (l *redsyncLock) Release(ctx context.Context) error {
-	ok, err := l.mutex.UnlockContext(ctx)
+	return quorumAnswer(l.mutex.UnlockContext(ctx))
+}
+
+// Extend is redsync's: it renews the keys on every node that still holds them, and says
+// yes when a majority did with validity left.
+func (l *redsyncLock) Extend(ctx context.Context) error {
+	if l.mutex == nil {
+		return ErrNotHeld
+	}
+	ok, err := l.mutex.ExtendContext(ctx)
+	if errors.Is(err, redsync.ErrExtendFailed) {
+		return fmt.Errorf("%w: a majority renewed the lease with no validity left", ErrNotHeld)
+	}
+	return quorumAnswer(ok, err)
+}
+
+// quorumAnswer is a release's or extend's outcome from redsync's: done, unknown when
+// nodes that did not answer could have made a majority, not held otherwise.
+func quorumAnswer(ok bool, err error) error {
 	switch {
 	case ok:
 		return nil

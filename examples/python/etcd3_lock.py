@@ -4,7 +4,7 @@
     bin/lockbreaker run --system etcd --client exec --client-cmd examples/python/etcd3_lock.py
 
 It holds the lock as a Python service would: client.lock(name, ttl), acquire,
-release. python-etcd3's Lock is a key under /locks/ put with a lease of ttl whole
+release, and refresh (a keep-alive of the lock's lease) when the run's holders extend. python-etcd3's Lock is a key under /locks/ put with a lease of ttl whole
 seconds, only if the key does not exist (a transaction on its create revision);
 it never refreshes the lease itself, so a holder that works past the TTL loses the
 lock without a fault. Each line it reads and writes is the protocol of
@@ -66,6 +66,13 @@ def main():
                     answer("unknown", message="granted, but the key was no longer this client's when read back")
                     continue
                 answer("granted", token=meta.create_revision, detail={"lease": str(lock.lease.id)})
+            elif request["op"] == "extend":
+                # A lease that ran out is gone with the key: etcd answers its keep-alive with TTL 0.
+                renewed = lock.lease is not None and any(r.TTL > 0 for r in lock.refresh())
+                if renewed:
+                    answer("extended")
+                else:
+                    answer("not-held", message="the lock's lease had run out")
             elif lock.release():
                 answer("released")
             else:

@@ -4,7 +4,7 @@
     bin/lockbreaker run --system redis --client exec --client-cmd examples/python/redispy_lock.py
 
 It holds the lock as a Python service would: r.lock(key, timeout=ttl), acquire,
-release. Each line it reads and writes is the protocol of docs/protocol.md. It
+release, and extend(ttl, replace_ttl=True) when the run's holders extend. Each line it reads and writes is the protocol of docs/protocol.md. It
 runs on a single Redis and, through redis-py's Sentinel support, on Sentinel.
 redis-py's Lock (SET NX PX with a random token, released by a Lua script) hands
 out no fencing token, so it refuses --fencing on.
@@ -48,6 +48,9 @@ def main():
             if request["op"] == "acquire":
                 # False: every attempt found the lock taken until the timeout.
                 answer("granted" if lock.acquire(blocking_timeout=request["timeout"]) else "busy")
+            elif request["op"] == "extend":
+                lock.extend(cfg["ttl"], replace_ttl=True)
+                answer("extended")
             else:
                 lock.release()
                 answer("released")

@@ -27,7 +27,8 @@ func init() {
 	// Every system: the program is told which one it is on and may refuse it. Whether a
 	// grant carries a fencing token is the program's to say, grant by grant; with
 	// fencing on, a grant without one breaks the client.
-	if err := workloads.Register(workloads.Client{Name: Name, Systems: system.Names(), Tokens: true, New: New}); err != nil {
+	// Extending likewise: a program whose lock cannot refuses a configuration that asks it.
+	if err := workloads.Register(workloads.Client{Name: Name, Systems: system.Names(), Tokens: true, Extends: true, New: New}); err != nil {
 		panic(err)
 	}
 }
@@ -236,20 +237,25 @@ func (l *Lock) grant(a Answer) (workloads.Grant, error) {
 	return g, nil
 }
 
-func (l *Lock) Release(ctx context.Context) error {
-	a, err := l.request(ctx, OpRelease)
+func (l *Lock) Release(ctx context.Context) error { return l.held(ctx, OpRelease, Released) }
+
+func (l *Lock) Extend(ctx context.Context) error { return l.held(ctx, OpExtend, Extended) }
+
+// held sends op, a request only the holder may make, whose answer is done when it was.
+func (l *Lock) held(ctx context.Context, op, done string) error {
+	a, err := l.request(ctx, op)
 	if err != nil {
 		return err
 	}
 	switch a.Result {
-	case Released:
+	case done:
 		return nil
 	case NotHeld:
 		return definite(workloads.ErrNotHeld, a.Message)
 	case Unknown:
-		return fmt.Errorf("release: %s", orNothing(a.Message))
+		return fmt.Errorf("%s: %s", op, orNothing(a.Message))
 	}
-	return l.fail(l.broken("answered release with %q; want %q, %q or %q", a.Result, Released, NotHeld, Unknown))
+	return l.fail(l.broken("answered %s with %q; want %q, %q or %q", op, a.Result, done, NotHeld, Unknown))
 }
 
 // definite is err, with the program's own words when it gave any.

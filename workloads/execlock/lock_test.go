@@ -46,6 +46,12 @@ func runProgram(behaviour string) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
+	case "cannot-extend": // a Go lock without Extend, told that holders will extend
+		err := Serve(os.Stdin, os.Stdout, func(workloads.Config) (workloads.Lock, error) { return struct{ workloads.Lock }{&memLock{}}, nil })
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 	case "exits-at-once":
 		fmt.Fprintln(os.Stderr, "Traceback: ImportError: no module named redis")
 		os.Exit(3)
@@ -127,6 +133,13 @@ func (l *memLock) Release(context.Context) error {
 	return nil
 }
 
+func (l *memLock) Extend(context.Context) error {
+	if !l.held {
+		return workloads.ErrNotHeld
+	}
+	return nil
+}
+
 func (l *memLock) Close() error { return nil }
 
 // testOptions are bounds no program that answers comes near, however busy the machine (a
@@ -146,12 +159,14 @@ func config(behaviour string, fencing bool) workloads.Config {
 		Program: []string{"env", programEnv + "=" + behaviour, exe}}
 }
 
-// A well-behaved program: grants with their token and detail, a definite busy and
-// not-held, and a clean exit when its stdin closes.
+// A well-behaved program: grants with their token and detail, extends, a definite busy
+// and not-held, and a clean exit when its stdin closes.
 func TestWellBehavedProgram(t *testing.T) {
 	opts := testOptions(testLog{t})
 	opts.Stop = patient // a race-detecting binary sleeps a second on its way out
-	l, err := Start(config("well", true), opts)
+	cfg := config("well", true)
+	cfg.Extend = true
+	l, err := Start(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,11 +179,17 @@ func TestWellBehavedProgram(t *testing.T) {
 	if _, err := l.Acquire(ctx); !errors.Is(err, workloads.ErrBusy) {
 		t.Errorf("second acquire: %v, want busy", err)
 	}
+	if err := l.Extend(ctx); err != nil {
+		t.Errorf("extend: %v", err)
+	}
 	if err := l.Release(ctx); err != nil {
 		t.Errorf("release: %v", err)
 	}
 	if err := l.Release(ctx); !errors.Is(err, workloads.ErrNotHeld) {
 		t.Errorf("second release: %v, want not held", err)
+	}
+	if err := l.Extend(ctx); !errors.Is(err, workloads.ErrNotHeld) {
+		t.Errorf("extend once released: %v, want not held", err)
 	}
 	l.Close()
 	<-l.exited
@@ -184,6 +205,7 @@ func TestProtocolAbuse(t *testing.T) {
 	cases := []struct {
 		behaviour string
 		fencing   bool
+		extend    bool  // holders will extend
 		atStart   bool  // the error comes from Start
 		want      error // ErrBroken: the run stops; ErrLost: the op is indeterminate
 		says      string
@@ -191,6 +213,7 @@ func TestProtocolAbuse(t *testing.T) {
 		{behaviour: "exits-at-once", atStart: true, want: workloads.ErrLost, says: "(exit status 3); its stderr ended: Traceback: ImportError"},
 		{behaviour: "banner", atStart: true, want: workloads.ErrBroken, says: `line "mylock 1.0 starting" is not the protocol's JSON`},
 		{behaviour: "refuses", fencing: true, atStart: true, want: workloads.ErrBroken, says: "refused its configuration: this lock has no fencing token"},
+		{behaviour: "cannot-extend", extend: true, atStart: true, want: workloads.ErrBroken, says: "refused its configuration: this lock cannot extend a lease"},
 		{behaviour: "never-ready", atStart: true, want: workloads.ErrLost, says: "did not answer within 1s (does it flush stdout after every line?)"},
 		{behaviour: "garbage", want: workloads.ErrBroken, says: `answering acquire: line "this is not json" is not the protocol's JSON`},
 		{behaviour: "oversize", want: workloads.ErrBroken, says: "wrote a line longer than 65536 bytes"},
@@ -212,7 +235,9 @@ func TestProtocolAbuse(t *testing.T) {
 			case "hangs":
 				opts.Grace, request = 300*time.Millisecond, 200*time.Millisecond
 			}
-			l, err := Start(config(c.behaviour, c.fencing), opts)
+			cfg := config(c.behaviour, c.fencing)
+			cfg.Extend = c.extend
+			l, err := Start(cfg, opts)
 			if !c.atStart {
 				if err != nil {
 					t.Fatalf("start: %v", err)
@@ -288,7 +313,7 @@ func TestConfigurationLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `{"system":"redis","nodes":["10.0.0.2:6379"],"sentinels":[],"sentinel_master":"","key":"lock","ttl":2,` +
-		`"fencing":true,"request_timeout":0.2,"retry":0.02,"owner":"w0"}` + "\n"
+		`"fencing":true,"request_timeout":0.2,"retry":0.02,"owner":"w0","extend":false}` + "\n"
 	if b.String() != want {
 		t.Errorf("configuration line\n%s\nwant\n%s", b.String(), want)
 	}

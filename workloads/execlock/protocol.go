@@ -47,6 +47,9 @@ type Config struct {
 	RequestTimeout float64 `json:"request_timeout"`
 	Retry          float64 `json:"retry"`
 	Owner          string  `json:"owner"`
+	// Extend says the run's holders will send extend requests (--extend-every): a program
+	// whose lock cannot extend a lease refuses the configuration.
+	Extend bool `json:"extend"`
 }
 
 // Request is a line the harness sends after the configuration.
@@ -60,6 +63,9 @@ type Request struct {
 const (
 	OpAcquire = "acquire"
 	OpRelease = "release"
+	// OpExtend renews the holder's lease for a TTL from now; sent only when the
+	// configuration's extend is true.
+	OpExtend = "extend"
 )
 
 // Answer is a line the program writes: one for the configuration, one per request.
@@ -76,13 +82,15 @@ type Answer struct {
 	Detail         map[string]string `json:"detail,omitempty"`
 }
 
-// The answers' results: to the configuration, to acquire, to release, and to either.
+// The answers' results: to the configuration, to acquire, to release, to extend, and to
+// any request.
 const (
 	Ready    = "ready"
 	Refused  = "refused"
 	Granted  = "granted"
 	Busy     = "busy"
 	Released = "released"
+	Extended = "extended"
 	NotHeld  = "not-held"
 	Unknown  = "unknown"
 )
@@ -95,7 +103,7 @@ const MaxLine = 64 << 10
 func configOf(cfg workloads.Config) Config {
 	c := Config{System: cfg.System, Nodes: cfg.Nodes, Sentinels: cfg.Sentinels, Key: cfg.Key,
 		TTL: cfg.TTL.Seconds(), Fencing: cfg.Fencing, RequestTimeout: cfg.OpTimeout.Seconds(),
-		Retry: cfg.Retry.Seconds(), Owner: cfg.Owner}
+		Retry: cfg.Retry.Seconds(), Owner: cfg.Owner, Extend: cfg.Extend}
 	if c.Nodes == nil {
 		c.Nodes = []string{}
 	}
@@ -111,7 +119,8 @@ func configOf(cfg workloads.Config) Config {
 // lockConfig is the lock client's configuration a configuration line stands for.
 func (c Config) lockConfig() workloads.Config {
 	return workloads.Config{System: c.System, Nodes: c.Nodes, Sentinels: c.Sentinels, Key: c.Key,
-		TTL: seconds(c.TTL), Fencing: c.Fencing, OpTimeout: seconds(c.RequestTimeout), Retry: seconds(c.Retry), Owner: c.Owner}
+		TTL: seconds(c.TTL), Fencing: c.Fencing, OpTimeout: seconds(c.RequestTimeout), Retry: seconds(c.Retry), Owner: c.Owner,
+		Extend: c.Extend}
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

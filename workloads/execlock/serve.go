@@ -32,6 +32,9 @@ func Serve(in io.Reader, out io.Writer, newLock func(workloads.Config) (workload
 		return encode(out, Answer{Result: Refused, Message: err.Error()})
 	}
 	defer lock.Close()
+	if _, ok := lock.(workloads.Extender); cfg.Extend && !ok {
+		return encode(out, Answer{Result: Refused, Message: "this lock cannot extend a lease"})
+	}
 	if err := encode(out, Answer{Result: Ready}); err != nil {
 		return err
 	}
@@ -74,16 +77,25 @@ func serveOne(ctx context.Context, lock workloads.Lock, op string) (Answer, erro
 		}
 		return Answer{Result: Unknown, Message: err.Error()}, nil
 	case OpRelease:
-		err := lock.Release(ctx)
-		switch {
-		case err == nil:
-			return Answer{Result: Released}, nil
-		case errors.Is(err, workloads.ErrNotHeld):
-			return Answer{Result: NotHeld, Message: err.Error()}, nil
+		return heldAnswer(lock.Release(ctx), Released), nil
+	case OpExtend:
+		if extender, ok := lock.(workloads.Extender); ok {
+			return heldAnswer(extender.Extend(ctx), Extended), nil
 		}
-		return Answer{Result: Unknown, Message: err.Error()}, nil
 	}
 	return Answer{}, fmt.Errorf("unknown request %q", op)
+}
+
+// heldAnswer answers a request only the holder may make: done when err is nil, not-held
+// when the lock said so, unknown otherwise.
+func heldAnswer(err error, done string) Answer {
+	switch {
+	case err == nil:
+		return Answer{Result: done}
+	case errors.Is(err, workloads.ErrNotHeld):
+		return Answer{Result: NotHeld, Message: err.Error()}
+	}
+	return Answer{Result: Unknown, Message: err.Error()}
 }
 
 // ServeEnv names, in a program's environment, the registered Go client MaybeServe

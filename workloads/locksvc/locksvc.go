@@ -28,6 +28,8 @@ import (
 const (
 	OpAcquire = "acquire"
 	OpRelease = "release"
+	// OpExtend renews the owner's lease for TTLms from now.
+	OpExtend = "extend"
 )
 
 // Reasons a request is refused. A refused request changed nothing.
@@ -42,7 +44,7 @@ type Request struct {
 	Op    string `json:"op"`
 	Key   string `json:"key"`
 	Owner string `json:"owner"`
-	// TTLms is the lease's length, for an acquire.
+	// TTLms is the lease's length, for an acquire or an extend.
 	TTLms int64 `json:"ttl_ms,omitempty"`
 }
 
@@ -224,6 +226,16 @@ func (s *Server) decide(req Request, now time.Time) Response {
 			return Response{Reason: RefuseNotHeld}
 		}
 		delete(s.leases, req.Key)
+		return Response{OK: true}
+	case OpExtend:
+		switch {
+		case req.TTLms <= 0:
+			return Response{Reason: RefuseBadRequest}
+		case !held || l.owner != req.Owner:
+			return Response{Reason: RefuseNotHeld}
+		}
+		l.expires = now.Add(time.Duration(req.TTLms) * time.Millisecond)
+		s.leases[req.Key] = l
 		return Response{OK: true}
 	}
 	return Response{Reason: RefuseBadRequest}
