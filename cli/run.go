@@ -94,6 +94,8 @@ func runFlags(spec *harness.Spec) (*flag.FlagSet, *runOptions) {
 	fs.Var((*command.Duration)(&spec.Retry), "retry", "pause between acquire attempts while the lock is busy")
 	fs.Var((*command.Duration)(&spec.Pause), "pause", "how long a fault lasts: a pause, a cut, a clock fault, a delay; 0: twice the ttl")
 	fs.Var((*command.Duration)(&spec.Interval), "interval", "mean time between faults")
+	fs.StringVar(&spec.LinkNode, "link-node", "", "the faults on the clients' links strike only each client's link to this node (n1, n2...); \"\": every link")
+	fs.BoolVar(&spec.LinkAnswers, "link-answers", false, "the faults on the clients' links strike what comes back to the client instead of what it sends")
 	fs.Var((*command.Duration)(&spec.ClockOffset), "clock-offset", "how far clock faults move a clock; 0: twice the ttl")
 	fs.Float64Var(&spec.ClockRate, "clock-rate", spec.ClockRate, "how many times as fast the clock-rate fault runs a clock")
 	fs.StringVar(&spec.Key, "key", spec.Key, "lock key, also the storage register's key")

@@ -96,13 +96,14 @@ func (l linksLever) Strike(p int, f nemesis.LinkFault) error {
 	if w == nil {
 		return err // one that has exited sends nothing more
 	}
+	reach := links.Reach{Node: f.Reach.Node, Answers: f.Reach.Answers}
 	switch f.Effect {
 	case nemesis.Slow:
-		return l.set.Slow(w.slot, f.Latency, f.Jitter)
+		return l.set.Slow(w.slot, reach, f.Latency, f.Jitter)
 	case nemesis.Reset:
-		return l.set.Break(w.slot, links.Reset())
+		return l.set.Break(w.slot, reach, links.Reset())
 	case nemesis.Silence:
-		return l.set.Break(w.slot, links.Silence(f.CloseAfter))
+		return l.set.Break(w.slot, reach, links.Silence(f.CloseAfter))
 	}
 	return fmt.Errorf("no such link fault: %s", f)
 }

@@ -368,8 +368,15 @@ func (t *trial) nemesisEnv(ctx context.Context, cluster Cluster, rec *history.Re
 		QueueLock:           t.queueLock(),
 		Undirected:          t.spec.Undirected,
 		ReplicaLag:          t.spec.ReplicaLag(),
+		Reach:               reachOf(t.spec),
 		Halt:                ctx.Done(),
 	}
+}
+
+// reachOf is where a checked spec's link faults strike.
+func reachOf(s Spec) nemesis.LinkReach {
+	node, _ := s.LinkNodeIndex() // checked by CheckSpec
+	return nemesis.LinkReach{Node: node, Answers: s.LinkAnswers}
 }
 
 // arm puts a fault that must meet the clients' very first requests in place (nemesis.Armer),
@@ -574,9 +581,12 @@ func (t *trial) workerConfigs(runID string, nodes, sentinels []string, storageAd
 				Extend:    t.spec.ExtendEvery != 0,
 				Owner:     fmt.Sprintf("%s-w%d-%x", runID, p, rng.Uint32()),
 			},
-			Storage:        storageAddr,
-			Work:           t.spec.Work.Std(),
-			ExtendEvery:    t.spec.ExtendEvery.Std(),
+			Storage:     storageAddr,
+			Work:        t.spec.Work.Std(),
+			ExtendEvery: t.spec.ExtendEvery.Std(),
+			// An extend may wait as long as an acquire, and a fault's length more: a slow
+			// answer (delay-extend) must reach the holder, not a timeout.
+			ExtendTimeout:  2*ttl + t.spec.PauseLength(),
 			AcquireTimeout: 2 * ttl,
 			OpTimeout:      storageTimeout,
 			Period:         t.spec.CyclePeriod(),

@@ -124,6 +124,9 @@ func CheckSpec(s Spec) (Checked, error) {
 	if err := nem.Available(sys, nodes); err != nil {
 		return Checked{}, &SpecError{Reason: err.Error()}
 	}
+	if err := nem.Fits(nemesis.Settings{Nodes: nodes, Extends: s.ExtendEvery != 0, Reach: reachOf(s)}); err != nil {
+		return Checked{}, &SpecError{Reason: err.Error()}
+	}
 	if err := preflightLevers(s.Nemesis); err != nil {
 		return Checked{}, &SpecError{Reason: err.Error()}
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -117,6 +118,22 @@ func TestLocalHolderThatExtendsDoesNotWriteAfterItsLease(t *testing.T) {
 			spec.ExtendEvery = spec.TTL / 3
 			holdersWhoExtendDoNotWriteLate(t, untilDanger(t, spec, hazard(history.GrantedInPause)))
 		})
+	}
+}
+
+// A holder whose extend is answered after the lease it renewed ran out (delay-extend, on
+// the answers of its one node) while another client was granted: the local lock says no,
+// and the holder does not write.
+func TestLocalSlowExtendIsRefused(t *testing.T) {
+	inMakeTest(t, "TestLocalHolderThatExtendsDoesNotWriteAfterItsLease, a refused extend")
+	inLane(t, laneLocal)
+	spec := localSpec("local", []string{history.DelayExtend.Name}, false)
+	spec.ExtendEvery, spec.LinkNode = spec.TTL/3, "n1"
+	tr := untilDanger(t, spec, hazard(history.GrantedInExtend))
+	holdersWhoExtendDoNotWriteLate(t, tr)
+	story := checkers.StoryText(verdicts(tr.summary)[checkers.MutualExclusion].Story)
+	if !regexp.MustCompile(`asked to extend its lease at [0-9.]+ s, heard back at [0-9.]+ s and was told the lock was no longer its own`).MatchString(story) {
+		t.Errorf("the story does not tell the slow extend:\n%s", story)
 	}
 }
 

@@ -41,8 +41,10 @@ type WorkerConfig struct {
 	Lock    workloads.Config `json:"lock"`
 	Storage string           `json:"storage"`
 	Work    time.Duration    `json:"work"`
-	// ExtendEvery makes the holder extend its lease during its work (workloads.Counter).
+	// ExtendEvery makes the holder extend its lease during its work (workloads.Counter),
+	// each extend bounded by ExtendTimeout.
 	ExtendEvery    time.Duration `json:"extend_every,omitempty"`
+	ExtendTimeout  time.Duration `json:"extend_timeout,omitempty"`
 	AcquireTimeout time.Duration `json:"acquire_timeout"`
 	OpTimeout      time.Duration `json:"op_timeout"`
 	// Period is from one lock cycle's start to the next's (one over the rate); 0 runs
@@ -87,7 +89,7 @@ func (cfg WorkerConfig) cycleBound() time.Duration {
 	if cfg.ExtendEvery > 0 {
 		extends = cfg.Work/cfg.ExtendEvery + 1
 	}
-	return cfg.AcquireTimeout + (2+extends)*cfg.OpTimeout + cfg.Work
+	return cfg.AcquireTimeout + 2*cfg.OpTimeout + extends*cfg.ExtendTimeout + cfg.Work
 }
 
 // RunWorker is the body of a worker process.
@@ -142,6 +144,7 @@ func RunWorker(stdin io.Reader, stdout io.Writer) error {
 		Fencing:        cfg.Lock.Fencing,
 		Work:           cfg.Work,
 		ExtendEvery:    cfg.ExtendEvery,
+		ExtendTimeout:  cfg.ExtendTimeout,
 		Busy:           cfg.BusyWork,
 		AcquireTimeout: cfg.AcquireTimeout,
 		OpTimeout:      cfg.OpTimeout,

@@ -124,6 +124,8 @@ var (
 	DelayHolder = declare(FaultKind{Name: "delay-holder", Struck: "had its write held in the network",
 		Hazard: LateWrite,
 		Does:   "holds a holder's next storage write in the network until its lease has run out and another client has written, then delivers it: the seed's delayed write"})
+	DelayExtend = declare(FaultKind{Name: "delay-extend", Struck: "had the answers to its extend delayed", Hazard: GrantedInExtend,
+		Does: "delays the answers the client just granted the lock receives, from every node or from --link-node's, by --pause until its next extend has been answered, so the lease it renewed may run out before it hears (through its links' proxies; needs --extend-every)"})
 	SlowNetwork = declare(FaultKind{Name: "slow-network", Struck: "had their network slowed", Hazard: SlowPastLease,
 		Does: "delays everything every client sends, from a grant on, by a latency drawn for each window between a sixteenth of the --ttl and twice the --ttl and half as much jitter, for --pause (through their links' proxies)"})
 	ResetClient = declare(FaultKind{Name: "reset-client", Struck: "had its connections reset", Back: "connected normally again", Hazard: OutcomeUnknown,

@@ -89,6 +89,11 @@ const (
 	// write reached the storage after its lease (the validity its client stated, else the TTL from its grant) had run out.
 	SlowPastLease Hazard = "slow-past-lease"
 
+	// GrantedInExtend: a holder asked to extend its lease, and while it waited for the
+	// answer (slowed in the network) another client was granted the lock: the lease the
+	// extend renewed ran out before the holder heard of it.
+	GrantedInExtend Hazard = "granted-in-extend"
+
 	// OutcomeUnknown: an operation of a client whose connections were broken (reset, or
 	// silenced and closed) ended without its answer, indeterminate: the client cannot know
 	// whether the lock service or the storage acted on it, and the checkers must allow both.
@@ -152,6 +157,8 @@ var hazards = map[Hazard]hazardWords{
 		"no write held in the network reached the storage after its lease had run out and another client had written"},
 	SlowPastLease: {"write after its lease on a slow network", "writes after their lease on a slow network",
 		"no holder's write reached the storage after its lease while the network was slow"},
+	GrantedInExtend: {"grant while its holder waited for its extend", "grants while their holder waited for its extend",
+		"no other client was granted the lock while a holder waited for its slowed extend"},
 	OutcomeUnknown: {"operation cut off without its answer", "operations cut off without their answer",
 		"no operation of a client whose connections were broken ended without its answer"},
 	PooledSession: {"grant in a server session another client's lock was held in", "grants in a server session another client's lock was held in",

@@ -52,7 +52,7 @@ func (s *Set) HoldNextWrite() (*Hold, error) {
 	s.mu.Unlock()
 	var errs []error
 	for _, ps := range s.proxies {
-		errs = append(errs, addToxic(ps[len(ps)-1], holdToxic, holdType, fmt.Sprintf(`{"hold":%q}`, h.id)))
+		errs = append(errs, addToxic(ps[len(ps)-1], holdToxic, holdType, "upstream", fmt.Sprintf(`{"hold":%q}`, h.id)))
 	}
 	if err := errors.Join(errs...); err != nil {
 		h.Release()

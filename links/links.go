@@ -71,17 +71,39 @@ func (s *Set) Storage(slot int) string {
 	return ps[len(ps)-1].Listen
 }
 
-// Slow adds latency, give or take jitter, to everything slot's client sends, on each of
-// its links, until Heal.
-func (s *Set) Slow(slot int, latency, jitter time.Duration) error {
-	return s.addToSlot(slot, slowToxic, "latency", fmt.Sprintf(`{"latency":%d,"jitter":%d}`, latency.Milliseconds(), jitter.Milliseconds()))
+// Reach is which of a client's links a fault strikes, and which way: the zero Reach is
+// what the client sends, on every link.
+type Reach struct {
+	// Node is the node whose link is struck, 1 for the first; 0 strikes every link, the
+	// storage's too.
+	Node int
+	// Answers strikes what comes back to the client (Toxiproxy's downstream) instead of
+	// what it sends (upstream).
+	Answers bool
 }
 
-// addToSlot adds a toxic (see addToxic) on each of slot's links.
-func (s *Set) addToSlot(slot int, name, typ, attrs string) error {
+// Slow adds latency, give or take jitter, to what r reaches of slot's client's links,
+// until Heal.
+func (s *Set) Slow(slot int, r Reach, latency, jitter time.Duration) error {
+	return s.addToSlot(slot, r, slowToxic, "latency", fmt.Sprintf(`{"latency":%d,"jitter":%d}`, latency.Milliseconds(), jitter.Milliseconds()))
+}
+
+// addToSlot adds a toxic (see addToxic) on the links of slot that r reaches.
+func (s *Set) addToSlot(slot int, r Reach, name, typ, attrs string) error {
+	ps := s.proxies[slot]
+	if r.Node < 0 || r.Node >= len(ps) { // the storage's proxy is last
+		return fmt.Errorf("links: no node %d (the client has links to %d nodes)", r.Node, len(ps)-1)
+	}
+	if r.Node > 0 {
+		ps = ps[r.Node-1 : r.Node]
+	}
+	stream := "upstream"
+	if r.Answers {
+		stream, name = "downstream", name+"-answers"
+	}
 	var errs []error
-	for _, p := range s.proxies[slot] {
-		errs = append(errs, addToxic(p, name, typ, attrs))
+	for _, p := range ps {
+		errs = append(errs, addToxic(p, name, typ, stream, attrs))
 	}
 	return errors.Join(errs...)
 }
@@ -128,19 +150,20 @@ func (b Break) String() string {
 	return "no break"
 }
 
-// Break makes every link of slot's client fail what it sends as b says, until Heal.
-func (s *Set) Break(slot int, b Break) error {
+// Break makes what r reaches of slot's client's links fail as b says, until Heal.
+func (s *Set) Break(slot int, r Reach, b Break) error {
 	if b.name == "" {
 		return errors.New("links: no break given")
 	}
-	return s.addToSlot(slot, b.name, b.typ, fmt.Sprintf(`{"timeout":%d}`, b.closeAfter.Milliseconds()))
+	return s.addToSlot(slot, r, b.name, b.typ, fmt.Sprintf(`{"timeout":%d}`, b.closeAfter.Milliseconds()))
 }
 
-// addToxic adds a toxic of type typ named name on what p's client sends, with attrs (a
-// JSON object). A proxy holds one toxic of a name: one already there is left as it is.
-func addToxic(p *toxiproxy.Proxy, name, typ, attrs string) error {
+// addToxic adds a toxic of type typ named name on p's stream (upstream: what the client
+// sends; downstream: what comes back), with attrs (a JSON object). A proxy holds one toxic
+// of a name: one already there is left as it is.
+func addToxic(p *toxiproxy.Proxy, name, typ, stream, attrs string) error {
 	_, err := p.Toxics.AddToxicJson(strings.NewReader(
-		fmt.Sprintf(`{"name":%q,"type":%q,"stream":"upstream","toxicity":1,"attributes":%s}`, name, typ, attrs)))
+		fmt.Sprintf(`{"name":%q,"type":%q,"stream":%q,"toxicity":1,"attributes":%s}`, name, typ, stream, attrs)))
 	if errors.Is(err, toxiproxy.ErrToxicAlreadyExists) {
 		return nil
 	}

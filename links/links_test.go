@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/workloads/storage"
 )
 
@@ -118,7 +119,7 @@ func TestHealDeliversAHeldWrite(t *testing.T) {
 // Another toxic added behind a hold restarts it; what it holds stays held.
 func TestAHoldSurvivesASlowdownAddedBehindIt(t *testing.T) {
 	set, hold, done := heldWrite(t)
-	if err := set.Slow(0, time.Millisecond, 0); err != nil {
+	if err := set.Slow(0, Reach{}, time.Millisecond, 0); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -137,7 +138,7 @@ func TestSlowDelaysWhatTheClientSends(t *testing.T) {
 	set := openOnStorage(t, 2)
 	p0, p1 := dial(t, set, 0), dial(t, set, 1)
 	const latency = 200 * time.Millisecond
-	if err := set.Slow(0, latency, 0); err != nil {
+	if err := set.Slow(0, Reach{}, latency, 0); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
@@ -194,7 +195,7 @@ func TestResetFailsWhatTheClientSendsAtOnceUntilHealed(t *testing.T) {
 	if _, err := read(before, time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if err := set.Break(0, Reset()); err != nil {
+	if err := set.Break(0, Reach{}, Reset()); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -226,7 +227,7 @@ func TestSilenceDropsWhatTheClientSendsThenClosesItsConnection(t *testing.T) {
 	set := openOnStorage(t, 1)
 	silenced, idle := dial(t, set, 0), dial(t, set, 0)
 	const closeAfter = 300 * time.Millisecond
-	if err := set.Break(0, Silence(closeAfter)); err != nil {
+	if err := set.Break(0, Reach{}, Silence(closeAfter)); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -252,7 +253,7 @@ func TestSilenceDropsWhatTheClientSendsThenClosesItsConnection(t *testing.T) {
 func TestSilenceOfNoLengthLastsUntilHealed(t *testing.T) {
 	set := openOnStorage(t, 1)
 	c := dial(t, set, 0)
-	if err := set.Break(0, Silence(0)); err != nil {
+	if err := set.Break(0, Reach{}, Silence(0)); err != nil {
 		t.Fatal(err)
 	}
 	if took, err := read(c, 500*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) || took < 500*time.Millisecond {
@@ -262,7 +263,47 @@ func TestSilenceOfNoLengthLastsUntilHealed(t *testing.T) {
 	if _, err := read(dial(t, set, 0), time.Second); err != nil {
 		t.Errorf("after Heal: %v", err)
 	}
-	if err := set.Break(0, Break{}); err == nil {
+	if err := set.Break(0, Reach{}, Break{}); err == nil {
 		t.Error("the zero Break was taken")
+	}
+}
+
+// A fault reaching one node's link and its answers: a request to that node is applied at
+// once and answered a latency later; a reach beyond the client's nodes is refused.
+func TestSlowAnswersOfOneNode(t *testing.T) {
+	var addrs []string
+	for range 3 {
+		store, err := storage.Listen("127.0.0.1:0", false, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { store.Close() })
+		addrs = append(addrs, store.Addr())
+	}
+	set, err := Open(netip.MustParseAddr("127.0.0.1"), 1, addrs[:2], addrs[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(set.Close)
+	const latency = 200 * time.Millisecond
+	if err := set.Slow(0, Reach{Node: 1, Answers: true}, latency, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := set.Slow(0, Reach{Node: 3}, latency, 0); err == nil {
+		t.Error("a reach to node 3 of 2 was taken")
+	}
+	ctx := context.Background()
+	n1, err := storage.Dial(ctx, set.Nodes(0)[0], 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n1.Close()
+	resp, err := n1.Send(ctx, storage.Request{Op: storage.OpRead, Key: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if answered := history.Now(); answered-resp.Applied < latency.Nanoseconds() {
+		t.Errorf("n1 applied the read %s before its answer came, less than the answers' latency %s",
+			time.Duration(answered-resp.Applied), latency)
 	}
 }

@@ -3,6 +3,7 @@ package nemesis
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand"
 	"slices"
 	"time"
@@ -32,6 +33,7 @@ type delayClient struct{ onLinks }
 func init() { register(func() kind { return delayClient{} }) }
 
 func (delayClient) Kind() history.FaultKind { return history.Delay }
+func (delayClient) reaches()                {}
 
 // delayDetail is the detail saying how long a delay is.
 const delayDetail = "delay"
@@ -51,10 +53,27 @@ func (delayClient) Run(ctx context.Context, env Env) error {
 				return nil // no client running now: the next window may find one
 			}
 		}
-		return oneClient(env, p, history.Delay, map[string]string{delayDetail: env.Pause.String()},
-			func(p int) error { return env.Links.Strike(p, LinkFault{Effect: Slow, Latency: env.Pause}) },
+		return oneClient(env, p, history.Delay, reachDetail(env, map[string]string{delayDetail: env.Pause.String()}),
+			func(p int) error {
+				return env.Links.Strike(p, LinkFault{Effect: Slow, Latency: env.Pause, Reach: env.Reach})
+			},
 			func(p int) { w.seeOverruns(ctx, env, history.Delay, 2*env.Pause, func(q int) bool { return q == p }) })
 	})
+}
+
+// linkDetail is the detail saying where a link fault struck, when not on every link.
+const linkDetail = "link"
+
+// reachDetail is detail with where env's link faults strike, when that is narrowed.
+func reachDetail(env Env, detail map[string]string) map[string]string {
+	if where := env.Reach.String(); where != "" {
+		detail = maps.Clone(detail)
+		if detail == nil {
+			detail = map[string]string{}
+		}
+		detail[linkDetail] = where
+	}
+	return detail
 }
 
 // randomClient picks a running client with rng; false when none runs.
@@ -181,6 +200,7 @@ type slowNetwork struct{ onLinks }
 func init() { register(func() kind { return slowNetwork{} }) }
 
 func (slowNetwork) Kind() history.FaultKind { return history.SlowNetwork }
+func (slowNetwork) reaches()                {}
 
 // slowness is a window's latency and the jitter around it.
 func slowness(ttl time.Duration, rng *rand.Rand) (latency, jitter time.Duration) {
@@ -196,12 +216,12 @@ func (slowNetwork) Run(ctx context.Context, env Env) error {
 			return nil
 		}
 		for _, p := range env.Workers.Processes() {
-			if err := env.Links.Strike(p, LinkFault{Effect: Slow, Latency: latency, Jitter: jitter}); err != nil {
+			if err := env.Links.Strike(p, LinkFault{Effect: Slow, Latency: latency, Jitter: jitter, Reach: env.Reach}); err != nil {
 				env.Links.HealLinks()
 				return fmt.Errorf("slow %s: %w", history.TargetOfClient(p), err)
 			}
 		}
-		detail := map[string]string{delayDetail: latency.String(), "jitter": jitter.String()}
+		detail := reachDetail(env, map[string]string{delayDetail: latency.String(), "jitter": jitter.String()})
 		recordDetail(env, history.Start, history.SlowNetwork.Name, detail, Clients)
 		w.seeOverruns(ctx, env, history.SlowNetwork, env.Pause, func(int) bool { return true })
 		env.Links.HealLinks()

@@ -3,6 +3,8 @@ package nemesis
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -262,19 +264,47 @@ type LinkFault struct {
 	Effect          LinkEffect
 	Latency, Jitter time.Duration // Slow's
 	CloseAfter      time.Duration // Silence's
+	Reach           LinkReach
+}
+
+// LinkReach narrows a link fault to one of a client's links and to one direction: the
+// zero LinkReach is what the client sends on every link, the storage's too.
+type LinkReach struct {
+	// Node is the node whose link is struck, 1 for n1; 0 strikes every link.
+	Node int
+	// Answers strikes what comes back to the client instead of what it sends.
+	Answers bool
+}
+
+// String says where r strikes, for logs and details: "" for the zero LinkReach.
+func (r LinkReach) String() string {
+	var where []string
+	if r.Node > 0 {
+		where = append(where, "n"+strconv.Itoa(r.Node)+"'s link")
+	}
+	if r.Answers {
+		where = append(where, "answers")
+	}
+	return strings.Join(where, ", ")
 }
 
 // String says what f does, for a nemesis's tests and logs.
 func (f LinkFault) String() string {
+	var what string
 	switch f.Effect {
 	case Slow:
-		return fmt.Sprintf("slowed %s±%s", f.Latency, f.Jitter)
+		what = fmt.Sprintf("slowed %s±%s", f.Latency, f.Jitter)
 	case Reset:
-		return "broken: reset"
+		what = "broken: reset"
 	case Silence:
-		return fmt.Sprintf("broken: silent, closed after %s", f.CloseAfter)
+		what = fmt.Sprintf("broken: silent, closed after %s", f.CloseAfter)
+	default:
+		return "no fault"
 	}
-	return "no fault"
+	if where := f.Reach.String(); where != "" {
+		what += " (" + where + ")"
+	}
+	return what
 }
 
 // WriteHold is an armed hold: Caught tells the write it caught, Release lets it go on to

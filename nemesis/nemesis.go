@@ -86,6 +86,9 @@ type Env struct {
 	// before they were directed: no victim is kept inside its critical section, a failover
 	// waits for the monitors to notice the crash instead of promoting at once.
 	Undirected bool
+	// Reach narrows the faults on the clients' links that take it (reaching) to one node's
+	// link, or to the answers (--link-node, --link-answers).
+	Reach LinkReach
 	// Halt closes when the run is interrupted (nil: never). A killed node stays down for
 	// RestartAfter even past the run's time limit, but not past an interrupt.
 	Halt <-chan struct{}
@@ -107,7 +110,25 @@ type Nemesis interface {
 	Heal(ctx context.Context, env Env) error
 	// Available says why this nemesis cannot apply to sys at that size; nil when it can.
 	Available(sys system.System, nodes int) error
+	// Fits says why this nemesis cannot run with the run's settings; nil when it can.
+	Fits(s Settings) error
 }
+
+// Settings are the run's settings some kinds need or take.
+type Settings struct {
+	// Nodes is the cluster's size.
+	Nodes int
+	// Extends says the holders extend their leases (--extend-every).
+	Extends bool
+	// Reach is where the link faults strike (Env.Reach).
+	Reach LinkReach
+}
+
+// reaching is a kind whose faults on the clients' links strike where Env.Reach says.
+type reaching interface{ reaches() }
+
+// extending is a kind that acts on the holders' extends, which a run must make.
+type extending interface{ onExtends() }
 
 // kind injects the faults of one history.FaultKind, the declaration of its name, its words
 // and its hazard; each registers itself (register) in its file's init. Whether it applies
@@ -239,6 +260,39 @@ func (c composed) Available(sys system.System, nodes int) error {
 			"that %s cuts a client off: run them apart", strings.Join(linkers, ","), strings.Join(cutters, ",")))
 	}
 	return errors.Join(errs...)
+}
+
+// Fits refuses a reach no chosen kind takes or beyond the cluster, and a kind that acts
+// on extends in a run whose holders make none.
+func (c composed) Fits(s Settings) error {
+	reached := false
+	for _, n := range c {
+		if _, ok := n.(extending); ok && !s.Extends {
+			return fmt.Errorf("nemesis %s acts on the holders' extends: it needs --extend-every", n.Kind().Name)
+		}
+		_, ok := n.(reaching)
+		reached = reached || ok
+	}
+	switch {
+	case s.Reach == LinkReach{}:
+	case !reached:
+		return fmt.Errorf("--link-node and --link-answers narrow the faults on the clients' links (%s), not %s",
+			strings.Join(reachingNames(), ", "), c.Name())
+	case s.Reach.Node > s.Nodes:
+		return fmt.Errorf("--link-node n%d: the cluster has %d nodes (n1 to n%d)", s.Reach.Node, s.Nodes, s.Nodes)
+	}
+	return nil
+}
+
+// reachingNames are the kinds that take a reach, sorted.
+func reachingNames() []string {
+	var names []string
+	for _, name := range Names() {
+		if _, ok := kinds[name]().(reaching); ok {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 func (c composed) Name() string {

@@ -21,6 +21,7 @@ type resetClient struct{ onLinks }
 func init() { register(func() kind { return resetClient{} }) }
 
 func (resetClient) Kind() history.FaultKind { return history.ResetClient }
+func (resetClient) reaches()                {}
 
 func (resetClient) Run(ctx context.Context, env Env) error {
 	return breakOneClient(ctx, env, history.ResetClient, nil, LinkFault{Effect: Reset})
@@ -33,6 +34,7 @@ type timeoutClient struct{ onLinks }
 func init() { register(func() kind { return timeoutClient{} }) }
 
 func (timeoutClient) Kind() history.FaultKind { return history.TimeoutClient }
+func (timeoutClient) reaches()                {}
 
 // closedAfterDetail is the detail saying how long a silenced connection stays open.
 const closedAfterDetail = "closed after"
@@ -58,6 +60,7 @@ func silence(ttl, window time.Duration) time.Duration {
 // records its hazard for each operation of that client that ended indeterminate meanwhile.
 func breakOneClient(ctx context.Context, env Env, k history.FaultKind, detail map[string]string, f LinkFault) error {
 	w := watch(env.Subscribe())
+	f.Reach, detail = env.Reach, reachDetail(env, detail)
 	return w.schedule(ctx, env, func(rng *rand.Rand) error {
 		p, ok := randomClient(env, rng)
 		if !ok {

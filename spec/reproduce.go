@@ -59,6 +59,12 @@ func (s Spec) Args() []string {
 	if s.RestartDelayTTL {
 		args = append(args, "--restart-delay-ttl")
 	}
+	if s.LinkNode != "" {
+		args = append(args, "--link-node", s.LinkNode)
+	}
+	if s.LinkAnswers {
+		args = append(args, "--link-answers")
+	}
 	if s.Undirected {
 		args = append(args, "--undirected")
 	}

@@ -41,6 +41,9 @@ func TestReproduceCommand(t *testing.T) {
 		{"extends are kept when set", func(s *Spec) { s.ExtendEvery = Duration(150 * time.Millisecond) },
 			"lockbreaker run --system local --client local --nemesis pause-holder,kill-client --fencing off --clients 5 " +
 				"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --rate 20 --retry 20ms --extend-every 150ms --interval 1s --clock-rate 2 --key lock"},
+		{"one link's answers are kept when set", func(s *Spec) { s.LinkNode, s.LinkAnswers = "n2", true },
+			"lockbreaker run --system local --client local --nemesis pause-holder,kill-client --fencing off --clients 5 " +
+				"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --rate 20 --retry 20ms --interval 1s --clock-rate 2 --key lock --link-node n2 --link-answers"},
 		{"load is kept", func(s *Spec) { s.Rate, s.Retry = 0, Duration(time.Millisecond) },
 			"lockbreaker run --system local --client local --nemesis pause-holder,kill-client --fencing off --clients 5 " +
 				"--ttl 500ms --time-limit 30s --seed 7 --work 100ms --rate 0 --retry 1ms --interval 1s --clock-rate 2 --key lock"},

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -58,6 +59,11 @@ type Spec struct {
 	// clock fault or a delay holds (a failover waits for a grant to lose at least this
 	// long); 0 means twice the TTL.
 	Pause Duration `json:"pause,omitempty"`
+	// LinkNode narrows the faults on the clients' links to each client's link to that node
+	// ("n2"); "" strikes every link. LinkAnswers makes them strike what comes back instead
+	// of what the client sends.
+	LinkNode    string `json:"link_node,omitempty"`
+	LinkAnswers bool   `json:"link_answers,omitempty"`
 	// Interval is the mean time between scheduled faults.
 	Interval Duration `json:"interval"`
 	// ClockOffset is how far clock faults move a clock; 0 means twice the TTL.
@@ -240,6 +246,9 @@ func (s Spec) checkBounds() error {
 			return errorf("--%s must be between %s and %s, got %s", b.flag, short(b.min), short(b.max), d)
 		}
 	}
+	if _, err := s.LinkNodeIndex(); err != nil {
+		return err
+	}
 	if e := s.ExtendEvery.Std(); e != 0 && (e < time.Millisecond || e >= s.TTL.Std()) {
 		return errorf("--extend-every must be 0 (holders do not extend) or at least 1ms and under --ttl (%s), which each extend renews, got %s", s.TTL.Std(), e)
 	}
@@ -377,7 +386,10 @@ func (s Spec) execName() string {
 	program := ""
 	for _, w := range slices.Backward(s.ClientCmd) {
 		if !strings.HasPrefix(w, "-") {
-			program = strings.TrimSuffix(filepath.Base(w), filepath.Ext(w))
+			program = filepath.Base(w)
+			if ext := filepath.Ext(program); strings.ContainsFunc(ext, unicode.IsLetter) { // lock.py, not v4.0.3
+				program = strings.TrimSuffix(program, ext)
+			}
 			break
 		}
 	}
@@ -402,6 +414,18 @@ func (s Spec) PauseLength() time.Duration {
 		return 2 * s.TTL.Std()
 	}
 	return s.Pause.Std()
+}
+
+// LinkNodeIndex is LinkNode's index, 1 for n1, or 0 when it is "".
+func (s Spec) LinkNodeIndex() (int, error) {
+	if s.LinkNode == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(strings.TrimPrefix(s.LinkNode, "n"))
+	if err != nil || n < 1 || !strings.HasPrefix(s.LinkNode, "n") || s.LinkNode != "n"+strconv.Itoa(n) {
+		return 0, errorf("--link-node must name a node as n1, n2..., got %s", quote.Short(s.LinkNode))
+	}
+	return n, nil
 }
 
 // RestartDelay is how long a killed node stays down: RestartAfter (none when 0), and at

@@ -129,6 +129,7 @@ func TestDerivedTestNamesExecClientsByTheirProgram(t *testing.T) {
 		{[]string{"sh", "examples/python/redispy_lock.py"}, "redis-exec-redispy_lock-pause-holder-nofence"},
 		{[]string{"sh", "-u", "kazoo lock.py", "--verbose"}, "redis-exec-kazoo_lock-pause-holder-nofence"},
 		{[]string{"sh"}, "redis-exec-sh-pause-holder-nofence"},
+		{[]string{"examples/known-bugs/redsync_lock", "v4.0.3"}, "redis-exec-v4.0.3-pause-holder-nofence"},
 		{[]string{"sh", "../../" + strings.Repeat("x", 60)}, "redis-exec-" + strings.Repeat("x", 40) + "-pause-holder-nofence"},
 	} {
 		s := Default()

@@ -109,7 +109,7 @@ func Tell(o checkers.Overlap, events []history.Event, ttl time.Duration, start i
 	// before the second grant and the storage received after it (held in the network, or
 	// sent as it was paused).
 	t.resumed(later.Index, o.Earlier.Process)
-	t.extended(later.Index, o.Earlier.Until, o.Earlier.Process, pl)
+	t.extended(earlier.Index, later.Index, o.Earlier.Until, o.Earlier.Process, pl)
 	w, ok := t.op(earlier.Index, o.Earlier.Until, o.Earlier.Process, history.Write)
 	if ok && w.Complete != nil && w.Complete.Index < later.Index {
 		w, ok = t.op(later.Index, o.Earlier.Until, o.Earlier.Process, history.Write)
@@ -402,13 +402,20 @@ func article(phrase string) string {
 }
 
 // extended tells the first extend process p asked for between event indexes from and
-// to, after other was granted the lock: the lock's answer decides whether p writes.
-func (t *teller) extended(from, to, p int, other string) {
+// to whose answer came after other's grant at index granted: the lock's answer decides
+// whether p writes.
+func (t *teller) extended(from, granted, to, p int, other string) {
 	x, ok := t.op(from, to, p, history.Extend)
+	for ok && x.Complete != nil && x.Complete.Index < granted {
+		x, ok = t.op(x.Complete.Index, to, p, history.Extend)
+	}
 	if !ok || x.Complete == nil {
 		return
 	}
 	asked := fmt.Sprintf("%s asked to extend its lease at %s and ", proc(p), t.at(x.Invoke))
+	if heard := t.at(*x.Complete); heard != t.at(x.Invoke) {
+		asked = fmt.Sprintf("%s asked to extend its lease at %s, heard back at %s and ", proc(p), t.at(x.Invoke), heard)
+	}
 	switch x.Type() {
 	case history.OK:
 		t.say(x.Invoke, asked+"was told it still held the lock, though "+other+" had been granted it")

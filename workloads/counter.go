@@ -32,9 +32,10 @@ type Counter struct {
 	// after each ExtendEvery of its work and once more just before it writes; a holder
 	// whose extend did not succeed does not write, and releases.
 	ExtendEvery time.Duration
-	// AcquireTimeout bounds one Acquire; OpTimeout one storage request.
-	AcquireTimeout time.Duration
-	OpTimeout      time.Duration
+	// AcquireTimeout bounds one Acquire, ExtendTimeout one Extend, OpTimeout one storage
+	// request or release.
+	AcquireTimeout, ExtendTimeout time.Duration
+	OpTimeout                     time.Duration
 	// Period is the time from one cycle's start to the next's that the client aims at:
 	// one over its rate of lock cycles per second. Zero runs cycles back to back, as fast
 	// as they go. With a Period the client pauses at least Yield after every cycle, so a
@@ -142,7 +143,7 @@ func (w *Counter) work() bool {
 // extend renews the holder's lease, and reports whether it was renewed.
 func (w *Counter) extend() bool {
 	inv := w.invoke(history.Event{Func: history.Extend})
-	ctx, cancel := context.WithTimeout(context.Background(), w.OpTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), w.ExtendTimeout)
 	defer cancel()
 	err := w.Lock.(Extender).Extend(ctx)
 	w.noteGone(err)

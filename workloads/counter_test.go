@@ -265,7 +265,7 @@ func TestCounterRecordsWhatABrokenConnectionCutOffAsIndeterminate(t *testing.T) 
 				Hold: func() {
 					if !broken {
 						broken = true
-						if err := set.Break(0, b); err != nil {
+						if err := set.Break(0, links.Reach{}, b); err != nil {
 							t.Error(err)
 						}
 					}

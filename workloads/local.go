@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/lockbreaker/lockbreaker/workloads/locksvc"
 )
@@ -65,11 +66,18 @@ func (l *localLock) Release(ctx context.Context) error {
 	return l.held(ctx, locksvc.Request{Op: locksvc.OpRelease})
 }
 
+// Extend renews the lease, and says no when the answer came a TTL or more after the
+// request: the lease it renewed may have run out before the client heard of it.
 func (l *localLock) Extend(ctx context.Context) error {
 	if l.owner == "" {
 		return ErrNotHeld // never acquired
 	}
-	return l.held(ctx, locksvc.Request{Op: locksvc.OpExtend, TTLms: l.cfg.TTL.Milliseconds()})
+	asked := time.Now()
+	err := l.held(ctx, locksvc.Request{Op: locksvc.OpExtend, TTLms: l.cfg.TTL.Milliseconds()})
+	if took := time.Since(asked); err == nil && took >= l.cfg.TTL {
+		return fmt.Errorf("%w: the extend was answered %s after it was asked, past the lease it renewed", ErrNotHeld, took.Round(time.Millisecond))
+	}
+	return err
 }
 
 // held sends a request that only the lease's owner may make: nil when it was applied,
@@ -87,10 +95,14 @@ func (l *localLock) held(ctx context.Context, req locksvc.Request) error {
 	return fmt.Errorf("local lock: %s refused: %s", req.Op, resp.Reason)
 }
 
-// do sends req for this lock and grant, bounded by the op timeout.
+// do sends req for this lock and grant, bounded by the op timeout but an extend's, which
+// waits for its answer as long as ctx allows, as redsync's waits for every node's.
 func (l *localLock) do(ctx context.Context, req locksvc.Request) (locksvc.Response, error) {
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.OpTimeout)
-	defer cancel()
+	if req.Op != locksvc.OpExtend {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.cfg.OpTimeout)
+		defer cancel()
+	}
 	req.Key, req.Owner = l.cfg.Key, l.owner
 	return l.svc.Do(ctx, req)
 }

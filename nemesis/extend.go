@@ -1,0 +1,62 @@
+package nemesis
+
+import (
+	"context"
+	"math/rand"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/history"
+)
+
+// delayExtend slows the answers to a holder's extend (--extend-every), the slow path of
+// redsync v4.3.0's bug: from a grant on, what the holder receives (from every node, or
+// from --link-node's alone) is delayed by env.Pause until its next extend has been
+// answered, so an extend that renews the lease for a TTL is heard of a delay later. Its
+// hazard is that danger made real: another client was granted the lock while the holder
+// waited for the answer. A correct extend then says the lease ran out, or cannot say, and
+// the holder does not write; a broken one says yes.
+type delayExtend struct{ onLinks }
+
+func init() { register(func() kind { return delayExtend{} }) }
+
+func (delayExtend) Kind() history.FaultKind { return history.DelayExtend }
+func (delayExtend) reaches()                {}
+func (delayExtend) onExtends()              {}
+
+func (delayExtend) Run(ctx context.Context, env Env) error {
+	w := watch(env.Subscribe())
+	reach := LinkReach{Node: env.Reach.Node, Answers: true} // the requests go out at once: the renewal is made
+	f := LinkFault{Effect: Slow, Latency: env.Pause, Reach: reach}
+	detail := map[string]string{delayDetail: env.Pause.String(), linkDetail: reach.String()}
+	return w.schedule(ctx, env, func(*rand.Rand) error {
+		grant, ok := w.awaitAnyGrant(ctx, 2*env.TTL)
+		if !ok || grant.Type != history.OK || !w.holds(grant.Process) {
+			return nil // nobody granted within two leases, or the holder is done: the next window
+		}
+		return oneClient(env, grant.Process, history.DelayExtend, detail,
+			func(p int) error { return env.Links.Strike(p, f) },
+			func(p int) { w.seeGrantsInExtend(ctx, env, p) })
+	})
+}
+
+// seeGrantsInExtend follows the history until holder p's next extend has been answered or
+// p releases, at most two leases and the delay, twice over, and records the hazard of
+// delay-extend for each other client granted the lock while that extend waited.
+func (w *watcher) seeGrantsInExtend(ctx context.Context, env Env, p int) {
+	stop := func() {}
+	defer func() { stop() }()
+	timer := time.NewTimer(2 * (2*env.TTL + env.Pause))
+	defer timer.Stop()
+	for {
+		e, ok := w.next(ctx, timer.C)
+		switch {
+		case !ok:
+			return
+		case e.Process != p:
+		case e.Func == history.Extend && e.Type == history.Invoke:
+			stop = w.seeTakeovers(env, history.DelayExtend.Name, history.GrantedInExtend, p)
+		case e.Func == history.Extend, e.Func == history.Release:
+			return
+		}
+	}
+}
