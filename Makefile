@@ -126,6 +126,7 @@ nightly: deps-run image
 # one at a time. Its exit code is the suite's. In the long tier and the nightly job, not in
 # make test.
 known-bugs: deps image
+	examples/known-bugs/redsync_lock --build
 	$(BIN) suite suites/known-bugs.yaml --seeds $(SEEDS) --parallel 1 --results $(RESULTS)
 
 # The targeted faults' cells (SUITE: suites/targeted.yaml, locks known to break under them,

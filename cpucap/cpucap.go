@@ -31,13 +31,25 @@ const Root = "/sys/fs/cgroup"
 // threads) then queues for that millisecond, as on an overloaded host or in a container
 // with a tiny CPU limit. A quota starves only a process that wants more than it: measured
 // on etcd, an idle holder's keepalive still fits, which is why throttle-holder's holders
-// work busily (docs/measurements.md). A longer period
-// (at most 1 s) made no holder lose its lease either, and stalls a process up to the whole
-// period at a stretch: a pause more than a throttle.
+// work busily (docs/measurements.md). Where 1% is still enough on a fast machine, a cap is
+// tightened (Cap.Tighten) through Steps.
 const (
 	Quota  = time.Millisecond
 	Period = 100 * time.Millisecond
 )
+
+// Share is a CPU quota per period.
+type Share struct{ Quota, Period time.Duration }
+
+// String says s as a share of one CPU: "1% of a CPU", "0.1% of a CPU".
+func (s Share) String() string {
+	return strconv.FormatFloat(100*float64(s.Quota)/float64(s.Period), 'g', 2, 64) + "% of a CPU"
+}
+
+// Steps are the shares a cap goes through as it is tightened: the kernel's least quota at
+// ever longer periods, down to the longest period it takes (1 s). A longer period stalls
+// the process for longer at a stretch too, as a host overloaded for longer would.
+var Steps = []Share{{Quota, Period}, {Quota, 250 * time.Millisecond}, {Quota, 500 * time.Millisecond}, {Quota, time.Second}}
 
 // Controller is the CPU controller of one cgroup hierarchy: the cgroup caps are made in.
 type Controller struct {
@@ -95,12 +107,14 @@ func cpuEnabled(dir string) error {
 type Cap struct {
 	c   Controller
 	dir string
+	// step is the index in Steps of the share it holds its processes to.
+	step int
 }
 
 // Prefix starts the name of every cap, so that Sweep finds those a killed run left.
 const Prefix = "lockbreaker-"
 
-// Cap makes cgroup Prefix+name in c with Quota per Period and moves pids into it, each with
+// Cap makes cgroup Prefix+name in c with Steps' first share and moves pids into it, each with
 // all its threads. One that has exited meanwhile is no error. On an error nothing is left.
 func (c Controller) Cap(name string, pids []int) (*Cap, error) {
 	dir := filepath.Join(c.dir, Prefix+name)
@@ -120,13 +134,26 @@ func (c Controller) Cap(name string, pids []int) (*Cap, error) {
 	return g, nil
 }
 
-// limit writes the quota: cpu.max in v2, the period and then the quota in v1.
+// limit writes the step's share: cpu.max in v2, the period and then the quota in v1.
 func (g *Cap) limit() error {
 	us := func(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) }
+	share := Steps[g.step]
 	if g.c.v2 {
-		return write(g.dir, "cpu.max", us(Quota)+" "+us(Period))
+		return write(g.dir, "cpu.max", us(share.Quota)+" "+us(share.Period))
 	}
-	return errors.Join(write(g.dir, "cpu.cfs_period_us", us(Period)), write(g.dir, "cpu.cfs_quota_us", us(Quota)))
+	return errors.Join(write(g.dir, "cpu.cfs_period_us", us(share.Period)), write(g.dir, "cpu.cfs_quota_us", us(share.Quota)))
+}
+
+// Share is the share the cap holds its processes to.
+func (g *Cap) Share() Share { return Steps[g.step] }
+
+// Tighten takes the cap to the next of Steps; false when it is at the last already.
+func (g *Cap) Tighten() (bool, error) {
+	if g.step == len(Steps)-1 {
+		return false, nil
+	}
+	g.step++
+	return true, g.limit()
 }
 
 // Release moves every process in the cap back to the cgroup it was made in and removes

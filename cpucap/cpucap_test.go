@@ -58,13 +58,14 @@ func read(t *testing.T, path string) string {
 // and it is gone.
 func TestCapLimitsAndReleaseMovesBackAndRemoves(t *testing.T) {
 	tests := []struct {
-		name   string
-		v1     bool
-		dir    string
-		limits map[string]string
+		name              string
+		v1                bool
+		dir               string
+		limits, tightened map[string]string // at the first step, at the last
 	}{
-		{"v1", true, "cpu", map[string]string{"cpu.cfs_quota_us": "1000", "cpu.cfs_period_us": "100000"}},
-		{"v2", false, "unified", map[string]string{"cpu.max": "1000 100000"}},
+		{"v1", true, "cpu", map[string]string{"cpu.cfs_quota_us": "1000", "cpu.cfs_period_us": "100000"},
+			map[string]string{"cpu.cfs_quota_us": "1000", "cpu.cfs_period_us": "1000000"}},
+		{"v2", false, "unified", map[string]string{"cpu.max": "1000 100000"}, map[string]string{"cpu.max": "1000 1000000"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -81,6 +82,19 @@ func TestCapLimitsAndReleaseMovesBackAndRemoves(t *testing.T) {
 			for file, want := range tt.limits {
 				if got := read(t, filepath.Join(dir, file)); got != want {
 					t.Errorf("%s = %q, want %q", file, got, want)
+				}
+			}
+			for range len(Steps) - 1 {
+				if ok, err := g.Tighten(); !ok || err != nil {
+					t.Fatalf("tighten from %s: %v, %v", g.Share(), ok, err)
+				}
+			}
+			if ok, err := g.Tighten(); ok || err != nil || g.Share().String() != "0.1% of a CPU" {
+				t.Errorf("tighten at %s, the last step: %v, %v; want false", g.Share(), ok, err)
+			}
+			for file, want := range tt.tightened {
+				if got := read(t, filepath.Join(dir, file)); got != want {
+					t.Errorf("tightened, %s = %q, want %q", file, got, want)
 				}
 			}
 			// The fake's cgroup.procs keeps the last pid written: the kernel's lists them all.

@@ -268,6 +268,18 @@ func (p *pool) Throttle(process int) error {
 	return nil
 }
 
+func (p *pool) Tighten() (string, bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	share, tightened := "", false
+	var errs []error
+	for _, g := range p.capped {
+		ok, err := g.Tighten()
+		share, tightened, errs = g.Share().String(), tightened || ok, append(errs, err)
+	}
+	return share, tightened, errors.Join(errs...)
+}
+
 func (p *pool) Unthrottle() error {
 	p.mu.Lock()
 	capped := p.capped

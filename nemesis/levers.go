@@ -149,6 +149,9 @@ type SelfStop struct {
 type Throttler interface {
 	// Throttle caps the process group of client process; one that has exited is no error.
 	Throttle(process int) error
+	// Tighten lowers every throttled client's share of a CPU one step, and says the share
+	// it is at now ("0.4% of a CPU"); false once the least share was reached already.
+	Tighten() (share string, tightened bool, err error)
 	// Unthrottle gives every throttled client its CPU back. It is idempotent.
 	Unthrottle() error
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
@@ -18,6 +19,55 @@ type throttling struct{ selfStopping }
 
 func (t throttling) Throttle(p int) error { return t.act("throttle %s", history.TargetOfClient(p)) }
 func (t throttling) Unthrottle() error    { return t.act("unthrottle") }
+
+// Tighten goes through three shares, then says the least was reached.
+func (t throttling) Tighten() (string, bool, error) {
+	shares := []string{"0.4% of a CPU", "0.2% of a CPU", "0.1% of a CPU"}
+	n := 0
+	for _, a := range t.did() {
+		if a == "tighten" {
+			n++
+		}
+	}
+	if n == len(shares) {
+		return shares[n-1], false, nil
+	}
+	return shares[n], true, t.act("tighten")
+}
+
+// A holder that keeps the lock while throttled has its share lowered each lease, down to
+// the least, and the throttle's stop says the share it had reached. In a synctest bubble,
+// so that the leases pass only once every goroutine waits: here four, one lowering more
+// than the shares go.
+func TestThrottleHolderLowersTheShareEachLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(3, 1)
+		env := f.env()
+		workers := throttling{selfStopping{f, make(chan SelfStop)}}
+		env.Workers, env.TTL = workers, time.Second
+		stop := running(t, throttleHolder{}, env)
+		f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Acquire, Time: history.Now()}
+		f.events <- history.Event{Type: history.OK, Process: 1, Func: history.Read, Time: history.Now()}
+		workers.stopped <- SelfStop{Process: 1, At: history.Now()}
+		synctest.Wait()
+		time.Sleep(4*env.TTL + env.TTL/2)
+		f.events <- history.Event{Type: history.OK, Process: 2, Func: history.Acquire, Time: history.Now()}
+		f.events <- history.Event{Type: history.OK, Process: 2, Func: history.Read, Time: history.Now()}
+		waitFor(t, "the throttle to be healed", func() bool { return len(f.faults()) > 0 && f.faults()[0].Healed })
+		stop()
+		want := []string{"arm", "disarm", "throttle worker-1", "worker-1 CONTINUED", "tighten", "tighten", "tighten", "unthrottle"}
+		if got := f.did(); len(got) < len(want) || !slices.Equal(got[:len(want)], want) {
+			t.Fatalf("actions %q, want first %q", got, want)
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, e := range f.recorded {
+			if e.Func == history.Stop && e.Fault == history.ThrottleHolder.Name && e.Detail[shareDetail] != "0.1% of a CPU" {
+				t.Errorf("the throttle's stop says the share %q, want the least, 0.1%% of a CPU", e.Detail[shareDetail])
+			}
+		}
+	})
+}
 
 // throttle-holder throttles the client that just read under the lock and continues it, so
 // that it runs starved, until another client has taken the lock over (been granted it and
