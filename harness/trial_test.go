@@ -123,17 +123,21 @@ func TestLocalHolderThatExtendsDoesNotWriteAfterItsLease(t *testing.T) {
 
 // A holder whose extend is answered after the lease it renewed ran out (delay-extend, on
 // the answers of its one node) while another client was granted: the local lock says no,
-// and the holder does not write.
+// and the holder does not write. The same through the exec protocol.
 func TestLocalSlowExtendIsRefused(t *testing.T) {
 	inMakeTest(t, "TestLocalHolderThatExtendsDoesNotWriteAfterItsLease, a refused extend")
 	inLane(t, laneLocal)
-	spec := localSpec("local", []string{history.DelayExtend.Name}, false)
-	spec.ExtendEvery, spec.LinkNode = spec.TTL/3, "n1"
-	tr := untilDanger(t, spec, hazard(history.GrantedInExtend))
-	holdersWhoExtendDoNotWriteLate(t, tr)
-	story := checkers.StoryText(verdicts(tr.summary)[checkers.MutualExclusion].Story)
-	if !regexp.MustCompile(`asked to extend its lease at [0-9.]+ s, heard back at [0-9.]+ s and was told the lock was no longer its own`).MatchString(story) {
-		t.Errorf("the story does not tell the slow extend:\n%s", story)
+	nemesis := []string{history.DelayExtend.Name}
+	for name, spec := range map[string]Spec{"go": localSpec("local", nemesis, false), "exec": localExecSpec(t, nemesis, false, "")} {
+		t.Run(name, func(t *testing.T) {
+			spec.ExtendEvery, spec.LinkNode = spec.TTL/3, "n1"
+			tr := untilDanger(t, spec, hazard(history.GrantedInExtend))
+			holdersWhoExtendDoNotWriteLate(t, tr)
+			story := checkers.StoryText(verdicts(tr.summary)[checkers.MutualExclusion].Story)
+			if !regexp.MustCompile(`asked to extend its lease at [0-9.]+ s, heard back at [0-9.]+ s and was told the lock was no longer its own`).MatchString(story) {
+				t.Errorf("the story does not tell the slow extend:\n%s", story)
+			}
+		})
 	}
 }
 
