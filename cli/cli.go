@@ -1,11 +1,11 @@
 // Package cli is the lockbreaker command line: run, suite, check, report, serve, clean,
-// images, help, version and worker. Our binary (cmd/lockbreaker) and a user's own binary
+// images, machines, help, version and worker. Our binary (cmd/lockbreaker) and a user's own binary
 // built with lockbreaker.Main run exactly this code, so both behave alike and a worker
 // started from either finds the same lock clients. See README.md and docs/ for the commands;
 // `lockbreaker help` lists them.
 //
 // Main is its only export. Each command is one file (run.go, suite.go, shrink.go, serve.go,
-// clean.go, images.go, version.go, worker.go; help.go prints the help), its help text
+// clean.go, images.go, machines.go, version.go, worker.go; help.go prints the help), its help text
 // beside its code; check and report, which judge and draw a saved run with no Docker,
 // are in package cli/offline, and what every command is made of (its help, flags, exit
 // codes, safe output) in cli/command.
@@ -41,7 +41,7 @@ const defaultResults = "store"
 // help, beside its code (run.go, suite.go, check.go...).
 var commands = []command.Command{
 	runCommand, suiteCommand, offline.Check, offline.Report, shrinkCommand, serveCommand,
-	cleanCommand, imagesCommand, versionCommand, workerCommand,
+	cleanCommand, imagesCommand, machinesCommand, versionCommand, workerCommand,
 }
 
 func lookup(name string) (command.Command, bool) {

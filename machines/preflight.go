@@ -1,0 +1,113 @@
+package machines
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/internal/shellwords"
+)
+
+// Needs is what a run asks of every machine before it changes anything on one.
+type Needs struct {
+	// Tools are the commands that must be on root's PATH (iptables, the services' own).
+	Tools []string
+	// MaxClockOffset is how far a machine's clock may be from this one's; 0 does not look.
+	MaxClockOffset time.Duration
+}
+
+// Preflight asks every machine at once whether it can serve the run: that it can be
+// reached and logged in to, that root's commands can be run (Sudo), that each of the
+// tools is there, and that its clock is within the bound. It changes nothing on any
+// machine. It returns the connections, in the order of addrs, when every machine can;
+// otherwise none, and an error of one line per machine that cannot, naming it and why.
+func Preflight(ctx context.Context, addrs []Address, login Login, needs Needs) ([]*Machine, error) {
+	ms := make([]*Machine, len(addrs))
+	errs := make([]error, len(addrs))
+	var wg sync.WaitGroup
+	for i, a := range addrs {
+		wg.Go(func() {
+			m, err := Dial(ctx, a, login)
+			if err == nil {
+				ms[i], err = m, m.preflight(ctx, needs)
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, m := range ms {
+			if m != nil {
+				m.Close()
+			}
+		}
+		return nil, err
+	}
+	return ms, nil
+}
+
+// preflight asks one machine what Preflight asks.
+func (m *Machine) preflight(ctx context.Context, needs Needs) error {
+	if _, err := m.Sudo(ctx, "true"); err != nil {
+		return fmt.Errorf("machine %s: cannot run commands as root (sudo): %w", m.Name(), unwrapped(err))
+	}
+	if len(needs.Tools) > 0 {
+		words := make([]string, len(needs.Tools))
+		for i, t := range needs.Tools {
+			words[i] = shellwords.Quote(t)
+		}
+		r, err := m.Sudo(ctx, "for t in "+strings.Join(words, " ")+`; do command -v "$t" >/dev/null || echo "$t"; done`)
+		if err != nil {
+			return err
+		}
+		if missing := strings.Fields(string(r.Stdout)); len(missing) > 0 {
+			return fmt.Errorf("machine %s: lacks %s (not on root's PATH)", m.Name(), strings.Join(missing, ", "))
+		}
+	}
+	if needs.MaxClockOffset > 0 {
+		return m.checkClock(ctx, needs.MaxClockOffset)
+	}
+	return nil
+}
+
+// unwrapped is an *ExitError's last words, or err.
+func unwrapped(err error) error {
+	var exit *ExitError
+	if errors.As(err, &exit) {
+		if last := lastLine(exit.Stderr); last != "" {
+			return errors.New(last)
+		}
+		return fmt.Errorf("exit %d", exit.ExitCode)
+	}
+	return err
+}
+
+// checkClock refuses a machine whose wall clock is further than most from this one's, by
+// more than the round trip that read it could account for.
+func (m *Machine) checkClock(ctx context.Context, most time.Duration) error {
+	sent := time.Now()
+	r, err := m.Run(ctx, "date +%s%N", nil)
+	answered := time.Now()
+	if err != nil {
+		return err
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(string(r.Stdout)), 10, 64)
+	if err != nil {
+		return fmt.Errorf("machine %s: cannot read its clock (date +%%s%%N said %q)", m.Name(), strings.TrimSpace(string(r.Stdout)))
+	}
+	mid := sent.Add(answered.Sub(sent) / 2)
+	offset := time.Unix(0, ns).Sub(mid)
+	if slack := answered.Sub(sent) / 2; offset.Abs()-slack > most {
+		way := "ahead of"
+		if offset < 0 {
+			way = "behind"
+		}
+		return fmt.Errorf("machine %s: its clock is %s %s this machine's, more than %s (set it right, or run NTP)",
+			m.Name(), offset.Abs().Round(time.Millisecond), way, most)
+	}
+	return nil
+}
