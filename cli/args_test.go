@@ -63,6 +63,9 @@ func TestFlagsGoAnywhere(t *testing.T) {
 		{"images", func() [][]string {
 			return [][]string{{"images", "--system", "redis", "all"}, {"images", "all", "--system", "redis"}}
 		}, 254, `images: unexpected argument "all"`},
+		{"machines", func() [][]string {
+			return [][]string{{"machines", "check", "--max-clock-offset", "1s", "extra"}, {"machines", "check", "extra", "--max-clock-offset", "1s"}}
+		}, 254, `machines check: unexpected argument "extra"`},
 		{"version", func() [][]string { return [][]string{{"version", "-h", "x"}, {"version", "x", "-h"}} }, 0, "usage: lockbreaker version"},
 		{"worker", func() [][]string { return [][]string{{"worker", "x", "-h"}, {"worker", "-h", "x"}} }, 0, "usage: lockbreaker worker"},
 	}
