@@ -66,6 +66,9 @@ func TestFlagsGoAnywhere(t *testing.T) {
 		{"machines", func() [][]string {
 			return [][]string{{"machines", "check", "--max-clock-offset", "1s", "extra"}, {"machines", "check", "extra", "--max-clock-offset", "1s"}}
 		}, 254, `machines check: unexpected argument "extra"`},
+		{"machines", func() [][]string {
+			return [][]string{{"machines", "up", "0", "--system", "redis"}, {"machines", "--system", "redis", "up", "0"}}
+		}, 254, `machines up: N is how many stand-ins, 1 to 9, got "0"`},
 		{"version", func() [][]string { return [][]string{{"version", "-h", "x"}, {"version", "x", "-h"}} }, 0, "usage: lockbreaker version"},
 		{"worker", func() [][]string { return [][]string{{"worker", "x", "-h"}, {"worker", "-h", "x"}} }, 0, "usage: lockbreaker worker"},
 	}

@@ -63,6 +63,8 @@ for the locks the harness serves itself (--system ` + inProcessSystems() + `).
 // runOptions are run's flags that are not part of the spec.
 type runOptions struct {
 	nemesis, fencing, results, clientCmd string
+	// login is how the machines of --nodes-file are logged in to.
+	login loginFlags
 }
 
 // runFlags binds run's flags to spec, whose values are the defaults.
@@ -78,6 +80,9 @@ func runFlags(spec *harness.Spec) (*flag.FlagSet, *runOptions) {
 		"in any language: JSON lines on stdin and stdout (docs/protocol.md); split into words as a shell would, without expanding anything")
 	fs.StringVar(&opts.nemesis, "nemesis", strings.Join(spec.Nemesis, ","), "faults, comma-separated, or none: "+strings.Join(nemesis.Names(), ", "))
 	fs.StringVar(&opts.fencing, "fencing", "off", "on or off: whether the storage checks fencing tokens")
+	fs.StringVar(&spec.NodesFile, "nodes-file", spec.NodesFile, "run the nodes on the machines this file names (one host or user@host:port a line), "+
+		"logged in to over SSH, instead of in containers (docs/machines.md)")
+	opts.login.add(fs)
 	fs.IntVar(&spec.Clients, "clients", spec.Clients, "number of lock clients, one OS process each")
 	fs.IntVar(&spec.Nodes, "nodes", spec.Nodes, "cluster size; 0: the system's usual ("+usualSizes()+")")
 	fs.Var((*command.Duration)(&spec.TTL), "ttl", "lock lease; for ZooKeeper the session timeout; for etcd the lease, "+
@@ -125,40 +130,45 @@ const runGCPercent = 50
 
 // parseRun makes run's spec and results root from its arguments, starting nothing; the
 // harness validates the spec itself (Normalize) when it runs it.
-func parseRun(args []string) (harness.Spec, string, error) {
+func parseRun(args []string) (harness.Spec, *runOptions, error) {
 	spec := harness.DefaultSpec()
 	fs, opts := runFlags(&spec)
 	if err := command.Parse(fs, args); err != nil {
-		return spec, "", err
+		return spec, nil, err
 	}
 	switch opts.fencing {
 	case "on":
 		spec.Fencing = true
 	case "off":
 	default:
-		return spec, "", command.Bad(fmt.Errorf("run: --fencing must be on or off, got %s", quote.Short(opts.fencing)))
+		return spec, nil, command.Bad(fmt.Errorf("run: --fencing must be on or off, got %s", quote.Short(opts.fencing)))
 	}
 	if opts.results == "" {
-		return spec, "", command.Bad(errors.New("run: --results must name a directory, got an empty string"))
+		return spec, nil, command.Bad(errors.New("run: --results must name a directory, got an empty string"))
 	}
 	spec.Nemesis = strings.Split(opts.nemesis, ",")
 	cmdWords, err := shellwords.Split(opts.clientCmd)
 	if err != nil {
-		return spec, "", command.Bad(fmt.Errorf("run: --client-cmd: %w", err))
+		return spec, nil, command.Bad(fmt.Errorf("run: --client-cmd: %w", err))
 	}
 	spec.ClientCmd = cmdWords
-	return spec, opts.results, nil
+	return spec, opts, nil
 }
 
 func cmdRun(ctx context.Context, args []string, stdout io.Writer) (int, error) {
-	spec, root, err := parseRun(args)
+	spec, opts, err := parseRun(args)
 	if err != nil {
 		return 0, err
 	}
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(runGCPercent)
 	}
-	runner := harness.Runner{ResultsRoot: root, Progress: stdout, Trends: suite.StoreTrends}
+	runner := harness.Runner{ResultsRoot: opts.results, Progress: stdout, Trends: suite.StoreTrends}
+	if spec.NodesFile != "" {
+		if runner.Login, err = opts.login.login(); err != nil {
+			return 0, err
+		}
+	}
 	dir, summary, err := runner.Run(ctx, spec)
 	if dir != "" && len(summary.Results) > 0 {
 		command.PrintVerdicts(stdout, dir, summary)

@@ -117,6 +117,9 @@ func processStart(pid int) string {
 // labels has exited. Resources of another host (another machine or container
 // sharing this engine) are never considered gone: their owner cannot be seen.
 func ownerGone(labels map[string]string) bool {
+	if labels[LabelStandIn] == "1" { // stand-in machines outlive their starter (standin.go)
+		return false
+	}
 	host, _ := os.Hostname()
 	if labels[LabelOwnerHost] != host {
 		return false

@@ -40,11 +40,17 @@ func SystemImageRef(name string) (string, error) {
 	if sys.Container == nil || sys.Container.Image == nil {
 		return ImageRef(), nil
 	}
+	return nodeRepo + "-" + sys.Name + ":" + layerHash(ImageRef(), sys.Container.Image), nil
+}
+
+// layerHash is the tag of img's layer on base: a hash of base's reference, the layer's
+// Dockerfile, its packages and its script.
+func layerHash(base string, img *system.Image) string {
 	h := sha256.New()
-	for _, part := range []string{ImageRef(), layerDockerfile, strings.Join(sys.Container.Image.Packages, " "), sys.Container.Image.Prepare} {
+	for _, part := range []string{base, layerDockerfile, strings.Join(img.Packages, " "), img.Prepare} {
 		fmt.Fprintf(h, "%d\x00%s", len(part), part)
 	}
-	return nodeRepo + "-" + sys.Name + ":" + hex.EncodeToString(h.Sum(nil))[:12], nil
+	return hex.EncodeToString(h.Sum(nil))[:12]
 }
 
 // EnsureSystemImage makes sure the image the nodes of system name run exists and returns

@@ -7,12 +7,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/clientnet"
 	"github.com/lockbreaker/lockbreaker/containers"
+	"github.com/lockbreaker/lockbreaker/machines"
 	"github.com/lockbreaker/lockbreaker/nemesis"
 	"github.com/lockbreaker/lockbreaker/system"
 	"github.com/lockbreaker/lockbreaker/workloads/locksvc"
@@ -47,6 +49,8 @@ type clusterSetup struct {
 	// logs is where the nodes' logs go (the run's nodes/ directory).
 	logs     string
 	progress io.Writer
+	// machines, when there are any, are where the nodes run instead of containers.
+	machines []*machines.Machine
 }
 
 // serverSettings are the spec's settings of the nodes' servers.
@@ -56,6 +60,12 @@ type serverSettings struct {
 	maxLag      time.Duration
 	// pooler is the pooler mode in front of the servers (system.Pooler); "" for none.
 	pooler string
+}
+
+// cluster is what a system's recipe is told of a cluster of nodes with these settings.
+func (s serverSettings) cluster(nodes int, ttl time.Duration) system.Cluster {
+	return system.Cluster{Nodes: nodes, TTL: ttl, Persistence: s.persistence, MinReplicas: s.minReplicas,
+		MinReplicasMaxLag: s.maxLag, Pooler: s.pooler}
 }
 
 // serverSettingsOf are a spec's settings of its nodes' servers.
@@ -101,10 +111,29 @@ func preflight(ctx context.Context, sys system.System, needs nemesis.Needs) erro
 	return err
 }
 
+// preflightMachines asks the machines of a checked spec with a nodes file, one for each of
+// its nodes, whether they can serve (machines.Preflight), changing nothing on them; a
+// machine that cannot is the user's input.
+func preflightMachines(ctx context.Context, c Checked, login machines.Login) ([]*machines.Machine, error) {
+	addrs, err := machines.ReadFile(c.spec.NodesFile)
+	if err != nil {
+		return nil, &SpecError{Reason: err.Error()}
+	}
+	tools := machines.Tools(c.sys, serverSettingsOf(c.spec).cluster(c.nodes, c.spec.TTL.Std()))
+	ms, err := machines.Preflight(ctx, addrs[:c.nodes], login, machines.Needs{Tools: tools, MaxClockOffset: time.Second})
+	if err != nil {
+		return nil, &SpecError{Reason: strings.ReplaceAll(err.Error(), "\n", "; ")}
+	}
+	return ms, nil
+}
+
 // startCluster brings sys up and waits until it serves. On error nothing is left behind.
 func startCluster(ctx context.Context, sys system.System, setup clusterSetup) (Cluster, error) {
 	if sys.InProcess != nil {
 		return startLocal(sys, setup)
+	}
+	if len(setup.machines) > 0 {
+		return machines.StartCluster(ctx, setup.machines, sys, setup.servers.cluster(setup.nodes, setup.ttl), setup.progress)
 	}
 	if n, err := containers.CleanStale(ctx); err != nil {
 		fmt.Fprintf(setup.progress, "could not sweep containers left by killed runs: %v\n", err)

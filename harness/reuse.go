@@ -116,7 +116,7 @@ func (k *kept) Stop(ctx context.Context) error {
 // start lends a run a cluster of sys: the kept one when it is sound to reuse, else a new
 // one. A nil pool starts a cluster for the run alone.
 func (cs *Clusters) start(ctx context.Context, sys system.System, spec Spec, setup clusterSetup) (Cluster, error) {
-	if cs == nil || sys.Container == nil {
+	if cs == nil || sys.Container == nil || len(setup.machines) > 0 {
 		return startCluster(ctx, sys, setup)
 	}
 	sh, err := shapeOf(spec)
@@ -202,11 +202,10 @@ func (k *kept) unfitFor(setup clusterSetup, faults []string, key string) string 
 }
 
 // sameNodes says whether clusters set up as a and b run the same nodes: every setting
-// but the run's name, its logs and the levers it needs.
+// but the run's name, its logs and the levers it needs. Clusters on machines are never
+// kept (Clusters.start).
 func sameNodes(a, b clusterSetup) bool {
-	a.runID, a.logs, a.progress, a.needs = "", "", nil, nemesis.Needs{}
-	b.runID, b.logs, b.progress, b.needs = "", "", nil, nemesis.Needs{}
-	return a == b
+	return a.nodes == b.nodes && a.ttl == b.ttl && a.servers == b.servers
 }
 
 // serving waits until every node answers again, as after a start: a ZooKeeper ensemble

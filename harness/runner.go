@@ -23,6 +23,7 @@ import (
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/internal/shellwords"
 	"github.com/lockbreaker/lockbreaker/links"
+	"github.com/lockbreaker/lockbreaker/machines"
 	"github.com/lockbreaker/lockbreaker/nemesis"
 	"github.com/lockbreaker/lockbreaker/results"
 	runspec "github.com/lockbreaker/lockbreaker/spec"
@@ -46,6 +47,8 @@ type Runner struct {
 	// sound, and keeps theirs until Clusters.Close; nil starts and stops a cluster for
 	// every run.
 	Clusters *Clusters
+	// Login is how the machines of a spec with a nodes file are logged in to.
+	Login machines.Login
 }
 
 // Run runs one test and checks its history. It returns the run's directory and summary;
@@ -63,7 +66,17 @@ func (r Runner) Run(ctx context.Context, spec Spec) (string, results.Summary, er
 	if err := CheckProgram(ctx, spec); err != nil {
 		return "", results.Summary{}, err
 	}
-	if err := preflight(ctx, checked.sys, checked.nemesis.Needs()); err != nil {
+	var ms []*machines.Machine
+	if spec.NodesFile != "" {
+		if ms, err = preflightMachines(ctx, checked, r.Login); err != nil {
+			return "", results.Summary{}, orInterrupted(ctx, err)
+		}
+		defer func() {
+			for _, m := range ms {
+				m.Close()
+			}
+		}()
+	} else if err := preflight(ctx, checked.sys, checked.nemesis.Needs()); err != nil {
 		return "", results.Summary{}, orInterrupted(ctx, err)
 	}
 	run, err := results.NewRun(r.ResultsRoot, spec.Test, time.Now())
@@ -78,7 +91,7 @@ func (r Runner) Run(ctx context.Context, spec Spec) (string, results.Summary, er
 	// within its test), this process and its count of runs, since runs side by side may
 	// start in the same second.
 	id := fmt.Sprintf("%s-%d-%d", run.ID(), os.Getpid(), runsStarted.Add(1))
-	t := &trial{Runner: r, Checked: checked, run: run, id: id, progress: r.Progress}
+	t := &trial{Runner: r, Checked: checked, run: run, id: id, progress: r.Progress, machines: ms}
 	if t.progress == nil {
 		t.progress = io.Discard
 	}
@@ -112,6 +125,8 @@ type trial struct {
 	// endNotes say why the run, or its nemesis, ended before the time limit.
 	endNotes []string
 	endMu    sync.Mutex
+	// machines are the machines the nodes run on, preflighted; none for containers.
+	machines []*machines.Machine
 }
 
 func (t *trial) noteEnd(format string, args ...any) {
@@ -289,7 +304,8 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 // pulls and the servers' settings.
 func (t *trial) clusterSetup() clusterSetup {
 	return clusterSetup{runID: t.id, nodes: t.spec.Nodes, ttl: t.spec.TTL.Std(), needs: t.nemesis.Needs(),
-		servers: serverSettingsOf(t.spec), logs: t.run.Path(results.NodesDir), progress: io.MultiWriter(t.progress, t.logs)}
+		servers: serverSettingsOf(t.spec), logs: t.run.Path(results.NodesDir), progress: io.MultiWriter(t.progress, t.logs),
+		machines: t.machines}
 }
 
 // tearDown heals the cluster, brings its nodes' logs into the run directory and stops it

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/internal/quote"
+	"github.com/lockbreaker/lockbreaker/machines"
 	"github.com/lockbreaker/lockbreaker/nemesis"
 	runspec "github.com/lockbreaker/lockbreaker/spec"
 	"github.com/lockbreaker/lockbreaker/sysfile"
@@ -80,6 +81,27 @@ func lookUpClients(s Spec) ([]workloads.Client, error) {
 	return clients, nil
 }
 
+// checkMachines refuses a machines file that cannot be read or names too few machines, a
+// system that does not run on machines yet, and faults that need levers machines lack.
+func checkMachines(s Spec, sys system.System, nodes int, needs nemesis.Needs) error {
+	if s.NodesFile == "" {
+		return nil
+	}
+	addrs, err := machines.ReadFile(s.NodesFile)
+	switch {
+	case err != nil:
+		return specErrorf("--nodes-file: %s", quote.ShortenAll(err.Error()))
+	case !slices.Contains(machines.Systems, sys.Name):
+		return specErrorf("--nodes-file: %s does not run on machines yet (those that do: %s)", sys.Name, strings.Join(machines.Systems, ", "))
+	case len(addrs) < nodes:
+		return specErrorf("--nodes-file: %s runs on %d nodes, and %s names %d machines", sys.Name, nodes, s.NodesFile, len(addrs))
+	}
+	if err := needs.OnMachines(); err != nil {
+		return specErrorf("--nodes-file: nemesis %s %s", history.NemesisText(s.Nemesis, ","), err)
+	}
+	return nil
+}
+
 // CheckSpec is the one step that asks what a spec names of this process: it reads and
 // registers the spec's system file, looks up its system, client and nemeses, refuses what
 // does not fit together, and fills in the defaults that follow (the system's client, its
@@ -123,6 +145,9 @@ func CheckSpec(s Spec) (Checked, error) {
 	}
 	if err := nem.Available(sys, nodes); err != nil {
 		return Checked{}, &SpecError{Reason: err.Error()}
+	}
+	if err := checkMachines(s, sys, nodes, nem.Needs()); err != nil {
+		return Checked{}, err
 	}
 	if err := nem.Fits(nemesis.Settings{Nodes: nodes, Extends: s.ExtendEvery != 0, Reach: reachOf(s)}); err != nil {
 		return Checked{}, &SpecError{Reason: err.Error()}

@@ -8,12 +8,16 @@ package machines
 
 import (
 	"bufio"
+	"crypto/ed25519"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"strconv"
 	"strings"
+
+	"golang.org/x/crypto/ssh"
 
 	"github.com/lockbreaker/lockbreaker/internal/quote"
 )
@@ -116,4 +120,25 @@ func Parse(r io.Reader, name string) ([]Address, error) {
 		return nil, fmt.Errorf("%s: no machine in it (one host or user@host:port a line)", name)
 	}
 	return all, nil
+}
+
+// WriteKey makes a new ed25519 key pair for stand-in machines: the private key in file
+// (mode 0600), which a login's KeyFile names, and the public key as an authorized_keys line.
+func WriteKey(file string) (authorized string, err error) {
+	_, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		return "", err
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "lockbreaker stand-in machines")
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(file, pem.EncodeToMemory(block), 0o600); err != nil {
+		return "", err
+	}
+	pub, err := ssh.NewPublicKey(priv.Public())
+	if err != nil {
+		return "", err
+	}
+	return string(ssh.MarshalAuthorizedKey(pub)), nil
 }

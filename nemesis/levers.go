@@ -51,29 +51,31 @@ type lever struct {
 	onCluster bool
 	// lacks says why sys cannot take it; nil for a lever every system takes.
 	lacks func(sys system.System) error
+	// machines says why a cluster on machines (package machines) lacks it; "" when it has it.
+	machines string
 }
 
 // levers declares every field of Needs once.
 var levers = []lever{
-	{field: func(n *Needs) *bool { return &n.Clocks }, onCluster: true, lacks: func(sys system.System) error {
+	{field: func(n *Needs) *bool { return &n.Clocks }, onCluster: true, machines: "moves the nodes' clocks", lacks: func(sys system.System) error {
 		if sys.FixedClock != "" {
 			return fmt.Errorf("moves the nodes' wall clocks, and %s", sys.FixedClock)
 		}
 		return nil
 	}},
-	{field: func(n *Needs) *bool { return &n.Network }, onCluster: true, lacks: func(sys system.System) error {
+	{field: func(n *Needs) *bool { return &n.Network }, onCluster: true, machines: "cuts packets between the nodes", lacks: func(sys system.System) error {
 		if sys.Container == nil {
 			return fmt.Errorf("cuts packets between containers, and %s runs inside the harness", sys.Name)
 		}
 		return nil
 	}},
-	{field: func(n *Needs) *bool { return &n.Restarts }, onCluster: true, lacks: func(sys system.System) error {
+	{field: func(n *Needs) *bool { return &n.Restarts }, onCluster: true, machines: "kills and restarts the nodes' servers", lacks: func(sys system.System) error {
 		if sys.Container == nil {
 			return fmt.Errorf("kills a node's server, and %s is served by the harness itself, which would die with it", sys.Name)
 		}
 		return nil
 	}},
-	{field: func(n *Needs) *bool { return &n.ClientAddrs }, onCluster: true, lacks: func(sys system.System) error {
+	{field: func(n *Needs) *bool { return &n.ClientAddrs }, onCluster: true, machines: "gives each lock client an address of its own on the nodes' network", lacks: func(sys system.System) error {
 		if sys.Container == nil {
 			return fmt.Errorf("reaches single lock clients through their own network addresses, and the clients of %s "+
 				"share the harness's", sys.Name)
@@ -83,6 +85,17 @@ var levers = []lever{
 	{field: func(n *Needs) *bool { return &n.Links }, onCluster: true},
 	{field: func(n *Needs) *bool { return &n.BusyHolders }},
 	{field: func(n *Needs) *bool { return &n.CPUCaps }},
+}
+
+// OnMachines says why a cluster on machines cannot take the levers n needs: the first it
+// lacks so far.
+func (n Needs) OnMachines() error {
+	for _, l := range levers {
+		if *l.field(&n) && l.machines != "" {
+			return fmt.Errorf("%s, which runs on machines cannot do yet (docs/machines.md)", l.machines)
+		}
+	}
+	return nil
 }
 
 func (n Needs) or(o Needs) Needs {

@@ -59,6 +59,9 @@ func (s Spec) Args() []string {
 	if s.RestartDelayTTL {
 		args = append(args, "--restart-delay-ttl")
 	}
+	if s.NodesFile != "" {
+		args = append(args, "--nodes-file", s.NodesFile)
+	}
 	if s.LinkNode != "" {
 		args = append(args, "--link-node", s.LinkNode)
 	}

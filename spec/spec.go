@@ -100,6 +100,10 @@ type Spec struct {
 	// StopEarly ends the run StopGrace after two clients were first seen holding the lock
 	// at once, rather than at its time limit; the run is then judged on its whole history.
 	StopEarly bool `json:"stop_early,omitempty"`
+	// NodesFile, when set, names machines (package machines, docs/machines.md) the nodes
+	// run on instead of containers, node i on the i-th; how to log in to them is the
+	// harness's, not the spec's (harness.Runner.Login).
+	NodesFile string `json:"nodes_file,omitempty"`
 	// SystemFile, when set, is a system file (package sysfile) describing the lock service;
 	// harness.CheckSpec reads it, makes System its name and SystemFileSHA256 the file's
 	// hash, which results and the suite matrix show.
