@@ -17,8 +17,8 @@ var imagesCommand = command.Command{
 	Synopsis: "build the node images that are missing",
 	About: `Builds the node image (Debian with redis-server, zookeeper, libfaketime, iptables) and,
 on it, the image of each system with packages of its own (etcd: etcd-server; postgres:
-postgresql-15), unless an image with the current content hash exists; --system builds only
-what that system's nodes run. run builds what its system needs before its first test, and
+postgresql-15), and redis's stand-in machine image (machines up), unless an image with the
+current content hash exists; --system builds only what that system's nodes run. run builds what its system needs before its first test, and
 no more: a run of Redis never waits for etcd or PostgreSQL. The Debian mirror comes from the
 host's apt sources, or from LOCKBREAKER_APT_MIRROR.`,
 	Examples: []string{
@@ -83,5 +83,15 @@ func cmdImages(ctx context.Context, args []string, stdout io.Writer) (int, error
 		}
 		fmt.Fprintf(stdout, "%s image: %s\n", name, ref)
 	}
+	if len(names) > 1 { // every system's: the stand-in machine the tests start too
+		ref, err := containers.EnsureStandInImage(ctx, standInTested, stdout)
+		if err != nil {
+			return 0, err
+		}
+		fmt.Fprintf(stdout, "%s stand-in machine image: %s\n", standInTested, ref)
+	}
 	return command.ExitValid, nil
 }
+
+// standInTested is the system whose stand-in machines (machines up) the tests start.
+const standInTested = "redis"

@@ -82,12 +82,21 @@ func monitorAddrs(c Cluster) []string {
 	return nil
 }
 
+// isMachines says whether c runs on machines.
+func isMachines(c Cluster) bool {
+	_, ok := c.(*machines.Cluster)
+	return ok
+}
+
 // clientNetwork puts the lock clients of a cluster on addresses of their own on its
 // network, or says why it cannot (the cluster is served by the harness, or this host
 // lacks root or tools).
 func clientNetwork(c Cluster) (*clientnet.Network, error) {
 	b, ok := c.(interface{ Bridge() containers.Bridge })
-	if !ok {
+	switch {
+	case !ok && c != nil && isMachines(c):
+		return nil, errors.New("the nodes run on machines, reached from this host's own address")
+	case !ok:
 		return nil, errors.New("the lock service runs inside the harness")
 	}
 	br := b.Bridge()
@@ -133,7 +142,11 @@ func startCluster(ctx context.Context, sys system.System, setup clusterSetup) (C
 		return startLocal(sys, setup)
 	}
 	if len(setup.machines) > 0 {
-		return machines.StartCluster(ctx, setup.machines, sys, setup.servers.cluster(setup.nodes, setup.ttl), setup.progress)
+		nodes, err := sys.Check(setup.nodes)
+		if err != nil {
+			return nil, err
+		}
+		return machines.StartCluster(ctx, setup.machines, sys, setup.servers.cluster(nodes, setup.ttl), setup.progress)
 	}
 	if n, err := containers.CleanStale(ctx); err != nil {
 		fmt.Fprintf(setup.progress, "could not sweep containers left by killed runs: %v\n", err)

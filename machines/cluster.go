@@ -139,9 +139,11 @@ func (n node) start(ctx context.Context, setup system.NodeSetup) error {
 	for _, f := range setup.Files {
 		script = append(script, fmt.Sprintf("echo %s | base64 -d > %s", base64.StdEncoding.EncodeToString([]byte(f.Content)), shellwords.Quote(f.Path)))
 	}
-	script = append(script, fmt.Sprintf("cd %s && setsid %s > %s 2>&1 < /dev/null & echo $! > %s",
-		shellwords.Quote(n.dir()), shellwords.Join(setup.Cmd), shellwords.Quote(n.log()), shellwords.Quote(n.pidfile())))
-	if _, err := n.m.Sudo(ctx, strings.Join(script, "\n")); err != nil {
+	// The server itself is what goes into the background, so $! is its pid (setsid execs
+	// it), and it holds none of the session's descriptors, which would keep it open.
+	script = append(script, "cd "+shellwords.Quote(n.dir()), fmt.Sprintf("setsid %s > %s 2>&1 < /dev/null & echo $! > %s",
+		shellwords.Join(setup.Cmd), shellwords.Quote(n.log()), shellwords.Quote(n.pidfile())))
+	if _, err := n.m.Sudo(ctx, "set -e\n"+strings.Join(script, "\n")); err != nil {
 		return fmt.Errorf("start node %s: %w", n.name, err)
 	}
 	return nil
@@ -188,8 +190,8 @@ func (n node) signal(ctx context.Context, sig syscall.Signal) error {
 // Dir once it is empty.
 func (n node) stop(ctx context.Context) error {
 	pidfile := shellwords.Quote(n.pidfile())
-	_, err := n.m.Sudo(ctx, fmt.Sprintf("if [ -f %s ]; then kill -KILL \"$(cat %s)\" 2>/dev/null; kill -CONT \"$(cat %s)\" 2>/dev/null; fi; rm -rf %s; rmdir %s 2>/dev/null; true",
-		pidfile, pidfile, pidfile, shellwords.Quote(n.dir()), shellwords.Quote(Dir)))
+	_, err := n.m.Sudo(ctx, fmt.Sprintf("if [ -f %s ]; then kill -KILL \"$(cat %s)\" 2>/dev/null; fi; rm -rf %s; rmdir %s 2>/dev/null; true",
+		pidfile, pidfile, shellwords.Quote(n.dir()), shellwords.Quote(Dir)))
 	if err != nil {
 		return fmt.Errorf("stop node %s: %w", n.name, err)
 	}

@@ -92,7 +92,7 @@ var levers = []lever{
 func (n Needs) OnMachines() error {
 	for _, l := range levers {
 		if *l.field(&n) && l.machines != "" {
-			return fmt.Errorf("%s, which runs on machines cannot do yet (docs/machines.md)", l.machines)
+			return fmt.Errorf("%s, which a run on machines cannot do yet (docs/machines.md)", l.machines)
 		}
 	}
 	return nil

@@ -1,0 +1,83 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/checkers"
+	"github.com/lockbreaker/lockbreaker/containers"
+	"github.com/lockbreaker/lockbreaker/machines"
+	"github.com/lockbreaker/lockbreaker/results"
+)
+
+// A run whose node is a stand-in machine reached over SSH: Kleppmann's paused holder on
+// Redis breaks the lock as it does in a container, the node's log comes back into the
+// run directory, and nothing of lockbreaker's stays on the machine.
+func TestRunOnAStandInMachine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker: a stand-in machine")
+	}
+	inLane(t, laneRedis)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	key := filepath.Join(dir, "id_ed25519")
+	authorized, err := machines.WriteKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprintf("machines-test-%d", os.Getpid())
+	ms, err := containers.StartStandIns(ctx, id, "redis", 1, authorized, testWriter{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := containers.StopStandIns(context.Background(), id); err != nil {
+			t.Error(err)
+		}
+	})
+	file := filepath.Join(dir, "machines.txt")
+	if err := os.WriteFile(file, []byte("root@"+ms[0].IP+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	login := machines.Login{KeyFile: key}
+	r := Runner{ResultsRoot: testStore(t), Progress: testWriter{t}, Worker: []string{exe}, Login: login}
+	spec := kleppmannSpec(false)
+	spec.NodesFile = file
+	var run string
+	for try := 1; ; try++ {
+		var s results.Summary
+		run, s, err = r.Run(ctx, spec)
+		if err != nil {
+			t.Fatalf("run on a stand-in machine: %v", err)
+		}
+		if verdicts(s)[checkers.MutualExclusion].Verdict == checkers.Invalid {
+			break
+		}
+		if try == dangerTries {
+			t.Fatalf("no two holders in %d tries on a stand-in machine", try)
+		}
+		spec.Seed++
+	}
+	if log, err := os.ReadFile(filepath.Join(run, results.NodesDir, "n1.log")); err != nil || !strings.Contains(string(log), "Ready to accept connections") {
+		t.Errorf("the node's log in the run directory: %v\n%s", err, log)
+	}
+	m, err := machines.Dial(ctx, machines.Address{User: "root", Host: ms[0].IP}, login)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	left, err := m.Run(ctx, "ls "+machines.Dir+" 2>/dev/null; pgrep -l redis-server; true", nil)
+	if err != nil || len(strings.TrimSpace(string(left.Stdout))) > 0 {
+		t.Errorf("the machine keeps lockbreaker's: %q, %v", left.Stdout, err)
+	}
+}
