@@ -10,13 +10,14 @@ import (
 	"github.com/lockbreaker/lockbreaker/cli/command"
 	"github.com/lockbreaker/lockbreaker/containers"
 	"github.com/lockbreaker/lockbreaker/cpucap"
+	"github.com/lockbreaker/lockbreaker/machines"
 )
 
 // cleanCommand is `lockbreaker clean`: its help, and cmdClean to run it.
 var cleanCommand = command.Command{
 	Name:     "clean",
 	Synopsis: "remove the containers and networks of runs that died, e.g. killed with SIGKILL",
-	Args:     "[--run ID | --all]",
+	Args:     "[--run ID | --all | --nodes-file FILE]",
 	About: `Removes the containers and networks labelled by lockbreaker whose run has died on this
 host (killed with SIGKILL, a crash): their owner process is gone. Runs still going, such as
 another suite or test beside this one, are left alone; --run removes one run's, live or
@@ -24,56 +25,78 @@ not, and --all every labelled container and network. Lock clients leave little f
 client's network namespace and address on the cluster network die with its process, and
 an exec client's program with its worker. The cgroup of a throttled client
 (throttle-holder) that a killed run left empty is removed once a minute old, here and at
-the next run's start.`,
+the next run's start.
+
+With --nodes-file (and the login flags of run), clean logs in to those machines instead and
+kills every server a run left there (the pidfiles under /var/lib/lockbreaker name them), then
+removes /var/lib/lockbreaker: what a run on machines killed with SIGKILL leaves. It needs no
+Docker.`,
 	Flags: func() *flag.FlagSet {
-		fs, _, _ := cleanFlags()
+		fs, _ := cleanFlags()
 		return fs
 	},
 	Examples: []string{
 		"lockbreaker clean",
+		"lockbreaker clean --nodes-file store/machines/machines.txt --ssh-private-key store/machines/id_ed25519",
 		"lockbreaker clean --run 20260101T120000Z-4242-1",
 		"lockbreaker clean --all",
 		"docker ps -a --filter label=org.lockbreaker.project   # what clean --all removes",
 	},
 	Run: cmdClean,
 	Parse: func(args []string) error {
-		_, _, err := parseClean(args)
+		_, err := parseClean(args)
 		return err
 	},
 }
 
-// cleanFlags makes clean's flag set; run holds --run, all --all.
-func cleanFlags() (fs *flag.FlagSet, run *string, all *bool) {
-	fs = command.NewFlags("clean")
-	run = fs.String("run", "", "remove what run ID left, live or not (its containers' "+containers.LabelRun+" label, <time>-<pid>-<n>)")
-	all = fs.Bool("all", false, "remove every labelled container and network, also of runs still going")
-	return fs, run, all
+// cleanOptions are clean's flags.
+type cleanOptions struct {
+	run, nodesFile string
+	all            bool
+	login          loginFlags
 }
 
-// parseClean parses clean's arguments: the run named by --run, and --all.
-func parseClean(args []string) (run string, all bool, err error) {
-	fs, runFlag, allFlag := cleanFlags()
+// cleanFlags makes clean's flag set, filling opts.
+func cleanFlags() (*flag.FlagSet, *cleanOptions) {
+	fs := command.NewFlags("clean")
+	opts := &cleanOptions{}
+	fs.StringVar(&opts.run, "run", "", "remove what run ID left, live or not (its containers' "+containers.LabelRun+" label, <time>-<pid>-<n>)")
+	fs.BoolVar(&opts.all, "all", false, "remove every labelled container and network, also of runs still going")
+	fs.StringVar(&opts.nodesFile, "nodes-file", "", "clean these machines instead: kill the servers runs left and remove /var/lib/lockbreaker")
+	opts.login.add(fs)
+	return fs, opts
+}
+
+// parseClean parses clean's arguments.
+func parseClean(args []string) (cleanOptions, error) {
+	fs, opts := cleanFlags()
 	if err := command.Parse(fs, args); err != nil {
-		return "", false, err
+		return cleanOptions{}, err
 	}
-	if *allFlag && *runFlag != "" {
-		return "", false, command.Bad(errors.New("clean: --run and --all exclude each other"))
+	if opts.all && opts.run != "" {
+		return cleanOptions{}, command.Bad(errors.New("clean: --run and --all exclude each other"))
 	}
-	return *runFlag, *allFlag, nil
+	if opts.nodesFile != "" && (opts.all || opts.run != "") {
+		return cleanOptions{}, command.Bad(errors.New("clean: --nodes-file cleans machines, --run and --all containers: one at a time"))
+	}
+	return *opts, nil
 }
 
 func cmdClean(ctx context.Context, args []string, stdout io.Writer) (int, error) {
-	run, all, err := parseClean(args)
+	opts, err := parseClean(args)
 	if err != nil {
 		return 0, err
+	}
+	if opts.nodesFile != "" {
+		return cleanMachines(ctx, opts, stdout)
 	}
 	if err := containers.Ping(ctx); err != nil {
 		return 0, err
 	}
 	var n int
 	switch {
-	case all || run != "":
-		n, err = containers.Clean(ctx, run)
+	case opts.all || opts.run != "":
+		n, err = containers.Clean(ctx, opts.run)
 	default:
 		n, err = containers.CleanStale(ctx)
 	}
@@ -86,6 +109,38 @@ func cmdClean(ctx context.Context, args []string, stdout io.Writer) (int, error)
 		fmt.Fprintf(stdout, "removed %d cgroups of throttled clients\n", cgroups)
 	}
 	if err != nil {
+		return 0, err
+	}
+	return command.ExitValid, nil
+}
+
+// cleanMachines kills what runs left on the machines --nodes-file names, and removes their
+// directory.
+func cleanMachines(ctx context.Context, opts cleanOptions, stdout io.Writer) (int, error) {
+	addrs, err := machines.ReadFile(opts.nodesFile)
+	if err != nil {
+		return 0, command.Bad(err)
+	}
+	login, err := opts.login.login()
+	if err != nil {
+		return 0, err
+	}
+	var errs []error
+	for _, a := range addrs {
+		m, err := machines.Dial(ctx, a, login)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n, err := machines.Clean(ctx, m)
+		m.Close()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		fmt.Fprintf(stdout, "%s: killed %d servers, removed %s\n", m.Name(), n, machines.Dir)
+	}
+	if err := errors.Join(errs...); err != nil {
 		return 0, err
 	}
 	return command.ExitValid, nil
