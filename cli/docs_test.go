@@ -19,6 +19,7 @@ import (
 	"github.com/lockbreaker/lockbreaker/harness"
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/internal/shellwords"
+	"github.com/lockbreaker/lockbreaker/nemesis"
 	"github.com/lockbreaker/lockbreaker/suite"
 	"github.com/lockbreaker/lockbreaker/system"
 )
@@ -491,8 +492,9 @@ func TestDocsNameFilesThatExist(t *testing.T) {
 // The reference pages list what the code declares, each where a reader looks for it: every
 // fault kind a user can choose has its entry in docs/faults.md, every hazard its row in
 // faults.md's table and its name in docs/suites.md's list of what a cell may require, every
-// checker its row in docs/runs.md, every built-in system its row in docs/systems.md. A name
-// added in the code without its line in the docs fails here.
+// checker its row in docs/runs.md, every built-in system its row in docs/systems.md, every
+// fault that runs on machines its name in docs/machines.md. A name added in the code
+// without its line in the docs fails here.
 func TestDocsListEveryName(t *testing.T) {
 	root := repoRoot(t)
 	read := func(page string) string {
@@ -503,6 +505,13 @@ func TestDocsListEveryName(t *testing.T) {
 		return string(b)
 	}
 	faults, suites, runs, systems := read("docs/faults.md"), read("docs/suites.md"), read("docs/runs.md"), read("docs/systems.md")
+	onMachines := read("docs/machines.md")
+	for _, name := range nemesis.Names() {
+		nem, err := nemesis.New([]string{name})
+		if err == nil && nem.Needs().OnMachines() == nil && !strings.Contains(onMachines, "`"+name+"`") {
+			t.Errorf("docs/machines.md does not name %s among the faults that run on machines", name)
+		}
+	}
 	for _, k := range history.FaultKinds() {
 		if !k.Part && !strings.Contains(faults, "**`"+k.Name+"`**") {
 			t.Errorf("docs/faults.md has no entry **`%s`** for fault kind %s", k.Name, k.Name)

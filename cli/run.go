@@ -15,6 +15,7 @@ import (
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/internal/quote"
 	"github.com/lockbreaker/lockbreaker/internal/shellwords"
+	"github.com/lockbreaker/lockbreaker/machines"
 	"github.com/lockbreaker/lockbreaker/nemesis"
 	runspec "github.com/lockbreaker/lockbreaker/spec"
 	"github.com/lockbreaker/lockbreaker/suite"
@@ -30,7 +31,9 @@ var runCommand = command.Command{
 	About: `Starts the system's containers, lets the lock clients and the nemesis loose for the
 time limit, heals and tears everything down, then checks the history. Writes
 <results>/<test>/<timestamp>/ and points <results>/latest at it. Needs Docker, but
-for the locks the harness serves itself (--system ` + inProcessSystems() + `).
+for the locks the harness serves itself (--system ` + inProcessSystems() + `) and runs on
+machines (--nodes-file: ` + strings.Join(machines.Systems, " and ") + ` so far, under the faults
+docs/machines.md lists).
 
 ` + nemesisHelp(),
 	Flags: func() *flag.FlagSet {
