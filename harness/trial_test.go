@@ -141,6 +141,16 @@ func TestLocalSlowExtendIsRefused(t *testing.T) {
 	}
 }
 
+// The faults on extends compose with the others: a holder paused past its lease and one
+// whose extend is answered late, in one run, are both refused and write nothing late.
+func TestLocalExtendFaultsCompose(t *testing.T) {
+	inMakeTest(t, "TestLocalSlowExtendIsRefused and TestLocalHolderThatExtendsDoesNotWriteAfterItsLease, each alone")
+	inLane(t, laneLocal)
+	spec := localSpec("local", []string{history.DelayExtend.Name, history.PauseHolder.Name}, false)
+	spec.ExtendEvery = spec.TTL / 3
+	holdersWhoExtendDoNotWriteLate(t, untilDanger(t, spec, both(hazard(history.GrantedInExtend), hazard(history.GrantedInPause))))
+}
+
 // holdersWhoExtendDoNotWriteLate asserts of a run of holders that extend, paused past
 // their leases while another was granted: two holders, safe data, extends granted and
 // refused, and no write after a refusal.
