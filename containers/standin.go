@@ -46,7 +46,8 @@ func EnsureStandInImage(ctx context.Context, name string, progress io.Writer) (s
 	if err != nil {
 		return "", err
 	}
-	ref := nodeRepo + "-machine-" + name + ":" + layerHash(base, standInLayer)
+	// Named by its content: systems whose nodes run one image (redis, redlock) share it.
+	ref := nodeRepo + "-machine:" + layerHash(base, standInLayer)
 	ensureMu.Lock()
 	defer ensureMu.Unlock()
 	cli, _ := docker()
