@@ -24,7 +24,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -38,25 +37,15 @@ const callTimeout = 10 * time.Second
 // tools are the host commands this package runs.
 var tools = []string{"ip", "nsenter", "iptables"}
 
-var (
-	supportedOnce sync.Once
-	supportedErr  error
-)
-
 // Supported says why lock clients cannot have addresses of their own on this host; nil
 // when they can.
-func Supported() error {
-	supportedOnce.Do(func() {
-		switch root, missing := hosttools.Check(tools...); {
-		case !root:
-			supportedErr = errors.New("lock clients get addresses of their own only when lockbreaker runs as root (network namespaces, veth pairs)")
-		case len(missing) > 0:
-			supportedErr = fmt.Errorf("lock clients get addresses of their own only with %s on the host (missing: %s)",
-				strings.Join(tools, ", "), strings.Join(missing, ", "))
-		}
-	})
-	return supportedErr
-}
+var Supported = hosttools.Lack(func(root bool, missing []string) error {
+	if !root {
+		return errors.New("lock clients get addresses of their own only when lockbreaker runs as root (network namespaces, veth pairs)")
+	}
+	return fmt.Errorf("lock clients get addresses of their own only with %s on the host (missing: %s)",
+		strings.Join(tools, ", "), strings.Join(missing, ", "))
+}, tools...)
 
 // Network is a cluster network lock clients join.
 type Network struct {

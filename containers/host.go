@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/moby/moby/client"
@@ -31,27 +30,14 @@ func (c *Cluster) local() bool {
 	return img != nil && img.Local != "" && !system.BuiltIn(c.spec.System)
 }
 
-// hostTools are what faults made from outside a node run on this host.
-var hostTools = []string{"nsenter", "iptables"}
-
-var (
-	hostOnce sync.Once
-	hostErr  error
-)
-
 // hostNetwork says why this host cannot reach into a node's network namespace; nil when
-// it can (root, nsenter and iptables).
-func hostNetwork() error {
-	hostOnce.Do(func() {
-		switch root, missing := hosttools.Check(hostTools...); {
-		case !root:
-			hostErr = errors.New("that needs lockbreaker to run as root")
-		case len(missing) > 0:
-			hostErr = fmt.Errorf("that needs %s on this host", missing[0])
-		}
-	})
-	return hostErr
-}
+// it can (root, nsenter and iptables, what faults made from outside a node run here).
+var hostNetwork = hosttools.Lack(func(root bool, missing []string) error {
+	if !root {
+		return errors.New("that needs lockbreaker to run as root")
+	}
+	return fmt.Errorf("that needs %s on this host", missing[0])
+}, "nsenter", "iptables")
 
 // nodePID is the host's process id of node n's first process, checked to be that node's:
 // the engine's process ids are this host's only when lockbreaker shares the engine's

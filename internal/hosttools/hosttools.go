@@ -5,6 +5,7 @@ package hosttools
 import (
 	"os"
 	"os/exec"
+	"sync"
 )
 
 // Check says what this process lacks to run tools: root (false when it is not root, and
@@ -19,4 +20,16 @@ func Check(tools ...string) (root bool, missing []string) {
 		}
 	}
 	return true, missing
+}
+
+// Lack returns a check, made once and then answered from memory, of what this process lacks
+// to run tools: nil when nothing, else say's words for it (root false when it is not root).
+func Lack(say func(root bool, missing []string) error, tools ...string) func() error {
+	return sync.OnceValue(func() error {
+		root, missing := Check(tools...)
+		if root && len(missing) == 0 {
+			return nil
+		}
+		return say(root, missing)
+	})
 }
