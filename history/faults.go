@@ -123,7 +123,7 @@ var (
 		Does: "delays everything the client just granted the lock sends, to the nodes and the storage, by --pause, for twice that (through its links' proxies)"})
 	DelayHolder = declare(FaultKind{Name: "delay-holder", Struck: "had its write held in the network",
 		Hazard: LateWrite,
-		Does:   "holds a holder's next storage write in the network until its lease has run out and another client has written, then delivers it: the seed's delayed write"})
+		Does:   "holds a holder's next storage write in the network until its lease has run out and another client has written, then delivers it: a write delivered after its lease"})
 	DelayExtend = declare(FaultKind{Name: "delay-extend", Struck: "had the answers to its extend delayed", Hazard: GrantedInExtend,
 		Does: "delays the answers the client just granted the lock receives, from every node or from --link-node's, by --pause until its next extend has been answered, so the lease it renewed may run out before it hears (through its links' proxies; needs --extend-every)"})
 	SlowNetwork = declare(FaultKind{Name: "slow-network", Struck: "had their network slowed", Hazard: SlowPastLease,
