@@ -119,6 +119,11 @@ func TestSessionsAreBounded(t *testing.T) {
 	}
 	<-s.Started
 	<-s.Started
+	// Both took a session of the machine's two: a third has none to take, so its Run can
+	// only give up (with sessions to spare it could as well have gone on).
+	if len(m.sessions) != 2 || cap(m.sessions) != 2 {
+		t.Fatalf("%d of %d sessions taken by two running commands, want 2 of 2", len(m.sessions), cap(m.sessions))
+	}
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := m.Run(ended, "echo hi", nil); err == nil || !strings.Contains(err.Error(), "waiting for a session") {
