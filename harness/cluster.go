@@ -124,12 +124,8 @@ func preflight(ctx context.Context, sys system.System, needs nemesis.Needs) erro
 // its nodes, whether they can serve (machines.Preflight), changing nothing on them; a
 // machine that cannot is the user's input.
 func preflightMachines(ctx context.Context, c Checked, login machines.Login) ([]*machines.Machine, error) {
-	addrs, err := machines.ReadFile(c.spec.NodesFile)
-	if err != nil {
-		return nil, &SpecError{Reason: err.Error()}
-	}
 	tools := machines.Tools(c.sys, serverSettingsOf(c.spec).cluster(c.nodes, c.spec.TTL.Std()))
-	ms, err := machines.Preflight(ctx, addrs[:c.nodes], login, machines.Needs{Tools: tools, MaxClockOffset: time.Second})
+	ms, err := machines.Preflight(ctx, c.machines, login, machines.Needs{Tools: tools, MaxClockOffset: time.Second})
 	if err != nil {
 		return nil, &SpecError{Reason: strings.ReplaceAll(err.Error(), "\n", "; ")}
 	}

@@ -67,7 +67,7 @@ func (r Runner) Run(ctx context.Context, spec Spec) (string, results.Summary, er
 		return "", results.Summary{}, err
 	}
 	var ms []*machines.Machine
-	if spec.NodesFile != "" {
+	if len(checked.machines) > 0 {
 		if ms, err = preflightMachines(ctx, checked, r.Login); err != nil {
 			return "", results.Summary{}, orInterrupted(ctx, err)
 		}

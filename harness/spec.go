@@ -52,6 +52,8 @@ type Checked struct {
 	clients []workloads.Client // in the order of the spec's ClientNames
 	nemesis nemesis.Nemesis
 	nodes   int
+	// machines are the machines the nodes run on (the spec's nodes file), none in containers.
+	machines []machines.Address
 }
 
 // Spec is the spec as it runs.
@@ -83,23 +85,24 @@ func lookUpClients(s Spec) ([]workloads.Client, error) {
 
 // checkMachines refuses a machines file that cannot be read or names too few machines, a
 // system that does not run on machines yet, and faults that need levers machines lack.
-func checkMachines(s Spec, sys system.System, nodes int, needs nemesis.Needs) error {
+// It returns the machines the nodes run on, one each, in node order; none without a file.
+func checkMachines(s Spec, sys system.System, nodes int, needs nemesis.Needs) ([]machines.Address, error) {
 	if s.NodesFile == "" {
-		return nil
+		return nil, nil
 	}
 	addrs, err := machines.ReadFile(s.NodesFile)
 	switch {
 	case err != nil:
-		return specErrorf("--nodes-file: %s", quote.ShortenAll(err.Error()))
+		return nil, specErrorf("--nodes-file: %s", quote.ShortenAll(err.Error()))
 	case !slices.Contains(machines.Systems, sys.Name):
-		return specErrorf("--nodes-file: %s does not run on machines yet (those that do: %s)", sys.Name, strings.Join(machines.Systems, ", "))
+		return nil, specErrorf("--nodes-file: %s does not run on machines yet (those that do: %s)", sys.Name, strings.Join(machines.Systems, ", "))
 	case len(addrs) < nodes:
-		return specErrorf("--nodes-file: %s runs on %d nodes, and %s names %d machines", sys.Name, nodes, s.NodesFile, len(addrs))
+		return nil, specErrorf("--nodes-file: %s runs on %d nodes, and %s names %d machines", sys.Name, nodes, s.NodesFile, len(addrs))
 	}
 	if err := needs.OnMachines(); err != nil {
-		return specErrorf("--nodes-file: nemesis %s %s", history.NemesisText(s.Nemesis, ","), err)
+		return nil, specErrorf("--nodes-file: nemesis %s %s", history.NemesisText(s.Nemesis, ","), err)
 	}
-	return nil
+	return addrs[:nodes], nil
 }
 
 // CheckSpec is the one step that asks what a spec names of this process: it reads and
@@ -146,7 +149,8 @@ func CheckSpec(s Spec) (Checked, error) {
 	if err := nem.Available(sys, nodes); err != nil {
 		return Checked{}, &SpecError{Reason: err.Error()}
 	}
-	if err := checkMachines(s, sys, nodes, nem.Needs()); err != nil {
+	onMachines, err := checkMachines(s, sys, nodes, nem.Needs())
+	if err != nil {
 		return Checked{}, err
 	}
 	if err := nem.Fits(nemesis.Settings{Nodes: nodes, Extends: s.ExtendEvery != 0, Reach: reachOf(s)}); err != nil {
@@ -171,7 +175,7 @@ func CheckSpec(s Spec) (Checked, error) {
 			return Checked{}, err
 		}
 	}
-	return Checked{spec: s, sys: sys, clients: clients, nemesis: nem, nodes: nodes}, nil
+	return Checked{spec: s, sys: sys, clients: clients, nemesis: nem, nodes: nodes, machines: onMachines}, nil
 }
 
 // CheckedSpec is CheckSpec for a caller that needs only the spec as it runs: a suite
