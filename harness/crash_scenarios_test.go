@@ -345,3 +345,26 @@ func TestZooKeeperKilledClientHandsTheLockOnAfterSessionExpiry(t *testing.T) {
 			len(kills), expired, checked)
 	}
 }
+
+// The whole service down past every lease and back (outage): every node killed at once and
+// started again, and each grant within a lease of the return counted as the danger. A
+// Redis lease (1 s; down for 2 s) has run out by then on its own, so the lock holds, and the
+// run is valid with its hazard; the story of a lock it breaks is the known-bugs corpus's
+// (Curator 5.4's LeaderLatch, examples/known-bugs).
+func TestRedisOutageOutlastsEveryLease(t *testing.T) {
+	inLane(t, laneRedis)
+	s := shortSpec("redis", "redis", history.Outage.Name, false, 5*time.Second)
+	s.TTL = Duration(time.Second)
+	tr := untilDanger(t, s, hazard(history.GrantedAfterOutage))
+	expect(t, tr.summary, map[checkers.Name]checkers.Verdict{
+		"mutual-exclusion": checkers.Valid, "data-safety": checkers.Valid, "stats": checkers.Valid})
+	outages := nemesisEvents(tr.events, history.Start, history.Outage.Name)
+	if len(outages) == 0 || !slices.Equal(outages[0].Targets, []string{"n1"}) {
+		t.Errorf("outages %+v: want the one node taken down", outages)
+	}
+	for _, f := range history.Faults(tr.events) {
+		if !f.Healed {
+			t.Errorf("fault %s on %v was never healed", f.Description, f.Targets)
+		}
+	}
+}

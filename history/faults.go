@@ -77,6 +77,8 @@ var (
 		Does: "kills (SIGKILL) the client that has waited longest for the lock; a new one takes its place"})
 	KillNode = declare(FaultKind{Name: "kill-node", Struck: "was killed", Back: "served again", Hazard: RestartServed,
 		Does: "kills the server of a node that granted a held lock and starts it again on what its disk kept (--persistence, --restart-after)"})
+	Outage = declare(FaultKind{Name: "outage", Struck: "went down together", Back: "served again", Hazard: GrantedAfterOutage,
+		Does: "kills every node's server while a client holds the lock and another waits, keeps them down for --pause (twice the TTL by default: past the lease, so the clients see their sessions run out), and starts them again on what their disks kept"})
 	Failover = declare(FaultKind{Name: "failover", Struck: "was cut off from its replicas", Hazard: LostGrantServed,
 		Does: "cuts the primary off its replicas, lets it grant the lock, crashes it and promotes a replica at once"})
 

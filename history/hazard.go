@@ -52,6 +52,15 @@ const (
 	// the lock after that lease had run out, while it was still stopped. A correct lock
 	// then refuses the thawed waiter; etcd 3.4's grants it (Jepsen's etcd 3.4.3 analysis).
 	WaiterLapsed Hazard = "waiter-lapsed"
+	// GrantedAfterOutage: every node of the lock service was down, while clients held or
+	// waited for the lock, for longer than their lease (their clients saw their sessions run
+	// out), and the service, started again on what its disks kept, granted the lock within a
+	// lease of its first node serving again: while the sessions it restored from disk, and
+	// the lock nodes they own, still stood (a quorum restores them as it forms and expires
+	// them a lease later). A correct lock grants on its client's live session only; Curator
+	// 5.4's LeaderLatch leads on a node of its lost session, and once the server expires that
+	// session another client leads too (CURATOR-696).
+	GrantedAfterOutage Hazard = "granted-after-outage"
 	// ClockPastLease: a node's clock was moved forward past the end of a lease that was
 	// still held.
 	ClockPastLease Hazard = "clock-past-lease"
@@ -115,6 +124,14 @@ const (
 	LeaseDetail     = "lease"
 )
 
+// The details of a granted-after-outage hazard beside the grant it names: how long the
+// service was down (until its first node served again), and how long after that the grant
+// came (time.Durations), beside the lease (LeaseDetail) the outage outlasted.
+const (
+	DownForDetail   = "down for"
+	SinceBackDetail = "since back"
+)
+
 // BackendDetail is the detail of a grant that names the server session it was made in
 // (PostgreSQL's backend process id): two grants held at once in one session are a
 // pooler's doing (PooledSession).
@@ -143,6 +160,8 @@ var hazards = map[Hazard]hazardWords{
 		"no clients on both sides of a split held grants at once"},
 	WaiterLapsed: {"grant while a frozen waiter's lease had run out", "grants while a frozen waiter's lease had run out",
 		"no client frozen while it waited for the lock stayed stopped past its lease while another client was granted it"},
+	GrantedAfterOutage: {"grant after an outage longer than a lease", "grants after an outage longer than a lease",
+		"the lock service was never down longer than a lease while clients held or waited for the lock, and then granted it within a lease of its return"},
 	ClockPastLease: {"clock jump past a held lease", "clock jumps past a held lease",
 		"no clock was moved past the end of a lease that was still held"},
 	TwoMajorities: {"second majority within a lease", "second majorities within a lease",

@@ -236,7 +236,10 @@ func stayDown(env Env, d time.Duration) {
 	}
 }
 
-func (killNode) Heal(ctx context.Context, env Env) error {
+func (killNode) Heal(ctx context.Context, env Env) error { return restartKilled(ctx, env) }
+
+// restartKilled starts every node still killed again.
+func restartKilled(ctx context.Context, env Env) error {
 	r, err := restarterOf(env)
 	if err != nil {
 		return nil // nothing could have been killed

@@ -54,10 +54,14 @@ func Tell(o checkers.Overlap, events []history.Event, ttl time.Duration, start i
 	}
 	pe, pl := proc(o.Earlier.Process), proc(o.Later.Process)
 
-	// The later holder may have waited frozen since before the first grant (pause-waiter).
-	waiter, frozen := t.frozenWaiter(earlier, later)
+	// The later holder may have waited frozen since before the first grant (pause-waiter);
+	// the first may have been granted just after the whole service came back (outage).
+	waiter, frozen := t.hazardAbout(history.WaiterLapsed, earlier, later, o.Later.Process)
 	if frozen {
 		t.frozen(waiter, pl)
+	}
+	if back, ok := t.hazardAbout(history.GrantedAfterOutage, earlier, later, o.Earlier.Process); ok {
+		t.backFromOutage(back)
 	}
 
 	// The first holder, and what it read.
@@ -142,17 +146,36 @@ type teller struct {
 	told map[int]bool
 }
 
-// frozenWaiter is the waiter-lapsed hazard about the two grants whose frozen waiter is the
-// later holder: frozen in its acquire, its lease ran out, the earlier holder was granted,
-// and on going on it was granted too.
-func (t *teller) frozenWaiter(earlier, later history.Event) (history.Event, bool) {
+// hazardAbout is the hazard h about the two grants whose first target is process p: for
+// waiter-lapsed, the later holder frozen in its acquire, whose lease ran out while the
+// earlier holder was granted, and which on going on was granted too; for
+// granted-after-outage, the earlier holder granted just after the service came back.
+func (t *teller) hazardAbout(h history.Hazard, earlier, later history.Event, p int) (history.Event, bool) {
 	for _, e := range t.events {
-		if isHazard(e) && e.Hazard == history.WaiterLapsed && about(e, earlier, later) &&
-			len(e.Targets) > 0 && e.Targets[0] == history.TargetOfClient(later.Process) {
+		if isHazard(e) && e.Hazard == h && about(e, earlier, later) &&
+			len(e.Targets) > 0 && e.Targets[0] == history.TargetOfClient(p) {
 			return e, true
 		}
 	}
 	return history.Event{}, false
+}
+
+// backFromOutage tells granted-after-outage hazard e: when every node went down and the
+// first came back, and what that did to the clients' sessions, from the hazard's detail
+// (how long the service was down, how long after its return the grant came, the lease).
+func (t *teller) backFromOutage(e history.Event) {
+	downFor, err1 := time.ParseDuration(e.Detail[history.DownForDetail])
+	sinceBack, err2 := time.ParseDuration(e.Detail[history.SinceBackDetail])
+	lease, err3 := time.ParseDuration(e.Detail[history.LeaseDetail])
+	if err1 != nil || err2 != nil || err3 != nil {
+		return // a hazard of another making: the hazards' sentence tells it
+	}
+	back := e.Time - sinceBack.Nanoseconds()
+	t.say(e, fmt.Sprintf("Every node went down at %s (%s), and the first served again at %s: down %.2f s, past the lease of %s, so "+
+		"each client saw its session run out and opened a new one, while the servers, started again on their disks, kept the "+
+		"old sessions and their lock nodes for one more lease", t.seconds(back-downFor.Nanoseconds()), e.Fault, t.seconds(back),
+		downFor.Seconds(), lease))
+	t.markTold(e)
 }
 
 // frozen tells waiter-lapsed hazard e of waiter p: when it was frozen while it waited, and
@@ -167,10 +190,7 @@ func (t *teller) frozen(e history.Event, p string) {
 	at := e.Time - frozenFor.Nanoseconds()
 	t.say(e, fmt.Sprintf("%s was frozen at %s while it waited for the lock (%s); its lease of %s ran out at %s",
 		p, t.seconds(at), e.Fault, lease, t.seconds(at+lease.Nanoseconds())))
-	if t.told == nil {
-		t.told = map[int]bool{}
-	}
-	t.told[e.Index] = true
+	t.markTold(e)
 }
 
 // wentOn is " went on at 7.10 s and" when the fault that froze the later holder ended
@@ -183,6 +203,14 @@ func (t *teller) wentOn(from int, later history.Event) string {
 		}
 	}
 	return ""
+}
+
+// markTold notes that hazard e was told in a sentence of its own.
+func (t *teller) markTold(e history.Event) {
+	if t.told == nil {
+		t.told = map[int]bool{}
+	}
+	t.told[e.Index] = true
 }
 
 // say adds a sentence about event e.
@@ -263,9 +291,14 @@ func Reads(o checkers.Overlap, e history.Event) bool {
 // the pooler another such hazard named.
 func (t *teller) hazards(earlier, later history.Event) {
 	var found []history.Event
-	recorded := map[history.Hazard]bool{}
+	recorded := map[history.Hazard]bool{} // each kind once, and none told in a sentence of its own
 	for _, e := range t.events {
-		if isHazard(e) && !recorded[e.Hazard] && !t.told[e.Index] && about(e, earlier, later) {
+		if t.told[e.Index] {
+			recorded[e.Hazard] = true
+		}
+	}
+	for _, e := range t.events {
+		if isHazard(e) && !recorded[e.Hazard] && about(e, earlier, later) {
 			found = append(found, e)
 			recorded[e.Hazard] = true
 		}

@@ -99,6 +99,27 @@ func TestTellsWhoWhichTokenAndWhichFault(t *testing.T) {
 			"p1 wrote 6 at 2.63 s, and the storage accepted it.",
 			"p1 and p2 both wrote 6: 1 update lost.",
 		}},
+		{"a latch that leads on its lost session's node after an outage (Curator 5.4)", `
+{"index":0,"type":"invoke","process":0,"f":"acquire","key":"k","time":1000000000}
+{"index":1,"type":"info","process":-1,"f":"start","time":1200000000,"fault":"outage","targets":["n1","n2","n3"],"detail":{"down for":"4s"}}
+{"index":2,"type":"info","process":-1,"f":"stop","time":8200000000,"fault":"outage","targets":["n1","n2","n3"]}
+{"index":3,"type":"ok","process":0,"f":"acquire","key":"k","token":6,"time":9000000000}
+{"index":4,"type":"info","process":-1,"f":"hazard","time":9000000000,"fault":"outage","targets":["worker-0"],"hazard":"granted-after-outage","detail":{"granted":"worker-0 #3 token 6","down for":"7s","since back":"800ms","lease":"2s"}}
+{"index":5,"type":"invoke","process":0,"f":"read","key":"k","time":9010000000}
+{"index":6,"type":"ok","process":0,"f":"read","key":"k","value":5,"time":9020000000}
+{"index":7,"type":"invoke","process":1,"f":"acquire","key":"k","time":9100000000}
+{"index":8,"type":"ok","process":1,"f":"acquire","key":"k","token":10,"time":10300000000}
+{"index":9,"type":"info","process":-1,"f":"hazard","time":10300000000,"fault":"outage","targets":["worker-1"],"hazard":"granted-after-outage","detail":{"granted":"worker-1 #8 token 10","down for":"7s","since back":"2.1s","lease":"2s"}}
+{"index":10,"type":"invoke","process":0,"f":"release","key":"k","time":10500000000}
+{"index":11,"type":"ok","process":0,"f":"release","key":"k","time":10510000000}
+{"index":12,"type":"invoke","process":1,"f":"release","key":"k","time":11300000000}
+{"index":13,"type":"ok","process":1,"f":"release","key":"k","time":11310000000}
+`, 2 * time.Second, []string{
+			"Every node went down at 0.20 s (outage), and the first served again at 7.20 s: down 7.00 s, past the lease of 2s, so each client saw its session run out and opened a new one, while the servers, started again on their disks, kept the old sessions and their lock nodes for one more lease.",
+			"p0 was granted the lock (token 6) at 8.00 s and read 5.",
+			"p1 was granted the lock (token 10) at 9.30 s, 0.70 s before p0's TTL ran out.",
+			"p0 and p1 both held the lock for 200ms.",
+		}},
 		{"two libraries on one lock", `
 {"index":0,"type":"invoke","process":0,"f":"acquire","key":"k","time":1000000000}
 {"index":1,"type":"ok","process":0,"f":"acquire","key":"k","token":41,"time":1100000000,"detail":{"client":"zk-recipe-lib"}}

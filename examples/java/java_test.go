@@ -34,7 +34,8 @@ func needJDK(t *testing.T) {
 }
 
 // The program speaks the protocol without a server to talk to: it refuses a system other
-// than ZooKeeper, and an acquire that cannot reach the ensemble is unknown, neither busy,
+// than ZooKeeper, and extends of a lock without a lease (only leadership is checked
+// when asked to extend), and an acquire that cannot reach the ensemble is unknown, neither busy,
 // nor a broken client, nor a lost one. Curator says so in one of two words, whichever of its
 // timeouts runs out first on the machine's speed: its connection's (ConnectionLoss) or the
 // session's, which it counts from SUSPENDED and then declares expired (SessionExpired).
@@ -45,6 +46,9 @@ func TestCuratorProgramSpeaksTheProtocol(t *testing.T) {
 	redis := cfg
 	redis.System = "redis"
 	exampletest.ConfigRefused(t, redis, "Curator's locks run on ZooKeeper, not on redis")
+	extend := cfg
+	extend.Extend = true
+	exampletest.ConfigRefused(t, extend, "Curator's mutex has no lease to extend")
 	exampletest.AcquireIsUnknown(t, cfg, 6*time.Second, "ConnectionLoss", "SessionExpired")
 }
 
