@@ -98,6 +98,10 @@ func (f *loginFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&f.KnownHosts, "known-hosts", "", "the known_hosts file of --strict-host-key-checking (default ~/.ssh/known_hosts)")
 }
 
+// noInstallHelp is --no-install's help, run's and suite's.
+const noInstallHelp = "with --nodes-file: take the system's packages as installed on the machines (a machine that lacks one is refused); " +
+	"otherwise they are installed where missing (apt-get) before the run"
+
 // login is the login the flags say together: the agent when no key is named, known_hosts
 // only with strict checking.
 func (f loginFlags) login() (machines.Login, error) {

@@ -80,15 +80,94 @@ func TestKilledMachineRunsLeaveNothing(t *testing.T) {
 					t.Errorf("clean --nodes-file: exit %d, stdout %q, stderr %q; want the killed run's server killed", code, stdout, stderr)
 				}
 			}
-			m, err := machines.Dial(context.Background(), machines.Address{User: "root", Host: ms[0].IP}, machines.Login{KeyFile: key})
+			leftOn(t, ms, key)
+		})
+	}
+}
+
+// The kleppmann suite with a machines file meets, on stand-in machines of each system, the
+// expectations of every cell it keeps, as in containers; the cells the machines cannot
+// serve (another system's, or faults machines do not take yet) are left out, each said. In
+// the long tier (LOCKBREAKER_LONG=1): each system's stand-ins, one seed a cell. Every
+// stand-in has Redis too (the node image's), so Sentinel's six also run the Redis and
+// Redlock cells.
+func TestKleppmannSuiteOnStandInMachines(t *testing.T) {
+	if os.Getenv("LOCKBREAKER_LONG") != "1" {
+		t.Skip("the kleppmann suite on stand-in machines runs in the long tier (make test-long)")
+	}
+	for _, sys := range []struct {
+		name     string
+		machines int
+	}{{"sentinel", 6}, {"zookeeper", 3}, {"etcd", 3}, {"postgres", 1}} {
+		t.Run(sys.name, func(t *testing.T) {
+			dir := t.TempDir()
+			key := filepath.Join(dir, "id_ed25519")
+			authorized, err := machines.WriteKey(key)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer m.Close()
-			left, err := m.Run(context.Background(), "ls "+machines.Dir+" 2>/dev/null; pgrep -l redis-server; true", nil)
-			if err != nil || len(strings.TrimSpace(string(left.Stdout))) > 0 {
-				t.Errorf("the machine keeps lockbreaker's: %q, %v", left.Stdout, err)
+			id := fmt.Sprintf("machines-suite-%s-%d", sys.name, os.Getpid())
+			ms, err := containers.StartStandIns(context.Background(), id, sys.name, sys.machines, authorized, io.Discard)
+			if err != nil {
+				t.Fatal(err)
 			}
+			t.Cleanup(func() { containers.StopStandIns(context.Background(), id) })
+			var lines []string
+			for _, m := range ms {
+				lines = append(lines, "root@"+m.IP)
+			}
+			file := filepath.Join(dir, "machines.txt")
+			if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			code, stdout, stderr := lockbreaker(t, nil, "suite", "kleppmann", "--nodes-file", file, "--ssh-private-key", key,
+				"--results", t.TempDir())
+			t.Logf("suite kleppmann on %d %s stand-ins:\n%s", sys.machines, sys.name, stdout)
+			if code != 0 || !strings.Contains(stdout, "MET ") {
+				t.Errorf("exit %d, want 0 with cells met\n%s", code, stderr)
+			}
+			leftOn(t, ms, key)
 		})
+	}
+}
+
+// leftOn fails t when a stand-in machine keeps anything of lockbreaker's: its directory, a
+// server the run started, a rule of its iptables chain.
+func leftOn(t *testing.T, ms []containers.StandIn, key string) {
+	t.Helper()
+	for _, s := range ms {
+		m, err := machines.Dial(context.Background(), machines.Address{User: "root", Host: s.IP}, machines.Login{KeyFile: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		left, err := m.Run(context.Background(), "ls "+machines.Dir+" 2>/dev/null; pgrep -l 'redis-server|java|etcd|postgres'; "+
+			"iptables -S 2>/dev/null | grep lockbreaker; true", nil)
+		m.Close()
+		if err != nil || len(strings.TrimSpace(string(left.Stdout))) > 0 {
+			t.Errorf("machine %s keeps lockbreaker's: %q, %v", s.IP, left.Stdout, err)
+		}
+	}
+}
+
+// A run told to take the machines' packages as installed (--no-install) is refused in one
+// line naming the machine and what it lacks, with 254, before it makes anything: no run
+// directory, nothing on the machine.
+func TestRunOnAMachineLackingAPackageIsOneLineAnd254(t *testing.T) {
+	signer, key := machinestest.Key(t)
+	m := machinestest.Serve(t, signer.PublicKey())
+	m.Missing = []string{"/usr/lib/postgresql/15/bin/postgres"}
+	file := filepath.Join(t.TempDir(), "machines.txt")
+	if err := os.WriteFile(file, []byte(m.Address()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	results := filepath.Join(t.TempDir(), "results")
+	code, _, stderr := lockbreaker(t, nil, "run", "--system", "postgres", "--nodes-file", file, "--ssh-private-key", key,
+		"--no-install", "--results", results)
+	want := "lockbreaker: machine " + m.Address() + ": lacks /usr/lib/postgresql/15/bin/postgres (not on root's PATH, or no such file)\n"
+	if code != 254 || stderr != want {
+		t.Errorf("exit %d, stderr %q; want 254 and %q", code, stderr, want)
+	}
+	if _, err := os.Stat(results); !os.IsNotExist(err) {
+		t.Errorf("the refused run made %s (stat: %v)", results, err)
 	}
 }

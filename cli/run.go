@@ -32,7 +32,7 @@ var runCommand = command.Command{
 time limit, heals and tears everything down, then checks the history. Writes
 <results>/<test>/<timestamp>/ and points <results>/latest at it. Needs Docker, but
 for the locks the harness serves itself (--system ` + inProcessSystems() + `) and runs on
-machines (--nodes-file: ` + strings.Join(machines.Systems, " and ") + ` so far, under the faults
+machines (--nodes-file: ` + strings.Join(machines.Systems, ", ") + ` so far, under the faults
 docs/machines.md lists).
 
 ` + nemesisHelp(),
@@ -68,6 +68,8 @@ type runOptions struct {
 	nemesis, fencing, results, clientCmd string
 	// login is how the machines of --nodes-file are logged in to.
 	login loginFlags
+	// noInstall takes the machines' packages as installed.
+	noInstall bool
 }
 
 // runFlags binds run's flags to spec, whose values are the defaults.
@@ -86,6 +88,7 @@ func runFlags(spec *harness.Spec) (*flag.FlagSet, *runOptions) {
 	fs.StringVar(&spec.NodesFile, "nodes-file", spec.NodesFile, "run the nodes on the machines this file names (one host or user@host:port a line), "+
 		"logged in to over SSH, instead of in containers (docs/machines.md)")
 	opts.login.add(fs)
+	fs.BoolVar(&opts.noInstall, "no-install", false, noInstallHelp)
 	fs.IntVar(&spec.Clients, "clients", spec.Clients, "number of lock clients, one OS process each")
 	fs.IntVar(&spec.Nodes, "nodes", spec.Nodes, "cluster size; 0: the system's usual ("+usualSizes()+")")
 	fs.Var((*command.Duration)(&spec.TTL), "ttl", "lock lease; for ZooKeeper the session timeout; for etcd the lease, "+
@@ -166,7 +169,7 @@ func cmdRun(ctx context.Context, args []string, stdout io.Writer) (int, error) {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(runGCPercent)
 	}
-	runner := harness.Runner{ResultsRoot: opts.results, Progress: stdout, Trends: suite.StoreTrends}
+	runner := harness.Runner{ResultsRoot: opts.results, Progress: stdout, Trends: suite.StoreTrends, NoInstall: opts.noInstall}
 	if spec.NodesFile != "" {
 		if runner.Login, err = opts.login.login(); err != nil {
 			return 0, err

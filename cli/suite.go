@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -13,6 +14,7 @@ import (
 	"github.com/lockbreaker/lockbreaker/cli/command"
 	"github.com/lockbreaker/lockbreaker/harness"
 	"github.com/lockbreaker/lockbreaker/internal/quote"
+	"github.com/lockbreaker/lockbreaker/machines"
 	"github.com/lockbreaker/lockbreaker/spec"
 	"github.com/lockbreaker/lockbreaker/suite"
 )
@@ -72,6 +74,9 @@ type suiteOptions struct {
 	seedOffset       int64
 	shard, results   string
 	list, runToLimit bool
+	// nodesFile names the machines the cells' nodes run on, logged in to as login says.
+	nodesFile string
+	login     loginFlags
 }
 
 func suiteFlags() (*flag.FlagSet, *suiteOptions) {
@@ -85,6 +90,9 @@ func suiteFlags() (*flag.FlagSet, *suiteOptions) {
 	fs.BoolVar(&opts.list, "list", false, "list the suite's cells and their expectations, run nothing")
 	fs.BoolVar(&opts.runToLimit, "run-to-limit", false, "run every cell to its time limit: none stops a second after its first violation, "+
 		"as the cells that expect only violations do unless they say stop_early: false")
+	fs.StringVar(&opts.nodesFile, "nodes-file", "", "run the cells' nodes on the machines this file names (docs/machines.md), one run at a time; "+
+		"the cells whose system or faults machines cannot take yet are left out, each said")
+	opts.login.add(fs)
 	return fs, opts
 }
 
@@ -120,6 +128,16 @@ func cmdSuite(ctx context.Context, args []string, stdout io.Writer) (int, error)
 		fmt.Fprintf(stdout, "suite %s: %d cells, shard %s runs %d\n%s", command.Escape(s.Name), len(s.Cells), shard, len(shard.Of(s.Cells)), command.EscapeLines(suite.Describe(s)))
 		return command.ExitValid, nil
 	}
+	var login machines.Login
+	if opts.nodesFile != "" {
+		if login, err = opts.login.login(); err != nil {
+			return 0, err
+		}
+		if s, err = onMachines(ctx, s, opts.nodesFile, login, stdout); err != nil {
+			return 0, err
+		}
+		opts.parallel = 1 // one set of machines
+	}
 	// A lock client's program that cannot start here is refused before the suite's
 	// directory, or any run of it, exists.
 	for _, c := range shard.Of(s.Cells) {
@@ -128,7 +146,7 @@ func cmdSuite(ctx context.Context, args []string, stdout io.Writer) (int, error)
 		}
 	}
 	dir, res, err := suite.Run(ctx, s, suite.Options{Seeds: opts.seeds, SeedOffset: opts.seedOffset, Shard: shard, Root: opts.results,
-		Parallel: opts.parallel, Progress: stdout, Live: command.IsTerminal(stdout), Runners: harnessRunners, CheckSpec: harness.CheckedSpec, RunToLimit: opts.runToLimit})
+		Parallel: opts.parallel, Progress: stdout, Live: command.IsTerminal(stdout), Runners: harnessRunners(login), CheckSpec: harness.CheckedSpec, RunToLimit: opts.runToLimit})
 	if dir != "" {
 		fmt.Fprint(stdout, "\n"+command.EscapeLines(suite.Summary(dir, res)))
 	}
@@ -316,9 +334,35 @@ func loadSuite(arg string) (suite.Suite, error) {
 }
 
 // harnessRunners runs a suite's specs on the harness, up to parallel at once, sharing
-// clusters between runs where that is sound and keeping one idle cluster for each.
-func harnessRunners(specs []spec.Spec, root string, log io.Writer, parallel int) (suite.Runner, func(context.Context) error) {
-	clusters := harness.NewClusters(specs...)
-	clusters.Keep = parallel
-	return harness.Runner{ResultsRoot: root, Progress: log, Clusters: clusters, Trends: suite.StoreTrends}, clusters.Close
+// clusters between runs where that is sound and keeping one idle cluster for each; the
+// machines of a spec's nodes file are logged in to with login.
+func harnessRunners(login machines.Login) suite.Runners {
+	return func(specs []spec.Spec, root string, log io.Writer, parallel int) (suite.Runner, func(context.Context) error) {
+		clusters := harness.NewClusters(specs...)
+		clusters.Keep = parallel
+		return harness.Runner{ResultsRoot: root, Progress: log, Clusters: clusters, Trends: suite.StoreTrends, Login: login}, clusters.Close
+	}
+}
+
+// onMachines is s with every cell's nodes on the machines nodesFile names, and without the
+// cells they cannot serve (their system or faults not on machines yet, or the machines
+// lacking its packages or tools: harness.CheckMachines), each said on progress; an error
+// when none is left.
+func onMachines(ctx context.Context, s suite.Suite, nodesFile string, login machines.Login, progress io.Writer) (suite.Suite, error) {
+	var kept []suite.Cell
+	var first error
+	for _, c := range s.Cells {
+		c.Spec.NodesFile = nodesFile
+		if err := harness.CheckMachines(ctx, c.Spec, login); err != nil {
+			fmt.Fprintf(progress, "left out on machines: %s: %s\n", command.Escape(c.Name), command.Escape(err.Error()))
+			first = cmp.Or(first, err)
+			continue
+		}
+		kept = append(kept, c)
+	}
+	if len(kept) == 0 {
+		return s, fmt.Errorf("suite %s: no cell runs on machines (the first: %w)", s.Name, first)
+	}
+	s.Cells = kept
+	return s, nil
 }

@@ -60,46 +60,30 @@ func (c *Cluster) Leader(ctx context.Context) (string, error) {
 // Promote makes the monitors promote a replica now (SENTINEL FAILOVER), asking each in
 // turn until one agrees.
 func (c *Cluster) Promote(ctx context.Context) error {
-	m := c.recipe.Monitors
-	if m == nil || m.Promote == nil {
-		return fmt.Errorf("a %s cluster has no monitors to promote a replica", c.spec.System)
-	}
-	var errs []error
-	for _, n := range c.monitors {
-		err := m.Promote(ctx, n.Addr())
-		if err == nil {
-			return nil
-		}
-		errs = append(errs, fmt.Errorf("monitor %s: %w", n.Name, err))
-	}
-	return errors.Join(errs...)
+	return c.recipe.Monitors.PromoteAny(ctx, c.spec.System, c.watchers())
 }
 
 // Announced is the node every monitor now gives clients as the primary; "" when they do
 // not all name the same node (a failover under way), or when one cannot be asked.
 func (c *Cluster) Announced(ctx context.Context) (string, error) {
-	m := c.recipe.Monitors
-	if m == nil || m.Primary == nil {
-		return "", fmt.Errorf("a %s cluster has no monitors to ask for its primary", c.spec.System)
+	addrs := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		addrs[i] = n.Addr()
 	}
-	named := ""
-	for i, mon := range c.monitors {
-		addr, err := m.Primary(ctx, mon.Addr())
-		if err != nil {
-			return "", fmt.Errorf("monitor %s: %w", mon.Name, err)
-		}
-		node := ""
-		for _, n := range c.nodes {
-			if n.Addr() == addr {
-				node = n.Name
-			}
-		}
-		if node == "" || i > 0 && node != named {
-			return "", nil
-		}
-		named = node
+	i, err := c.recipe.Monitors.Announced(ctx, c.spec.System, c.watchers(), addrs)
+	if err != nil || i < 0 {
+		return "", err
 	}
-	return named, nil
+	return c.nodes[i].Name, nil
+}
+
+// watchers are the monitors as the system's recipe asks them.
+func (c *Cluster) watchers() []system.Watcher {
+	ws := make([]system.Watcher, len(c.monitors))
+	for i, n := range c.monitors {
+		ws[i] = system.Watcher{Name: n.Name, Addr: n.Addr()}
+	}
+	return ws
 }
 
 // Exec runs cmd in node name and returns its combined output. A non-zero exit

@@ -25,6 +25,8 @@ import (
 	"github.com/moby/moby/api/types/build"
 	"github.com/moby/moby/api/types/jsonstream"
 	"github.com/moby/moby/client"
+
+	"github.com/lockbreaker/lockbreaker/system"
 )
 
 // nodeFiles is the node image's build context: the Dockerfile and the files it
@@ -32,10 +34,6 @@ import (
 //
 //go:embed Dockerfile node
 var nodeFiles embed.FS
-
-// nodePackages are the Debian packages of the node image: what the default run needs.
-// The Dockerfile installs them (PACKAGES), and mmdebstrap includes them.
-var nodePackages = []string{"redis-server", "redis-sentinel", "libfaketime", "iptables", "iproute2", "procps"}
 
 const (
 	nodeRepo = "lockbreaker-node"
@@ -52,7 +50,7 @@ const (
 // It does not check that the image exists; EnsureImage does.
 func ImageRef() string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%q\x00", nodePackages)
+	fmt.Fprintf(h, "%q\x00", system.NodePackages)
 	err := eachNodeFile(func(path string, b []byte) error {
 		fmt.Fprintf(h, "%s\x00%d\x00", path, len(b))
 		_, err := h.Write(b)
@@ -181,12 +179,12 @@ func bootstrapNode(ctx context.Context, cli *client.Client, ref, mirror string, 
 		return fmt.Errorf("mmdebstrap: node files: %w", err)
 	}
 
-	fmt.Fprintf(progress, "installing %s with mmdebstrap from %s\n", strings.Join(nodePackages, " "), mirror)
+	fmt.Fprintf(progress, "installing %s with mmdebstrap from %s\n", strings.Join(system.NodePackages, " "), mirror)
 	out := newProgressLines(progress, "  mmdebstrap: ", func(s string) bool {
 		return strings.HasPrefix(s, "E:") || strings.HasPrefix(s, "W:")
 	})
 	cmd := exec.CommandContext(ctx, "mmdebstrap", "--mode=root", "--variant=minbase",
-		"--include="+strings.Join(nodePackages, ","), "--customize-hook=copy-in "+filepath.Join(dir, nodeDir)+" /",
+		"--include="+strings.Join(system.NodePackages, ","), "--customize-hook=copy-in "+filepath.Join(dir, nodeDir)+" /",
 		"bookworm", "-", mirror)
 	cmd.Stderr = out
 	rootfs, err := cmd.StdoutPipe()
@@ -240,7 +238,7 @@ func buildNode(ctx context.Context, cli *client.Client, ref, mirror string, prog
 		return err
 	}
 	err = buildImage(ctx, cli, ref, buildCtx, map[string]string{
-		"BASE": debianSlim, "APT_MIRROR": mirror, "PACKAGES": strings.Join(nodePackages, " ")}, progress)
+		"BASE": debianSlim, "APT_MIRROR": mirror, "PACKAGES": strings.Join(system.NodePackages, " ")}, progress)
 	if err != nil {
 		return fmt.Errorf("build from %s: %w", debianSlim, err)
 	}

@@ -120,12 +120,38 @@ func preflight(ctx context.Context, sys system.System, needs nemesis.Needs) erro
 	return err
 }
 
+// CheckMachines asks the machines of spec's nodes file, logged in to with login, whether
+// they can serve it as they are (preflightMachines, installing nothing), changing nothing
+// on them; nil for a spec without a nodes file. A refusal is a *SpecError.
+func CheckMachines(ctx context.Context, spec Spec, login machines.Login) error {
+	c, err := CheckSpec(spec)
+	if err != nil || len(c.machines) == 0 {
+		return err
+	}
+	ms, err := preflightMachines(ctx, c, login, false)
+	for _, m := range ms {
+		m.Close()
+	}
+	return err
+}
+
 // preflightMachines asks the machines of a checked spec with a nodes file, one for each of
-// its nodes, whether they can serve (machines.Preflight), changing nothing on them; a
-// machine that cannot is the user's input.
-func preflightMachines(ctx context.Context, c Checked, login machines.Login) ([]*machines.Machine, error) {
+// its nodes, whether they can serve (machines.Preflight), changing nothing on them but the
+// system's packages, installed where missing when install says so; a machine that cannot
+// serve is the user's input.
+func preflightMachines(ctx context.Context, c Checked, login machines.Login, install bool) ([]*machines.Machine, error) {
 	tools := machines.Tools(c.sys, serverSettingsOf(c.spec).cluster(c.nodes, c.spec.TTL.Std()))
-	ms, err := machines.Preflight(ctx, c.machines, login, machines.Needs{Tools: tools, MaxClockOffset: time.Second})
+	if c.nemesis.Needs().Network {
+		tools = append(tools, "iptables")
+	}
+	if c.nemesis.Needs().Clocks {
+		tools = append(tools, machines.FaketimeLib)
+	}
+	needs := machines.Needs{Tools: tools, MaxClockOffset: time.Second}
+	if install {
+		needs.Install = c.sys.Packages()
+	}
+	ms, err := machines.Preflight(ctx, c.machines, login, needs)
 	if err != nil {
 		return nil, &SpecError{Reason: strings.ReplaceAll(err.Error(), "\n", "; ")}
 	}
@@ -142,7 +168,7 @@ func startCluster(ctx context.Context, sys system.System, setup clusterSetup) (C
 		if err != nil {
 			return nil, err
 		}
-		return machines.StartCluster(ctx, setup.machines, sys, setup.servers.cluster(nodes, setup.ttl), setup.progress)
+		return machines.StartCluster(ctx, setup.machines, sys, setup.servers.cluster(nodes, setup.ttl), setup.needs.Clocks, setup.progress)
 	}
 	if n, err := containers.CleanStale(ctx); err != nil {
 		fmt.Fprintf(setup.progress, "could not sweep containers left by killed runs: %v\n", err)

@@ -49,6 +49,9 @@ type Runner struct {
 	Clusters *Clusters
 	// Login is how the machines of a spec with a nodes file are logged in to.
 	Login machines.Login
+	// NoInstall takes the machines' packages as installed: none is installed on them, and
+	// a machine that lacks one is refused.
+	NoInstall bool
 }
 
 // Run runs one test and checks its history. It returns the run's directory and summary;
@@ -68,7 +71,7 @@ func (r Runner) Run(ctx context.Context, spec Spec) (string, results.Summary, er
 	}
 	var ms []*machines.Machine
 	if len(checked.machines) > 0 {
-		if ms, err = preflightMachines(ctx, checked, r.Login); err != nil {
+		if ms, err = preflightMachines(ctx, checked, r.Login, !r.NoInstall); err != nil {
 			return "", results.Summary{}, orInterrupted(ctx, err)
 		}
 		defer func() {
@@ -229,14 +232,19 @@ func (t *trial) serverNotes() []string {
 		case system.PersistAOFEverySec, system.PersistAOFAlways:
 			notes = append(notes, fmt.Sprintf("persistence %s: a killed node comes back with the locks its log kept", p))
 		}
-		restart := "a killed node is started again at once"
-		if d := t.spec.RestartDelay(); d > 0 {
-			restart = fmt.Sprintf("a killed node stays down for %s", d)
+		if slices.ContainsFunc(t.spec.Nemesis, func(n string) bool { return n == history.KillNode.Name || n == history.Failover.Name }) {
+			restart := "a killed node is started again at once"
+			if d := t.spec.RestartDelay(); d > 0 {
+				restart = fmt.Sprintf("a killed node stays down for %s", d)
+			}
+			if t.spec.RestartDelayTTL {
+				restart += ", at least one TTL (antirez's delayed restart: every lease it granted has run out when it is back)"
+			}
+			notes = append(notes, restart)
 		}
-		if t.spec.RestartDelayTTL {
-			restart += ", at least one TTL (antirez's delayed restart: every lease it granted has run out when it is back)"
+		if slices.Contains(t.spec.Nemesis, history.Outage.Name) {
+			notes = append(notes, fmt.Sprintf("an outage keeps every node down for %s", t.spec.PauseLength()))
 		}
-		notes = append(notes, restart)
 	}
 	if t.spec.MinReplicas > 0 {
 		notes = append(notes, fmt.Sprintf("min-replicas-to-write %d, min-replicas-max-lag %s: the primary refuses writes "+

@@ -85,7 +85,8 @@ func lookUpClients(s Spec) ([]workloads.Client, error) {
 
 // checkMachines refuses a machines file that cannot be read or names too few machines, a
 // system that does not run on machines yet, and faults that need levers machines lack.
-// It returns the machines the nodes run on, one each, in node order; none without a file.
+// It returns the machines the nodes run on, one each, in node order, then the monitors'
+// (Sentinel's); none without a file.
 func checkMachines(s Spec, sys system.System, nodes int, needs nemesis.Needs) ([]machines.Address, error) {
 	if s.NodesFile == "" {
 		return nil, nil
@@ -96,13 +97,22 @@ func checkMachines(s Spec, sys system.System, nodes int, needs nemesis.Needs) ([
 		return nil, specErrorf("--nodes-file: %s", quote.ShortenAll(err.Error()))
 	case !slices.Contains(machines.Systems, sys.Name):
 		return nil, specErrorf("--nodes-file: %s does not run on machines yet (those that do: %s)", sys.Name, strings.Join(machines.Systems, ", "))
-	case len(addrs) < nodes:
-		return nil, specErrorf("--nodes-file: %s runs on %d nodes, and %s names %d machines", sys.Name, nodes, s.NodesFile, len(addrs))
+	}
+	monitors := 0
+	if m := sys.Container.Monitors; m != nil {
+		monitors = m.Count
+	}
+	if len(addrs) < nodes+monitors {
+		what := fmt.Sprintf("%d nodes", nodes)
+		if monitors > 0 {
+			what += fmt.Sprintf(" and %d monitors", monitors)
+		}
+		return nil, specErrorf("--nodes-file: %s runs on %s, and %s names %d machines", sys.Name, what, s.NodesFile, len(addrs))
 	}
 	if err := needs.OnMachines(); err != nil {
 		return nil, specErrorf("--nodes-file: nemesis %s %s", history.NemesisText(s.Nemesis, ","), err)
 	}
-	return addrs[:nodes], nil
+	return addrs[:nodes+monitors], nil
 }
 
 // CheckSpec is the one step that asks what a spec names of this process: it reads and

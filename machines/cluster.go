@@ -30,20 +30,56 @@ const Dir = "/var/lib/lockbreaker"
 const nodeRoot = "/lockbreaker/"
 
 // Systems are the systems whose nodes run on machines so far: their servers start from a
-// command line and files alone, with no script of the node image's.
-var Systems = []string{"redis", "redlock"}
+// command line, files and their image's preparation alone. A system's monitors (Sentinel's)
+// run on machines of their own, after the nodes' in the machines file.
+var Systems = []string{"redis", "redlock", "sentinel", "zookeeper", "etcd", "postgres"}
 
-// Tools are the commands sys's nodes run, which a machine must have to serve as one.
+// Tools are what sys's nodes (and monitors) run, which a machine must have to serve as one:
+// the command, and every other program or file its words name by their paths (a shell's
+// script, the jars of a class path), but the node's own.
 func Tools(sys system.System, setup system.Cluster) []string {
-	return []string{path.Base(sys.Container.Node(setup, 1).Cmd[0])}
+	tools := commandTools(sys.Container.Node(setup, 1).Cmd)
+	if m := sys.Container.Monitors; m != nil {
+		for _, t := range commandTools(m.Node(setup, 1).Cmd) {
+			if !slices.Contains(tools, t) {
+				tools = append(tools, t)
+			}
+		}
+	}
+	return tools
+}
+
+// commandTools are what cmd runs: its program, and the programs and files its words name by
+// their paths, but the node's own.
+func commandTools(cmd []string) []string {
+	var tools []string
+	if c := path.Base(cmd[0]); c != "sh" {
+		tools = append(tools, c)
+	}
+	for _, w := range cmd[1:] {
+		if strings.Contains(w, "://") {
+			continue // a URL
+		}
+		for _, p := range strings.Split(w, ":") {
+			if path.IsAbs(p) && !strings.HasPrefix(p+"/", nodeRoot) && !slices.Contains(tools, p) {
+				tools = append(tools, p)
+			}
+		}
+	}
+	return tools
 }
 
 // Cluster is a system's nodes on machines, node i on the i-th machine, each server started
 // from the setup its container would run, in the background with a pidfile: every fault
 // aims at that process id, never at a name.
 type Cluster struct {
-	sys   system.System
-	nodes []node
+	sys      system.System
+	nodes    []node
+	monitors []node // a replicated system's monitors (Sentinels), on the machines after the nodes'
+	clocks   bool   // the servers run under libfaketime
+
+	mu     sync.Mutex
+	killed map[string]bool // the nodes whose servers Kill killed and Restart has not started again
 
 	stopped sync.Once
 	stopErr error
@@ -51,39 +87,77 @@ type Cluster struct {
 
 // node is one node of a Cluster.
 type node struct {
-	name string
-	m    *Machine
-	addr string // host:port its clients dial
+	name  string
+	m     *Machine
+	addr  string           // host:port its clients dial
+	setup system.NodeSetup // relocated under its directory
+	// ip is the machine's address as this host reaches it, control this host's as the
+	// machine sees it: what partitions cut.
+	ip, control string
+	// prepare is what the system's node image does once, when it is built (make a data
+	// directory, initdb), relocated too: a fresh start does it first.
+	prepare string
 }
 
 func (n node) dir() string     { return Dir + "/" + n.name }
 func (n node) pidfile() string { return n.dir() + "/pid" }
 func (n node) log() string     { return n.dir() + "/server.log" }
 
+// clockFile is the offset libfaketime reads the server's wall clock from, on every time
+// call (FAKETIME_TIMESTAMP_FILE), when the servers run under it.
+func (n node) clockFile() string { return n.dir() + "/faketime" }
+
 // StartCluster starts sys's nodes on the first machines of ms, one each, as setup says,
-// and waits until each serves. Whatever an earlier run left under Dir on them is stopped
+// and waits until each serves; with clocks, every server runs under libfaketime, so that
+// SetClock moves its wall clock. Whatever an earlier run left under Dir on them is stopped
 // and removed first. On an error nothing is left.
-func StartCluster(ctx context.Context, ms []*Machine, sys system.System, setup system.Cluster, progress io.Writer) (*Cluster, error) {
+func StartCluster(ctx context.Context, ms []*Machine, sys system.System, setup system.Cluster, clocks bool, progress io.Writer) (*Cluster, error) {
 	if sys.Container == nil || !slices.Contains(Systems, sys.Name) {
 		return nil, fmt.Errorf("%s does not run on machines yet (those that do: %s)", sys.Name, strings.Join(Systems, ", "))
 	}
-	if len(ms) < setup.Nodes {
-		return nil, fmt.Errorf("%s needs %d machines, and the machines file names %d", sys.Name, setup.Nodes, len(ms))
+	mons := sys.Container.Monitors
+	monitors := 0
+	if mons != nil {
+		monitors = mons.Count
 	}
-	c := &Cluster{sys: sys}
+	if len(ms) < setup.Nodes+monitors {
+		return nil, fmt.Errorf("%s needs %d machines, and the machines file names %d", sys.Name, setup.Nodes+monitors, len(ms))
+	}
+	c := &Cluster{sys: sys, clocks: clocks, killed: map[string]bool{}}
+	setup.Hosts = nil
 	for i := range setup.Nodes {
-		host := ms[i].addr.Host
-		c.nodes = append(c.nodes, node{name: "n" + strconv.Itoa(i+1), m: ms[i], addr: net.JoinHostPort(host, strconv.Itoa(sys.Container.Port))})
+		setup.Hosts = append(setup.Hosts, ms[i].addr.Host)
 	}
-	fmt.Fprintf(progress, "starting %s on %d machines (%s)\n", sys.Name, setup.Nodes, c.machineNames())
-	err := c.each(func(i int, n node) error {
-		if err := n.stop(ctx); err != nil {
+	for i := range setup.Nodes {
+		n, err := newNode(ctx, ms[i], sys, "n"+strconv.Itoa(i+1), sys.Container.Port, sys.Container.Node(setup, i+1))
+		if err != nil {
+			return nil, err
+		}
+		c.nodes = append(c.nodes, n)
+	}
+	for id := 1; id <= monitors; id++ {
+		n, err := newNode(ctx, ms[setup.Nodes+id-1], sys, mons.Prefix+strconv.Itoa(id), mons.Port, mons.Node(setup, id))
+		if err != nil {
+			return nil, err
+		}
+		c.monitors = append(c.monitors, n)
+	}
+	fmt.Fprintf(progress, "starting %s on %d machines (%s)\n", sys.Name, setup.Nodes+monitors, c.machineNames())
+	start := func(ns []node, ready func(context.Context, string) error) error {
+		err := eachOf(ns, func(_ int, n node) error {
+			if err := n.stop(ctx); err != nil {
+				return err
+			}
+			return n.start(ctx, true, clocks)
+		})
+		if err != nil {
 			return err
 		}
-		return n.start(ctx, relocated(sys.Container.Node(setup, i+1), n.dir()+"/"))
-	})
-	if err == nil {
-		err = c.each(func(_ int, n node) error { return n.waitReady(ctx, sys.Container.Ready) })
+		return eachOf(ns, func(_ int, n node) error { return n.waitReady(ctx, ready) })
+	}
+	err := start(c.nodes, sys.Container.Ready)
+	if err == nil && monitors > 0 { // once the nodes serve, as in containers
+		err = start(c.monitors, func(ctx context.Context, addr string) error { return mons.Ready(ctx, setup, addr) })
 	}
 	if err != nil {
 		return nil, errors.Join(err, c.Stop(context.WithoutCancel(ctx)))
@@ -91,20 +165,41 @@ func StartCluster(ctx context.Context, ms []*Machine, sys system.System, setup s
 	return c, nil
 }
 
-// machineNames names the cluster's machines, in node order.
+// newNode is server name on machine m, its clients dialing it at port, started as setup
+// says, relocated under its directory.
+func newNode(ctx context.Context, m *Machine, sys system.System, name string, port int, setup system.NodeSetup) (node, error) {
+	ip, control, err := m.addresses(ctx)
+	if err != nil {
+		return node{}, err
+	}
+	n := node{name: name, m: m, addr: net.JoinHostPort(m.addr.Host, strconv.Itoa(port)), ip: ip, control: control}
+	n.setup = relocated(setup, n.dir()+"/")
+	if img := sys.Container.Image; img != nil {
+		n.prepare = strings.ReplaceAll(img.Prepare, nodeRoot, n.dir()+"/")
+	}
+	return n, nil
+}
+
+// machineNames names the cluster's machines, the nodes' in order, then the monitors'.
 func (c *Cluster) machineNames() string {
-	names := make([]string, len(c.nodes))
-	for i, n := range c.nodes {
-		names[i] = n.m.Name()
+	var names []string
+	for _, n := range c.servers() {
+		names = append(names, n.m.Name())
 	}
 	return strings.Join(names, ", ")
 }
 
+// servers are the nodes, then the monitors.
+func (c *Cluster) servers() []node { return slices.Concat(c.nodes, c.monitors) }
+
 // each does f to every node at once, and joins their errors.
-func (c *Cluster) each(f func(i int, n node) error) error {
-	errs := make([]error, len(c.nodes))
+func (c *Cluster) each(f func(i int, n node) error) error { return eachOf(c.nodes, f) }
+
+// eachOf does f to every one of ns at once, and joins their errors.
+func eachOf(ns []node, f func(i int, n node) error) error {
+	errs := make([]error, len(ns))
 	var wg sync.WaitGroup
-	for i, n := range c.nodes {
+	for i, n := range ns {
 		wg.Go(func() { errs[i] = f(i, n) })
 	}
 	wg.Wait()
@@ -125,24 +220,39 @@ func relocated(setup system.NodeSetup, root string) system.NodeSetup {
 	return out
 }
 
-// start writes the node's files and starts its server in a session of its own, its pid
-// in the pidfile, its output in its log.
-func (n node) start(ctx context.Context, setup system.NodeSetup) error {
+// start starts the node's server in a session of its own, its pid in the pidfile, its
+// output appended to its log; first writes its files when fresh (a restart starts on what
+// the disk kept, a configuration the server rewrote included).
+func (n node) start(ctx context.Context, fresh, clocks bool) error {
 	var script []string
-	dirs := map[string]bool{n.dir(): true}
-	for _, f := range setup.Files {
-		dirs[path.Dir(f.Path)] = true
+	if fresh {
+		script = append(script, "mkdir -p "+shellwords.Quote(n.dir()))
+		if n.prepare != "" {
+			script = append(script, n.prepare)
+		}
+		dirs := map[string]bool{}
+		for _, f := range n.setup.Files {
+			dirs[path.Dir(f.Path)] = true
+		}
+		for d := range dirs {
+			script = append(script, "mkdir -p "+shellwords.Quote(d))
+		}
+		for _, f := range n.setup.Files {
+			script = append(script, fmt.Sprintf("echo %s | base64 -d > %s", base64.StdEncoding.EncodeToString([]byte(f.Content)), shellwords.Quote(f.Path)))
+		}
 	}
-	for d := range dirs {
-		script = append(script, "mkdir -p "+shellwords.Quote(d))
-	}
-	for _, f := range setup.Files {
-		script = append(script, fmt.Sprintf("echo %s | base64 -d > %s", base64.StdEncoding.EncodeToString([]byte(f.Content)), shellwords.Quote(f.Path)))
+	env := ""
+	if clocks {
+		if fresh {
+			script = append(script, "printf +0 > "+shellwords.Quote(n.clockFile()))
+		}
+		script = append(script, faketimePreload)
+		env = "env LD_PRELOAD=\"$preload\" FAKETIME_TIMESTAMP_FILE=" + shellwords.Quote(n.clockFile()) + " " + faketimeEnv + " "
 	}
 	// The server itself is what goes into the background, so $! is its pid (setsid execs
 	// it), and it holds none of the session's descriptors, which would keep it open.
-	script = append(script, "cd "+shellwords.Quote(n.dir()), fmt.Sprintf("setsid %s > %s 2>&1 < /dev/null & echo $! > %s",
-		shellwords.Join(setup.Cmd), shellwords.Quote(n.log()), shellwords.Quote(n.pidfile())))
+	script = append(script, "cd "+shellwords.Quote(n.dir()), fmt.Sprintf("setsid %s%s >> %s 2>&1 < /dev/null & echo $! > %s",
+		env, shellwords.Join(n.setup.Cmd), shellwords.Quote(n.log()), shellwords.Quote(n.pidfile())))
 	if _, err := n.m.Sudo(ctx, "set -e\n"+strings.Join(script, "\n")); err != nil {
 		return fmt.Errorf("start node %s: %w", n.name, err)
 	}
@@ -186,12 +296,12 @@ func (n node) signal(ctx context.Context, sig syscall.Signal) error {
 	return nil
 }
 
-// stop kills the node's server, if its pidfile names one, and removes its directory, and
-// Dir once it is empty.
+// stop kills the node's server, if its pidfile names one, removes its directory, Dir once
+// it is empty, and lockbreaker's iptables chain.
 func (n node) stop(ctx context.Context) error {
 	pidfile := shellwords.Quote(n.pidfile())
-	_, err := n.m.Sudo(ctx, fmt.Sprintf("if [ -f %s ]; then kill -KILL \"$(cat %s)\" 2>/dev/null; fi; rm -rf %s; rmdir %s 2>/dev/null; true",
-		pidfile, pidfile, shellwords.Quote(n.dir()), shellwords.Quote(Dir)))
+	_, err := n.m.Sudo(ctx, fmt.Sprintf("if [ -f %s ]; then kill -KILL \"$(cat %s)\" 2>/dev/null; fi; rm -rf %s; rmdir %s 2>/dev/null\n%s\ntrue",
+		pidfile, pidfile, shellwords.Quote(n.dir()), shellwords.Quote(Dir), removeChain))
 	if err != nil {
 		return fmt.Errorf("stop node %s: %w", n.name, err)
 	}
@@ -218,25 +328,99 @@ func (c *Cluster) Addrs() []string {
 
 // Signal sends sig to node name's server.
 func (c *Cluster) Signal(ctx context.Context, name string, sig syscall.Signal) error {
+	n, err := c.node(name)
+	if err != nil {
+		return err
+	}
+	return n.signal(ctx, sig)
+}
+
+// node is node name.
+func (c *Cluster) node(name string) (node, error) {
 	for _, n := range c.nodes {
 		if n.name == name {
-			return n.signal(ctx, sig)
+			return n, nil
 		}
 	}
-	return fmt.Errorf("no node %s", name)
+	return node{}, fmt.Errorf("no node %s", name)
 }
 
-// Heal lets every paused server run again.
+// Kill sends SIGKILL to node name's server and returns once it has gone; its files stay,
+// for Restart to start it again on.
+func (c *Cluster) Kill(ctx context.Context, name string) error {
+	n, err := c.node(name)
+	if err != nil {
+		return err
+	}
+	c.setKilled(name, true)
+	pidfile := shellwords.Quote(n.pidfile())
+	// Gone once kill -0 fails, or it is a zombie its new parent has yet to reap; its pidfile
+	// goes with it, so that no later kill finds its number given to another process.
+	if _, err := n.m.Sudo(ctx, fmt.Sprintf(`[ -f %[1]s ] || exit 0
+pid="$(cat %[1]s)"; kill -KILL "$pid" 2>/dev/null
+for i in $(seq 100); do
+	kill -0 "$pid" 2>/dev/null && [ "$(sed 's/.*) //' /proc/$pid/stat 2>/dev/null | cut -d' ' -f1)" != Z ] || { rm -f %[1]s; exit 0; }
+	sleep 0.05
+done
+echo "pid $pid still runs 5 s after SIGKILL" >&2; exit 1`, pidfile)); err != nil {
+		return fmt.Errorf("kill node %s: %w", name, err)
+	}
+	return nil
+}
+
+// Crash kills node name's server as Kill does: a machine's server has no supervisor to
+// start it again in place, so Restart does.
+func (c *Cluster) Crash(ctx context.Context, name string) error { return c.Kill(ctx, name) }
+
+// Restart starts node name's killed server again on what its disk kept and returns once it
+// serves.
+func (c *Cluster) Restart(ctx context.Context, name string) error {
+	n, err := c.node(name)
+	if err != nil {
+		return err
+	}
+	if err := n.start(ctx, false, c.clocks); err != nil {
+		return err
+	}
+	c.setKilled(name, false)
+	return n.waitReady(ctx, c.sys.Container.Ready)
+}
+
+// RestartKilled starts every node still killed again.
+func (c *Cluster) RestartKilled(ctx context.Context) error {
+	return c.each(func(_ int, n node) error {
+		c.mu.Lock()
+		killed := c.killed[n.name]
+		c.mu.Unlock()
+		if !killed {
+			return nil
+		}
+		return c.Restart(ctx, n.name)
+	})
+}
+
+func (c *Cluster) setKilled(name string, killed bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if killed {
+		c.killed[name] = true
+	} else {
+		delete(c.killed, name)
+	}
+}
+
+// Heal starts every killed server again and lets every paused one run again.
 func (c *Cluster) Heal(ctx context.Context) error {
-	return c.each(func(_ int, n node) error { return n.signal(ctx, syscall.SIGCONT) })
+	restart := c.RestartKilled(ctx)
+	return errors.Join(restart, c.each(func(_ int, n node) error { return n.signal(ctx, syscall.SIGCONT) }))
 }
 
-// CollectLogs brings each node's log into dir as <node>.log.
+// CollectLogs brings each node's and monitor's log into dir as <name>.log.
 func (c *Cluster) CollectLogs(ctx context.Context, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	return c.each(func(_ int, n node) error {
+	return eachOf(c.servers(), func(_ int, n node) error {
 		r, err := n.m.Sudo(ctx, "cat "+shellwords.Quote(n.log()))
 		if err != nil {
 			return fmt.Errorf("log of node %s: %w", n.name, err)
@@ -245,19 +429,20 @@ func (c *Cluster) CollectLogs(ctx context.Context, dir string) error {
 	})
 }
 
-// Stop kills every node's server and removes lockbreaker's directory from the machines.
+// Stop kills every node's and monitor's server and removes lockbreaker's directory from
+// the machines.
 // It is idempotent.
 func (c *Cluster) Stop(ctx context.Context) error {
 	c.stopped.Do(func() {
 		ctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
-		c.stopErr = c.each(func(_ int, n node) error { return n.stop(ctx) })
+		c.stopErr = eachOf(c.servers(), func(_ int, n node) error { return n.stop(ctx) })
 	})
 	return c.stopErr
 }
 
 // Clean kills every server a run left on m (the pidfiles under Dir name them) and removes
-// Dir: what a run killed with SIGKILL leaves. It returns how many servers it killed.
+// Dir and lockbreaker's iptables chain: what a run killed with SIGKILL leaves. It returns how many servers it killed.
 func Clean(ctx context.Context, m *Machine) (int, error) {
 	r, err := m.Sudo(ctx, fmt.Sprintf(`n=0
 for p in %s/*/pid; do
@@ -265,9 +450,97 @@ for p in %s/*/pid; do
 	kill -KILL "$(cat "$p")" 2>/dev/null && n=$((n+1))
 done
 rm -rf %s
-echo $n`, shellwords.Quote(Dir), shellwords.Quote(Dir)))
+%s
+echo $n`, shellwords.Quote(Dir), shellwords.Quote(Dir), removeChain))
 	if err != nil {
 		return 0, err
 	}
 	return strconv.Atoi(strings.TrimSpace(string(r.Stdout)))
+}
+
+// Roles asks every node for its part in the cluster now, from here, as the system's probe
+// does: system.Down for a node killed and not started again, system.Unknown for one that
+// does not say (paused, cut off this host, between roles).
+func (c *Cluster) Roles(ctx context.Context) (map[string]system.Role, error) {
+	probe := c.sys.Container.Role
+	if probe == nil {
+		return nil, fmt.Errorf("the nodes of a %s cluster have no roles", c.sys.Name)
+	}
+	roles := make([]system.Role, len(c.nodes))
+	_ = c.each(func(i int, n node) error {
+		c.mu.Lock()
+		killed := c.killed[n.name]
+		c.mu.Unlock()
+		roles[i] = system.Down
+		if !killed {
+			if role, err := probe(ctx, n.addr); err != nil || role == "" {
+				roles[i] = system.Unknown
+			} else {
+				roles[i] = role
+			}
+		}
+		return nil
+	})
+	byName := map[string]system.Role{}
+	for i, n := range c.nodes {
+		byName[n.name] = roles[i]
+	}
+	return byName, nil
+}
+
+// Leader is the node that leads now.
+func (c *Cluster) Leader(ctx context.Context) (string, error) {
+	roles, err := c.Roles(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, n := range c.nodes {
+		if roles[n.name] == system.Leader {
+			return n.name, nil
+		}
+	}
+	return "", fmt.Errorf("no %s node says it leads", c.sys.Name)
+}
+
+// MonitorAddrs are the addresses lock clients dial to find the nodes through the monitors;
+// none for most systems.
+func (c *Cluster) MonitorAddrs() []string {
+	var addrs []string
+	for _, n := range c.monitors {
+		addrs = append(addrs, n.addr)
+	}
+	return addrs
+}
+
+// MonitorNames are the monitors' names, s1 first.
+func (c *Cluster) MonitorNames() []string {
+	var names []string
+	for _, n := range c.monitors {
+		names = append(names, n.name)
+	}
+	return names
+}
+
+// Promote makes the monitors promote a replica now (SENTINEL FAILOVER).
+func (c *Cluster) Promote(ctx context.Context) error {
+	return c.sys.Container.Monitors.PromoteAny(ctx, c.sys.Name, c.watchers())
+}
+
+// Announced is the node every monitor now gives clients as the primary; "" while they
+// differ.
+func (c *Cluster) Announced(ctx context.Context) (string, error) {
+	i, err := c.sys.Container.Monitors.Announced(ctx, c.sys.Name, c.watchers(), c.Addrs())
+	if err != nil || i < 0 {
+		return "", err
+	}
+	return c.nodes[i].name, nil
+}
+
+// watchers are the monitors as the system's recipe asks them.
+func (c *Cluster) watchers() []system.Watcher {
+	ws := make([]system.Watcher, len(c.monitors))
+	for i, n := range c.monitors {
+		ws[i] = system.Watcher{Name: n.name, Addr: n.addr}
+	}
+	return ws
 }

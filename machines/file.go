@@ -46,11 +46,15 @@ func (a Address) String() string {
 
 // hostPort is the address to dial.
 func (a Address) hostPort() string {
-	port := a.Port
-	if port == 0 {
-		port = 22
+	return net.JoinHostPort(a.Host, strconv.Itoa(a.port()))
+}
+
+// port is the SSH port.
+func (a Address) port() int {
+	if a.Port == 0 {
+		return 22
 	}
-	return net.JoinHostPort(a.Host, strconv.Itoa(port))
+	return a.Port
 }
 
 // ParseAddress reads host, user@host, host:port or user@host:port; an IPv6 host with a

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/machines/machinestest"
+	"github.com/lockbreaker/lockbreaker/system"
 	"golang.org/x/crypto/ssh/knownhosts"
 )
 
@@ -247,7 +248,7 @@ func TestPreflight(t *testing.T) {
 	lines := strings.Split(fmt.Sprint(err), "\n")
 	want := []string{
 		addrs[1].String() + ": cannot run commands as root (sudo): sudo: a password is required",
-		addrs[2].String() + ": lacks redis-server (not on root's PATH)",
+		addrs[2].String() + ": lacks redis-server (not on root's PATH, or no such file)",
 		addrs[3].String() + ": its clock is ", // a minute, give or take the round trip: "59.999s behind" on a busy machine
 
 	}
@@ -268,5 +269,26 @@ func TestPreflight(t *testing.T) {
 	}
 	for _, m := range ms {
 		m.Close()
+	}
+}
+
+// A machine must have what its node runs: the command, and the programs and jars its
+// words name by path, never the node's own files nor a URL.
+func TestToolsAreWhatTheNodesRun(t *testing.T) {
+	want := map[string][]string{
+		"redis":     {"redis-server"},
+		"sentinel":  {"redis-server", "redis-sentinel"},
+		"zookeeper": {"java", "/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-log4j12.jar", "/usr/share/java/log4j-1.2.jar"},
+		"etcd":      {"etcd"},
+		"postgres":  {"/usr/lib/postgresql/15/bin/postgres"},
+	}
+	for name, tools := range want {
+		sys, err := system.Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := Tools(sys, system.Cluster{Nodes: 3, TTL: 2 * time.Second}); !slices.Equal(got, tools) {
+			t.Errorf("%s: tools %q, want %q", name, got, tools)
+		}
 	}
 }

@@ -14,6 +14,10 @@ import (
 
 // Needs is what a run asks of every machine before it changes anything on one.
 type Needs struct {
+	// Install are the Debian packages to install where missing (apt-get), once root's
+	// commands run and before the tools are looked for: the only change Preflight makes.
+	// None: the machines' packages are taken as installed.
+	Install []string
 	// Tools are the commands that must be on root's PATH (iptables, the services' own).
 	Tools []string
 	// MaxClockOffset is how far a machine's clock may be from this one's; 0 does not look.
@@ -22,8 +26,8 @@ type Needs struct {
 
 // Preflight asks every machine at once whether it can serve the run: that it can be
 // reached and logged in to, that root's commands can be run (Sudo), that each of the
-// tools is there, and that its clock is within the bound. It changes nothing on any
-// machine. It returns the connections, in the order of addrs, when every machine can;
+// tools is there (once the packages to install are), and that its clock is within the
+// bound. It changes nothing on any machine but the packages it installs. It returns the connections, in the order of addrs, when every machine can;
 // otherwise none, and an error of one line per machine that cannot, naming it and why.
 func Preflight(ctx context.Context, addrs []Address, login Login, needs Needs) ([]*Machine, error) {
 	ms := make([]*Machine, len(addrs))
@@ -55,21 +59,46 @@ func (m *Machine) preflight(ctx context.Context, needs Needs) error {
 	if _, err := m.Sudo(ctx, "true"); err != nil {
 		return fmt.Errorf("machine %s: cannot run commands as root (sudo): %w", m.Name(), unwrapped(err))
 	}
+	if err := m.install(ctx, needs.Install); err != nil {
+		return err
+	}
 	if len(needs.Tools) > 0 {
 		words := make([]string, len(needs.Tools))
 		for i, t := range needs.Tools {
 			words[i] = shellwords.Quote(t)
 		}
-		r, err := m.Sudo(ctx, "for t in "+strings.Join(words, " ")+`; do command -v "$t" >/dev/null || echo "$t"; done`)
+		// A command on root's PATH, or a file a path names (a jar; a glob, for a path that
+		// names the machine's architecture) that can be read.
+		r, err := m.Sudo(ctx, "for t in "+strings.Join(words, " ")+`; do command -v "$t" >/dev/null || { case "$t" in /*) set -- $t; [ -r "$1" ] ;; *) false ;; esac; } || echo "$t"; done`)
 		if err != nil {
 			return err
 		}
 		if missing := strings.Fields(string(r.Stdout)); len(missing) > 0 {
-			return fmt.Errorf("machine %s: lacks %s (not on root's PATH)", m.Name(), strings.Join(missing, ", "))
+			return fmt.Errorf("machine %s: lacks %s (not on root's PATH, or no such file)", m.Name(), strings.Join(missing, ", "))
 		}
 	}
 	if needs.MaxClockOffset > 0 {
 		return m.checkClock(ctx, needs.MaxClockOffset)
+	}
+	return nil
+}
+
+// install installs the packages the machine lacks (dpkg says which), from its own apt
+// sources.
+func (m *Machine) install(ctx context.Context, pkgs []string) error {
+	if len(pkgs) == 0 {
+		return nil
+	}
+	words := make([]string, len(pkgs))
+	for i, p := range pkgs {
+		words[i] = shellwords.Quote(p)
+	}
+	_, err := m.Sudo(ctx, `missing=
+for p in `+strings.Join(words, " ")+`; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+[ -z "$missing" ] && exit 0
+apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null`)
+	if err != nil {
+		return fmt.Errorf("machine %s: cannot install %s: %w", m.Name(), strings.Join(pkgs, " "), unwrapped(err))
 	}
 	return nil
 }

@@ -57,19 +57,19 @@ type lever struct {
 
 // levers declares every field of Needs once.
 var levers = []lever{
-	{field: func(n *Needs) *bool { return &n.Clocks }, onCluster: true, machines: "moves the nodes' clocks", lacks: func(sys system.System) error {
+	{field: func(n *Needs) *bool { return &n.Clocks }, onCluster: true, lacks: func(sys system.System) error {
 		if sys.FixedClock != "" {
 			return fmt.Errorf("moves the nodes' wall clocks, and %s", sys.FixedClock)
 		}
 		return nil
 	}},
-	{field: func(n *Needs) *bool { return &n.Network }, onCluster: true, machines: "cuts packets between the nodes", lacks: func(sys system.System) error {
+	{field: func(n *Needs) *bool { return &n.Network }, onCluster: true, lacks: func(sys system.System) error {
 		if sys.Container == nil {
 			return fmt.Errorf("cuts packets between containers, and %s runs inside the harness", sys.Name)
 		}
 		return nil
 	}},
-	{field: func(n *Needs) *bool { return &n.Restarts }, onCluster: true, machines: "kills and restarts the nodes' servers", lacks: func(sys system.System) error {
+	{field: func(n *Needs) *bool { return &n.Restarts }, onCluster: true, lacks: func(sys system.System) error {
 		if sys.Container == nil {
 			return fmt.Errorf("kills a node's server, and %s is served by the harness itself, which would die with it", sys.Name)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -50,20 +51,20 @@ func init() {
 }
 
 // etcdNode runs member id of a static cluster of cluster.Nodes members, which find each
-// other by name on the cluster network. The initial-cluster flags matter only on the first
+// other by their hosts (their names on the cluster network, or their machines). The initial-cluster flags matter only on the first
 // start: a member started again on its data directory rejoins as what its log says.
 func etcdNode(cluster Cluster, id int) NodeSetup {
 	name := fmt.Sprintf("n%d", id)
 	var members []string
 	for i := 1; i <= cluster.Nodes; i++ {
-		members = append(members, fmt.Sprintf("n%d=http://n%d:%d", i, i, etcdPeerPort))
+		members = append(members, fmt.Sprintf("n%d=http://%s", i, net.JoinHostPort(cluster.Host(i), fmt.Sprint(etcdPeerPort))))
 	}
 	return NodeSetup{Cmd: []string{
 		"etcd", "--name", name, "--data-dir", etcdDataDir,
 		"--listen-client-urls", fmt.Sprintf("http://0.0.0.0:%d", etcdPort),
-		"--advertise-client-urls", fmt.Sprintf("http://%s:%d", name, etcdPort),
+		"--advertise-client-urls", "http://" + net.JoinHostPort(cluster.Host(id), fmt.Sprint(etcdPort)),
 		"--listen-peer-urls", fmt.Sprintf("http://0.0.0.0:%d", etcdPeerPort),
-		"--initial-advertise-peer-urls", fmt.Sprintf("http://%s:%d", name, etcdPeerPort),
+		"--initial-advertise-peer-urls", "http://" + net.JoinHostPort(cluster.Host(id), fmt.Sprint(etcdPeerPort)),
 		"--initial-cluster", strings.Join(members, ","),
 		"--initial-cluster-state", "new", "--initial-cluster-token", "lockbreaker",
 		"--heartbeat-interval", fmt.Sprint(etcdHeartbeat.Milliseconds()),

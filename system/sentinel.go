@@ -68,23 +68,23 @@ func sentinelNode(cluster Cluster, id int) NodeSetup {
 			fmt.Sprintf("min-replicas-max-lag %d", int(cluster.MinReplicasMaxLag.Seconds())))
 	}
 	if id > 1 {
-		extra = append(extra, fmt.Sprintf("replicaof n1 %d", redisPort))
+		extra = append(extra, fmt.Sprintf("replicaof %s %d", cluster.Host(1), redisPort))
 	}
 	return redisNode(cluster, extra...)
 }
 
 // sentinelMonitor is Sentinel id. It finds the first primary by name; the replicas and the
 // other Sentinels it discovers. Its configuration file is its own: Sentinel rewrites it.
-func sentinelMonitor(Cluster, int) NodeSetup {
+func sentinelMonitor(cluster Cluster, _ int) NodeSetup {
 	const dir = "/lockbreaker/sentinel"
 	conf := fmt.Sprintf(`port %d
 protected-mode no
 dir %s
 sentinel resolve-hostnames yes
-sentinel monitor %s n1 %d %d
-sentinel down-after-milliseconds %[3]s %[6]d
-sentinel failover-timeout %[3]s %[7]d
-`, sentinelPort, dir, SentinelMaster, redisPort, sentinelQuorum,
+sentinel monitor %s %s %d %d
+sentinel down-after-milliseconds %[3]s %[7]d
+sentinel failover-timeout %[3]s %[8]d
+`, sentinelPort, dir, SentinelMaster, cluster.Host(1), redisPort, sentinelQuorum,
 		sentinelDownAfter.Milliseconds(), sentinelFailoverTimeout.Milliseconds())
 	return NodeSetup{
 		Cmd:   []string{"redis-sentinel", dir + "/sentinel.conf"},

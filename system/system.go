@@ -206,6 +206,61 @@ type Monitors struct {
 	Primary func(ctx context.Context, addr string) (string, error)
 }
 
+// NodePackages are the Debian packages every node image has, under each system's own
+// (Image.Packages): what the default run needs, and what the faults use in a node
+// (libfaketime, iptables). The node image's build installs them.
+var NodePackages = []string{"redis-server", "redis-sentinel", "libfaketime", "iptables", "iproute2", "procps"}
+
+// Packages are the Debian packages sys's nodes need: every node's, then its own.
+func (sys System) Packages() []string {
+	pkgs := slices.Clone(NodePackages)
+	if sys.Container != nil && sys.Container.Image != nil {
+		pkgs = append(pkgs, sys.Container.Image.Packages...)
+	}
+	return pkgs
+}
+
+// Watcher is one monitor as a cluster reaches it: its name and its address.
+type Watcher struct{ Name, Addr string }
+
+// PromoteAny makes the monitors promote a replica now, asking each in turn until one
+// agrees.
+func (m *Monitors) PromoteAny(ctx context.Context, system string, monitors []Watcher) error {
+	if m == nil || m.Promote == nil {
+		return fmt.Errorf("a %s cluster has no monitors to promote a replica", system)
+	}
+	var errs []error
+	for _, mon := range monitors {
+		err := m.Promote(ctx, mon.Addr)
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, fmt.Errorf("monitor %s: %w", mon.Name, err))
+	}
+	return errors.Join(errs...)
+}
+
+// Announced is the index in nodeAddrs of the node every monitor now gives clients as the
+// primary; -1 when they do not all name the same node (a failover under way).
+func (m *Monitors) Announced(ctx context.Context, system string, monitors []Watcher, nodeAddrs []string) (int, error) {
+	if m == nil || m.Primary == nil {
+		return -1, fmt.Errorf("a %s cluster has no monitors to ask for its primary", system)
+	}
+	named := -1
+	for i, mon := range monitors {
+		addr, err := m.Primary(ctx, mon.Addr)
+		if err != nil {
+			return -1, fmt.Errorf("monitor %s: %w", mon.Name, err)
+		}
+		node := slices.Index(nodeAddrs, addr)
+		if node < 0 || i > 0 && node != named {
+			return -1, nil
+		}
+		named = node
+	}
+	return named, nil
+}
+
 // Cluster is what a node's setup depends on.
 type Cluster struct {
 	Nodes int
@@ -221,6 +276,18 @@ type Cluster struct {
 	// Pooler names the pooler mode the nodes run in front of their server (one of
 	// Container.Pooler's Modes); "" runs none, and clients reach the server itself.
 	Pooler string
+	// Hosts are what the nodes know each other by, n1's first: the machines' host names or
+	// addresses (package machines). Empty, they are the nodes' names, n1 to nN, which the
+	// containers' network resolves.
+	Hosts []string
+}
+
+// Host is what the other nodes know node id (1 for n1) by.
+func (c Cluster) Host(id int) string {
+	if id <= len(c.Hosts) {
+		return c.Hosts[id-1]
+	}
+	return fmt.Sprintf("n%d", id)
 }
 
 // Persistence is what a Redis server keeps on disk, and so what a server killed and

@@ -52,7 +52,8 @@ const (
 
 // zookeeperNode writes zoo.cfg and myid for server id of the ensemble.
 //
-// Servers find each other by their names on the cluster network (n1..nN). A tick is
+// Servers find each other by their hosts (names on the cluster network, n1..nN, or their
+// machines). A tick is
 // 500 ms so short session timeouts expire close to on time (the server checks expiry once
 // per tick); the accepted session timeouts widen to take the lock's TTL, which the
 // clients ask for. 4lw srvr tells when a quorum serves.
@@ -86,7 +87,7 @@ admin.enableServer=false
 4lw.commands.whitelist=srvr,stat,ruok,mntr,conf,cons
 `, zookeeperTick.Milliseconds(), syncTicks, minSession.Milliseconds(), maxSession.Milliseconds(), zookeeperPort)
 	for i := 1; i <= cluster.Nodes; i++ {
-		fmt.Fprintf(&cfg, "server.%d=n%d:2888:3888\n", i, i)
+		fmt.Fprintf(&cfg, "server.%d=%s:2888:3888\n", i, cluster.Host(i))
 	}
 	return NodeSetup{Cmd: zookeeperCmd, Files: []File{
 		{Path: "/lockbreaker/zk/zoo.cfg", Content: cfg.String()},
