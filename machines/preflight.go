@@ -59,6 +59,12 @@ func (m *Machine) preflight(ctx context.Context, needs Needs) error {
 	if _, err := m.Sudo(ctx, "true"); err != nil {
 		return fmt.Errorf("machine %s: cannot run commands as root (sudo): %w", m.Name(), unwrapped(err))
 	}
+	// The clock before the install: a machine refused for a check changes nothing.
+	if needs.MaxClockOffset > 0 {
+		if err := m.checkClock(ctx, needs.MaxClockOffset); err != nil {
+			return err
+		}
+	}
 	if err := m.install(ctx, needs.Install); err != nil {
 		return err
 	}
@@ -76,9 +82,6 @@ func (m *Machine) preflight(ctx context.Context, needs Needs) error {
 		if missing := strings.Fields(string(r.Stdout)); len(missing) > 0 {
 			return fmt.Errorf("machine %s: lacks %s (not on root's PATH, or no such file)", m.Name(), strings.Join(missing, ", "))
 		}
-	}
-	if needs.MaxClockOffset > 0 {
-		return m.checkClock(ctx, needs.MaxClockOffset)
 	}
 	return nil
 }
