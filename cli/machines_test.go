@@ -140,7 +140,7 @@ func leftOn(t *testing.T, ms []containers.StandIn, key string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		left, err := m.Run(context.Background(), "ls "+machines.Dir+" 2>/dev/null; pgrep -l 'redis-server|java|etcd|postgres'; "+
+		left, err := m.Run(context.Background(), "ls "+machines.Dir+" 2>/dev/null; pgrep -l 'redis-server|redis-sentinel|java|etcd|postgres|pgbouncer'; "+
 			"iptables -S 2>/dev/null | grep lockbreaker; true", nil)
 		m.Close()
 		if err != nil || len(strings.TrimSpace(string(left.Stdout))) > 0 {

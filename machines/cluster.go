@@ -129,7 +129,8 @@ func StartCluster(ctx context.Context, ms []*Machine, sys system.System, setup s
 		setup.Hosts = append(setup.Hosts, ms[i].addr.Host)
 	}
 	for i := range setup.Nodes {
-		n, err := newNode(ctx, ms[i], sys, "n"+strconv.Itoa(i+1), sys.Container.Port, sys.Container.Node(setup, i+1))
+		// The clients dial the pooler in front of the server when the run has one.
+		n, err := newNode(ctx, ms[i], sys, "n"+strconv.Itoa(i+1), sys.Container.ClientPort(setup.Pooler), sys.Container.Node(setup, i+1))
 		if err != nil {
 			return nil, err
 		}
@@ -296,11 +297,11 @@ func (n node) signal(ctx context.Context, sig syscall.Signal) error {
 	return nil
 }
 
-// stop kills the node's server, if its pidfile names one, removes its directory, Dir once
-// it is empty, and lockbreaker's iptables chain.
+// stop kills the node's server and its process group, if its pidfile names one, removes
+// its directory, Dir once it is empty, and lockbreaker's iptables chain.
 func (n node) stop(ctx context.Context) error {
 	pidfile := shellwords.Quote(n.pidfile())
-	_, err := n.m.Sudo(ctx, fmt.Sprintf("if [ -f %s ]; then kill -KILL \"$(cat %s)\" 2>/dev/null; fi; rm -rf %s; rmdir %s 2>/dev/null\n%s\ntrue",
+	_, err := n.m.Sudo(ctx, fmt.Sprintf("if [ -f %s ]; then kill -KILL -- -\"$(cat %s)\" 2>/dev/null; fi; rm -rf %s; rmdir %s 2>/dev/null\n%s\ntrue",
 		pidfile, pidfile, shellwords.Quote(n.dir()), shellwords.Quote(Dir), removeChain))
 	if err != nil {
 		return fmt.Errorf("stop node %s: %w", n.name, err)
@@ -345,8 +346,10 @@ func (c *Cluster) node(name string) (node, error) {
 	return node{}, fmt.Errorf("no node %s", name)
 }
 
-// Kill sends SIGKILL to node name's server and returns once it has gone; its files stay,
-// for Restart to start it again on.
+// Kill sends SIGKILL to node name's server, with its process group (what its command
+// started beside it goes too, as PgBouncer beside PostgreSQL: a crashed container's whole
+// content), and returns once the server has gone; its files stay, for Restart to start it
+// again on.
 func (c *Cluster) Kill(ctx context.Context, name string) error {
 	n, err := c.node(name)
 	if err != nil {
@@ -357,7 +360,7 @@ func (c *Cluster) Kill(ctx context.Context, name string) error {
 	// Gone once kill -0 fails, or it is a zombie its new parent has yet to reap; its pidfile
 	// goes with it, so that no later kill finds its number given to another process.
 	if _, err := n.m.Sudo(ctx, fmt.Sprintf(`[ -f %[1]s ] || exit 0
-pid="$(cat %[1]s)"; kill -KILL "$pid" 2>/dev/null
+pid="$(cat %[1]s)"; kill -KILL -- -"$pid" 2>/dev/null
 for i in $(seq 100); do
 	kill -0 "$pid" 2>/dev/null && [ "$(sed 's/.*) //' /proc/$pid/stat 2>/dev/null | cut -d' ' -f1)" != Z ] || { rm -f %[1]s; exit 0; }
 	sleep 0.05
@@ -447,7 +450,7 @@ func Clean(ctx context.Context, m *Machine) (int, error) {
 	r, err := m.Sudo(ctx, fmt.Sprintf(`n=0
 for p in %s/*/pid; do
 	[ -f "$p" ] || continue
-	kill -KILL "$(cat "$p")" 2>/dev/null && n=$((n+1))
+	kill -KILL -- -"$(cat "$p")" 2>/dev/null && n=$((n+1))
 done
 rm -rf %s
 %s
