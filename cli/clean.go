@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/lockbreaker/lockbreaker/cli/command"
+	"github.com/lockbreaker/lockbreaker/clientnet"
 	"github.com/lockbreaker/lockbreaker/containers"
 	"github.com/lockbreaker/lockbreaker/cpucap"
 	"github.com/lockbreaker/lockbreaker/machines"
@@ -29,8 +30,10 @@ the next run's start.
 
 With --nodes-file (and the login flags of run), clean logs in to those machines instead and
 kills every server a run left there (the pidfiles under /var/lib/lockbreaker name them), then
-removes /var/lib/lockbreaker: what a run on machines killed with SIGKILL leaves. It needs no
-Docker.`,
+removes /var/lib/lockbreaker and lockbreaker's iptables chain: what a run on machines killed
+with SIGKILL leaves. It needs no Docker. Either way, clean removes from this host the bridges
+(lbr-*) and their iptables rules that put a killed run's clients on addresses of their own
+toward machines.`,
 	Flags: func() *flag.FlagSet {
 		fs, _ := cleanFlags()
 		return fs
@@ -111,6 +114,19 @@ func cmdClean(ctx context.Context, args []string, stdout io.Writer) (int, error)
 	if err != nil {
 		return 0, err
 	}
+	return sweepClientNetworks(ctx, stdout)
+}
+
+// sweepClientNetworks removes the routed client networks (clientnet.Route) that runs on
+// machines killed with SIGKILL left on this host.
+func sweepClientNetworks(ctx context.Context, stdout io.Writer) (int, error) {
+	n, err := clientnet.Sweep(ctx)
+	if n > 0 {
+		fmt.Fprintf(stdout, "removed %d client networks of runs on machines\n", n)
+	}
+	if err != nil {
+		return 0, err
+	}
 	return command.ExitValid, nil
 }
 
@@ -143,5 +159,5 @@ func cleanMachines(ctx context.Context, opts cleanOptions, stdout io.Writer) (in
 	if err := errors.Join(errs...); err != nil {
 		return 0, err
 	}
-	return command.ExitValid, nil
+	return sweepClientNetworks(ctx, stdout)
 }

@@ -493,7 +493,7 @@ func TestDocsNameFilesThatExist(t *testing.T) {
 // fault kind a user can choose has its entry in docs/faults.md, every hazard its row in
 // faults.md's table and its name in docs/suites.md's list of what a cell may require, every
 // checker its row in docs/runs.md, every built-in system its row in docs/systems.md, every
-// fault that runs on machines its name in docs/machines.md. A name added in the code
+// fault its name in docs/machines.md, where each is said to run on machines. A name added in the code
 // without its line in the docs fails here.
 func TestDocsListEveryName(t *testing.T) {
 	root := repoRoot(t)
@@ -507,8 +507,7 @@ func TestDocsListEveryName(t *testing.T) {
 	faults, suites, runs, systems := read("docs/faults.md"), read("docs/suites.md"), read("docs/runs.md"), read("docs/systems.md")
 	onMachines := read("docs/machines.md")
 	for _, name := range nemesis.Names() {
-		nem, err := nemesis.New([]string{name})
-		if err == nil && nem.Needs().OnMachines() == nil && !strings.Contains(onMachines, "`"+name+"`") {
+		if !strings.Contains(onMachines, "`"+name+"`") {
 			t.Errorf("docs/machines.md does not name %s among the faults that run on machines", name)
 		}
 	}

@@ -44,8 +44,10 @@ func TestMachinesCheck(t *testing.T) {
 }
 
 // A run on a stand-in machine ended by Ctrl-C, or killed with SIGKILL and followed by
-// clean with the machines file, leaves no server, file or directory of lockbreaker's on the
-// machine; a finished one neither (harness's TestRunOnAStandInMachine).
+// clean with the machines file, leaves no server, file, directory or iptables rule of
+// lockbreaker's on the machine, and no client network on this host (its fault cuts the
+// holder alone off, so its clients have addresses of their own); a finished one neither
+// (harness's TestRunOnAStandInMachine).
 func TestKilledMachineRunsLeaveNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker: a stand-in machine")
@@ -70,17 +72,21 @@ func TestKilledMachineRunsLeaveNothing(t *testing.T) {
 	for _, by := range []ending{ending(syscall.SIGINT), ending(syscall.SIGKILL)} {
 		t.Run(by.String(), func(t *testing.T) {
 			k := kill{killMoment{phase: "mid-run", name: "clients started", system: "redis", line: "clients running"}, by}
-			code, pid, printed, stderr := killRun(t, k.m, k.by, append([]string{"run", "--system", "redis", "--nemesis", "pause-holder",
+			code, pid, printed, stderr := killRun(t, k.m, k.by, append([]string{"run", "--system", "redis", "--nemesis", "partition-holder",
 				"--clients", "3", "--ttl", "1s", "--time-limit", "30s", "--results", t.TempDir()}, login...)...)
 			checkExit(t, k, code, stderr)
 			leftBehind(t, by, pid, printed, nil)
 			if by == ending(syscall.SIGKILL) {
 				code, stdout, stderr := lockbreaker(t, nil, append([]string{"clean"}, login...)...)
-				if code != 0 || !strings.Contains(stdout, "killed 1 servers") {
-					t.Errorf("clean --nodes-file: exit %d, stdout %q, stderr %q; want the killed run's server killed", code, stdout, stderr)
+				if code != 0 || !strings.Contains(stdout, "killed 1 servers") || !strings.Contains(stdout, "client networks of runs on machines") {
+					t.Errorf("clean --nodes-file: exit %d, stdout %q, stderr %q; want the killed run's server and client network removed",
+						code, stdout, stderr)
 				}
 			}
 			leftOn(t, ms, key)
+			if bridges, _ := filepath.Glob(fmt.Sprintf("/sys/class/net/lbr-%d-*", pid)); len(bridges) > 0 {
+				t.Errorf("this host keeps the run's client network: %q", bridges)
+			}
 		})
 	}
 }

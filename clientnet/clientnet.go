@@ -8,7 +8,8 @@
 // (Docker hands addresses out from the bottom), so a worker that replaces a dead one has
 // the same address. The namespace, and the veth pair with it, dies with the process: a
 // killed harness leaves nothing behind. Cuts are iptables rules inside a worker's
-// namespace.
+// namespace. Clients of nodes elsewhere (machines) join a bridge of lockbreaker's own
+// instead, routed out through this host (Route, routed.go).
 //
 // It needs root and the host tools ip, nsenter and iptables (Supported says which are
 // missing).
@@ -52,6 +53,8 @@ type Network struct {
 	bridge  string
 	subnet  netip.Prefix
 	gateway netip.Addr
+	// routed: the bridge is lockbreaker's own, its traffic masqueraded (Route).
+	routed bool
 }
 
 // New describes the network behind a Linux bridge with an IPv4 subnet and gateway.
@@ -123,9 +126,11 @@ func (n *Network) Detach(ctx context.Context, pid int) error {
 	return nil
 }
 
-// DropFrom makes process pid drop every packet from the sources (IPv4 addresses).
+// DropFrom cuts process pid off the sources (IPv4 addresses) both ways: it drops every
+// packet from them and every packet to them, so that a cut holds where the other end cannot
+// tell this client from the others (a routed network's nodes see one address).
 func (n *Network) DropFrom(ctx context.Context, pid int, sources ...string) error {
-	script := `for ip; do iptables -w -I INPUT -s "$ip" -j DROP || exit 1; done`
+	script := `for ip; do iptables -w -I INPUT -s "$ip" -j DROP && iptables -w -I OUTPUT -d "$ip" -j DROP || exit 1; done`
 	return n.inNamespace(ctx, pid, "cut client off "+strings.Join(sources, ","), "sh", append([]string{"-c", script, "sh"}, sources...)...)
 }
 

@@ -3,6 +3,7 @@ package clientnet
 import (
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -48,5 +49,52 @@ func TestHostNamespaceIsNeverTouched(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "not a client namespace") {
 			t.Errorf("got %v, want a refusal: not a client namespace", err)
 		}
+	}
+}
+
+// The routes of /proc/net/route are read as prefixes, the default route left out, and a
+// routed network's subnet is the first /24 of its space that none of them overlaps.
+func TestRoutedSubnetAvoidsTheHostsRoutes(t *testing.T) {
+	table := "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n" +
+		"eth0\t00000000\t010011AC\t0003\t0\t0\t0\t00000000\t0\t0\t0\n" +
+		"eth0\t000011AC\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0\n" +
+		"br1\t0000DB0A\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n"
+	routes := parseRoutes(table)
+	want := []netip.Prefix{netip.MustParsePrefix("172.17.0.0/16"), netip.MustParsePrefix("10.219.0.0/24")}
+	if len(routes) != len(want) || routes[0] != want[0] || routes[1] != want[1] {
+		t.Fatalf("routes %v, want %v", routes, want)
+	}
+	if overlapsAny(netip.MustParsePrefix("10.219.1.0/24"), routes) || !overlapsAny(netip.MustParsePrefix("10.219.0.0/24"), routes) {
+		t.Error("10.219.0.0/24 is taken and 10.219.1.0/24 is free")
+	}
+}
+
+// A routed network is a bridge of its own with its rules on this host, and Close takes
+// them all away again; its owner is seen alive, so Sweep would leave it alone.
+func TestRoutedNetworkLeavesNothing(t *testing.T) {
+	if Supported() != nil {
+		t.Skip(Supported())
+	}
+	n, err := Route(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := func() string {
+		out, _ := run(t.Context(), "sh", "-c", "iptables -w -S; iptables -w -t nat -S")
+		return out
+	}
+	if _, err := os.Stat("/sys/class/net/" + n.bridge); err != nil || strings.Count(rules(), "lockbreaker:"+n.bridge) != 3 {
+		t.Errorf("bridge %s: %v, rules:\n%s", n.bridge, err, rules())
+	}
+	bridges, err := routedBridges()
+	if i := slices.IndexFunc(bridges, func(b routedBridge) bool { return b.name == n.bridge }); err != nil || i < 0 ||
+		bridges[i].gone || bridges[i].subnet != n.subnet {
+		t.Errorf("routed bridges %+v (%v): want %s on %s, its owner alive", bridges, err, n.bridge, n.subnet)
+	}
+	if err := n.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat("/sys/class/net/" + n.bridge); err == nil || strings.Contains(rules(), "lockbreaker:"+n.bridge) {
+		t.Errorf("bridge %s or its rules left:\n%s", n.bridge, rules())
 	}
 }

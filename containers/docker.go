@@ -11,6 +11,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/lockbreaker/lockbreaker/internal/owner"
 	"github.com/moby/moby/client"
 	tclog "github.com/testcontainers/testcontainers-go/log"
 )
@@ -88,29 +89,9 @@ func ownerLabels(runID string) map[string]string {
 		LabelRun:        runID,
 		LabelOwnerHost:  host,
 		LabelOwnerPID:   strconv.Itoa(pid),
-		LabelOwnerStart: processStart(pid),
+		LabelOwnerStart: owner.Start(pid),
 		LabelCreated:    time.Now().UTC().Format(time.RFC3339),
 	}
-}
-
-// processStart returns the start time of process pid in clock ticks since
-// boot (field 22 of /proc/<pid>/stat), or "" when there is no such process.
-func processStart(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ""
-	}
-	// The command name (field 2) is in parentheses and may hold spaces.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return ""
-	}
-	fields := strings.Fields(s[i+1:]) // fields[0] is field 3
-	if len(fields) < 20 {
-		return ""
-	}
-	return fields[19]
 }
 
 // ownerGone reports whether the process that created a resource with these
@@ -128,8 +109,7 @@ func ownerGone(labels map[string]string) bool {
 	if err != nil || pid <= 0 {
 		return true
 	}
-	start := processStart(pid)
-	return start == "" || start != labels[LabelOwnerStart]
+	return owner.Gone(pid, labels[LabelOwnerStart])
 }
 
 // Clean removes the containers and networks carrying the project label: those

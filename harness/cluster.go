@@ -90,13 +90,18 @@ func isMachines(c Cluster) bool {
 
 // clientNetwork puts the lock clients of a cluster on addresses of their own on its
 // network, or says why it cannot (the cluster is served by the harness, or this host
-// lacks root or tools).
-func clientNetwork(c Cluster) (*clientnet.Network, error) {
+// lacks root or tools). Clients of machines get a routed network of this host's only when
+// a fault must reach single clients (needs), as it changes this host's rules; Close
+// removes it.
+func clientNetwork(ctx context.Context, c Cluster, needs nemesis.Needs) (*clientnet.Network, error) {
+	if isMachines(c) {
+		if !needs.ClientAddrs {
+			return nil, errors.New("the nodes run on machines, reached from this host's own address")
+		}
+		return clientnet.Route(ctx)
+	}
 	b, ok := c.(interface{ Bridge() containers.Bridge })
-	switch {
-	case !ok && c != nil && isMachines(c):
-		return nil, errors.New("the nodes run on machines, reached from this host's own address")
-	case !ok:
+	if !ok {
 		return nil, errors.New("the lock service runs inside the harness")
 	}
 	br := b.Bridge()

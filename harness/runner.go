@@ -265,7 +265,10 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 		return orInterrupted(ctx, err)
 	}
 	defer func() { err = errors.Join(err, t.tearDown(context.WithoutCancel(ctx), cluster)) }()
-	cnet, shared := clientNetwork(cluster)
+	cnet, shared := clientNetwork(ctx, cluster, t.nemesis.Needs())
+	if cnet != nil {
+		defer func() { err = errors.Join(err, cnet.Close(context.WithoutCancel(ctx))) }()
+	}
 	store, addrs, err := t.startStorage(cnet)
 	if err != nil {
 		return err

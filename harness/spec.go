@@ -83,11 +83,11 @@ func lookUpClients(s Spec) ([]workloads.Client, error) {
 	return clients, nil
 }
 
-// checkMachines refuses a machines file that cannot be read or names too few machines, a
-// system that does not run on machines yet, and faults that need levers machines lack.
+// checkMachines refuses a machines file that cannot be read or names too few machines, and
+// a system that does not run on machines.
 // It returns the machines the nodes run on, one each, in node order, then the monitors'
 // (Sentinel's); none without a file.
-func checkMachines(s Spec, sys system.System, nodes int, needs nemesis.Needs) ([]machines.Address, error) {
+func checkMachines(s Spec, sys system.System, nodes int) ([]machines.Address, error) {
 	if s.NodesFile == "" {
 		return nil, nil
 	}
@@ -108,9 +108,6 @@ func checkMachines(s Spec, sys system.System, nodes int, needs nemesis.Needs) ([
 			what += fmt.Sprintf(" and %d monitors", monitors)
 		}
 		return nil, specErrorf("--nodes-file: %s runs on %s, and %s names %d machines", sys.Name, what, s.NodesFile, len(addrs))
-	}
-	if err := needs.OnMachines(); err != nil {
-		return nil, specErrorf("--nodes-file: nemesis %s %s", history.NemesisText(s.Nemesis, ","), err)
 	}
 	return addrs[:nodes+monitors], nil
 }
@@ -159,7 +156,7 @@ func CheckSpec(s Spec) (Checked, error) {
 	if err := nem.Available(sys, nodes); err != nil {
 		return Checked{}, &SpecError{Reason: err.Error()}
 	}
-	onMachines, err := checkMachines(s, sys, nodes, nem.Needs())
+	onMachines, err := checkMachines(s, sys, nodes)
 	if err != nil {
 		return Checked{}, err
 	}

@@ -51,8 +51,6 @@ type lever struct {
 	onCluster bool
 	// lacks says why sys cannot take it; nil for a lever every system takes.
 	lacks func(sys system.System) error
-	// machines says why a cluster on machines (package machines) lacks it; "" when it has it.
-	machines string
 }
 
 // levers declares every field of Needs once.
@@ -75,7 +73,7 @@ var levers = []lever{
 		}
 		return nil
 	}},
-	{field: func(n *Needs) *bool { return &n.ClientAddrs }, onCluster: true, machines: "gives each lock client an address of its own on the nodes' network", lacks: func(sys system.System) error {
+	{field: func(n *Needs) *bool { return &n.ClientAddrs }, onCluster: true, lacks: func(sys system.System) error {
 		if sys.Container == nil {
 			return fmt.Errorf("reaches single lock clients through their own network addresses, and the clients of %s "+
 				"share the harness's", sys.Name)
@@ -85,17 +83,6 @@ var levers = []lever{
 	{field: func(n *Needs) *bool { return &n.Links }, onCluster: true},
 	{field: func(n *Needs) *bool { return &n.BusyHolders }},
 	{field: func(n *Needs) *bool { return &n.CPUCaps }},
-}
-
-// OnMachines says why a cluster on machines cannot take the levers n needs: the first it
-// lacks so far.
-func (n Needs) OnMachines() error {
-	for _, l := range levers {
-		if *l.field(&n) && l.machines != "" {
-			return fmt.Errorf("%s, which a run on machines cannot do yet (docs/machines.md)", l.machines)
-		}
-	}
-	return nil
 }
 
 func (n Needs) or(o Needs) Needs {
