@@ -17,6 +17,7 @@ import (
 	"github.com/lockbreaker/lockbreaker/containers"
 	"github.com/lockbreaker/lockbreaker/internal/quote"
 	"github.com/lockbreaker/lockbreaker/machines"
+	runspec "github.com/lockbreaker/lockbreaker/spec"
 )
 
 // machinesCommand is `lockbreaker machines check|up|down`: its help, and cmdMachines to
@@ -98,7 +99,12 @@ func (f *loginFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&f.KnownHosts, "known-hosts", "", "the known_hosts file of --strict-host-key-checking (default ~/.ssh/known_hosts)")
 }
 
-// noInstallHelp is --no-install's help, run's and suite's.
+// machineClockHelp is --machine-clock's help, run's and suite's.
+const machineClockHelp = "with --nodes-file, the clock the clock faults move: " + runspec.MachineFaketime +
+	" (default), each server's under libfaketime, or " + runspec.MachineSystemClock +
+	", the machine's own system clock, its NTP stopped meanwhile (dedicated VMs; root needs CAP_SYS_TIME)"
+
+// noInstallHelp is run's --no-install's help.
 const noInstallHelp = "with --nodes-file: take the system's packages as installed on the machines (a machine that lacks one is refused); " +
 	"otherwise they are installed where missing (apt-get) before the run"
 

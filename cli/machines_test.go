@@ -52,22 +52,7 @@ func TestKilledMachineRunsLeaveNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker: a stand-in machine")
 	}
-	dir := t.TempDir()
-	key := filepath.Join(dir, "id_ed25519")
-	authorized, err := machines.WriteKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := fmt.Sprintf("machines-cli-test-%d", os.Getpid())
-	ms, err := containers.StartStandIns(context.Background(), id, "redis", 1, authorized, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { containers.StopStandIns(context.Background(), id) })
-	file := filepath.Join(dir, "machines.txt")
-	if err := os.WriteFile(file, []byte("root@"+ms[0].IP+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	ms, file, key := standIns(t, "redis", 1)
 	login := []string{"--nodes-file", file, "--ssh-private-key", key}
 	for _, by := range []ending{ending(syscall.SIGINT), ending(syscall.SIGKILL)} {
 		t.Run(by.String(), func(t *testing.T) {
@@ -106,26 +91,7 @@ func TestKleppmannSuiteOnStandInMachines(t *testing.T) {
 		machines int
 	}{{"sentinel", 6}, {"zookeeper", 3}, {"etcd", 3}, {"postgres", 1}} {
 		t.Run(sys.name, func(t *testing.T) {
-			dir := t.TempDir()
-			key := filepath.Join(dir, "id_ed25519")
-			authorized, err := machines.WriteKey(key)
-			if err != nil {
-				t.Fatal(err)
-			}
-			id := fmt.Sprintf("machines-suite-%s-%d", sys.name, os.Getpid())
-			ms, err := containers.StartStandIns(context.Background(), id, sys.name, sys.machines, authorized, io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { containers.StopStandIns(context.Background(), id) })
-			var lines []string
-			for _, m := range ms {
-				lines = append(lines, "root@"+m.IP)
-			}
-			file := filepath.Join(dir, "machines.txt")
-			if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			ms, file, key := standIns(t, sys.name, sys.machines)
 			code, stdout, stderr := lockbreaker(t, nil, "suite", "kleppmann", "--nodes-file", file, "--ssh-private-key", key,
 				"--results", t.TempDir())
 			t.Logf("suite kleppmann on %d %s stand-ins:\n%s", sys.machines, sys.name, stdout)
@@ -135,6 +101,50 @@ func TestKleppmannSuiteOnStandInMachines(t *testing.T) {
 			leftOn(t, ms, key)
 		})
 	}
+}
+
+// standIns starts n stand-in machines of system sys for the test, and writes a machines
+// file naming them and their key.
+func standIns(t *testing.T, sys string, n int) (ms []containers.StandIn, file, key string) {
+	t.Helper()
+	dir := t.TempDir()
+	key = filepath.Join(dir, "id_ed25519")
+	authorized, err := machines.WriteKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprintf("machines-cli-%s-%d-%s", sys, os.Getpid(), strings.ReplaceAll(t.Name(), "/", "-"))
+	ms, err = containers.StartStandIns(context.Background(), id, sys, n, authorized, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { containers.StopStandIns(context.Background(), id) })
+	var lines []string
+	for _, m := range ms {
+		lines = append(lines, "root@"+m.IP)
+	}
+	file = filepath.Join(dir, "machines.txt")
+	if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return ms, file, key
+}
+
+// A run asked to move a machine's system clock, on a stand-in whose root cannot (a
+// container shares its host's clock), is refused in one line naming the machine, 254,
+// before anything changes on it.
+func TestSystemClockOnAStandInIsRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker: a stand-in machine")
+	}
+	ms, file, key := standIns(t, "redis", 1)
+	code, stdout, stderr := lockbreaker(t, nil, "run", "--system", "redis", "--nemesis", "clock-bump", "--machine-clock", "system",
+		"--nodes-file", file, "--ssh-private-key", key, "--results", t.TempDir())
+	want := "lockbreaker: machine root@" + ms[0].IP + ": root cannot set its system clock (no CAP_SYS_TIME"
+	if code != 254 || !strings.HasPrefix(stderr, want) || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 254 and one line starting %q", code, stdout, stderr, want)
+	}
+	leftOn(t, ms, key)
 }
 
 // leftOn fails t when a stand-in machine keeps anything of lockbreaker's: its directory, a

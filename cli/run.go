@@ -87,6 +87,7 @@ func runFlags(spec *harness.Spec) (*flag.FlagSet, *runOptions) {
 	fs.StringVar(&opts.fencing, "fencing", "off", "on or off: whether the storage checks fencing tokens")
 	fs.StringVar(&spec.NodesFile, "nodes-file", spec.NodesFile, "run the nodes on the machines this file names (one host or user@host:port a line), "+
 		"logged in to over SSH, instead of in containers (docs/machines.md)")
+	fs.StringVar(&spec.MachineClock, "machine-clock", spec.MachineClock, machineClockHelp)
 	opts.login.add(fs)
 	fs.BoolVar(&opts.noInstall, "no-install", false, noInstallHelp)
 	fs.IntVar(&spec.Clients, "clients", spec.Clients, "number of lock clients, one OS process each")

@@ -74,9 +74,10 @@ type suiteOptions struct {
 	seedOffset       int64
 	shard, results   string
 	list, runToLimit bool
-	// nodesFile names the machines the cells' nodes run on, logged in to as login says.
-	nodesFile string
-	login     loginFlags
+	// nodesFile names the machines the cells' nodes run on, logged in to as login says,
+	// their clocks moved as machineClock says.
+	nodesFile, machineClock string
+	login                   loginFlags
 }
 
 func suiteFlags() (*flag.FlagSet, *suiteOptions) {
@@ -91,7 +92,8 @@ func suiteFlags() (*flag.FlagSet, *suiteOptions) {
 	fs.BoolVar(&opts.runToLimit, "run-to-limit", false, "run every cell to its time limit: none stops a second after its first violation, "+
 		"as the cells that expect only violations do unless they say stop_early: false")
 	fs.StringVar(&opts.nodesFile, "nodes-file", "", "run the cells' nodes on the machines this file names (docs/machines.md), one run at a time; "+
-		"the cells whose system or faults machines cannot take yet are left out, each said")
+		"the cells whose system machines cannot take, or that the machines cannot serve as they are, are left out, each said")
+	fs.StringVar(&opts.machineClock, "machine-clock", "", machineClockHelp)
 	opts.login.add(fs)
 	return fs, opts
 }
@@ -133,7 +135,7 @@ func cmdSuite(ctx context.Context, args []string, stdout io.Writer) (int, error)
 		if login, err = opts.login.login(); err != nil {
 			return 0, err
 		}
-		if s, err = onMachines(ctx, s, opts.nodesFile, login, stdout); err != nil {
+		if s, err = onMachines(ctx, s, opts.nodesFile, opts.machineClock, login, stdout); err != nil {
 			return 0, err
 		}
 		opts.parallel = 1 // one set of machines
@@ -344,15 +346,15 @@ func harnessRunners(login machines.Login) suite.Runners {
 	}
 }
 
-// onMachines is s with every cell's nodes on the machines nodesFile names, and without the
-// cells they cannot serve (their system or faults not on machines yet, or the machines
-// lacking its packages or tools: harness.CheckMachines), each said on progress; an error
-// when none is left.
-func onMachines(ctx context.Context, s suite.Suite, nodesFile string, login machines.Login, progress io.Writer) (suite.Suite, error) {
+// onMachines is s with every cell's nodes on the machines nodesFile names, their clocks
+// moved as machineClock says, and without the cells they cannot serve (their system not on
+// machines, or the machines lacking its packages, tools or rights: harness.CheckMachines),
+// each said on progress; an error when none is left.
+func onMachines(ctx context.Context, s suite.Suite, nodesFile, machineClock string, login machines.Login, progress io.Writer) (suite.Suite, error) {
 	var kept []suite.Cell
 	var first error
 	for _, c := range s.Cells {
-		c.Spec.NodesFile = nodesFile
+		c.Spec.NodesFile, c.Spec.MachineClock = nodesFile, machineClock
 		if err := harness.CheckMachines(ctx, c.Spec, login); err != nil {
 			fmt.Fprintf(progress, "left out on machines: %s: %s\n", command.Escape(c.Name), command.Escape(err.Error()))
 			first = cmp.Or(first, err)

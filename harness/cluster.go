@@ -16,6 +16,7 @@ import (
 	"github.com/lockbreaker/lockbreaker/containers"
 	"github.com/lockbreaker/lockbreaker/machines"
 	"github.com/lockbreaker/lockbreaker/nemesis"
+	runspec "github.com/lockbreaker/lockbreaker/spec"
 	"github.com/lockbreaker/lockbreaker/system"
 	"github.com/lockbreaker/lockbreaker/workloads/locksvc"
 )
@@ -49,8 +50,22 @@ type clusterSetup struct {
 	// logs is where the nodes' logs go (the run's nodes/ directory).
 	logs     string
 	progress io.Writer
-	// machines, when there are any, are where the nodes run instead of containers.
-	machines []*machines.Machine
+	// machines, when there are any, are where the nodes run instead of containers, and
+	// machineClocks how the faults move their clocks.
+	machines      []*machines.Machine
+	machineClocks machines.Clocks
+}
+
+// machineClocks is how a run's faults move the clocks of machines: not at all when none
+// of its faults needs, else as its spec says.
+func machineClocks(s Spec, needs nemesis.Needs) machines.Clocks {
+	switch {
+	case !needs.Clocks:
+		return machines.FixedClocks
+	case s.MachineClock == runspec.MachineSystemClock:
+		return machines.SystemClock
+	}
+	return machines.Faketime
 }
 
 // serverSettings are the spec's settings of the nodes' servers.
@@ -149,10 +164,11 @@ func preflightMachines(ctx context.Context, c Checked, login machines.Login, ins
 	if c.nemesis.Needs().Network {
 		tools = append(tools, "iptables")
 	}
-	if c.nemesis.Needs().Clocks {
+	clocks := machineClocks(c.spec, c.nemesis.Needs())
+	if clocks == machines.Faketime {
 		tools = append(tools, machines.FaketimeLib)
 	}
-	needs := machines.Needs{Tools: tools, MaxClockOffset: time.Second}
+	needs := machines.Needs{Tools: tools, MaxClockOffset: time.Second, SetClock: clocks == machines.SystemClock}
 	if install {
 		needs.Install = c.sys.Packages()
 	}
@@ -173,7 +189,7 @@ func startCluster(ctx context.Context, sys system.System, setup clusterSetup) (C
 		if err != nil {
 			return nil, err
 		}
-		return machines.StartCluster(ctx, setup.machines, sys, setup.servers.cluster(nodes, setup.ttl), setup.needs.Clocks, setup.progress)
+		return machines.StartCluster(ctx, setup.machines, sys, setup.servers.cluster(nodes, setup.ttl), setup.machineClocks, setup.progress)
 	}
 	if n, err := containers.CleanStale(ctx); err != nil {
 		fmt.Fprintf(setup.progress, "could not sweep containers left by killed runs: %v\n", err)

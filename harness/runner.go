@@ -316,7 +316,7 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 func (t *trial) clusterSetup() clusterSetup {
 	return clusterSetup{runID: t.id, nodes: t.spec.Nodes, ttl: t.spec.TTL.Std(), needs: t.nemesis.Needs(),
 		servers: serverSettingsOf(t.spec), logs: t.run.Path(results.NodesDir), progress: io.MultiWriter(t.progress, t.logs),
-		machines: t.machines}
+		machines: t.machines, machineClocks: machineClocks(t.spec, t.nemesis.Needs())}
 }
 
 // tearDown heals the cluster, brings its nodes' logs into the run directory and stops it

@@ -2,6 +2,7 @@ package machines
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -29,30 +30,94 @@ const faketimeEnv = "FAKETIME_NO_CACHE=1 FAKETIME_DONT_FAKE_MONOTONIC=1 FAKETIME
 // library, a path with a glob the preflight expands.
 const FaketimeLib = "/usr/lib/*-linux-gnu/faketime/libfaketimeMT.so.1"
 
-// SetClock moves the wall clock of node name's server to real time plus offset: its clock
-// file is written anew (a file of this shell's own renamed over it, so that the server
-// never reads it half written and two settings at once do not rename each other's away).
+// Clocks is how a cluster's faults move its nodes' clocks.
+type Clocks string
+
+const (
+	// FixedClocks: no fault moves a clock; the servers run as they are.
+	FixedClocks Clocks = ""
+	// Faketime: every server runs under libfaketime and reads its wall clock as real time
+	// plus its node's offset; the machine's own clock is left alone.
+	Faketime Clocks = "faketime"
+	// SystemClock: the machine's own system clock is moved, by a small program uploaded to
+	// the node's directory, with the machine's NTP services stopped meanwhile: for dedicated
+	// VMs, where a service reads time in ways libfaketime does not reach.
+	SystemClock Clocks = "system"
+)
+
+// SetClock moves the wall clock of node name's server to real time plus offset.
 func (c *Cluster) SetClock(ctx context.Context, name string, offset time.Duration) error {
-	if !c.clocks {
-		return fmt.Errorf("set clock of node %s: the servers run without libfaketime", name)
-	}
 	n, err := c.node(name)
 	if err != nil {
 		return err
 	}
-	// libfaketime reads signed seconds ("+500ms" would be 500 minutes).
-	file := shellwords.Quote(n.clockFile())
-	if _, err := n.m.Sudo(ctx, fmt.Sprintf(`printf '%%s' %+.3f > %s.new.$$ && mv -f %s.new.$$ %s`, offset.Seconds(), file, file, file)); err != nil {
+	switch c.clocks {
+	case Faketime:
+		err = n.setFaketime(ctx, offset)
+	case SystemClock:
+		_, err = n.m.Sudo(ctx, fmt.Sprintf("%s %+.6f", shellwords.Quote(n.clockProgram()), offset.Seconds()))
+	default:
+		err = errors.New("the run's faults move no clocks")
+	}
+	if err != nil {
 		return fmt.Errorf("set clock of node %s: %w", name, err)
 	}
 	return nil
 }
 
-// ResetClocks puts every server's clock back to real time; nothing when they run without
-// libfaketime.
+// setFaketime writes the server's libfaketime clock file anew (a file of this shell's own
+// renamed over it, so that the server never reads it half written and two settings at once
+// do not rename each other's away).
+func (n node) setFaketime(ctx context.Context, offset time.Duration) error {
+	// libfaketime reads signed seconds ("+500ms" would be 500 minutes).
+	file := shellwords.Quote(n.clockFile())
+	_, err := n.m.Sudo(ctx, fmt.Sprintf(`printf '%%s' %+.3f > %s.new.$$ && mv -f %s.new.$$ %s`, offset.Seconds(), file, file, file))
+	return err
+}
+
+// ResetClocks puts every node's clock back to real time; nothing when no fault moves them.
 func (c *Cluster) ResetClocks(ctx context.Context) error {
-	if !c.clocks {
+	if c.clocks == FixedClocks {
 		return nil
 	}
 	return c.each(func(_ int, n node) error { return c.SetClock(ctx, n.name, 0) })
 }
+
+// The system clock's program, its state and the NTP services it stopped live in the node's
+// directory, so that the end of the run and Clean (after a run killed with SIGKILL) put the
+// clock back and start NTP again from what the machine itself keeps.
+func (n node) clockProgram() string { return n.dir() + "/clock" }
+
+// systemClockProgram sets the machine's system clock to real time plus $1 seconds (signed,
+// fractional), real time being the clock now less the offset it set last, kept beside it.
+const systemClockProgram = `#!/bin/sh
+# lockbreaker's clock: sets this machine's wall clock to real time plus $1 seconds.
+set -eu
+dir=$(dirname "$0")
+last=$(cat "$dir/clock-offset" 2>/dev/null || echo 0)
+now=$(date +%s.%N)
+date -s "@$(awk -v now="$now" -v last="$last" -v want="$1" 'BEGIN { printf "%.6f", now - last + want }')" >/dev/null
+printf '%s' "$1" > "$dir/clock-offset"
+`
+
+// ntpServices are the time services a system clock run stops while it runs.
+const ntpServices = "chrony chronyd ntp ntpd ntpsec openntpd systemd-timesyncd"
+
+// takeClock is a shell script that puts the clock program in directory $1 and stops the
+// machine's running NTP services, naming each in $1/ntp-stopped.
+const takeClock = `: > "$1/ntp-stopped"
+if command -v systemctl >/dev/null 2>&1; then
+	for s in ` + ntpServices + `; do
+		if systemctl is-active --quiet "$s" 2>/dev/null; then systemctl stop "$s" && echo "$s" >> "$1/ntp-stopped"; fi
+	done
+fi
+chmod +x "$1/clock"`
+
+// giveClockBack is a shell script that puts the system clock of directory $1's program
+// back to real time and starts the NTP services it stopped again; nothing where there is
+// no such program.
+const giveClockBack = `if [ -x "$1/clock" ]; then
+	"$1/clock" 0 || true
+	while read -r s; do systemctl start "$s" || true; done < "$1/ntp-stopped"
+	rm -f "$1/clock" "$1/clock-offset" "$1/ntp-stopped"
+fi`

@@ -76,7 +76,7 @@ type Cluster struct {
 	sys      system.System
 	nodes    []node
 	monitors []node // a replicated system's monitors (Sentinels), on the machines after the nodes'
-	clocks   bool   // the servers run under libfaketime
+	clocks   Clocks // how the faults move the nodes' clocks
 
 	mu     sync.Mutex
 	killed map[string]bool // the nodes whose servers Kill killed and Restart has not started again
@@ -108,10 +108,10 @@ func (n node) log() string     { return n.dir() + "/server.log" }
 func (n node) clockFile() string { return n.dir() + "/faketime" }
 
 // StartCluster starts sys's nodes on the first machines of ms, one each, as setup says,
-// and waits until each serves; with clocks, every server runs under libfaketime, so that
-// SetClock moves its wall clock. Whatever an earlier run left under Dir on them is stopped
+// and waits until each serves; clocks says how SetClock moves their wall clocks (under
+// libfaketime, every server is started under it). Whatever an earlier run left under Dir on them is stopped
 // and removed first. On an error nothing is left.
-func StartCluster(ctx context.Context, ms []*Machine, sys system.System, setup system.Cluster, clocks bool, progress io.Writer) (*Cluster, error) {
+func StartCluster(ctx context.Context, ms []*Machine, sys system.System, setup system.Cluster, clocks Clocks, progress io.Writer) (*Cluster, error) {
 	if sys.Container == nil || !slices.Contains(Systems, sys.Name) {
 		return nil, fmt.Errorf("%s does not run on machines yet (those that do: %s)", sys.Name, strings.Join(Systems, ", "))
 	}
@@ -207,6 +207,11 @@ func eachOf(ns []node, f func(i int, n node) error) error {
 	return errors.Join(errs...)
 }
 
+// inDir is a command that runs shell script with directory dir as its $1.
+func inDir(script, dir string) string {
+	return "sh -c " + shellwords.Quote(script) + " sh " + shellwords.Quote(dir)
+}
+
 // relocated is setup with every path under nodeRoot moved under root, in its command
 // line, its files' paths and their contents.
 func relocated(setup system.NodeSetup, root string) system.NodeSetup {
@@ -224,7 +229,7 @@ func relocated(setup system.NodeSetup, root string) system.NodeSetup {
 // start starts the node's server in a session of its own, its pid in the pidfile, its
 // output appended to its log; first writes its files when fresh (a restart starts on what
 // the disk kept, a configuration the server rewrote included).
-func (n node) start(ctx context.Context, fresh, clocks bool) error {
+func (n node) start(ctx context.Context, fresh bool, clocks Clocks) error {
 	var script []string
 	if fresh {
 		script = append(script, "mkdir -p "+shellwords.Quote(n.dir()))
@@ -242,8 +247,12 @@ func (n node) start(ctx context.Context, fresh, clocks bool) error {
 			script = append(script, fmt.Sprintf("echo %s | base64 -d > %s", base64.StdEncoding.EncodeToString([]byte(f.Content)), shellwords.Quote(f.Path)))
 		}
 	}
+	if fresh && clocks == SystemClock {
+		script = append(script, fmt.Sprintf("echo %s | base64 -d > %s", base64.StdEncoding.EncodeToString([]byte(systemClockProgram)),
+			shellwords.Quote(n.clockProgram())), inDir(takeClock, n.dir()))
+	}
 	env := ""
-	if clocks {
+	if clocks == Faketime {
 		if fresh {
 			script = append(script, "printf +0 > "+shellwords.Quote(n.clockFile()))
 		}
@@ -297,12 +306,13 @@ func (n node) signal(ctx context.Context, sig syscall.Signal) error {
 	return nil
 }
 
-// stop kills the node's server and its process group, if its pidfile names one, removes
-// its directory, Dir once it is empty, and lockbreaker's iptables chain.
+// stop kills the node's server and its process group, if its pidfile names one, gives the
+// system clock back where a run moved it, removes its directory, Dir once it is empty, and
+// lockbreaker's iptables chain.
 func (n node) stop(ctx context.Context) error {
 	pidfile := shellwords.Quote(n.pidfile())
-	_, err := n.m.Sudo(ctx, fmt.Sprintf("if [ -f %s ]; then kill -KILL -- -\"$(cat %s)\" 2>/dev/null; fi; rm -rf %s; rmdir %s 2>/dev/null\n%s\ntrue",
-		pidfile, pidfile, shellwords.Quote(n.dir()), shellwords.Quote(Dir), removeChain))
+	_, err := n.m.Sudo(ctx, fmt.Sprintf("if [ -f %s ]; then kill -KILL -- -\"$(cat %s)\" 2>/dev/null; fi\n%s\nrm -rf %s; rmdir %s 2>/dev/null\n%s\ntrue",
+		pidfile, pidfile, inDir(giveClockBack, n.dir()), shellwords.Quote(n.dir()), shellwords.Quote(Dir), removeChain))
 	if err != nil {
 		return fmt.Errorf("stop node %s: %w", n.name, err)
 	}
@@ -444,17 +454,21 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	return c.stopErr
 }
 
-// Clean kills every server a run left on m (the pidfiles under Dir name them) and removes
-// Dir and lockbreaker's iptables chain: what a run killed with SIGKILL leaves. It returns how many servers it killed.
+// Clean kills every server a run left on m (the pidfiles under Dir name them), gives back
+// a system clock a run moved, and removes Dir and lockbreaker's iptables chain: what a run
+// killed with SIGKILL leaves. It returns how many servers it killed.
 func Clean(ctx context.Context, m *Machine) (int, error) {
 	r, err := m.Sudo(ctx, fmt.Sprintf(`n=0
 for p in %s/*/pid; do
 	[ -f "$p" ] || continue
 	kill -KILL -- -"$(cat "$p")" 2>/dev/null && n=$((n+1))
 done
+for d in %s/*/; do
+	[ -d "$d" ] && sh -c %s sh "${d%%/}"
+done
 rm -rf %s
 %s
-echo $n`, shellwords.Quote(Dir), shellwords.Quote(Dir), removeChain))
+echo $n`, shellwords.Quote(Dir), shellwords.Quote(Dir), shellwords.Quote(giveClockBack), shellwords.Quote(Dir), removeChain))
 	if err != nil {
 		return 0, err
 	}

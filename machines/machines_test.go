@@ -231,9 +231,9 @@ func TestPutAndGet(t *testing.T) {
 // connection; when all can, it hands out one each, in order.
 func TestPreflight(t *testing.T) {
 	signer, file := machinestest.Key(t)
-	needs := Needs{Tools: []string{"iptables", "redis-server"}, MaxClockOffset: time.Second}
+	needs := Needs{Tools: []string{"iptables", "redis-server"}, MaxClockOffset: time.Second, SetClock: true}
 	var addrs []Address
-	servers := make([]*machinestest.Server, 4)
+	servers := make([]*machinestest.Server, 5)
 	for i := range servers {
 		servers[i] = machinestest.Serve(t, signer.PublicKey())
 		addrs = append(addrs, address(t, servers[i]))
@@ -241,6 +241,7 @@ func TestPreflight(t *testing.T) {
 	servers[1].Sudo = false
 	servers[2].Missing = []string{"redis-server"}
 	servers[3].Skew = -time.Minute
+	servers[4].NoClockRights = true
 	ms, err := Preflight(context.Background(), addrs, login(file), needs)
 	if ms != nil {
 		t.Errorf("preflight with failures handed out %d connections", len(ms))
@@ -250,7 +251,7 @@ func TestPreflight(t *testing.T) {
 		addrs[1].String() + ": cannot run commands as root (sudo): sudo: a password is required",
 		addrs[2].String() + ": lacks redis-server (not on root's PATH, or no such file)",
 		addrs[3].String() + ": its clock is ", // a minute, give or take the round trip: "59.999s behind" on a busy machine
-
+		addrs[4].String() + ": root cannot set its system clock (no CAP_SYS_TIME",
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("preflight said %q, want %d lines", lines, len(want))

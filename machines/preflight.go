@@ -22,6 +22,8 @@ type Needs struct {
 	Tools []string
 	// MaxClockOffset is how far a machine's clock may be from this one's; 0 does not look.
 	MaxClockOffset time.Duration
+	// SetClock: root must be able to set the system clock (CAP_SYS_TIME), for SystemClock.
+	SetClock bool
 }
 
 // Preflight asks every machine at once whether it can serve the run: that it can be
@@ -62,6 +64,11 @@ func (m *Machine) preflight(ctx context.Context, needs Needs) error {
 	// The clock before the install: a machine refused for a check changes nothing.
 	if needs.MaxClockOffset > 0 {
 		if err := m.checkClock(ctx, needs.MaxClockOffset); err != nil {
+			return err
+		}
+	}
+	if needs.SetClock {
+		if err := m.checkSetClock(ctx); err != nil {
 			return err
 		}
 	}
@@ -140,6 +147,31 @@ func (m *Machine) checkClock(ctx context.Context, most time.Duration) error {
 		}
 		return fmt.Errorf("machine %s: its clock is %s %s this machine's, more than %s (set it right, or run NTP)",
 			m.Name(), offset.Abs().Round(time.Millisecond), way, most)
+	}
+	return nil
+}
+
+// capSysTime is CAP_SYS_TIME's bit in a capability set.
+const capSysTime = 25
+
+// checkSetClock refuses a machine whose root cannot set the system clock: it lacks
+// CAP_SYS_TIME (a container, where the clock is the host's).
+func (m *Machine) checkSetClock(ctx context.Context) error {
+	r, err := m.Sudo(ctx, "grep '^CapEff:' /proc/self/status")
+	if err != nil {
+		return err
+	}
+	f := strings.Fields(string(r.Stdout))
+	caps, perr := uint64(0), errors.New("no CapEff line")
+	if len(f) == 2 {
+		caps, perr = strconv.ParseUint(f[1], 16, 64)
+	}
+	switch {
+	case perr != nil:
+		return fmt.Errorf("machine %s: cannot read root's capabilities (%v)", m.Name(), perr)
+	case caps&(1<<capSysTime) == 0:
+		return fmt.Errorf("machine %s: root cannot set its system clock (no CAP_SYS_TIME: a container shares its host's clock); "+
+			"move the servers' clocks instead (--machine-clock faketime)", m.Name())
 	}
 	return nil
 }

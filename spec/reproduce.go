@@ -62,6 +62,9 @@ func (s Spec) Args() []string {
 	if s.NodesFile != "" {
 		args = append(args, "--nodes-file", s.NodesFile)
 	}
+	if s.MachineClock != "" {
+		args = append(args, "--machine-clock", s.MachineClock)
+	}
 	if s.LinkNode != "" {
 		args = append(args, "--link-node", s.LinkNode)
 	}

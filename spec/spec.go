@@ -104,12 +104,25 @@ type Spec struct {
 	// run on instead of containers, node i on the i-th; how to log in to them is the
 	// harness's, not the spec's (harness.Runner.Login).
 	NodesFile string `json:"nodes_file,omitempty"`
+	// MachineClock is which clock the faults that move clocks move on machines (NodesFile):
+	// MachineFaketime's ("", the default) or MachineSystemClock's.
+	MachineClock string `json:"machine_clock,omitempty"`
 	// SystemFile, when set, is a system file (package sysfile) describing the lock service;
 	// harness.CheckSpec reads it, makes System its name and SystemFileSHA256 the file's
 	// hash, which results and the suite matrix show.
 	SystemFile       string `json:"system_file,omitempty"`
 	SystemFileSHA256 string `json:"system_file_sha256,omitempty"`
 }
+
+// The clocks a run on machines can move (Spec.MachineClock).
+const (
+	// MachineFaketime moves each server's clock, started under libfaketime; the machine's
+	// own is left alone.
+	MachineFaketime = "faketime"
+	// MachineSystemClock moves the machine's system clock, its NTP stopped meanwhile: for
+	// dedicated VMs.
+	MachineSystemClock = "system"
+)
 
 // StopGrace is how long a run that stops early goes on after the first violation it saw:
 // long enough for the old holder's write to reach the storage and be answered.
@@ -196,6 +209,12 @@ func (s Spec) Validate() error {
 	}
 	if err := s.checkCrashSettings(); err != nil {
 		return err
+	}
+	switch {
+	case s.MachineClock != "" && s.MachineClock != MachineFaketime && s.MachineClock != MachineSystemClock:
+		return errorf("--machine-clock is %s or %s, got %s", MachineFaketime, MachineSystemClock, quote.Short(s.MachineClock))
+	case s.MachineClock == MachineSystemClock && s.NodesFile == "":
+		return errorf("--machine-clock %s moves machines' clocks: it needs --nodes-file", MachineSystemClock)
 	}
 	if s.Test == "" {
 		return nil

@@ -57,6 +57,8 @@ func TestValidateRejectsBadSpecs(t *testing.T) {
 		}, "--min-replicas-max-lag must be whole seconds"},
 		{"extend every TTL", func(s *Spec) { s.ExtendEvery = s.TTL }, "--extend-every must be 0 (holders do not extend) or at least 1ms and under --ttl (2s)"},
 		{"negative restart", func(s *Spec) { s.Nemesis, s.RestartAfter = []string{"kill-node"}, Duration(-time.Second) }, "--restart-after must be between 0s and 24h"},
+		{"an unknown machine clock", func(s *Spec) { s.NodesFile, s.MachineClock = "m.txt", "ntp" }, `--machine-clock is faketime or system, got "ntp"`},
+		{"a system clock without machines", func(s *Spec) { s.MachineClock = MachineSystemClock }, "--machine-clock system moves machines' clocks: it needs --nodes-file"},
 		{"bad test name", func(s *Spec) { s.Test = "../x" }, "--test \"../x\" cannot be a directory name"},
 		{"test with carriage return", func(s *Spec) { s.Test = "ok\rEVIL" }, `--test must be printable text, got "ok\rEVIL"`},
 		{"test with escape", func(s *Spec) { s.Test = "t\x1b]0;pwned\a" }, "--test must be printable text"},

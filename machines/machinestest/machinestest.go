@@ -37,9 +37,11 @@ type Server struct {
 	// Sudo says whether sudo -n works; Password is the one sudo -S takes.
 	Sudo     bool
 	Password string
-	// Missing are the tools a tools check reports; Skew is how far its clock is off.
-	Missing []string
-	Skew    time.Duration
+	// Missing are the tools a tools check reports; Skew is how far its clock is off;
+	// NoClockRights leaves CAP_SYS_TIME out of root's capabilities, as in a container.
+	Missing       []string
+	Skew          time.Duration
+	NoClockRights bool
 
 	// Open and MaxOpen count the sessions open now and at most.
 	Open, MaxOpen atomic.Int32
@@ -130,7 +132,8 @@ func (s *Server) handle(sess gssh.Session) {
 }
 
 // run answers one command and says its exit code: echo hi, exit 3, hold, block, true,
-// date +%s%N, a tools check (for t in ...), and any of them through sudo.
+// date +%s%N, root's capabilities (grep '^CapEff:'), a tools check (for t in ...), and any
+// of them through sudo.
 func (s *Server) run(sess gssh.Session, cmd string, in *bufio.Reader) int {
 	switch {
 	case cmd == "echo hi":
@@ -149,6 +152,12 @@ func (s *Server) run(sess gssh.Session, cmd string, in *bufio.Reader) int {
 		<-sess.Context().Done()
 	case cmd == "date +%s%N":
 		fmt.Fprintln(sess, time.Now().Add(s.Skew).UnixNano())
+	case cmd == "grep '^CapEff:' /proc/self/status":
+		caps := "000001ffffffffff"
+		if s.NoClockRights {
+			caps = "00000000a80425fb" // Docker's default
+		}
+		fmt.Fprintln(sess, "CapEff:\t"+caps)
 	case strings.HasPrefix(cmd, "for t in "):
 		for _, t := range s.Missing {
 			fmt.Fprintln(sess, t)
