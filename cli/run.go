@@ -32,8 +32,8 @@ var runCommand = command.Command{
 time limit, heals and tears everything down, then checks the history. Writes
 <results>/<test>/<timestamp>/ and points <results>/latest at it. Needs Docker, but
 for the locks the harness serves itself (--system ` + inProcessSystems() + `) and runs on
-machines (--nodes-file: ` + strings.Join(machines.Systems, ", ") + `, under every fault;
-docs/machines.md).
+machines (--nodes-file: ` + strings.Join(machines.Systems, ", ") + ` and a system file's
+with a machine key, under every fault; docs/machines.md).
 
 ` + nemesisHelp(),
 	Flags: func() *flag.FlagSet {

@@ -170,7 +170,7 @@ func preflightMachines(ctx context.Context, c Checked, login machines.Login, ins
 	}
 	needs := machines.Needs{Tools: tools, MaxClockOffset: time.Second, SetClock: clocks == machines.SystemClock}
 	if install {
-		needs.Install = c.sys.Packages()
+		needs.Install = machines.Packages(c.sys)
 	}
 	ms, err := machines.Preflight(ctx, c.machines, login, needs)
 	if err != nil {

@@ -16,10 +16,13 @@ import (
 	"github.com/lockbreaker/lockbreaker/results"
 )
 
-// A run whose node is a stand-in machine reached over SSH: a holder paused and cut off the
-// node alone (partition-holder: the clients on addresses of their own, routed out through
-// this host) breaks Redis's lock as in a container, with its hazard; the node's log comes
-// back into the run directory, and nothing of lockbreaker's stays on the machine or here.
+// A run whose node is a stand-in machine reached over SSH, its service a team's own described
+// in a system file (Redis behind a start script of theirs, copied from here, its
+// configuration file, a preparation and a ready command run on the machine): a holder
+// paused and cut off the node alone (partition-holder: the clients on addresses of their
+// own, routed out through this host) breaks its lock as in a container, with its hazard;
+// the node's log comes back into the run directory, and nothing of lockbreaker's stays on
+// the machine (its files were written under the node's directory alone) or here.
 func TestRunOnAStandInMachine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker: a stand-in machine")
@@ -56,6 +59,7 @@ func TestRunOnAStandInMachine(t *testing.T) {
 	spec := kleppmannSpec(false)
 	spec.Nemesis = []string{history.PartitionHolder.Name}
 	spec.NodesFile = file
+	spec.System, spec.SystemFile = "", writeSystemFile(t, dir)
 	var run string
 	for try := 1; ; try++ {
 		var s results.Summary
@@ -79,11 +83,41 @@ func TestRunOnAStandInMachine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	left, err := m.Run(ctx, "ls "+machines.Dir+" 2>/dev/null; pgrep -l redis-server; iptables -S | grep lockbreaker; true", nil)
+	left, err := m.Run(ctx, "ls "+machines.Dir+" /etc/lock.conf /usr/local/bin/start-lock 2>/dev/null; pgrep -l redis-server; "+
+		"iptables -S | grep lockbreaker; true", nil)
 	if err != nil || len(strings.TrimSpace(string(left.Stdout))) > 0 {
 		t.Errorf("the machine keeps lockbreaker's: %q, %v", left.Stdout, err)
 	}
 	if bridges, _ := filepath.Glob(fmt.Sprintf("/sys/class/net/lbr-%d-*", os.Getpid())); len(bridges) > 0 {
 		t.Errorf("this host keeps the run's client network: %q", bridges)
 	}
+}
+
+// writeSystemFile writes a system file into dir for a Redis of a team's own on machines:
+// a start script copied from here, a configuration file, a preparation, a ready command
+// run on the node; its path.
+func writeSystemFile(t *testing.T, dir string) string {
+	t.Helper()
+	script := "#!/bin/sh\n[ -d data ] || exit 3 # made by the preparation\nexec redis-server \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "start.sh"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "myredis.yaml")
+	yaml := `name: myredis
+nodes: 1
+port: 6379
+command: [/usr/local/bin/start-lock, /etc/lock.conf, --port, "{{port}}"]
+files:
+  - {path: /etc/lock.conf, content: "bind 0.0.0.0\nprotected-mode no\nappendonly no\nsave \"\"\n"}
+ready: {command: [redis-cli, ping]}
+clients: [redis]
+copy:
+  - {from: start.sh, to: /usr/local/bin/start-lock}
+machine:
+  prepare: mkdir -p data
+`
+	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file
 }

@@ -95,8 +95,8 @@ func checkMachines(s Spec, sys system.System, nodes int) ([]machines.Address, er
 	switch {
 	case err != nil:
 		return nil, specErrorf("--nodes-file: %s", quote.ShortenAll(err.Error()))
-	case !slices.Contains(machines.Systems, sys.Name):
-		return nil, specErrorf("--nodes-file: %s does not run on machines yet (those that do: %s)", sys.Name, strings.Join(machines.Systems, ", "))
+	case machines.Runs(sys) != nil:
+		return nil, specErrorf("--nodes-file: %v", machines.Runs(sys))
 	}
 	monitors := 0
 	if m := sys.Container.Monitors; m != nil {

@@ -67,6 +67,11 @@ func TestCheckSpecRefusesWhatDoesNotFit(t *testing.T) {
 			s.SystemFile, s.SystemFileSHA256 = systemFile(t, "checkspec-changed", ""), "0123456789abcdef"
 		},
 			"has changed since the run (sha256"},
+		{"machines for a system that does not run there", func(s *Spec) { s.System, s.NodesFile = "local", machinesFile(t) },
+			"--nodes-file: local does not run on machines (those that do: redis, redlock, sentinel, zookeeper, etcd, postgres, and a system file's"},
+		{"machines for a system file that says nothing of them", func(s *Spec) {
+			s.System, s.SystemFile, s.NodesFile = "", systemFile(t, "checkspec-nomachine", ""), machinesFile(t)
+		}, "--nodes-file: the system file of checkspec-nomachine says nothing of machines: give it a machine key"},
 		{"a system file's hash without it", func(s *Spec) { s.SystemFileSHA256 = "0123456789abcdef" }, "system_file_sha256 without system_file"},
 		{"a built-in system and a system file", func(s *Spec) { s.System, s.SystemFile = "etcd", systemFile(t, "checkspec-etcd", "") },
 			`--system "etcd" and --system-file`},
@@ -91,6 +96,16 @@ func systemFile(t *testing.T, name, extra string) string {
 	path := filepath.Join(t.TempDir(), name+".yaml")
 	text := "name: " + name + "\nnodes: 1\nport: 6379\ncommand: [redis-server, --port, \"{{port}}\"]\nready: {tcp: true}\nclients: [redis]\n" + extra
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// machinesFile writes a machines file naming one machine, and returns its path.
+func machinesFile(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "machines.txt")
+	if err := os.WriteFile(path, []byte("root@192.0.2.1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return path

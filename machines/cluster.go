@@ -29,18 +29,56 @@ const Dir = "/var/lib/lockbreaker"
 // paths start with it); on a machine they move under Dir/<node>.
 const nodeRoot = "/lockbreaker/"
 
-// Systems are the systems whose nodes run on machines so far: their servers start from a
-// command line, files and their image's preparation alone. A system's monitors (Sentinel's)
-// run on machines of their own, after the nodes' in the machines file.
+// Systems are the built-in systems whose nodes run on machines: their servers start from
+// a command line, files and their image's preparation alone. A system's monitors
+// (Sentinel's) run on machines of their own, after the nodes' in the machines file. A
+// system described in a file runs there when its file says how (system.OnMachine).
 var Systems = []string{"redis", "redlock", "sentinel", "zookeeper", "etcd", "postgres"}
+
+// Runs says why sys's nodes cannot run on machines; nil when they can.
+func Runs(sys system.System) error {
+	switch {
+	case sys.Container != nil && (slices.Contains(Systems, sys.Name) || sys.Container.OnMachine != nil):
+		return nil
+	case sys.Container != nil && !system.BuiltIn(sys.Name):
+		return fmt.Errorf("the system file of %s says nothing of machines: give it a machine key (docs/systems.md)", sys.Name)
+	}
+	return fmt.Errorf("%s does not run on machines (those that do: %s, and a system file's with a machine key)",
+		sys.Name, strings.Join(Systems, ", "))
+}
+
+// Packages are the Debian packages a machine needs for sys's nodes: a built-in system's,
+// as its node image has them (system.System.Packages), or a system file's own and those
+// the faults use on a node.
+func Packages(sys system.System) []string {
+	if system.BuiltIn(sys.Name) {
+		return sys.Packages()
+	}
+	pkgs := []string{"libfaketime", "iptables"}
+	if img := sys.Container.Image; img != nil {
+		pkgs = append(pkgs, img.Packages...)
+	}
+	return pkgs
+}
+
+// nodeSetup is the command and files of node id of sys on a machine, before they are moved
+// under its directory.
+func nodeSetup(sys system.System, setup system.Cluster, id int) system.NodeSetup {
+	ns := sys.Container.Node(setup, id)
+	if m := sys.Container.OnMachine; m != nil && m.Cmd != nil {
+		ns.Cmd = m.Cmd(setup, id)
+	}
+	return ns
+}
 
 // Tools are what sys's nodes (and monitors) run, which a machine must have to serve as one:
 // the command, and every other program or file its words name by their paths (a shell's
-// script, the jars of a class path), but the node's own.
+// script, the jars of a class path), but those the run puts there itself.
 func Tools(sys system.System, setup system.Cluster) []string {
-	tools := commandTools(sys.Container.Node(setup, 1).Cmd)
+	ns := nodeSetup(sys, setup, 1)
+	tools := commandTools(ns.Cmd, ownPaths(sys, ns))
 	if m := sys.Container.Monitors; m != nil {
-		for _, t := range commandTools(m.Node(setup, 1).Cmd) {
+		for _, t := range commandTools(m.Node(setup, 1).Cmd, nil) {
 			if !slices.Contains(tools, t) {
 				tools = append(tools, t)
 			}
@@ -50,10 +88,11 @@ func Tools(sys system.System, setup system.Cluster) []string {
 }
 
 // commandTools are what cmd runs: its program, and the programs and files its words name by
-// their paths, but the node's own.
-func commandTools(cmd []string) []string {
+// their paths, but the node's own and those of own.
+func commandTools(cmd, own []string) []string {
+	ours := func(p string) bool { return strings.HasPrefix(p+"/", nodeRoot) || slices.Contains(own, p) }
 	var tools []string
-	if c := path.Base(cmd[0]); c != "sh" {
+	if c := path.Base(cmd[0]); c != "sh" && !ours(cmd[0]) {
 		tools = append(tools, c)
 	}
 	for _, w := range cmd[1:] {
@@ -61,12 +100,29 @@ func commandTools(cmd []string) []string {
 			continue // a URL
 		}
 		for _, p := range strings.Split(w, ":") {
-			if path.IsAbs(p) && !strings.HasPrefix(p+"/", nodeRoot) && !slices.Contains(tools, p) {
+			if path.IsAbs(p) && !ours(p) && !slices.Contains(tools, p) {
 				tools = append(tools, p)
 			}
 		}
 	}
 	return tools
+}
+
+// ownPaths are the paths outside nodeRoot that a node of sys writes before it starts (a
+// system file's files and copied programs), which move under its directory on a machine.
+func ownPaths(sys system.System, ns system.NodeSetup) []string {
+	var own []string
+	for _, f := range ns.Files {
+		if !strings.HasPrefix(f.Path, nodeRoot) {
+			own = append(own, f.Path)
+		}
+	}
+	if img := sys.Container.Image; img != nil {
+		for _, c := range img.Copy {
+			own = append(own, c.To)
+		}
+	}
+	return own
 }
 
 // Cluster is a system's nodes on machines, node i on the i-th machine, each server started
@@ -95,8 +151,14 @@ type node struct {
 	// machine sees it: what partitions cut.
 	ip, control string
 	// prepare is what the system's node image does once, when it is built (make a data
-	// directory, initdb), relocated too: a fresh start does it first.
+	// directory, initdb), or a system file's machine preparation, relocated too: a fresh
+	// start does it first, in the node's directory, once copies are in place.
 	prepare string
+	// copies are a system file's programs copied from this host, relocated.
+	copies []system.CopyFile
+	// readyIn and roleIn are a system file's commands run on the node's machine, in its
+	// directory, to ask whether it serves and its role, relocated; nil when asked from here.
+	readyIn, roleIn []string
 }
 
 func (n node) dir() string     { return Dir + "/" + n.name }
@@ -112,8 +174,8 @@ func (n node) clockFile() string { return n.dir() + "/faketime" }
 // libfaketime, every server is started under it). Whatever an earlier run left under Dir on them is stopped
 // and removed first. On an error nothing is left.
 func StartCluster(ctx context.Context, ms []*Machine, sys system.System, setup system.Cluster, clocks Clocks, progress io.Writer) (*Cluster, error) {
-	if sys.Container == nil || !slices.Contains(Systems, sys.Name) {
-		return nil, fmt.Errorf("%s does not run on machines yet (those that do: %s)", sys.Name, strings.Join(Systems, ", "))
+	if err := Runs(sys); err != nil {
+		return nil, err
 	}
 	mons := sys.Container.Monitors
 	monitors := 0
@@ -130,7 +192,7 @@ func StartCluster(ctx context.Context, ms []*Machine, sys system.System, setup s
 	}
 	for i := range setup.Nodes {
 		// The clients dial the pooler in front of the server when the run has one.
-		n, err := newNode(ctx, ms[i], sys, "n"+strconv.Itoa(i+1), sys.Container.ClientPort(setup.Pooler), sys.Container.Node(setup, i+1))
+		n, err := newNode(ctx, ms[i], sys, "n"+strconv.Itoa(i+1), sys.Container.ClientPort(setup.Pooler), nodeSetup(sys, setup, i+1))
 		if err != nil {
 			return nil, err
 		}
@@ -174,9 +236,25 @@ func newNode(ctx context.Context, m *Machine, sys system.System, name string, po
 		return node{}, err
 	}
 	n := node{name: name, m: m, addr: net.JoinHostPort(m.addr.Host, strconv.Itoa(port)), ip: ip, control: control}
-	n.setup = relocated(setup, n.dir()+"/")
-	if img := sys.Container.Image; img != nil {
-		n.prepare = strings.ReplaceAll(img.Prepare, nodeRoot, n.dir()+"/")
+	move := mover(n.dir(), ownPaths(sys, setup))
+	n.setup = relocated(setup, move)
+	img, on := sys.Container.Image, sys.Container.OnMachine
+	switch {
+	case on != nil:
+		n.prepare = move(on.Prepare)
+	case img != nil:
+		n.prepare = move(img.Prepare)
+	}
+	if img != nil {
+		for _, c := range img.Copy {
+			n.copies = append(n.copies, system.CopyFile{From: c.From, To: move(c.To), Mode: c.Mode})
+		}
+	}
+	if in := sys.Container.ReadyIn; len(in) > 0 {
+		n.readyIn = relocated(system.NodeSetup{Cmd: in}, move).Cmd
+	}
+	if in := sys.Container.RoleIn; len(in) > 0 {
+		n.roleIn = relocated(system.NodeSetup{Cmd: in}, move).Cmd
 	}
 	return n, nil
 }
@@ -212,10 +290,21 @@ func inDir(script, dir string) string {
 	return "sh -c " + shellwords.Quote(script) + " sh " + shellwords.Quote(dir)
 }
 
-// relocated is setup with every path under nodeRoot moved under root, in its command
-// line, its files' paths and their contents.
-func relocated(setup system.NodeSetup, root string) system.NodeSetup {
-	move := func(s string) string { return strings.ReplaceAll(s, nodeRoot, root) }
+// mover moves every path under nodeRoot, and each of own, under the node directory dir,
+// wherever a text names it.
+func mover(dir string, own []string) func(string) string {
+	pairs := []string{nodeRoot, dir + "/"}
+	// The longest first, so that a path is moved whole before a shorter one in it is.
+	slices.SortFunc(own, func(a, b string) int { return len(b) - len(a) })
+	for _, p := range own {
+		pairs = append(pairs, p, dir+p)
+	}
+	return strings.NewReplacer(pairs...).Replace
+}
+
+// relocated is setup with move applied to its command line, its files' paths and their
+// contents.
+func relocated(setup system.NodeSetup, move func(string) string) system.NodeSetup {
 	out := system.NodeSetup{}
 	for _, w := range setup.Cmd {
 		out.Cmd = append(out.Cmd, move(w))
@@ -232,9 +321,18 @@ func relocated(setup system.NodeSetup, root string) system.NodeSetup {
 func (n node) start(ctx context.Context, fresh bool, clocks Clocks) error {
 	var script []string
 	if fresh {
+		for _, c := range n.copies {
+			data, err := os.ReadFile(c.From)
+			if err != nil {
+				return fmt.Errorf("start node %s: copy: %w", n.name, err)
+			}
+			if err := n.m.SudoWrite(ctx, c.To, data, os.FileMode(c.Mode)); err != nil {
+				return fmt.Errorf("start node %s: copy %s: %w", n.name, c.From, err)
+			}
+		}
 		script = append(script, "mkdir -p "+shellwords.Quote(n.dir()))
 		if n.prepare != "" {
-			script = append(script, n.prepare)
+			script = append(script, "(cd "+shellwords.Quote(n.dir())+"\n"+n.prepare+"\n)")
 		}
 		dirs := map[string]bool{}
 		for _, f := range n.setup.Files {
@@ -269,8 +367,15 @@ func (n node) start(ctx context.Context, fresh bool, clocks Clocks) error {
 	return nil
 }
 
-// waitReady polls ready from here until the node serves, within two minutes.
+// waitReady polls ready from here, or the node's own ready command on its machine, until
+// the node serves, within two minutes.
 func (n node) waitReady(ctx context.Context, ready func(context.Context, string) error) error {
+	if n.readyIn != nil {
+		ready = func(ctx context.Context, _ string) error {
+			_, err := n.inDir(ctx, n.readyIn)
+			return err
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	for {
@@ -295,6 +400,12 @@ func (n node) logTail() string {
 		return err.Error()
 	}
 	return strings.TrimSpace(string(r.Stdout))
+}
+
+// inDir runs cmd as root on the node's machine, in its directory, and returns its output.
+func (n node) inDir(ctx context.Context, cmd []string) ([]byte, error) {
+	r, err := n.m.Sudo(ctx, "cd "+shellwords.Quote(n.dir())+" && "+shellwords.Join(cmd))
+	return r.Stdout, err
 }
 
 // signal sends sig to the node's server, named by its pidfile.
@@ -479,8 +590,17 @@ echo $n`, shellwords.Quote(Dir), shellwords.Quote(Dir), shellwords.Quote(giveClo
 // does: system.Down for a node killed and not started again, system.Unknown for one that
 // does not say (paused, cut off this host, between roles).
 func (c *Cluster) Roles(ctx context.Context) (map[string]system.Role, error) {
-	probe := c.sys.Container.Role
-	if probe == nil {
+	probe := func(ctx context.Context, n node) (system.Role, error) { return c.sys.Container.Role(ctx, n.addr) }
+	switch {
+	case len(c.sys.Container.RoleIn) > 0:
+		probe = func(ctx context.Context, n node) (system.Role, error) {
+			out, err := n.inDir(ctx, n.roleIn)
+			if err != nil {
+				return "", err
+			}
+			return system.ParseRole(string(out))
+		}
+	case c.sys.Container.Role == nil:
 		return nil, fmt.Errorf("the nodes of a %s cluster have no roles", c.sys.Name)
 	}
 	roles := make([]system.Role, len(c.nodes))
@@ -490,7 +610,7 @@ func (c *Cluster) Roles(ctx context.Context) (map[string]system.Role, error) {
 		c.mu.Unlock()
 		roles[i] = system.Down
 		if !killed {
-			if role, err := probe(ctx, n.addr); err != nil || role == "" {
+			if role, err := probe(ctx, n); err != nil || role == "" {
 				roles[i] = system.Unknown
 			} else {
 				roles[i] = role

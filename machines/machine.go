@@ -265,13 +265,28 @@ func (m *Machine) Run(ctx context.Context, command string, stdin []byte) (Result
 // Sudo runs command as root: as it is for root, else through sudo, given the login's
 // password on its stdin, or with -n when there is none.
 func (m *Machine) Sudo(ctx context.Context, command string) (Result, error) {
+	return m.sudoIn(ctx, command, nil)
+}
+
+// sudoIn runs command as root, as Sudo does, with stdin (nil: none) after the password.
+func (m *Machine) sudoIn(ctx context.Context, command string, stdin []byte) (Result, error) {
 	switch {
 	case m.addr.User == "root":
-		return m.Run(ctx, command, nil)
+		return m.Run(ctx, command, stdin)
 	case m.login.SudoPassword != "":
-		return m.Run(ctx, "sudo -S -p '' -- sh -c "+shellwords.Quote(command), []byte(m.login.SudoPassword+"\n"))
+		// sudo reads the password a byte at a time, up to its newline: the rest is stdin's.
+		return m.Run(ctx, "sudo -S -p '' -- sh -c "+shellwords.Quote(command), append([]byte(m.login.SudoPassword+"\n"), stdin...))
 	}
-	return m.Run(ctx, "sudo -n -- sh -c "+shellwords.Quote(command), nil)
+	return m.Run(ctx, "sudo -n -- sh -c "+shellwords.Quote(command), stdin)
+}
+
+// SudoWrite writes data to path as root, with mode, making its directory, through a file
+// of its own renamed into place: for paths the login's user cannot write (Put's).
+func (m *Machine) SudoWrite(ctx context.Context, path string, data []byte, mode os.FileMode) error {
+	q := shellwords.Quote(path)
+	_, err := m.sudoIn(ctx, fmt.Sprintf(`mkdir -p "$(dirname %[1]s)" && cat > %[1]s.new.$$ && chmod %[2]o %[1]s.new.$$ && mv -f %[1]s.new.$$ %[1]s`,
+		q, mode.Perm()), data)
+	return err
 }
 
 // Put writes data to path on the machine with mode, through a temporary file renamed

@@ -25,6 +25,9 @@
 //	prepare: "mkdir -p /var/lib/lock"  #   and a script run once they are in (optional)
 //	copy: [{from: ./lockd, to: /usr/local/bin/lockd}]  # files of this machine in such a layer
 //	image: myorg/lockd:1.4             # or an image the engine already has, run as it is
+//	machine:                           # optional: the nodes run on machines too (--nodes-file)
+//	  command: [/opt/lockd/bin/lockd, --port, "{{port}}"]  # optional: the command there
+//	  prepare: "mkdir -p data"         # optional: run in the node's directory first
 //
 // Neither packages, copy nor image: the nodes run the node image itself. Command words,
 // file paths and file contents may hold placeholders: {{id}} (1..N), {{name}} (n1..nN,
@@ -32,6 +35,8 @@
 // {{peer_port}}, {{nodes}} and {{peers}} (every node's, or every other node's,
 // name:peer_port, comma-separated), {{ttl_ms}} and {{ttl_s}} (the lock's TTL, whole
 // seconds rounded up). A path in copy's from is relative to the system file's directory.
+// On a machine, {{nodes}} and {{peers}} name the machines' hosts, and every path files and
+// copy write (and the words that name it) moves under the node's own directory there.
 //
 // Everything is checked when the file is read, before any container starts; what only the
 // engine can tell (a missing image, a clock libfaketime cannot move in it) is checked by
@@ -85,6 +90,14 @@ type file struct {
 	Prepare    string          `json:"prepare"`
 	Copy       []copyEntry     `json:"copy"`
 	Image      string          `json:"image"`
+	Machine    json.RawMessage `json:"machine"` // a machine, read by onMachine
+}
+
+// machine says how a node starts on a machine (package machines) where that differs from
+// its container.
+type machine struct {
+	Command []string `json:"command"`
+	Prepare string   `json:"prepare"`
 }
 
 type fileEntry struct {
@@ -228,6 +241,24 @@ func Parse(data []byte, dir string) (system.System, error) {
 	if f.Crash != nil {
 		c.Crash = system.LineCrash(f.Crash.Send)
 	}
+	m, err := f.onMachine(f.Image != "" && len(f.Command) == 0)
+	if err != nil {
+		return system.System{}, err
+	}
+	if m != nil {
+		c.OnMachine = &system.OnMachine{Prepare: m.Prepare}
+		if len(m.Command) > 0 {
+			words := slices.Clone(m.Command)
+			c.OnMachine.Cmd = func(cluster system.Cluster, id int) []string {
+				values := Values(cluster, id, f.Port, peerPort)
+				cmd := make([]string, len(words))
+				for i, w := range words {
+					cmd[i] = Expand(w, values)
+				}
+				return cmd
+			}
+		}
+	}
 	sys.Container = c
 	if sys.FixedClock == "" {
 		sys.FixedClock = f.copiedClock(img)
@@ -275,7 +306,7 @@ func jsonError(err error) error {
 
 func knownKeys() []string {
 	return []string{"name", "about", "nodes", "port", "peer_port", "command", "files", "ready", "role", "crash", "leader",
-		"fixed_clock", "clients", "packages", "prepare", "copy", "image"}
+		"fixed_clock", "clients", "packages", "prepare", "copy", "image", "machine"}
 }
 
 func firstLine(s string) string { line, _, _ := strings.Cut(s, "\n"); return line }
@@ -493,6 +524,36 @@ func (f file) checkNode(img *system.Image) error {
 	return nil
 }
 
+// onMachine reads and checks the machine key: nil without one; its command words with
+// known placeholders, and a command at all when the container's is its image's own
+// (imageCommand).
+func (f file) onMachine(imageCommand bool) (*machine, error) {
+	if raw := bytes.TrimSpace(f.Machine); len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var m machine
+	dec := json.NewDecoder(bytes.NewReader(f.Machine))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		if key, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			return nil, fmt.Errorf("machine: unknown key %s (known: command, prepare)", key)
+		}
+		return nil, fmt.Errorf("machine: %v", jsonError(err))
+	}
+	switch {
+	case len(m.Command) > 0 && m.Command[0] == "":
+		return nil, errors.New("machine: command's first word is the program, and it is empty")
+	case len(m.Command) == 0 && imageCommand:
+		return nil, errors.New("machine: the image's own command does not start on a machine: give machine's command")
+	}
+	for _, w := range m.Command {
+		if err := checkPlaceholders("machine", w); err != nil {
+			return nil, err
+		}
+	}
+	return &m, nil
+}
+
 func btoi(b bool) int {
 	if b {
 		return 1
@@ -537,7 +598,7 @@ func (f file) copiedClock(img *system.Image) string {
 func Values(cluster system.Cluster, id, port, peerPort int) map[string]string {
 	var all, peers []string
 	for i := 1; i <= cluster.Nodes; i++ {
-		addr := fmt.Sprintf("n%d:%d", i, peerPort)
+		addr := fmt.Sprintf("%s:%d", cluster.Host(i), peerPort)
 		all = append(all, addr)
 		if i != id {
 			peers = append(peers, addr)

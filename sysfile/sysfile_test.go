@@ -45,6 +45,25 @@ func TestAGoodFileIsTheSystemItDescribes(t *testing.T) {
 	}
 }
 
+// The machine key says the nodes run on machines, with their command there; without it,
+// they do not. On machines, the nodes are named by their machines' hosts.
+func TestAFileSaysHowItsNodesStartOnAMachine(t *testing.T) {
+	sys, err := Parse([]byte(good), t.TempDir())
+	if err != nil || sys.Container.OnMachine != nil {
+		t.Fatalf("a file without machine: %v, %+v", err, sys.Container.OnMachine)
+	}
+	sys, err = Parse([]byte(good+"machine:\n  command: [/opt/lock/bin/redis-server, --port, \"{{port}}\", --replicaof, \"{{peers}}\"]\n  prepare: mkdir -p data\n"), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	on := sys.Container.OnMachine
+	cluster := system.Cluster{Nodes: 2, Hosts: []string{"a.example", "b.example"}}
+	if want := []string{"/opt/lock/bin/redis-server", "--port", "6379", "--replicaof", "b.example:6379"}; on == nil || on.Prepare != "mkdir -p data" ||
+		!slices.Equal(on.Cmd(cluster, 1), want) {
+		t.Errorf("on a machine: %+v, command %q; want %q", on, on.Cmd(cluster, 1), want)
+	}
+}
+
 func TestPlaceholdersOfAnEnsemble(t *testing.T) {
 	v := Values(system.Cluster{Nodes: 3, TTL: 1500 * time.Millisecond}, 2, 2379, 2380)
 	got := Expand("--name {{name}} --id {{ id }} --peers {{peers}} --all {{nodes}} --ttl {{ttl_s}}s {{nope}}", v)
@@ -139,6 +158,11 @@ func TestBadFilesGetOneLine(t *testing.T) {
 		{"a leader without a role probe", good + "leader: true\n", "needs a role probe"},
 		{"a role probe without a command", good + "role: {}\n", "role: needs a command"},
 		{"a crash line without a line", good + "crash: {send: ''}\n", "crash: send is the one line"},
+		{"a machine command without a program", good + "machine: {command: ['', x]}\n", "machine: command's first word is the program"},
+		{"a machine command with a typo", good + "machine: {command: [lockd, '{{prot}}']}\n", "unknown placeholder {{prot}}"},
+		{"an image's own command on a machine", "name: lockd\nnodes: 1\nport: 7070\nimage: myorg/lockd:1.4\nready: {tcp: true}\n" +
+			"clients: [exec]\nmachine: {}\n", "machine: the image's own command does not start on a machine"},
+		{"a machine key that is not known", good + "machine: {cmd: [lockd]}\n", `machine: unknown key "cmd"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -126,6 +126,22 @@ type Container struct {
 	// and the nodes (PgBouncer in front of PostgreSQL), run when Cluster.Pooler names one
 	// of its modes.
 	Pooler *Pooler
+	// OnMachine, when set, says that the nodes of a system described in a file run on
+	// machines too (package machines), and how they start there. The built-in systems'
+	// recipes start there as they are.
+	OnMachine *OnMachine
+}
+
+// OnMachine is how a node of a system described in a file starts on a machine: as in its
+// container (Node's command and files, Image's copied files), but for what a machine does
+// otherwise.
+type OnMachine struct {
+	// Cmd, when set, is node id's command there instead of Node's (the program's path on
+	// the machine, say).
+	Cmd func(cluster Cluster, id int) []string
+	// Prepare is a shell script run as root in the node's directory before the node's
+	// first start, in place of Image's, which prepares an image.
+	Prepare string
 }
 
 // Pooler is a connection pooler a system's node runs beside its server when asked to: the
