@@ -84,6 +84,10 @@ func Route(ctx context.Context) (*Network, error) {
 	return n, nil
 }
 
+// Routed says the network is a routed one (Route): the nodes see every client at this
+// host's address.
+func (n *Network) Routed() bool { return n.routed }
+
 // ipForward is the host's switch for forwarding IPv4 packets between interfaces, which a
 // routed network needs on; forwardTurnedOn in a bridge's alias says its Route turned it on.
 const (

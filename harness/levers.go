@@ -332,6 +332,10 @@ func (p *pool) HealClients(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// Routed says the workers' addresses are hidden from the nodes behind this host's
+// (clientnet.Route).
+func (p *pool) Routed() bool { return p.addrs != nil && p.addrs.net.Routed() }
+
 // worker finds a worker by its process number, on a pool whose workers have addresses of
 // their own; nil with no error for one that has exited and been replaced.
 func (p *pool) worker(process int) (*worker, error) {

@@ -98,6 +98,7 @@ type clientNet interface {
 	DropFrom(ctx context.Context, pid int, sources ...string) error
 	DropTo(ctx context.Context, pid int, service netip.AddrPort) error
 	Heal(ctx context.Context, pid int) error
+	Routed() bool
 }
 
 // clientAddrs is a client network and the storage's address on it, which a cut off the

@@ -17,13 +17,15 @@ import (
 // chain is lockbreaker's iptables chain on a machine.
 const chain = "lockbreaker"
 
-// IP is node name's address as the other machines and this host reach it.
+// IP is the address of node or monitor name as the other machines and this host reach it;
+// "" for a name the cluster lacks.
 func (c *Cluster) IP(name string) string {
-	n, err := c.node(name)
-	if err != nil {
-		return ""
+	for _, n := range c.servers() {
+		if n.name == name {
+			return n.ip
+		}
 	}
-	return n.ip
+	return ""
 }
 
 // Gateway is the address the lock clients' traffic comes from: this host's, as the first

@@ -18,10 +18,17 @@ import (
 type addressed struct{ *fake }
 
 func (a addressed) ClientIP(p int) (string, error) { return "ip-" + history.TargetOfClient(p), nil }
+func (a addressed) Routed() bool                   { return false }
 func (a addressed) ClientDropFrom(_ context.Context, p int, sources ...string) error {
 	return a.act("%s drops %s", history.TargetOfClient(p), strings.Join(sources, ","))
 }
 func (a addressed) HealClients(context.Context) error { return a.act("heal clients") }
+
+// routed is the recording fake whose clients have addresses of their own that the nodes
+// do not see: they all come from the gateway.
+type routed struct{ addressed }
+
+func (routed) Routed() bool { return true }
 
 func (f *fake) addressedEnv() Env {
 	env := f.env()
@@ -81,6 +88,24 @@ func TestGrudgesReachSingleClients(t *testing.T) {
 	}
 	if err := cutGrudge(context.Background(), f.env(), f, g); !errors.Is(err, errSharedAddress) {
 		t.Errorf("a client named without addresses: %v", err)
+	}
+}
+
+// Clients routed out to the nodes through this host are cut off one at a time in their own
+// namespaces alone (the nodes see them all at the gateway), and all at once at the
+// gateway.
+func TestGrudgesOfRoutedClients(t *testing.T) {
+	f := newFake(3, 3)
+	env := f.env()
+	env.Clients = routed{addressed{f}}
+	g := complete([]string{"worker-1"}, []string{"n1"})
+	g["n2"] = []string{Clients}
+	if err := cutGrudge(context.Background(), env, f, g); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"n2 drops gw", "worker-1 drops ip-n1"}
+	if got := f.did(); !slices.Equal(got, want) {
+		t.Errorf("actions %q, want %q", got, want)
 	}
 }
 

@@ -186,7 +186,7 @@ func cutGrudge(ctx context.Context, env Env, net Network, g grudge) error {
 			} else {
 				err = env.Clients.ClientDropFrom(ctx, p, sources...)
 			}
-		} else if err == nil {
+		} else if err == nil && len(sources) > 0 {
 			err = net.DropFrom(ctx, target, sources...)
 		}
 		if err != nil {
@@ -204,7 +204,7 @@ func addrsOf(env Env, net Network, names []string) ([]string, error) {
 		switch {
 		case name == Storage:
 			addrs = append(addrs, Storage)
-		case name == Clients && env.Clients == nil:
+		case name == Clients && (env.Clients == nil || env.Clients.Routed()):
 			addrs = append(addrs, net.Gateway())
 		case name == Clients:
 			for _, p := range env.Workers.Processes() {
@@ -216,6 +216,8 @@ func addrsOf(env Env, net Network, names []string) ([]string, error) {
 			}
 		case client && env.Clients == nil:
 			return nil, errSharedAddress
+		case client && env.Clients.Routed():
+			// The nodes cannot tell it from the others: the client cuts itself off (cutGrudge).
 		case client:
 			ip, err := env.Clients.ClientIP(p)
 			if err != nil {

@@ -234,6 +234,10 @@ type ClientNetwork interface {
 	ClientDropFrom(ctx context.Context, p int, sources ...string) error
 	// HealClients removes every cut from every running client.
 	HealClients(ctx context.Context) error
+	// Routed says the nodes see every client at one address, Network's Gateway (clients
+	// routed out to machines): a cut of one client is then made at the client alone, both
+	// ways, and a cut of them all at that address.
+	Routed() bool
 }
 
 // Links reaches what single lock clients send, by process number, through the proxies on
