@@ -78,7 +78,7 @@ func TestKilledMachineRunsLeaveNothing(t *testing.T) {
 
 // The kleppmann suite with a machines file meets, on stand-in machines of each system, the
 // expectations of every cell it keeps, as in containers; the cells the machines cannot
-// serve (another system's, or faults machines do not take yet) are left out, each said. In
+// serve (another system's, or the harness's own) are left out, each said. In
 // the long tier (LOCKBREAKER_LONG=1): each system's stand-ins, one seed a cell. Every
 // stand-in has Redis too (the node image's), so Sentinel's six also run the Redis and
 // Redlock cells.
