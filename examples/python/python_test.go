@@ -138,3 +138,42 @@ func block(doc, start string) (string, bool) {
 	}
 	return strings.Join(lines, "\n") + "\n", true
 }
+
+// The tutorial's lock and suite (docs/tutorial.md), as they are written there: the suite
+// is met, its fenced cell's data kept safe under a paused holder; with the cell's fencing
+// taken out, as the tutorial says to try, the same suite fails (exit 1): the CI job it
+// ends with fails on the violation and passes on the fenced lock.
+func TestTutorial(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker: a real Redis")
+	}
+	needModules(t, "redis")
+	doc, err := os.ReadFile("../../docs/tutorial.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	program, ok := block(string(doc), "```python\n")
+	if !ok {
+		t.Fatal("docs/tutorial.md has no python block")
+	}
+	suiteFile, ok := block(string(doc), "```yaml\nname: mylock\n")
+	if !ok || !strings.Contains(suiteFile, "fencing: true}") {
+		t.Fatal("docs/tutorial.md has no suite file named mylock with a fenced cell")
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "mylock.py"), []byte(program), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Debian's python3, which has redis-py, whatever python3 comes first on PATH.
+	suiteFile = "name: mylock\n" + strings.ReplaceAll(suiteFile, "[python3,", "[/usr/bin/python3,")
+	fenced, unfenced := filepath.Join(dir, "mylock.yaml"), filepath.Join(dir, "mylock-unfenced.yaml")
+	for file, text := range map[string]string{fenced: suiteFile, unfenced: strings.ReplaceAll(suiteFile, ", fencing: true}", "}")} {
+		if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := exampletest.Lockbreaker(t)
+	fencedCell := func(c string) bool { return c == "mylock-paused-holder-fenced" }
+	exampletest.MeetCells(t, bin, fenced, fencedCell)
+	exampletest.FailCells(t, bin, unfenced, fencedCell)
+}

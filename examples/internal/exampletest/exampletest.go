@@ -92,6 +92,20 @@ func AcquireIsUnknown(t *testing.T, cfg workloads.Config, within time.Duration, 
 // at once when one failed.
 func MeetCells(t *testing.T, bin, file string, in func(cell string) bool) {
 	t.Helper()
+	judgeCells(t, bin, file, in, "MET", 0)
+}
+
+// FailCells is MeetCells for cells that must not be met: the suite must exit 1 with the
+// cell failed, as a CI job fails on a lock that breaks what the cell requires.
+func FailCells(t *testing.T, bin, file string, in func(cell string) bool) {
+	t.Helper()
+	judgeCells(t, bin, file, in, "FAILED", 1)
+}
+
+// judgeCells runs the cells in names, each until the suite exits with code and says status
+// of it, or a try neither does nor is unknown.
+func judgeCells(t *testing.T, bin, file string, in func(cell string) bool, status string, code int) {
+	t.Helper()
 	s, err := suite.Load(file, harness.CheckedSpec)
 	if err != nil {
 		t.Fatal(err)
@@ -107,11 +121,15 @@ func MeetCells(t *testing.T, bin, file string, in func(cell string) bool) {
 					"--seed-offset", fmt.Sprint(try), "--results", t.TempDir())
 				out, err := cmd.CombinedOutput()
 				t.Logf("try %d of %d: %s(%s)", try+1, dangerTries, out, time.Since(started).Round(time.Second))
-				if err == nil && strings.Contains(string(out), "MET      "+c.Name) {
+				if cmd.ProcessState == nil {
+					t.Fatalf("suite: %v", err)
+				}
+				got := cmd.ProcessState.ExitCode()
+				if got == code && strings.Contains(string(out), fmt.Sprintf("%-8s %s", status, c.Name)) {
 					return
 				}
-				if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 2 {
-					t.Fatalf("suite: %v, want exit 0 and the cell met", err)
+				if got != 2 {
+					t.Fatalf("suite: exit %d, want %d and the cell %s", got, code, status)
 				}
 			}
 			t.Errorf("suite: the cell was unknown on each of %d seeds: its danger never came (each try's reasons above)", dangerTries)
