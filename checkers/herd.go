@@ -1,7 +1,7 @@
 package checkers
 
-// herd: does a queue-based lock wake one waiter per handoff, or all of them? The seed's
-// ZooKeeper recipe has each waiter watch only its immediate predecessor, so the lock
+// herd: does a queue-based lock wake one waiter per handoff, or all of them? ZooKeeper's
+// lock recipe has each waiter watch only its immediate predecessor, so the lock
 // passing on should deliver about one watch notification; a recipe that watches the whole
 // directory delivers one per waiter (the thundering herd). Lock clients that wait on
 // watches record how many notifications each acquisition received in the grant's

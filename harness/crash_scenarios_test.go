@@ -15,7 +15,7 @@ import (
 	"github.com/lockbreaker/lockbreaker/results"
 )
 
-// Crashes, restarts and failover on real containers: the seed's third failure mode (a
+// Crashes, restarts and failover on real containers: the failover's failure (a
 // primary crashes before replicating the lock) and the crash rows every Jepsen-style
 // harness has. Each names the outcome it reproduces and the seed that produces it.
 
@@ -97,7 +97,7 @@ func failoverSpec(minReplicas int) Spec {
 	return s
 }
 
-// The seed's third failure mode: the primary grants the lock and crashes before a replica
+// The failover's failure: the primary grants the lock and crashes before a replica
 // has the key; the promoted replica grants it again, and its token counter, which missed
 // the grants made during the cut, hands out tokens that were already given.
 func TestSentinelFailoverLosesTheLockAndTokensGoBack(t *testing.T) {

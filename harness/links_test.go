@@ -16,7 +16,7 @@ import (
 	"github.com/lockbreaker/lockbreaker/results"
 )
 
-// delayHolderSpec is the seed's delayed write on one Redis: each holder's write after its
+// delayHolderSpec is Kleppmann's delayed packet on one Redis: each holder's write after its
 // read is held in the network (the proxies on its links) until its lease ran out and
 // another client wrote. Its first violation came by 5.2 s in each of 40 runs
 // (docs/measurements.md): 8 s holds one.

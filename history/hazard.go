@@ -91,7 +91,7 @@ const (
 
 	// LateWrite: a holder's storage write, sent within its lease and held in the network,
 	// reached the storage after that lease had run out and another client, granted the lock
-	// since, had written: Worker A's write in the seed, a fenced storage's stale token.
+	// since, had written: Kleppmann's delayed packet, a fenced storage's stale token.
 	LateWrite Hazard = "late-write"
 
 	// SlowPastLease: with the network slowed (everyone's, or the holder's alone), a holder's

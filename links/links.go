@@ -3,7 +3,7 @@
 // inside the harness), so that a fault on the network reaches one client's traffic, or
 // every client's, on any machine and with no kernel module: latency with jitter on
 // everything a client sends, one storage write held in the network until it is let go
-// (the seed's delayed packet, Worker A's write that arrives after its lease), and a
+// (Kleppmann's delayed packet, a holder's write that arrives after its lease), and a
 // client's connections broken (a Break: reset, or gone silent and then closed).
 //
 // This package is the only one that speaks Toxiproxy: its toxics' names and attributes

@@ -44,7 +44,7 @@ func dial(t *testing.T, set *Set, slot int) *storage.Client {
 
 func token(n int64) *int64 { return &n }
 
-// The seed's delayed write: p0 reads under token 1 and sends its write; the network holds it
+// Kleppmann's delayed packet: p0 reads under token 1 and sends its write; the network holds it
 // while p1, granted token 2, reads and writes; delivered then, the storage rejects it.
 func TestAHeldWriteArrivesAfterTheNextHoldersWrite(t *testing.T) {
 	set := openOnStorage(t, 2)

@@ -19,7 +19,7 @@ import (
 // loses what the server held only in memory: a Redis master without persistence comes back
 // having forgotten every lock it granted (antirez's acknowledged weakness of Redlock), and
 // a primary that crashes before replicating a key hands its role to a replica that never
-// saw it (the seed's third failure mode).
+// saw it (the failover's failure).
 
 // killNode crashes the nodes that granted the lock while their grant is held, as a power
 // cut would, and starts them again env.RestartAfter later (at once by default) on what

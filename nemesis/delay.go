@@ -102,7 +102,7 @@ func oneClient(env Env, p int, k history.FaultKind, detail map[string]string, ac
 	return nil
 }
 
-// delayHolder is the seed's delayed write, the network's version of Worker A's GC pause:
+// delayHolder is Kleppmann's delayed packet, the network's version of the holder's GC pause:
 // a holder's next storage write, sent within its lease, is held in the network until that
 // lease has run out and another client has written, and then delivered. Unfenced, the
 // storage takes it over the newer write; fenced, it refuses its stale token. Like
@@ -163,7 +163,7 @@ func (w *watcher) delayWrite(ctx context.Context, env Env, held HeldWrite) {
 	}
 	grant, end := w.holding[p], w.leaseEnd(p, env.TTL)
 	if held.At >= end {
-		return // sent after its lease: not the seed's write
+		return // sent after its lease: not the delayed write
 	}
 	target := history.TargetOfClient(p)
 	detail := map[string]string{"write": fmt.Sprint(held.Value), "holder": grantText(grant)}

@@ -14,7 +14,7 @@ import (
 	"github.com/lockbreaker/lockbreaker/system"
 )
 
-// failover stages the seed's third failure mode on a replicated system (Sentinel): the
+// failover stages the failure of replication on a replicated system (Sentinel): the
 // primary grants a lock and crashes before a replica has the key, and the replica promoted
 // in its place grants the same lock again (and counts fencing tokens from where its copy
 // stopped).

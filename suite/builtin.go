@@ -36,7 +36,7 @@ var (
 	clockIgnored   = tableRow{ExpectValid, ExpectValid, "clock jumps: no effect (session expiry is monotonic)", ""}
 	minority       = tableRow{ExpectValid, ExpectValid, "partition of a minority of lock nodes: safe", ""}
 	brokenLock     = tableRow{ExpectInvalid, ExpectEither, "a lock that grants a held lock: violation", ""}
-	// The seed's third failure mode: a replica promoted without the lock key grants it again
+	// Replication's failure: a replica promoted without the lock key grants it again
 	// and counts tokens from where its copy stopped.
 	failover         = tableRow{ExpectInvalid, ExpectEither, "the primary fails before replicating the lock key: violation; its tokens regress: detect", ExpectInvalid}
 	failoverUnfenced = tableRow{ExpectInvalid, ExpectInvalid, "the primary fails before replicating the lock key, no fencing: violation and corruption", ""}
@@ -49,7 +49,7 @@ var (
 	// The holder cut off the lock service, still in its critical section.
 	cutUnfenced = tableRow{ExpectInvalid, ExpectInvalid, "holder cut from the lock service, still in its critical section, no fencing: violation and corruption", ""}
 	cutFenced   = tableRow{ExpectInvalid, ExpectValid, "holder cut from the lock service, still in its critical section, fencing: violation, no corruption", ""}
-	// The seed's delayed write: the network holds a holder's write past its lease and past
+	// Kleppmann's delayed packet: the network holds a holder's write past its lease and past
 	// the next holder's write.
 	delayedWrite      = tableRow{ExpectInvalid, ExpectInvalid, "holder's write held in the network past its lease and the next holder's write, no fencing: violation and corruption", ""}
 	delayedWriteFence = tableRow{ExpectInvalid, ExpectValid, "holder's write held in the network past its lease and the next holder's write, fencing: violation, the stale write refused", ""}

@@ -30,7 +30,7 @@ const (
 func init() {
 	register(System{
 		Name:          "redis",
-		About:         "one Redis server; the seed's SET NX PX lock",
+		About:         "one Redis server; the textbook SET NX PX lock",
 		Sizes:         Sizes{Default: 1, Min: 1, Max: 1},
 		DefaultClient: "redis",
 		Persistence:   true,

@@ -29,7 +29,7 @@ type System struct {
 	About string
 	Sizes Sizes
 	// DefaultClient is the lock client used when none is asked for: our own
-	// implementation of the seed's algorithm for this system.
+	// implementation of the textbook algorithm for this system.
 	DefaultClient string
 	// Leader: one node leads the others (a ZooKeeper ensemble), so faults aimed at the
 	// leader apply.

@@ -1,5 +1,5 @@
 // Package workloads is what the lock clients do: the Lock interface every lock client
-// implements (our own implementations of the seed's algorithms and adapters around
+// implements (our own implementations of the textbook algorithms and adapters around
 // third-party libraries), the registry that names them, and the lock-counter workload a
 // worker runs against a lock and the shared storage.
 //

@@ -13,7 +13,7 @@ import (
 	"github.com/lockbreaker/lockbreaker/system"
 )
 
-// The seed's naive lock on one Redis: SET key value NX PX ttl, released by a Lua
+// The textbook lock on one Redis: SET key value NX PX ttl, released by a Lua
 // compare-and-delete so a client can never delete a lock another client now holds.
 // With fencing, the grant and the INCR of a token counter happen in one Lua script, so
 // no other client can be granted the lock between the two.

@@ -10,7 +10,7 @@ import (
 
 // bsmRedisLock adapts github.com/bsm/redislock, a popular single-Redis lock, as a
 // third-party client: SET NX PX with a random token and a Lua compare-and-delete, like the
-// seed's naive lock, and no fencing token.
+// textbook lock, and no fencing token.
 type bsmRedisLock struct {
 	cfg  Config
 	rdb  *redis.Client

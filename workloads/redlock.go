@@ -64,7 +64,7 @@ func NewRedlock(cfg Config, parallel bool, now func() time.Time) (*Redlock, erro
 
 func (l *Redlock) quorum() int { return system.Majority(len(l.nodes)) }
 
-// drift is the seed's allowance for clock drift between the nodes.
+// drift is Redlock's allowance for clock drift between the nodes.
 func (l *Redlock) drift() time.Duration { return l.cfg.TTL/100 + 2*time.Millisecond }
 
 func (l *Redlock) Acquire(ctx context.Context) (Grant, error) {

@@ -17,7 +17,7 @@ import (
 	"github.com/lockbreaker/lockbreaker/internal/quote"
 )
 
-// The seed's ZooKeeper recipe: create an ephemeral sequential znode under /locks/<key>/;
+// ZooKeeper's lock recipe: create an ephemeral sequential znode under /locks/<key>/;
 // the lowest sequence number owns the lock; everyone else watches ONLY its immediate
 // predecessor (no thundering herd) and looks again when it goes. The fencing token is the
 // lock node's sequence number, which ZooKeeper takes from the parent's cversion and so

@@ -14,7 +14,7 @@ import (
 )
 
 // BenchmarkExecRoundTrip measures what the exec path costs: one acquire and one release of
-// the seed's Redis lock on a real Redis node, called in this process ("go"), then the same
+// our Redis lock (SET NX PX) on a real Redis node, called in this process ("go"), then the same
 // Go lock driven through the protocol as a program of its own ("exec-go": the protocol's
 // own cost, pipes and JSON and a second process), then redis-py's Lock through the protocol
 // ("exec-redispy": what a Python user's client costs), when Debian's python3 has redis-py.
