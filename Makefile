@@ -58,8 +58,8 @@ run: deps-run build
 	else exit $$code; fi
 
 # go test starts packages in the order given, two at a time, and the machine is busy
-# throughout (more at once would only share the same two cores): harness (about 4 minutes)
-# first, and beside it containers then cli (about 4 minutes together), so that the last
+# throughout (more at once would only share the same two cores): harness (the longest)
+# first, and beside it containers then cli, so that the last
 # ones, checkers and workloads, take what is left of either side. cli's runs killed at
 # random moments start after containers, not beside harness's first tests, whose faults
 # must land within a lease.
@@ -141,7 +141,7 @@ load: deps-run image
 	for i in $$(seq 1 $(BUSY)); do sha256sum /dev/zero & pids="$$pids $$!"; done; \
 	$(BIN) suite $(SUITE) --seeds $(SEEDS) --parallel 1 --results $(RESULTS)
 
-# The whole kleppmann suite once, as a test that logs its wall time (about 6 minutes).
+# The whole kleppmann suite once, as a test that logs its wall time (its time: docs/performance.md).
 kleppmann-time: deps image
 	LOCKBREAKER_KLEPPMANN=1 $(GO) test -count=1 -v -timeout 60m -run '^TestKleppmannSuiteWithOneSeed$$' ./cli/
 
