@@ -141,7 +141,7 @@ load: deps-run image
 	for i in $$(seq 1 $(BUSY)); do sha256sum /dev/zero & pids="$$pids $$!"; done; \
 	$(BIN) suite $(SUITE) --seeds $(SEEDS) --parallel 1 --results $(RESULTS)
 
-# The whole kleppmann suite once, as a test that logs its wall time (its time: docs/performance.md).
+# The whole kleppmann suite once, as a test that logs its wall time (its times: docs/load.md).
 kleppmann-time: deps image
 	LOCKBREAKER_KLEPPMANN=1 $(GO) test -count=1 -v -timeout 60m -run '^TestKleppmannSuiteWithOneSeed$$' ./cli/
 

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -530,8 +531,21 @@ func TestDocsListEveryName(t *testing.T) {
 		}
 	}
 	for _, name := range system.Names() {
-		if system.BuiltIn(name) && !strings.Contains(systems, "\n| `"+name+"` ") {
+		if !system.BuiltIn(name) {
+			continue
+		}
+		_, row, ok := strings.Cut(systems, "\n| `"+name+"` ")
+		row, _, _ = strings.Cut(row, "\n")
+		sys, _ := system.Lookup(name)
+		size := strconv.Itoa(sys.Sizes.Default)
+		if sys.Sizes.Default == 1 {
+			size = "one"
+		}
+		switch {
+		case !ok:
 			t.Errorf("docs/systems.md's table has no row for system %s", name)
+		case !regexp.MustCompile(`\b` + size + `\b`).MatchString(row):
+			t.Errorf("docs/systems.md's row for system %s does not give its usual size, %s", name, size)
 		}
 	}
 }
