@@ -549,3 +549,37 @@ func TestDocsListEveryName(t *testing.T) {
 		}
 	}
 }
+
+// ARCHITECTURE.md names every package of the module (the root as `lockbreaker`), each in
+// code quotes, so that a package added without its line fails here.
+func TestArchitectureNamesEveryPackage(t *testing.T) {
+	root := repoRoot(t)
+	arch, err := os.ReadFile(filepath.Join(root, "ARCHITECTURE.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if name := d.Name(); rel != "." && (strings.HasPrefix(name, ".") || name == "examples" || name == "third_party" ||
+			name == "testdata" || name == "store" || name == "bin") {
+			return filepath.SkipDir
+		}
+		sources, _ := filepath.Glob(filepath.Join(path, "*.go"))
+		if !slices.ContainsFunc(sources, func(f string) bool { return !strings.HasSuffix(f, "_test.go") }) {
+			return nil
+		}
+		if rel == "." {
+			rel = "lockbreaker"
+		}
+		if !strings.Contains(string(arch), "`"+filepath.ToSlash(rel)+"`") {
+			t.Errorf("ARCHITECTURE.md does not name package %s", rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
