@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -23,6 +24,7 @@ import (
 	"github.com/lockbreaker/lockbreaker/nemesis"
 	"github.com/lockbreaker/lockbreaker/suite"
 	"github.com/lockbreaker/lockbreaker/system"
+	"github.com/lockbreaker/lockbreaker/workloads"
 )
 
 // The README and the pages under docs/ show commands to copy; these tests hold every one
@@ -581,5 +583,32 @@ func TestArchitectureNamesEveryPackage(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The tutorial shows the whole Go interface a lock implements and is given: every field of
+// Grant and Config, and every method of Lock and Extender, so none added goes unshown.
+func TestTutorialShowsTheWholeGoInterface(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "tutorial.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, _ := strings.Cut(string(doc), "```go\n")
+	block, _, _ = strings.Cut(block, "```")
+	var names []string
+	for _, typ := range []reflect.Type{reflect.TypeFor[workloads.Grant](), reflect.TypeFor[workloads.Config]()} {
+		for f := range typ.Fields() {
+			names = append(names, "\t"+f.Name+" ")
+		}
+	}
+	for _, typ := range []reflect.Type{reflect.TypeFor[workloads.Lock](), reflect.TypeFor[workloads.Extender]()} {
+		for m := range typ.Methods() {
+			names = append(names, "\t"+m.Name+"(")
+		}
+	}
+	for _, name := range names {
+		if !strings.Contains(block, name) {
+			t.Errorf("docs/tutorial.md's Go block does not show %q", strings.TrimSpace(name))
+		}
 	}
 }
