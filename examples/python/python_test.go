@@ -83,27 +83,7 @@ func TestProtocolDocumentExample(t *testing.T) {
 		t.Skip("needs Docker: a real Redis")
 	}
 	needModules(t, "redis")
-	doc, err := os.ReadFile("../../docs/protocol.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	program, ok := block(string(doc), "```python\n")
-	if !ok {
-		t.Fatal("docs/protocol.md has no python block")
-	}
-	suiteFile, ok := block(string(doc), "    name: mylock\n")
-	if !ok {
-		t.Fatal("docs/protocol.md has no suite file named mylock")
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "mylock.py"), []byte(program), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// Debian's python3, which has redis-py, whatever python3 comes first on PATH.
-	suiteFile = "name: mylock\n" + strings.ReplaceAll(suiteFile, "[python3,", "[/usr/bin/python3,")
-	if err := os.WriteFile(filepath.Join(dir, "mylock.yaml"), []byte(suiteFile), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir, _ := docExample(t, "protocol.md", "    name: mylock\n")
 	bin := exampletest.Lockbreaker(t)
 	run := exec.Command(bin, "run", "--system", "redis", "--client", "exec", "--client-cmd", "/usr/bin/python3 mylock.py",
 		"--nemesis", "none", "--time-limit", "4s", "--results", filepath.Join(dir, "store"))
@@ -116,6 +96,34 @@ func TestProtocolDocumentExample(t *testing.T) {
 	// Its paused holder finds the lock broken, on the first seed whose danger came: beside
 	// a busy make test a 4 s run made three grants and no takeover (unknown), once.
 	exampletest.MeetCells(t, bin, filepath.Join(dir, "mylock.yaml"), func(string) bool { return true })
+}
+
+// docExample writes a page of docs/'s Python lock program and its suite file named mylock
+// (the block that starts with suiteStart) into a directory of the test's, as mylock.py
+// and mylock.yaml, the suite's programs run by Debian's python3, which has redis-py,
+// whatever python3 comes first on PATH. It returns the directory and the suite's text.
+func docExample(t *testing.T, page, suiteStart string) (dir, suiteFile string) {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	program, ok := block(string(doc), "```python\n")
+	if !ok {
+		t.Fatalf("docs/%s has no python block", page)
+	}
+	suiteFile, ok = block(string(doc), suiteStart)
+	if !ok {
+		t.Fatalf("docs/%s has no suite file named mylock", page)
+	}
+	suiteFile = "name: mylock\n" + strings.ReplaceAll(suiteFile, "[python3,", "[/usr/bin/python3,")
+	dir = t.TempDir()
+	for file, text := range map[string]string{"mylock.py": program, "mylock.yaml": suiteFile} {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir, suiteFile
 }
 
 // block is the indented or fenced block of text that starts with start, without it for a
@@ -148,29 +156,13 @@ func TestTutorial(t *testing.T) {
 		t.Skip("needs Docker: a real Redis")
 	}
 	needModules(t, "redis")
-	doc, err := os.ReadFile("../../docs/tutorial.md")
-	if err != nil {
-		t.Fatal(err)
+	dir, suiteFile := docExample(t, "tutorial.md", "```yaml\nname: mylock\n")
+	if !strings.Contains(suiteFile, "fencing: true}") {
+		t.Fatal("docs/tutorial.md's suite file has no fenced cell")
 	}
-	program, ok := block(string(doc), "```python\n")
-	if !ok {
-		t.Fatal("docs/tutorial.md has no python block")
-	}
-	suiteFile, ok := block(string(doc), "```yaml\nname: mylock\n")
-	if !ok || !strings.Contains(suiteFile, "fencing: true}") {
-		t.Fatal("docs/tutorial.md has no suite file named mylock with a fenced cell")
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "mylock.py"), []byte(program), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// Debian's python3, which has redis-py, whatever python3 comes first on PATH.
-	suiteFile = "name: mylock\n" + strings.ReplaceAll(suiteFile, "[python3,", "[/usr/bin/python3,")
 	fenced, unfenced := filepath.Join(dir, "mylock.yaml"), filepath.Join(dir, "mylock-unfenced.yaml")
-	for file, text := range map[string]string{fenced: suiteFile, unfenced: strings.ReplaceAll(suiteFile, ", fencing: true}", "}")} {
-		if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.WriteFile(unfenced, []byte(strings.ReplaceAll(suiteFile, ", fencing: true}", "}")), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	bin := exampletest.Lockbreaker(t)
 	fencedCell := func(c string) bool { return c == "mylock-paused-holder-fenced" }
