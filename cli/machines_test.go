@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,6 +41,33 @@ func TestMachinesCheck(t *testing.T) {
 	want := "lockbreaker: machine " + noSudo.Address() + ": cannot run commands as root (sudo): sudo: a password is required\n"
 	if code != 254 || stderr != want {
 		t.Errorf("a machine without sudo: exit %d, stderr %q; want 254 and %q", code, stderr, want)
+	}
+	// A run, too, is refused in one line naming the machine, before it makes anything: one
+	// that nobody answers, one that does not take the key.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unreachable := fmt.Sprintf("tester@127.0.0.1:%d", ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+	_, stranger := machinestest.Key(t)
+	for _, c := range []struct {
+		machine, key, says string
+	}{
+		{unreachable, key, "cannot reach it"},
+		{good.Address(), stranger, "cannot log in"},
+	} {
+		nodes := filepath.Join(t.TempDir(), "machines.txt")
+		if err := os.WriteFile(nodes, []byte(c.machine+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		store := filepath.Join(t.TempDir(), "store")
+		code, _, stderr := lockbreaker(t, nil, "run", "--nodes-file", nodes, "--ssh-private-key", c.key, "--results", store)
+		if _, err := os.Stat(store); code != 254 || !strings.HasPrefix(stderr, "lockbreaker: machine "+c.machine+": ") ||
+			!strings.Contains(stderr, c.says) || strings.Count(stderr, "\n") != 1 || err == nil {
+			t.Errorf("a run on %s with key %s: exit %d, stderr %q, store made: %v; want 254 and one line saying %q, nothing made",
+				c.machine, c.key, code, stderr, err == nil, c.says)
+		}
 	}
 }
 
