@@ -428,22 +428,10 @@ func (c *Cluster) Nodes() []Node { return append([]Node(nil), c.nodes...) }
 func (c *Cluster) Monitors() []Node { return append([]Node(nil), c.monitors...) }
 
 // MonitorAddrs are the addresses lock clients dial to find the nodes through the monitors.
-func (c *Cluster) MonitorAddrs() []string {
-	var addrs []string
-	for _, n := range c.monitors {
-		addrs = append(addrs, n.Addr())
-	}
-	return addrs
-}
+func (c *Cluster) MonitorAddrs() []string { return c.watchers().Addrs() }
 
 // MonitorNames are the monitors' names, s1 first.
-func (c *Cluster) MonitorNames() []string {
-	var names []string
-	for _, n := range c.monitors {
-		names = append(names, n.Name)
-	}
-	return names
-}
+func (c *Cluster) MonitorNames() []string { return c.watchers().Names() }
 
 // Spec returns the cluster's spec, with defaults filled in.
 func (c *Cluster) Spec() Spec { return c.spec }

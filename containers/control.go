@@ -78,8 +78,8 @@ func (c *Cluster) Announced(ctx context.Context) (string, error) {
 }
 
 // watchers are the monitors as the system's recipe asks them.
-func (c *Cluster) watchers() []system.Watcher {
-	ws := make([]system.Watcher, len(c.monitors))
+func (c *Cluster) watchers() system.Watchers {
+	ws := make(system.Watchers, len(c.monitors))
 	for i, n := range c.monitors {
 		ws[i] = system.Watcher{Name: n.Name, Addr: n.Addr()}
 	}

@@ -641,22 +641,10 @@ func (c *Cluster) Leader(ctx context.Context) (string, error) {
 
 // MonitorAddrs are the addresses lock clients dial to find the nodes through the monitors;
 // none for most systems.
-func (c *Cluster) MonitorAddrs() []string {
-	var addrs []string
-	for _, n := range c.monitors {
-		addrs = append(addrs, n.addr)
-	}
-	return addrs
-}
+func (c *Cluster) MonitorAddrs() []string { return c.watchers().Addrs() }
 
 // MonitorNames are the monitors' names, s1 first.
-func (c *Cluster) MonitorNames() []string {
-	var names []string
-	for _, n := range c.monitors {
-		names = append(names, n.name)
-	}
-	return names
-}
+func (c *Cluster) MonitorNames() []string { return c.watchers().Names() }
 
 // Promote makes the monitors promote a replica now (SENTINEL FAILOVER).
 func (c *Cluster) Promote(ctx context.Context) error {
@@ -674,8 +662,8 @@ func (c *Cluster) Announced(ctx context.Context) (string, error) {
 }
 
 // watchers are the monitors as the system's recipe asks them.
-func (c *Cluster) watchers() []system.Watcher {
-	ws := make([]system.Watcher, len(c.monitors))
+func (c *Cluster) watchers() system.Watchers {
+	ws := make(system.Watchers, len(c.monitors))
 	for i, n := range c.monitors {
 		ws[i] = system.Watcher{Name: n.name, Addr: n.addr}
 	}

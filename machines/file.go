@@ -8,8 +8,6 @@ package machines
 
 import (
 	"bufio"
-	"crypto/ed25519"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
@@ -20,6 +18,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/lockbreaker/lockbreaker/internal/quote"
+	"github.com/lockbreaker/lockbreaker/internal/sshkey"
 )
 
 // Address is one machine: user@host:port, the user and the port optional.
@@ -129,20 +128,9 @@ func Parse(r io.Reader, name string) ([]Address, error) {
 // WriteKey makes a new ed25519 key pair for stand-in machines: the private key in file
 // (mode 0600), which a login's KeyFile names, and the public key as an authorized_keys line.
 func WriteKey(file string) (authorized string, err error) {
-	_, priv, err := ed25519.GenerateKey(nil)
+	signer, err := sshkey.Write(file, "lockbreaker stand-in machines")
 	if err != nil {
 		return "", err
 	}
-	block, err := ssh.MarshalPrivateKey(priv, "lockbreaker stand-in machines")
-	if err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(file, pem.EncodeToMemory(block), 0o600); err != nil {
-		return "", err
-	}
-	pub, err := ssh.NewPublicKey(priv.Public())
-	if err != nil {
-		return "", err
-	}
-	return string(ssh.MarshalAuthorizedKey(pub)), nil
+	return string(ssh.MarshalAuthorizedKey(signer.PublicKey())), nil
 }

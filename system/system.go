@@ -239,6 +239,27 @@ func (sys System) Packages() []string {
 // Watcher is one monitor as a cluster reaches it: its name and its address.
 type Watcher struct{ Name, Addr string }
 
+// Watchers are a cluster's monitors, s1 first.
+type Watchers []Watcher
+
+// Names are the monitors' names.
+func (ws Watchers) Names() []string {
+	var names []string
+	for _, w := range ws {
+		names = append(names, w.Name)
+	}
+	return names
+}
+
+// Addrs are the addresses lock clients dial to find the nodes through the monitors.
+func (ws Watchers) Addrs() []string {
+	var addrs []string
+	for _, w := range ws {
+		addrs = append(addrs, w.Addr)
+	}
+	return addrs
+}
+
 // PromoteAny makes the monitors promote a replica now, asking each in turn until one
 // agrees.
 func (m *Monitors) PromoteAny(ctx context.Context, system string, monitors []Watcher) error {

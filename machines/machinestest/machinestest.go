@@ -6,12 +6,9 @@ package machinestest
 
 import (
 	"bufio"
-	"crypto/ed25519"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -24,6 +21,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/lockbreaker/lockbreaker/internal/shellwords"
+	"github.com/lockbreaker/lockbreaker/internal/sshkey"
 )
 
 // Server is one machine. Its fields may be changed between commands.
@@ -57,19 +55,8 @@ type Server struct {
 // Key makes an ed25519 key pair: the signer, and the private key written to a file.
 func Key(t *testing.T) (ssh.Signer, string) {
 	t.Helper()
-	_, priv, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	file := filepath.Join(t.TempDir(), "id_ed25519")
-	if err := os.WriteFile(file, pem.EncodeToMemory(block), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	signer, err := ssh.NewSignerFromKey(priv)
+	signer, err := sshkey.Write(file, "")
 	if err != nil {
 		t.Fatal(err)
 	}
