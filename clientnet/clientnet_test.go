@@ -1,10 +1,12 @@
 package clientnet
 
 import (
+	"context"
 	"net/netip"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -96,5 +98,32 @@ func TestRoutedNetworkLeavesNothing(t *testing.T) {
 	}
 	if _, err := os.Stat("/sys/class/net/" + n.bridge); err == nil || strings.Contains(rules(), "lockbreaker:"+n.bridge) {
 		t.Errorf("bridge %s or its rules left:\n%s", n.bridge, rules())
+	}
+}
+
+// Two routed networks at once (two runs) take subnets of their own.
+func TestRoutedNetworksTakeSubnetsOfTheirOwn(t *testing.T) {
+	if Supported() != nil {
+		t.Skip(Supported())
+	}
+	nets := make([]*Network, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range nets {
+		wg.Go(func() { nets[i], errs[i] = Route(t.Context()) })
+	}
+	wg.Wait()
+	for i, n := range nets {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		t.Cleanup(func() {
+			if err := n.Close(context.Background()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	if nets[0].subnet.Overlaps(nets[1].subnet) {
+		t.Errorf("both took %s", nets[0].subnet)
 	}
 }

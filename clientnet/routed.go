@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/lockbreaker/lockbreaker/internal/owner"
 )
@@ -30,12 +31,29 @@ const routedPrefix = "lbr-"
 
 var routedSpace = netip.MustParsePrefix("10.219.0.0/16")
 
-// routedSeq numbers this process's routed bridges; routedMu makes choosing a subnet and
-// taking it one step, within this process.
+// routedSeq numbers this process's routed bridges; routedMu, and across processes a lock
+// on routedLockFile, make choosing a subnet and taking it one step.
 var (
 	routedSeq atomic.Int64
 	routedMu  sync.Mutex
 )
+
+// routedLockFile is the file whose lock runs hold while they choose and take a subnet, so
+// that two runs starting at once (two test packages, two suites) do not take the same one.
+var routedLockFile = filepath.Join(os.TempDir(), "lockbreaker-routed.lock")
+
+// lockRouted takes the lock of routedLockFile, and returns its release.
+func lockRouted() (func(), error) {
+	f, err := os.OpenFile(routedLockFile, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("routed client network: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("routed client network: lock %s: %w", routedLockFile, err)
+	}
+	return func() { f.Close() }, nil // closing the file releases its lock
+}
 
 // Route makes a routed network: a bridge of its own, on the first subnet of routedSpace
 // that no address or route of this host overlaps, whose clients reach every address this
@@ -46,6 +64,11 @@ func Route(ctx context.Context) (*Network, error) {
 	}
 	routedMu.Lock()
 	defer routedMu.Unlock()
+	unlock, err := lockRouted()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	subnet, err := freeSubnet()
 	if err != nil {
 		return nil, err
