@@ -8,14 +8,16 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 
 	"github.com/lockbreaker/lockbreaker/internal/owner"
+	"github.com/lockbreaker/lockbreaker/internal/shellwords"
 )
 
 // Routed networks: lock clients whose nodes are on no bridge of this host (machines reached
@@ -31,15 +33,12 @@ const routedPrefix = "lbr-"
 
 var routedSpace = netip.MustParsePrefix("10.219.0.0/16")
 
-// routedSeq numbers this process's routed bridges; routedMu, and across processes a lock
-// on routedLockFile, make choosing a subnet and taking it one step.
-var (
-	routedSeq atomic.Int64
-	routedMu  sync.Mutex
-)
+// routedSeq numbers this process's routed bridges.
+var routedSeq atomic.Int64
 
-// routedLockFile is the file whose lock runs hold while they choose and take a subnet, so
-// that two runs starting at once (two test packages, two suites) do not take the same one.
+// routedLockFile is the file whose lock is held while a subnet is chosen and taken, or a
+// routed network removed, so that two runs at once (two test packages, two suites, even two
+// goroutines: each lock is on a file of its own opening) never take the same subnet.
 var routedLockFile = filepath.Join(os.TempDir(), "lockbreaker-routed.lock")
 
 // lockRouted takes the lock of routedLockFile, and returns its release.
@@ -62,8 +61,6 @@ func Route(ctx context.Context) (*Network, error) {
 	if err := Supported(); err != nil {
 		return nil, err
 	}
-	routedMu.Lock()
-	defer routedMu.Unlock()
 	unlock, err := lockRouted()
 	if err != nil {
 		return nil, err
@@ -77,14 +74,7 @@ func Route(ctx context.Context) (*Network, error) {
 	name := fmt.Sprintf("%s%d-%d", routedPrefix, pid, routedSeq.Add(1))
 	gateway := subnet.Addr().Next()
 	n := &Network{bridge: name, subnet: subnet, gateway: gateway, routed: true}
-	forward, err := os.ReadFile(ipForward)
-	if err != nil {
-		return nil, fmt.Errorf("routed client network: %w", err)
-	}
 	alias := fmt.Sprintf("lockbreaker %d %s", pid, owner.Start(pid))
-	if strings.TrimSpace(string(forward)) == "0" {
-		alias += " " + forwardTurnedOn // Close turns it off again
-	}
 	steps := [][]string{
 		{"ip", "link", "add", name, "type", "bridge"},
 		{"ip", "link", "set", name, "alias", alias},
@@ -96,15 +86,39 @@ func Route(ctx context.Context) (*Network, error) {
 	}
 	for _, step := range steps {
 		if _, err := run(ctx, step[0], step[1:]...); err != nil {
-			return nil, errors.Join(fmt.Errorf("routed client network %s: %w", name, err), n.Close(context.WithoutCancel(ctx)))
+			return nil, errors.Join(fmt.Errorf("routed client network %s: %w", name, err), removeRouted(context.WithoutCancel(ctx), name))
 		}
 	}
-	if strings.Contains(alias, forwardTurnedOn) {
-		if err := os.WriteFile(ipForward, []byte("1\n"), 0o644); err != nil {
-			return nil, errors.Join(fmt.Errorf("routed client network: %w", err), n.Close(context.WithoutCancel(ctx)))
-		}
+	if err := turnForwardingOn(); err != nil {
+		return nil, errors.Join(err, removeRouted(context.WithoutCancel(ctx), name))
 	}
 	return n, nil
+}
+
+// turnForwardingOn turns the host's forwarding of IPv4 packets on where it is off, and
+// leaves forwardMarker behind to say so: the last routed network removed, by whichever
+// process, turns it off again.
+func turnForwardingOn() error {
+	forward, err := os.ReadFile(ipForward)
+	if err != nil || strings.TrimSpace(string(forward)) != "0" {
+		return err
+	}
+	if err := os.WriteFile(forwardMarker, nil, 0o600); err != nil {
+		return fmt.Errorf("routed client network: %w", err)
+	}
+	return os.WriteFile(ipForward, []byte("1\n"), 0o644)
+}
+
+// turnForwardingBack turns the host's forwarding off again once no routed network is left,
+// when a routed network turned it on (forwardMarker).
+func turnForwardingBack() error {
+	if _, err := os.Stat(forwardMarker); err != nil {
+		return nil
+	}
+	if left, err := routedBridges(); err != nil || len(left) > 0 {
+		return err
+	}
+	return errors.Join(os.WriteFile(ipForward, []byte("0\n"), 0o644), os.Remove(forwardMarker))
 }
 
 // Routed says the network is a routed one (Route): the nodes see every client at this
@@ -112,10 +126,11 @@ func Route(ctx context.Context) (*Network, error) {
 func (n *Network) Routed() bool { return n.routed }
 
 // ipForward is the host's switch for forwarding IPv4 packets between interfaces, which a
-// routed network needs on; forwardTurnedOn in a bridge's alias says its Route turned it on.
-const (
-	ipForward       = "/proc/sys/net/ipv4/ip_forward"
-	forwardTurnedOn = "forward"
+// routed network needs on; forwardMarker says a routed network turned it on. Variables, so
+// that a test can play them with files of its own.
+var (
+	ipForward     = "/proc/sys/net/ipv4/ip_forward"
+	forwardMarker = filepath.Join(os.TempDir(), "lockbreaker-routed.forward")
 )
 
 // iptablesRule is one rule a routed network puts in the host's tables.
@@ -136,48 +151,60 @@ func routedRules(bridge string, subnet netip.Prefix) []iptablesRule {
 	}
 }
 
-// Close removes a routed network: its bridge, its rules, and the host's forwarding when
-// its Route turned it on and no other routed bridge is left. Every step runs even when one
-// before it failed. A network on a bridge of Docker's has nothing to remove.
+// Close removes a routed network: its bridge, its rules, and the host's forwarding when a
+// routed network turned it on and none is left. A network on a bridge of Docker's has
+// nothing to remove.
 func (n *Network) Close(ctx context.Context) error {
 	if !n.routed {
 		return nil
 	}
-	return removeRouted(ctx, n.bridge, n.subnet)
+	unlock, err := lockRouted()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return removeRouted(ctx, n.bridge)
 }
 
-// removeRouted removes routed bridge name, on subnet, with its rules.
-func removeRouted(ctx context.Context, name string, subnet netip.Prefix) error {
-	alias, _ := os.ReadFile(filepath.Join("/sys/class/net", name, "ifalias"))
+// removeRouted removes routed bridge name with its rules, and the forwarding its Route
+// turned on when it is the last; every step runs even when one before it failed. The
+// caller holds the locks of lockRouted.
+func removeRouted(ctx context.Context, name string) error {
 	var errs []error
-	for _, rule := range routedRules(name, subnet) {
-		args := append([]string{"-w", "-t", rule.table, "-D", rule.chain}, rule.spec...)
-		for {
-			out, err := run(ctx, "iptables", args...)
-			if err != nil {
-				if !strings.Contains(out, "does a matching rule exist") && !strings.Contains(out, "Bad rule") {
-					errs = append(errs, err)
-				}
-				break
-			}
-		}
+	for _, chain := range []struct{ table, chain string }{{"filter", "FORWARD"}, {"nat", "POSTROUTING"}} {
+		errs = append(errs, deleteTagged(ctx, chain.table, chain.chain, "lockbreaker:"+name))
 	}
 	if out, err := run(ctx, "ip", "link", "del", name); err != nil && !strings.Contains(out, "Cannot find device") {
 		errs = append(errs, err)
 	}
-	if strings.Contains(string(alias), forwardTurnedOn) {
-		if others, err := routedBridges(); err == nil && len(others) == 0 {
-			errs = append(errs, os.WriteFile(ipForward, []byte("0\n"), 0o644))
+	return errors.Join(append(errs, turnForwardingBack())...)
+}
+
+// deleteTagged deletes every rule of table's chain whose comment is tag: iptables -S lists
+// each rule as the words that add it (the comment quoted), which begun with -D delete it.
+func deleteTagged(ctx context.Context, table, chain, tag string) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "iptables", "-w", "-t", table, "-S", chain).Output() // stdout alone: warnings go to stderr
+	if err != nil {
+		return fmt.Errorf("iptables -t %s -S %s: %w", table, chain, err)
+	}
+	var errs []error
+	for _, line := range strings.Split(string(out), "\n") {
+		words, err := shellwords.Split(line)
+		if err != nil || len(words) < 2 || words[0] != "-A" || !slices.Contains(words, tag) {
+			continue
 		}
+		_, err = run(ctx, "iptables", append([]string{"-w", "-t", table, "-D"}, words[1:]...)...)
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
 // routedBridge is a routed bridge found on this host.
 type routedBridge struct {
-	name   string
-	subnet netip.Prefix
-	gone   bool // its owner has exited
+	name string
+	gone bool // its owner has exited
 }
 
 // routedBridges are the routed bridges on this host now.
@@ -197,12 +224,6 @@ func routedBridges() ([]routedBridge, error) {
 			pid, _ := strconv.Atoi(f[1])
 			b.gone = pid <= 0 || owner.Gone(pid, f[2])
 		}
-		addrs, _ := iface.Addrs()
-		for _, a := range addrs {
-			if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Is4() {
-				b.subnet = p.Masked()
-			}
-		}
 		found = append(found, b)
 	}
 	return found, nil
@@ -212,16 +233,21 @@ func routedBridges() ([]routedBridge, error) {
 // SIGKILL): how many it removed.
 func Sweep(ctx context.Context) (int, error) {
 	bridges, err := routedBridges()
+	if err != nil || !slices.ContainsFunc(bridges, func(b routedBridge) bool { return b.gone }) {
+		return 0, err
+	}
+	unlock, err := lockRouted()
 	if err != nil {
 		return 0, err
 	}
+	defer unlock()
 	removed := 0
 	var errs []error
 	for _, b := range bridges {
 		if !b.gone {
 			continue
 		}
-		if err := removeRouted(ctx, b.name, b.subnet); err != nil {
+		if err := removeRouted(ctx, b.name); err != nil {
 			errs = append(errs, err)
 			continue
 		}
