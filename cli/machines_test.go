@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -104,6 +105,10 @@ func TestKilledMachineRunsLeaveNothing(t *testing.T) {
 			leftOn(t, ms, key)
 			if left, _ := filepath.Glob(bridges); len(left) > 0 {
 				t.Errorf("this host keeps the run's client network: %q", left)
+			}
+			rules, err := exec.Command("sh", "-c", "iptables -w -S; iptables -w -t nat -S").Output()
+			if tag := fmt.Sprintf("lockbreaker:lbr-%d-", pid); err != nil || strings.Contains(string(rules), tag) {
+				t.Errorf("this host keeps the run's iptables rules (%v):\n%s", err, rules)
 			}
 		})
 	}
