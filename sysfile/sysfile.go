@@ -217,10 +217,7 @@ func Parse(data []byte, dir string) (system.System, error) {
 	command, files := slices.Clone(f.Command), slices.Clone(f.Files)
 	c.Node = func(cluster system.Cluster, id int) system.NodeSetup {
 		values := Values(cluster, id, f.Port, peerPort)
-		setup := system.NodeSetup{Cmd: make([]string, len(command))}
-		for i, w := range command {
-			setup.Cmd[i] = Expand(w, values)
-		}
+		setup := system.NodeSetup{Cmd: expandAll(command, values)}
 		for _, fe := range files {
 			setup.Files = append(setup.Files, system.File{Path: Expand(fe.Path, values), Content: Expand(fe.Content, values)})
 		}
@@ -250,12 +247,7 @@ func Parse(data []byte, dir string) (system.System, error) {
 		if len(m.Command) > 0 {
 			words := slices.Clone(m.Command)
 			c.OnMachine.Cmd = func(cluster system.Cluster, id int) []string {
-				values := Values(cluster, id, f.Port, peerPort)
-				cmd := make([]string, len(words))
-				for i, w := range words {
-					cmd[i] = Expand(w, values)
-				}
-				return cmd
+				return expandAll(words, Values(cluster, id, f.Port, peerPort))
 			}
 		}
 	}
@@ -611,6 +603,15 @@ func Values(cluster system.Cluster, id, port, peerPort int) map[string]string {
 		"nodes": strings.Join(all, ","), "peers": strings.Join(peers, ","),
 		"ttl_ms": strconv.FormatInt(cluster.TTL.Milliseconds(), 10), "ttl_s": strconv.FormatInt(max(1, ttlS), 10),
 	}
+}
+
+// expandAll is words with their placeholders replaced by their values.
+func expandAll(words []string, values map[string]string) []string {
+	out := make([]string, len(words))
+	for i, w := range words {
+		out[i] = Expand(w, values)
+	}
+	return out
 }
 
 // Expand replaces the placeholders in s with their values.
