@@ -10,7 +10,8 @@ import (
 )
 
 // The tutorial's commands that need no more than the harness's own lock (its step 0) run
-// as written, and exit as the comment beside each says. A run whose danger never came
+// as written, and exit as the comment beside each says, their data broken or safe as it
+// says too. A run whose danger never came
 // (exit 2, on a machine too busy for the pause to outlast the lease) is tried again on the
 // next seed, as the long tier does; the tutorial's commands that need Docker are parsed
 // (TestDocsCommandsParse) and run by examples/python's TestTutorial.
@@ -32,9 +33,21 @@ func TestTutorialRunsWithoutDocker(t *testing.T) {
 		want, _ := strconv.Atoi(m[1])
 		ran++
 		args := append(lines[0][1:], "--results", filepath.Join(t.TempDir(), "store"))
+		data := ""
+		switch {
+		case strings.Contains(line.text, "the data broken"):
+			data = "INVALID"
+		case strings.Contains(line.text, "the data safe"):
+			data = "VALID"
+		default:
+			t.Errorf("%s: its comment says neither the data broken nor the data safe", line)
+		}
 		for seed := 1; ; seed++ {
 			code, stdout, stderr := lockbreaker(t, nil, append(args, "--seed", fmt.Sprint(seed))...)
 			if code == want {
+				if !regexp.MustCompile(`\n  data-safety +`+data+` `).MatchString(stdout) {
+					t.Errorf("%s: the tutorial says data-safety %s\n%s", line, data, stdout)
+				}
 				break
 			}
 			if code != 2 || seed == dangerTries {
