@@ -45,7 +45,7 @@ func TestTutorialRunsWithoutDocker(t *testing.T) {
 		for seed := 1; ; seed++ {
 			code, stdout, stderr := lockbreaker(t, nil, append(args, "--seed", fmt.Sprint(seed))...)
 			if code == want {
-				if !regexp.MustCompile(`\n  data-safety +`+data+` `).MatchString(stdout) {
+				if !regexp.MustCompile(`\n  data-safety +` + data + ` `).MatchString(stdout) {
 					t.Errorf("%s: the tutorial says data-safety %s\n%s", line, data, stdout)
 				}
 				break
