@@ -20,6 +20,7 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 
 	"github.com/lockbreaker/lockbreaker/internal/quote"
+	"github.com/lockbreaker/lockbreaker/nodes"
 	"github.com/lockbreaker/lockbreaker/system"
 )
 
@@ -60,11 +61,14 @@ type Node struct {
 
 // Addr is the address host processes (the lock clients) dial: the node's IP
 // on the cluster network with the server's own port. Such traffic reaches the
-// node from the network's gateway address (see Cluster.Gateway).
+// node from the network's gateway address (see nodes.Cluster.Gateway).
 func (n Node) Addr() string { return net.JoinHostPort(n.IP, strconv.Itoa(n.Port)) }
 
-// Cluster is a running cluster. Its methods are safe for concurrent use.
+// Cluster is a running cluster of containers: its nodes and every fault on them are
+// nodes.Cluster's, reached through the engine (engineNode). Its methods are safe for
+// concurrent use.
 type Cluster struct {
+	*nodes.Cluster
 	spec     Spec
 	recipe   *system.Container
 	network  string // lockbreaker-<run id>
@@ -73,23 +77,9 @@ type Cluster struct {
 	nodes    []Node
 	monitors []Node
 
-	mu   sync.Mutex
-	down map[string]downBy // nodes crashed and not serving again yet
-
 	hostOnce  sync.Once
 	hostProcs bool // this host reaches into the nodes' processes (sharesProcesses)
 }
-
-// downBy is how a node that is down went down.
-type downBy int
-
-const (
-	killed  downBy = iota + 1 // its container stopped: Restart starts it
-	inPlace                   // its server restarts itself: Restart waits for it
-)
-
-// readyTimeout bounds the wait for a started cluster to serve.
-const readyTimeout = 2 * time.Minute
 
 var runIDPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
 
@@ -136,7 +126,7 @@ func Start(ctx context.Context, spec Spec) (*Cluster, error) {
 	if err := Ping(ctx); err != nil {
 		return nil, err
 	}
-	c := &Cluster{spec: spec, recipe: recipe, network: "lockbreaker-" + spec.RunID, down: map[string]downBy{}}
+	c := &Cluster{spec: spec, recipe: recipe, network: "lockbreaker-" + spec.RunID}
 	if err := c.start(ctx); err != nil {
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
@@ -177,15 +167,20 @@ func (c *Cluster) start(ctx context.Context) error {
 
 	// Start the nodes together: ZooKeeper servers look each other up by name.
 	cluster := c.setupCluster()
-	nodes, err := c.startAll(ctx, create, labels, "n", 0, c.spec.Nodes, c.recipe.ClientPort(c.spec.Pooler), func(id int) system.NodeSetup {
+	started, err := c.startAll(ctx, create, labels, "n", 0, c.spec.Nodes, c.recipe.ClientPort(c.spec.Pooler), func(id int) system.NodeSetup {
 		return c.recipe.Node(cluster, id)
 	})
 	if err != nil {
 		return err
 	}
-	c.nodes = nodes
+	c.nodes = started
 	c.reached("nodes")
-	if err := c.waitAll(ctx, c.nodes, c.ready); err != nil {
+	cfg := nodes.Config{System: c.spec.System, Recipe: c.recipe, Partitions: c.spec.Partitions}
+	if c.spec.Faketime {
+		cfg.Clocks = nodes.Faketime
+	}
+	c.Cluster = nodes.New(cfg, c.remotes(c.nodes), nil)
+	if err := c.WaitNodes(ctx); err != nil {
 		return err
 	}
 	c.reached("ready")
@@ -201,7 +196,8 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := c.waitAll(ctx, c.monitors, func(ctx context.Context, addr string) error { return m.Ready(ctx, cluster, addr) }); err != nil {
+	c.Cluster = nodes.New(cfg, c.remotes(c.nodes), c.remotes(c.monitors))
+	if err := c.WaitMonitors(ctx, cluster); err != nil {
 		return err
 	}
 	c.reached("monitors")
@@ -294,22 +290,6 @@ func (c *Cluster) startAll(ctx, create context.Context, labels map[string]string
 	return nodes, errors.Join(errs...)
 }
 
-// waitAll waits until every node in nodes passes ready, within readyTimeout.
-func (c *Cluster) waitAll(ctx context.Context, nodes []Node, ready func(context.Context, string) error) error {
-	readyCtx, cancelReady := context.WithTimeout(ctx, readyTimeout)
-	defer cancelReady()
-	errs := make([]error, len(nodes))
-	var wg sync.WaitGroup
-	for i, n := range nodes {
-		wg.Go(func() { errs[i] = c.waitReady(readyCtx, n, ready) })
-	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return errors.Join(errs...)
-}
-
 // startNode creates and starts the container of node name at address addr and returns it.
 func (c *Cluster) startNode(ctx context.Context, name string, addr netip.Addr, port int, setup system.NodeSetup, labels map[string]string) (_ Node, err error) {
 	labels = maps.Clone(labels)
@@ -378,48 +358,6 @@ func (c *Cluster) containerIP(ctx context.Context, n Node) (string, error) {
 	return ip, nil
 }
 
-// ready asks the node at addr whether it serves: the recipe's probe, or its command run
-// in the node (a system file's ready: {command: ...}).
-func (c *Cluster) ready(ctx context.Context, addr string) error {
-	if len(c.recipe.ReadyIn) == 0 {
-		return c.recipe.Ready(ctx, addr)
-	}
-	for _, n := range c.nodes {
-		if n.Addr() == addr {
-			_, err := probeIn(ctx, n, c.recipe.ReadyIn)
-			return err
-		}
-	}
-	return fmt.Errorf("no node at %s", addr)
-}
-
-// readyPoll is how often a node that does not serve yet is asked again: often, since a
-// node killed under a held lock must serve again within the lease to matter.
-const readyPoll = 50 * time.Millisecond
-
-// waitReady polls node n from this host until ready says it serves, fails fast when
-// its container exits, and reports the end of its log when it gives up.
-func (c *Cluster) waitReady(ctx context.Context, n Node, ready func(context.Context, string) error) error {
-	cli, _ := docker()
-	var last error
-	for attempt := 0; ; attempt++ {
-		if last = ready(ctx, n.Addr()); last == nil {
-			return nil
-		}
-		if attempt%40 == 39 { // about every 2 s
-			info, err := cli.ContainerInspect(ctx, n.ContainerID, client.ContainerInspectOptions{})
-			if err == nil && info.Container.State != nil && !info.Container.State.Running {
-				return fmt.Errorf("node %s exited (%s); log ends:\n%s", n.Name, info.Container.State.Status, c.logTail(n))
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("node %s (%s) not serving: %w (%v); log ends:\n%s", n.Name, n.Addr(), ctx.Err(), last, c.logTail(n))
-		case <-time.After(readyPoll):
-		}
-	}
-}
-
 // Nodes returns the cluster's nodes, n1 first.
 func (c *Cluster) Nodes() []Node { return append([]Node(nil), c.nodes...) }
 
@@ -427,19 +365,8 @@ func (c *Cluster) Nodes() []Node { return append([]Node(nil), c.nodes...) }
 // systems.
 func (c *Cluster) Monitors() []Node { return append([]Node(nil), c.monitors...) }
 
-// MonitorAddrs are the addresses lock clients dial to find the nodes through the monitors.
-func (c *Cluster) MonitorAddrs() []string { return c.watchers().Addrs() }
-
-// MonitorNames are the monitors' names, s1 first.
-func (c *Cluster) MonitorNames() []string { return c.watchers().Names() }
-
 // Spec returns the cluster's spec, with defaults filled in.
 func (c *Cluster) Spec() Spec { return c.spec }
-
-// Gateway is the cluster network's gateway IP: the source address of every
-// host process's traffic to the nodes. DropFrom(node, c.Gateway()) cuts the
-// lock clients off that node.
-func (c *Cluster) Gateway() string { return c.gateway }
 
 // Bridge is the host's side of a cluster network: the Linux bridge its containers are
 // plugged into, its subnet and gateway. Host processes can join it (package clientnet).
@@ -470,44 +397,21 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	return nil
 }
 
-// Names are the nodes' names, n1..nN.
-func (c *Cluster) Names() []string {
-	var names []string
-	for _, n := range c.nodes {
-		names = append(names, n.Name)
-	}
-	return names
-}
-
-// Addrs are the addresses the lock clients dial, in node order.
-func (c *Cluster) Addrs() []string {
-	var addrs []string
-	for _, n := range c.nodes {
-		addrs = append(addrs, n.Addr())
-	}
-	return addrs
-}
-
-// IP is node (or monitor) name's address on the cluster network, or "" if there is no
-// such node.
-func (c *Cluster) IP(name string) string {
-	n, _ := c.node(name)
-	return n.IP
-}
-
 // node finds a node or a monitor by name.
 func (c *Cluster) node(name string) (Node, error) {
-	return c.find(slices.Concat(c.nodes, c.monitors), name)
-}
-
-// lockNode finds a node (not a monitor) by name.
-func (c *Cluster) lockNode(name string) (Node, error) { return c.find(c.nodes, name) }
-
-func (c *Cluster) find(nodes []Node, name string) (Node, error) {
-	for _, n := range nodes {
+	for _, n := range slices.Concat(c.nodes, c.monitors) {
 		if n.Name == name {
 			return n, nil
 		}
 	}
 	return Node{}, fmt.Errorf("no node %q in %s cluster %s", name, c.spec.System, c.spec.RunID)
+}
+
+// remotes are ns as the engine reaches them.
+func (c *Cluster) remotes(ns []Node) []nodes.Remote {
+	rs := make([]nodes.Remote, len(ns))
+	for i, n := range ns {
+		rs[i] = engineNode{Node: n, c: c}
+	}
+	return rs
 }

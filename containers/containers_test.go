@@ -20,6 +20,7 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockbreaker/lockbreaker/nodes/nodestest"
 	"github.com/lockbreaker/lockbreaker/system"
 )
 
@@ -241,7 +242,7 @@ func TestSingleRedis(t *testing.T) {
 			t.Errorf("faketime file %q (%v), want -0.500", got, err)
 		}
 		// The way in through a shell in the node, where this host cannot reach into it.
-		if err := c.setClockInNode(ctx, n.Name, "+1.250"); err != nil {
+		if err := (engineNode{Node: n, c: c}).putInNode(ctx, nodeClockFile, []byte("+1.250")); err != nil {
 			t.Fatal(err)
 		}
 		if got, err := c.Exec(ctx, n.Name, "cat", nodeClockFile); err != nil || got != "+1.250" {
@@ -256,7 +257,7 @@ func TestSingleRedis(t *testing.T) {
 		for i := range errs {
 			wg.Go(func() {
 				if i%4 == 3 { // the way in through a shell in the node too
-					errs[i] = c.setClockInNode(ctx, n.Name, fmt.Sprintf("+%d.000", i))
+					errs[i] = (engineNode{Node: n, c: c}).putInNode(ctx, nodeClockFile, fmt.Appendf(nil, "+%d.000", i))
 					return
 				}
 				errs[i] = c.SetClock(ctx, n.Name, time.Duration(i)*time.Second)
@@ -532,4 +533,15 @@ func TestBothWaysOfMakingTheNodeImageKeepTheFilesModes(t *testing.T) {
 	if fmt.Sprint(built) != fmt.Sprint(copied) {
 		t.Errorf("the build context's node files %v, mmdebstrap's %v: want the same", built, copied)
 	}
+}
+
+// Heal is one contract wherever nodes live (nodes/nodestest): here in containers, on a
+// Redlock of three, a node paused, cut off and off its clock, another killed.
+func TestHealContract(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker")
+	}
+	t.Parallel()
+	c := startCluster(t, Spec{System: "redlock", Nodes: 3, Faketime: true, Partitions: true})
+	nodestest.HealContract(t, c.Cluster, "n1", "n3")
 }

@@ -69,7 +69,7 @@ func TestCrashedRedisRemembersWhatItsPersistenceKept(t *testing.T) {
 // startedAt is when node's container last started.
 func startedAt(t *testing.T, c *Cluster, node string) string {
 	t.Helper()
-	n, err := c.lockNode(node)
+	n, err := c.node(node)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockbreaker/lockbreaker/nodes"
 	"github.com/lockbreaker/lockbreaker/system"
 )
 
@@ -73,7 +74,7 @@ func StartStandIns(ctx context.Context, id, sysName string, n int, authorizedKey
 		return nil, err
 	}
 	c := &Cluster{spec: Spec{RunID: id, Image: image, System: sysName, Nodes: n, Partitions: true},
-		recipe: &system.Container{}, network: "lockbreaker-" + id, down: map[string]downBy{}}
+		recipe: &system.Container{Ready: sshReady}, network: "lockbreaker-" + id}
 	labels := ownerLabels(id)
 	labels[LabelStandIn] = "1"
 	create, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
@@ -85,7 +86,7 @@ func StartStandIns(ctx context.Context, id, sysName string, n int, authorizedKey
 		})
 	}
 	if err == nil {
-		err = c.waitAll(ctx, c.nodes, sshReady)
+		err = nodes.New(nodes.Config{System: sysName, Recipe: c.recipe}, c.remotes(c.nodes), nil).WaitNodes(ctx)
 	}
 	if err != nil {
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)

@@ -7,16 +7,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/lockbreaker/lockbreaker/clientnet"
-	"github.com/lockbreaker/lockbreaker/containers"
 	"github.com/lockbreaker/lockbreaker/machines"
 	"github.com/lockbreaker/lockbreaker/nemesis"
-	runspec "github.com/lockbreaker/lockbreaker/spec"
+	"github.com/lockbreaker/lockbreaker/nodes"
 	"github.com/lockbreaker/lockbreaker/system"
 	"github.com/lockbreaker/lockbreaker/workloads/locksvc"
 )
@@ -30,6 +27,9 @@ type Cluster interface {
 	nemesis.Nodes
 	// Addrs are the addresses the lock clients dial, in node order.
 	Addrs() []string
+	// MonitorAddrs are the addresses of the monitors (Sentinels) through which lock
+	// clients find the primary; none for most systems.
+	MonitorAddrs() []string
 	// Heal undoes every fault the nemesis can inject. Run it in a defer.
 	Heal(ctx context.Context) error
 	// CollectLogs puts the nodes' logs into dir.
@@ -50,22 +50,9 @@ type clusterSetup struct {
 	// logs is where the nodes' logs go (the run's nodes/ directory).
 	logs     string
 	progress io.Writer
-	// machines, when there are any, are where the nodes run instead of containers, and
-	// machineClocks how the faults move their clocks.
-	machines      []*machines.Machine
-	machineClocks machines.Clocks
-}
-
-// machineClocks is how a run's faults move the clocks of machines: not at all when none
-// of its faults needs, else as its spec says.
-func machineClocks(s Spec, needs nemesis.Needs) machines.Clocks {
-	switch {
-	case !needs.Clocks:
-		return machines.FixedClocks
-	case s.MachineClock == runspec.MachineSystemClock:
-		return machines.SystemClock
-	}
-	return machines.Faketime
+	// place is where the nodes live, and clocks how the faults move a machine's clocks.
+	place  place
+	clocks nodes.Clocks
 }
 
 // serverSettings are the spec's settings of the nodes' servers.
@@ -88,127 +75,17 @@ func serverSettingsOf(s Spec) serverSettings {
 	return serverSettings{system.Persistence(s.Persistence), s.MinReplicas, s.MinReplicasMaxLag.Std(), s.Pooler}
 }
 
-// monitorAddrs are the addresses of the cluster's monitors (Sentinels), through which
-// lock clients find the primary; none for most systems.
-func monitorAddrs(c Cluster) []string {
-	if m, ok := c.(interface{ MonitorAddrs() []string }); ok {
-		return m.MonitorAddrs()
-	}
-	return nil
-}
-
-// isMachines says whether c runs on machines.
-func isMachines(c Cluster) bool {
-	_, ok := c.(*machines.Cluster)
-	return ok
-}
-
-// clientNetwork puts the lock clients of a cluster on addresses of their own on its
-// network, or says why it cannot (the cluster is served by the harness, or this host
-// lacks root or tools). Clients of machines get a routed network of this host's only when
-// a fault must reach single clients (needs), as it changes this host's rules; Close
-// removes it.
-func clientNetwork(ctx context.Context, c Cluster, needs nemesis.Needs) (*clientnet.Network, error) {
-	if isMachines(c) {
-		if !needs.ClientAddrs {
-			return nil, errors.New("the nodes run on machines, reached from this host's own address")
-		}
-		return clientnet.Route(ctx)
-	}
-	b, ok := c.(interface{ Bridge() containers.Bridge })
-	if !ok {
-		return nil, errors.New("the lock service runs inside the harness")
-	}
-	br := b.Bridge()
-	return clientnet.New(br.Name, br.Subnet, br.Gateway)
-}
-
-// preflight refuses a run whose system cannot start here, before anything is created: no
-// Docker, or a system described in a file that cannot take the faults asked for here (its
-// image missing, a clock libfaketime cannot move), which is bad input.
-func preflight(ctx context.Context, sys system.System, needs nemesis.Needs) error {
-	if sys.Container == nil {
-		return nil
-	}
-	if err := containers.Ping(ctx); err != nil {
-		return err
-	}
-	err := containers.CheckSystem(ctx, sys, needs.Clocks, needs.Network)
-	if unfit := (*containers.UnfitError)(nil); errors.As(err, &unfit) {
-		return &SpecError{Reason: unfit.Reason}
-	}
-	return err
-}
-
 // CheckMachines asks the machines of spec's nodes file, logged in to with login, whether
-// they can serve it as they are (preflightMachines, installing nothing), changing nothing
+// they can serve it as they are (machinePlace.preflight, installing nothing), changing nothing
 // on them; nil for a spec without a nodes file. A refusal is a *SpecError.
 func CheckMachines(ctx context.Context, spec Spec, login machines.Login) error {
 	c, err := CheckSpec(spec)
 	if err != nil || len(c.machines) == 0 {
 		return err
 	}
-	ms, err := preflightMachines(ctx, c, login, false)
-	for _, m := range ms {
-		m.Close()
-	}
-	return err
-}
-
-// preflightMachines asks the machines of a checked spec with a nodes file, one for each of
-// its nodes, whether they can serve (machines.Preflight), changing nothing on them but the
-// system's packages, installed where missing when install says so; a machine that cannot
-// serve is the user's input.
-func preflightMachines(ctx context.Context, c Checked, login machines.Login, install bool) ([]*machines.Machine, error) {
-	tools := machines.Tools(c.sys, serverSettingsOf(c.spec).cluster(c.nodes, c.spec.TTL.Std()))
-	if c.nemesis.Needs().Network {
-		tools = append(tools, "iptables")
-	}
-	clocks := machineClocks(c.spec, c.nemesis.Needs())
-	if clocks == machines.Faketime {
-		tools = append(tools, machines.FaketimeLib)
-	}
-	needs := machines.Needs{Tools: tools, MaxClockOffset: time.Second, SetClock: clocks == machines.SystemClock}
-	if install {
-		needs.Install = machines.Packages(c.sys)
-	}
-	ms, err := machines.Preflight(ctx, c.machines, login, needs)
-	if err != nil {
-		return nil, &SpecError{Reason: strings.ReplaceAll(err.Error(), "\n", "; ")}
-	}
-	return ms, nil
-}
-
-// startCluster brings sys up and waits until it serves. On error nothing is left behind.
-func startCluster(ctx context.Context, sys system.System, setup clusterSetup) (Cluster, error) {
-	if sys.InProcess != nil {
-		return startLocal(sys, setup)
-	}
-	if len(setup.machines) > 0 {
-		nodes, err := sys.Check(setup.nodes)
-		if err != nil {
-			return nil, err
-		}
-		return machines.StartCluster(ctx, setup.machines, sys, setup.servers.cluster(nodes, setup.ttl), setup.machineClocks, setup.progress)
-	}
-	if n, err := containers.CleanStale(ctx); err != nil {
-		fmt.Fprintf(setup.progress, "could not sweep containers left by killed runs: %v\n", err)
-	} else if n > 0 {
-		fmt.Fprintf(setup.progress, "removed %d containers/networks left by an earlier killed run\n", n)
-	}
-	image, err := containers.EnsureSystemImage(ctx, sys.Name, setup.progress)
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(setup.progress, "starting %s cluster (run %s)\n", sys.Name, setup.runID)
-	c, err := containers.Start(ctx, containers.Spec{RunID: setup.runID, Image: image, System: sys.Name,
-		Nodes: setup.nodes, Faketime: setup.needs.Clocks, Partitions: setup.needs.Network, TTL: setup.ttl,
-		Persistence: setup.servers.persistence, MinReplicas: setup.servers.minReplicas, MinReplicasMaxLag: setup.servers.maxLag,
-		Pooler: setup.servers.pooler})
-	if err != nil {
-		return nil, err // Start has removed whatever it created
-	}
-	return c, nil
+	p := &machinePlace{login: login}
+	defer p.close()
+	return p.preflight(ctx, c)
 }
 
 // localNode is the one node of an in-process cluster.
@@ -241,8 +118,9 @@ func startLocal(sys system.System, setup clusterSetup) (*localCluster, error) {
 	return &localCluster{srv: srv, log: log}, nil
 }
 
-func (c *localCluster) Names() []string { return []string{localNode} }
-func (c *localCluster) Addrs() []string { return []string{c.srv.Addr()} }
+func (c *localCluster) Names() []string        { return []string{localNode} }
+func (c *localCluster) Addrs() []string        { return []string{c.srv.Addr()} }
+func (c *localCluster) MonitorAddrs() []string { return nil }
 func (c *localCluster) Heal(context.Context) error {
 	c.srv.Resume()
 	c.srv.SetClockOffset(0)

@@ -13,7 +13,10 @@ import (
 	"github.com/lockbreaker/lockbreaker/containers"
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/machines"
+	"github.com/lockbreaker/lockbreaker/nodes"
+	"github.com/lockbreaker/lockbreaker/nodes/nodestest"
 	"github.com/lockbreaker/lockbreaker/results"
+	"github.com/lockbreaker/lockbreaker/system"
 )
 
 // A run whose node is a stand-in machine reached over SSH, its service a team's own described
@@ -91,6 +94,48 @@ func TestRunOnAStandInMachine(t *testing.T) {
 	if bridges, _ := filepath.Glob(fmt.Sprintf("/sys/class/net/lbr-%d-*", os.Getpid())); len(bridges) > 0 {
 		t.Errorf("this host keeps the run's client network: %q", bridges)
 	}
+}
+
+// Heal is one contract wherever nodes live (nodes/nodestest): here on a stand-in machine,
+// its one Redis node paused, cut off this host, off its clock and killed at once, where the
+// cut outlives the server it struck.
+func TestHealContractOnAStandInMachine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker: a stand-in machine")
+	}
+	inLane(t, laneRedis)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	key := filepath.Join(t.TempDir(), "id_ed25519")
+	authorized, err := machines.WriteKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprintf("heal-test-%d", os.Getpid())
+	ms, err := containers.StartStandIns(ctx, id, "redis", 1, authorized, testWriter{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := containers.StopStandIns(context.Background(), id); err != nil {
+			t.Error(err)
+		}
+	})
+	m, err := machines.Dial(ctx, machines.Address{User: "root", Host: ms[0].IP}, machines.Login{KeyFile: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	sys, err := system.Lookup("redis")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := machines.StartCluster(ctx, []*machines.Machine{m}, sys, system.Cluster{Nodes: 1, TTL: 2 * time.Second}, nodes.Faketime, testWriter{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(context.Background())
+	nodestest.HealContract(t, c.Cluster, "n1", "n1")
 }
 
 // writeSystemFile writes a system file into dir for a Redis of a team's own on machines:

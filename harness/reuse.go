@@ -116,8 +116,8 @@ func (k *kept) Stop(ctx context.Context) error {
 // start lends a run a cluster of sys: the kept one when it is sound to reuse, else a new
 // one. A nil pool starts a cluster for the run alone.
 func (cs *Clusters) start(ctx context.Context, sys system.System, spec Spec, setup clusterSetup) (Cluster, error) {
-	if cs == nil || sys.Container == nil || len(setup.machines) > 0 {
-		return startCluster(ctx, sys, setup)
+	if cs == nil || !setup.place.keeps() {
+		return setup.place.start(ctx, sys, setup)
 	}
 	sh, err := shapeOf(spec)
 	if err != nil {
@@ -147,7 +147,7 @@ func (cs *Clusters) start(ctx context.Context, sys system.System, spec Spec, set
 		}
 	}
 	setup.needs = needs(faults)
-	c, err := startCluster(ctx, sys, setup)
+	c, err := setup.place.start(ctx, sys, setup)
 	if err != nil {
 		return nil, err
 	}
@@ -221,24 +221,7 @@ func (k *kept) serving(ctx context.Context, sys system.System) error {
 			return err
 		}
 	}
-	var errs []error
-	for _, addr := range k.Addrs() {
-		for {
-			err := sys.Container.Ready(ctx, addr)
-			if err == nil {
-				break
-			}
-			if ctx.Err() != nil {
-				errs = append(errs, fmt.Errorf("node %s not serving again: %w", addr, err))
-				break
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-	}
-	return errors.Join(errs...)
+	return k.WaitNodes(ctx)
 }
 
 // onePrimary waits until exactly one node is primary and every other a replica.

@@ -69,19 +69,11 @@ func (r Runner) Run(ctx context.Context, spec Spec) (string, results.Summary, er
 	if err := CheckProgram(ctx, spec); err != nil {
 		return "", results.Summary{}, err
 	}
-	var ms []*machines.Machine
-	if len(checked.machines) > 0 {
-		if ms, err = preflightMachines(ctx, checked, r.Login, !r.NoInstall); err != nil {
-			return "", results.Summary{}, orInterrupted(ctx, err)
-		}
-		defer func() {
-			for _, m := range ms {
-				m.Close()
-			}
-		}()
-	} else if err := preflight(ctx, checked.sys, checked.nemesis.Needs()); err != nil {
+	place, err := placeOf(ctx, checked, r.Login, !r.NoInstall)
+	if err != nil {
 		return "", results.Summary{}, orInterrupted(ctx, err)
 	}
+	defer place.close()
 	run, err := results.NewRun(r.ResultsRoot, spec.Test, time.Now())
 	if err != nil {
 		return "", results.Summary{}, &SpecError{Reason: err.Error()}
@@ -94,7 +86,7 @@ func (r Runner) Run(ctx context.Context, spec Spec) (string, results.Summary, er
 	// within its test), this process and its count of runs, since runs side by side may
 	// start in the same second.
 	id := fmt.Sprintf("%s-%d-%d", run.ID(), os.Getpid(), runsStarted.Add(1))
-	t := &trial{Runner: r, Checked: checked, run: run, id: id, progress: r.Progress, machines: ms}
+	t := &trial{Runner: r, Checked: checked, run: run, id: id, progress: r.Progress, place: place}
 	if t.progress == nil {
 		t.progress = io.Discard
 	}
@@ -128,8 +120,8 @@ type trial struct {
 	// endNotes say why the run, or its nemesis, ended before the time limit.
 	endNotes []string
 	endMu    sync.Mutex
-	// machines are the machines the nodes run on, preflighted; none for containers.
-	machines []*machines.Machine
+	// place is where the nodes live, asked before the run began.
+	place place
 }
 
 func (t *trial) noteEnd(format string, args ...any) {
@@ -265,7 +257,7 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 		return orInterrupted(ctx, err)
 	}
 	defer func() { err = errors.Join(err, t.tearDown(context.WithoutCancel(ctx), cluster)) }()
-	cnet, shared := clientNetwork(ctx, cluster, t.nemesis.Needs())
+	cnet, shared := t.place.clientNetwork(ctx, cluster, t.nemesis.Needs())
 	if cnet != nil {
 		defer func() { err = errors.Join(err, cnet.Close(context.WithoutCancel(ctx))) }()
 	}
@@ -279,7 +271,7 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 	if err := t.arm(ctx, env); err != nil {
 		return err
 	}
-	configs := t.workerConfigs(t.id, cluster.Addrs(), monitorAddrs(cluster), store.Addr())
+	configs := t.workerConfigs(t.id, cluster.Addrs(), cluster.MonitorAddrs(), store.Addr())
 	proxies, err := openLinks(t.nemesis.Needs(), store.listen(), cluster.Addrs(), store.Addr(), configs)
 	if err != nil {
 		return errors.Join(fmt.Errorf("proxies on the clients' links: %w", err), t.nemesis.Heal(context.WithoutCancel(ctx), env))
@@ -316,7 +308,7 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 func (t *trial) clusterSetup() clusterSetup {
 	return clusterSetup{runID: t.id, nodes: t.spec.Nodes, ttl: t.spec.TTL.Std(), needs: t.nemesis.Needs(),
 		servers: serverSettingsOf(t.spec), logs: t.run.Path(results.NodesDir), progress: io.MultiWriter(t.progress, t.logs),
-		machines: t.machines, machineClocks: machineClocks(t.spec, t.nemesis.Needs())}
+		place: t.place, clocks: machineClocks(t.spec, t.nemesis.Needs())}
 }
 
 // tearDown heals the cluster, brings its nodes' logs into the run directory and stops it

@@ -1,15 +1,6 @@
 package machines
 
-import (
-	"context"
-	"errors"
-	"fmt"
-	"time"
-
-	"github.com/lockbreaker/lockbreaker/internal/shellwords"
-)
-
-// Clocks on machines: a server started under libfaketime (StartCluster's clocks) reads its
+// Clocks on machines: a server started under libfaketime (StartCluster's clocks, nodes.Clocks) reads its
 // wall clock as real time plus the offset in its node's clock file, on every time call, as
 // in the node image's containers: glibc's malloc_debug preloaded first (libfaketime
 // deadlocks with jemalloc, which Debian's redis-server links), monotonic clocks and the
@@ -30,63 +21,11 @@ const faketimeEnv = "FAKETIME_NO_CACHE=1 FAKETIME_DONT_FAKE_MONOTONIC=1 FAKETIME
 // library, a path with a glob the preflight expands.
 const FaketimeLib = "/usr/lib/*-linux-gnu/faketime/libfaketimeMT.so.1"
 
-// Clocks is how a cluster's faults move its nodes' clocks.
-type Clocks string
-
-const (
-	// FixedClocks: no fault moves a clock; the servers run as they are.
-	FixedClocks Clocks = ""
-	// Faketime: every server runs under libfaketime and reads its wall clock as real time
-	// plus its node's offset; the machine's own clock is left alone.
-	Faketime Clocks = "faketime"
-	// SystemClock: the machine's own system clock is moved, by a small program uploaded to
-	// the node's directory, with the machine's NTP services stopped meanwhile: for dedicated
-	// VMs, where a service reads time in ways libfaketime does not reach.
-	SystemClock Clocks = "system"
-)
-
-// SetClock moves the wall clock of node name's server to real time plus offset.
-func (c *Cluster) SetClock(ctx context.Context, name string, offset time.Duration) error {
-	n, err := c.node(name)
-	if err != nil {
-		return err
-	}
-	switch c.clocks {
-	case Faketime:
-		err = n.setFaketime(ctx, offset)
-	case SystemClock:
-		_, err = n.m.Sudo(ctx, fmt.Sprintf("%s %+.6f", shellwords.Quote(n.clockProgram()), offset.Seconds()))
-	default:
-		err = errors.New("the run's faults move no clocks")
-	}
-	if err != nil {
-		return fmt.Errorf("set clock of node %s: %w", name, err)
-	}
-	return nil
-}
-
-// setFaketime writes the server's libfaketime clock file anew (a file of this shell's own
-// renamed over it, so that the server never reads it half written and two settings at once
-// do not rename each other's away).
-func (n node) setFaketime(ctx context.Context, offset time.Duration) error {
-	// libfaketime reads signed seconds ("+500ms" would be 500 minutes).
-	file := shellwords.Quote(n.clockFile())
-	_, err := n.m.Sudo(ctx, fmt.Sprintf(`printf '%%s' %+.3f > %s.new.$$ && mv -f %s.new.$$ %s`, offset.Seconds(), file, file, file))
-	return err
-}
-
-// ResetClocks puts every node's clock back to real time; nothing when no fault moves them.
-func (c *Cluster) ResetClocks(ctx context.Context) error {
-	if c.clocks == FixedClocks {
-		return nil
-	}
-	return c.each(func(_ int, n node) error { return c.SetClock(ctx, n.name, 0) })
-}
-
 // The system clock's program, its state and the NTP services it stopped live in the node's
 // directory, so that the end of the run and Clean (after a run killed with SIGKILL) put the
-// clock back and start NTP again from what the machine itself keeps.
-func (n node) clockProgram() string { return n.dir() + "/clock" }
+// clock back and start NTP again from what the machine itself keeps. clockProgram is the
+// program as its node's Run names it, under nodeRoot.
+const clockProgram = "/lockbreaker/clock"
 
 // systemClockProgram sets the machine's system clock to real time plus $1 seconds (signed,
 // fractional), real time being the clock now less the offset it set last, kept beside it.

@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/internal/shellwords"
+	"github.com/lockbreaker/lockbreaker/nodes"
 	"github.com/lockbreaker/lockbreaker/system"
 )
 
@@ -127,26 +127,24 @@ func ownPaths(sys system.System, ns system.NodeSetup) []string {
 
 // Cluster is a system's nodes on machines, node i on the i-th machine, each server started
 // from the setup its container would run, in the background with a pidfile: every fault
-// aims at that process id, never at a name.
+// aims at that process id, never at a name. The faults are nodes.Cluster's, reached over
+// SSH (node).
 type Cluster struct {
-	sys      system.System
-	nodes    []node
-	monitors []node // a replicated system's monitors (Sentinels), on the machines after the nodes'
-	clocks   Clocks // how the faults move the nodes' clocks
-
-	mu     sync.Mutex
-	killed map[string]bool // the nodes whose servers Kill killed and Restart has not started again
+	*nodes.Cluster
+	servers []node // the nodes, then the monitors (Sentinels) on the machines after theirs
 
 	stopped sync.Once
 	stopErr error
 }
 
-// node is one node of a Cluster.
+// node is one server of a Cluster as a nodes.Remote.
 type node struct {
 	name  string
 	m     *Machine
 	addr  string           // host:port its clients dial
 	setup system.NodeSetup // relocated under its directory
+	// move moves the paths of the node's container recipe under its directory.
+	move func(string) string
 	// ip is the machine's address as this host reaches it, control this host's as the
 	// machine sees it: what partitions cut.
 	ip, control string
@@ -156,9 +154,7 @@ type node struct {
 	prepare string
 	// copies are a system file's programs copied from this host, relocated.
 	copies []system.CopyFile
-	// readyIn and roleIn are a system file's commands run on the node's machine, in its
-	// directory, to ask whether it serves and its role, relocated; nil when asked from here.
-	readyIn, roleIn []string
+	clocks nodes.Clocks
 }
 
 func (n node) dir() string     { return Dir + "/" + n.name }
@@ -166,14 +162,14 @@ func (n node) pidfile() string { return n.dir() + "/pid" }
 func (n node) log() string     { return n.dir() + "/server.log" }
 
 // clockFile is the offset libfaketime reads the server's wall clock from, on every time
-// call (FAKETIME_TIMESTAMP_FILE), when the servers run under it.
-func (n node) clockFile() string { return n.dir() + "/faketime" }
+// call (FAKETIME_TIMESTAMP_FILE), when the servers run under it, as its container names it.
+const clockFile = nodeRoot + "faketime"
 
 // StartCluster starts sys's nodes on the first machines of ms, one each, as setup says,
 // and waits until each serves; clocks says how SetClock moves their wall clocks (under
-// libfaketime, every server is started under it). Whatever an earlier run left under Dir on them is stopped
-// and removed first. On an error nothing is left.
-func StartCluster(ctx context.Context, ms []*Machine, sys system.System, setup system.Cluster, clocks Clocks, progress io.Writer) (*Cluster, error) {
+// libfaketime, every server is started under it). Whatever an earlier run left under Dir
+// on them is stopped and removed first. On an error nothing is left.
+func StartCluster(ctx context.Context, ms []*Machine, sys system.System, setup system.Cluster, clocks nodes.Clocks, progress io.Writer) (*Cluster, error) {
 	if err := Runs(sys); err != nil {
 		return nil, err
 	}
@@ -185,42 +181,45 @@ func StartCluster(ctx context.Context, ms []*Machine, sys system.System, setup s
 	if len(ms) < setup.Nodes+monitors {
 		return nil, fmt.Errorf("%s needs %d machines, and the machines file names %d", sys.Name, setup.Nodes+monitors, len(ms))
 	}
-	c := &Cluster{sys: sys, clocks: clocks, killed: map[string]bool{}}
 	setup.Hosts = nil
 	for i := range setup.Nodes {
 		setup.Hosts = append(setup.Hosts, ms[i].addr.Host)
 	}
-	for i := range setup.Nodes {
+	c := &Cluster{}
+	for i := range setup.Nodes + monitors {
 		// The clients dial the pooler in front of the server when the run has one.
-		n, err := newNode(ctx, ms[i], sys, "n"+strconv.Itoa(i+1), sys.Container.ClientPort(setup.Pooler), nodeSetup(sys, setup, i+1))
+		name, port, ns := "n"+strconv.Itoa(i+1), sys.Container.ClientPort(setup.Pooler), nodeSetup(sys, setup, i+1)
+		if i >= setup.Nodes {
+			id := i - setup.Nodes + 1
+			name, port, ns = mons.Prefix+strconv.Itoa(id), mons.Port, mons.Node(setup, id)
+		}
+		n, err := newNode(ctx, ms[i], sys, name, port, ns, clocks)
 		if err != nil {
 			return nil, err
 		}
-		c.nodes = append(c.nodes, n)
-	}
-	for id := 1; id <= monitors; id++ {
-		n, err := newNode(ctx, ms[setup.Nodes+id-1], sys, mons.Prefix+strconv.Itoa(id), mons.Port, mons.Node(setup, id))
-		if err != nil {
-			return nil, err
-		}
-		c.monitors = append(c.monitors, n)
+		c.servers = append(c.servers, n)
 	}
 	fmt.Fprintf(progress, "starting %s on %d machines (%s)\n", sys.Name, setup.Nodes+monitors, c.machineNames())
-	start := func(ns []node, ready func(context.Context, string) error) error {
-		err := eachOf(ns, func(_ int, n node) error {
+	fresh := func(ns []node) error {
+		return eachOf(ns, func(_ int, n node) error {
 			if err := n.stop(ctx); err != nil {
 				return err
 			}
-			return n.start(ctx, true, clocks)
+			return n.start(ctx, true)
 		})
-		if err != nil {
-			return err
-		}
-		return eachOf(ns, func(_ int, n node) error { return n.waitReady(ctx, ready) })
 	}
-	err := start(c.nodes, sys.Container.Ready)
+	cfg := nodes.Config{System: sys.Name, Recipe: sys.Container, Clocks: clocks, Partitions: true}
+	ns, mns := c.servers[:setup.Nodes], c.servers[setup.Nodes:]
+	c.Cluster = nodes.New(cfg, remotes(ns), nil)
+	err := fresh(ns)
+	if err == nil {
+		err = c.WaitNodes(ctx)
+	}
 	if err == nil && monitors > 0 { // once the nodes serve, as in containers
-		err = start(c.monitors, func(ctx context.Context, addr string) error { return mons.Ready(ctx, setup, addr) })
+		c.Cluster = nodes.New(cfg, remotes(ns), remotes(mns))
+		if err = fresh(mns); err == nil {
+			err = c.WaitMonitors(ctx, setup)
+		}
 	}
 	if err != nil {
 		return nil, errors.Join(err, c.Stop(context.WithoutCancel(ctx)))
@@ -228,33 +227,35 @@ func StartCluster(ctx context.Context, ms []*Machine, sys system.System, setup s
 	return c, nil
 }
 
+func remotes(ns []node) []nodes.Remote {
+	rs := make([]nodes.Remote, len(ns))
+	for i, n := range ns {
+		rs[i] = n
+	}
+	return rs
+}
+
 // newNode is server name on machine m, its clients dialing it at port, started as setup
 // says, relocated under its directory.
-func newNode(ctx context.Context, m *Machine, sys system.System, name string, port int, setup system.NodeSetup) (node, error) {
+func newNode(ctx context.Context, m *Machine, sys system.System, name string, port int, setup system.NodeSetup, clocks nodes.Clocks) (node, error) {
 	ip, control, err := m.addresses(ctx)
 	if err != nil {
 		return node{}, err
 	}
-	n := node{name: name, m: m, addr: net.JoinHostPort(m.addr.Host, strconv.Itoa(port)), ip: ip, control: control}
-	move := mover(n.dir(), ownPaths(sys, setup))
-	n.setup = relocated(setup, move)
+	n := node{name: name, m: m, addr: net.JoinHostPort(m.addr.Host, strconv.Itoa(port)), ip: ip, control: control, clocks: clocks}
+	n.move = mover(n.dir(), ownPaths(sys, setup))
+	n.setup = relocated(setup, n.move)
 	img, on := sys.Container.Image, sys.Container.OnMachine
 	switch {
 	case on != nil:
-		n.prepare = move(on.Prepare)
+		n.prepare = n.move(on.Prepare)
 	case img != nil:
-		n.prepare = move(img.Prepare)
+		n.prepare = n.move(img.Prepare)
 	}
 	if img != nil {
 		for _, c := range img.Copy {
-			n.copies = append(n.copies, system.CopyFile{From: c.From, To: move(c.To), Mode: c.Mode})
+			n.copies = append(n.copies, system.CopyFile{From: c.From, To: n.move(c.To), Mode: c.Mode})
 		}
-	}
-	if in := sys.Container.ReadyIn; len(in) > 0 {
-		n.readyIn = relocated(system.NodeSetup{Cmd: in}, move).Cmd
-	}
-	if in := sys.Container.RoleIn; len(in) > 0 {
-		n.roleIn = relocated(system.NodeSetup{Cmd: in}, move).Cmd
 	}
 	return n, nil
 }
@@ -262,17 +263,11 @@ func newNode(ctx context.Context, m *Machine, sys system.System, name string, po
 // machineNames names the cluster's machines, the nodes' in order, then the monitors'.
 func (c *Cluster) machineNames() string {
 	var names []string
-	for _, n := range c.servers() {
+	for _, n := range c.servers {
 		names = append(names, n.m.Name())
 	}
 	return strings.Join(names, ", ")
 }
-
-// servers are the nodes, then the monitors.
-func (c *Cluster) servers() []node { return slices.Concat(c.nodes, c.monitors) }
-
-// each does f to every node at once, and joins their errors.
-func (c *Cluster) each(f func(i int, n node) error) error { return eachOf(c.nodes, f) }
 
 // eachOf does f to every one of ns at once, and joins their errors.
 func eachOf(ns []node, f func(i int, n node) error) error {
@@ -318,7 +313,7 @@ func relocated(setup system.NodeSetup, move func(string) string) system.NodeSetu
 // start starts the node's server in a session of its own, its pid in the pidfile, its
 // output appended to its log; first writes its files when fresh (a restart starts on what
 // the disk kept, a configuration the server rewrote included).
-func (n node) start(ctx context.Context, fresh bool, clocks Clocks) error {
+func (n node) start(ctx context.Context, fresh bool) error {
 	var script []string
 	if fresh {
 		for _, c := range n.copies {
@@ -345,17 +340,17 @@ func (n node) start(ctx context.Context, fresh bool, clocks Clocks) error {
 			script = append(script, fmt.Sprintf("echo %s | base64 -d > %s", base64.StdEncoding.EncodeToString([]byte(f.Content)), shellwords.Quote(f.Path)))
 		}
 	}
-	if fresh && clocks == SystemClock {
+	if fresh && n.clocks == nodes.SystemClock {
 		script = append(script, fmt.Sprintf("echo %s | base64 -d > %s", base64.StdEncoding.EncodeToString([]byte(systemClockProgram)),
-			shellwords.Quote(n.clockProgram())), inDir(takeClock, n.dir()))
+			shellwords.Quote(n.move(clockProgram))), inDir(takeClock, n.dir()))
 	}
 	env := ""
-	if clocks == Faketime {
+	if n.clocks == nodes.Faketime {
 		if fresh {
-			script = append(script, "printf +0 > "+shellwords.Quote(n.clockFile()))
+			script = append(script, "printf +0 > "+shellwords.Quote(n.move(clockFile)))
 		}
 		script = append(script, faketimePreload)
-		env = "env LD_PRELOAD=\"$preload\" FAKETIME_TIMESTAMP_FILE=" + shellwords.Quote(n.clockFile()) + " " + faketimeEnv + " "
+		env = "env LD_PRELOAD=\"$preload\" FAKETIME_TIMESTAMP_FILE=" + shellwords.Quote(n.move(clockFile)) + " " + faketimeEnv + " "
 	}
 	// The server itself is what goes into the background, so $! is its pid (setsid execs
 	// it), and it holds none of the session's descriptors, which would keep it open.
@@ -367,54 +362,75 @@ func (n node) start(ctx context.Context, fresh bool, clocks Clocks) error {
 	return nil
 }
 
-// waitReady polls ready from here, or the node's own ready command on its machine, until
-// the node serves, within two minutes.
-func (n node) waitReady(ctx context.Context, ready func(context.Context, string) error) error {
-	if n.readyIn != nil {
-		ready = func(ctx context.Context, _ string) error {
-			_, err := n.inDir(ctx, n.readyIn)
-			return err
-		}
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	for {
-		err := ready(ctx, n.addr)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("node %s on %s (%s) not serving: %w (%v); log ends: %s", n.name, n.m.Name(), n.addr, ctx.Err(), err, n.logTail())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+func (n node) Info() nodes.Info {
+	return nodes.Info{Name: n.name, Addr: n.addr, IP: n.ip, Control: n.control, KeepPort: n.m.addr.port(),
+		ClockFile: clockFile, ClockProgram: clockProgram}
 }
 
-// logTail is the last lines of the node's log, or why it cannot be read.
-func (n node) logTail() string {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	r, err := n.m.Sudo(ctx, "tail -n 5 "+shellwords.Quote(n.log()))
-	if err != nil {
-		return err.Error()
+// Run runs cmd as root on the node's machine, in its directory, its words moved there.
+func (n node) Run(ctx context.Context, cmd ...string) (string, error) {
+	moved := make([]string, len(cmd))
+	for i, w := range cmd {
+		moved[i] = n.move(w)
 	}
-	return strings.TrimSpace(string(r.Stdout))
+	r, err := n.m.Sudo(ctx, "cd "+shellwords.Quote(n.dir())+" && "+shellwords.Join(moved))
+	return string(r.Stdout), err
 }
 
-// inDir runs cmd as root on the node's machine, in its directory, and returns its output.
-func (n node) inDir(ctx context.Context, cmd []string) ([]byte, error) {
-	r, err := n.m.Sudo(ctx, "cd "+shellwords.Quote(n.dir())+" && "+shellwords.Join(cmd))
-	return r.Stdout, err
+// NetRun runs script as root on the machine: its network is the node's.
+func (n node) NetRun(ctx context.Context, script string) error {
+	_, err := n.m.Sudo(ctx, script)
+	return err
 }
 
-// signal sends sig to the node's server, named by its pidfile.
-func (n node) signal(ctx context.Context, sig syscall.Signal) error {
+// Put writes a file of this shell's own and renames it over path, moved under the node's
+// directory.
+func (n node) Put(ctx context.Context, path string, data []byte) error {
+	file := shellwords.Quote(n.move(path))
+	_, err := n.m.Sudo(ctx, fmt.Sprintf(`echo %s | base64 -d > %s.new.$$ && mv -f %s.new.$$ %s`,
+		base64.StdEncoding.EncodeToString(data), file, file, file))
+	return err
+}
+
+// Signal sends sig to the node's server, named by its pidfile.
+func (n node) Signal(ctx context.Context, sig syscall.Signal) error {
 	_, err := n.m.Sudo(ctx, fmt.Sprintf("kill -%d \"$(cat %s)\"", int(sig), shellwords.Quote(n.pidfile())))
-	if err != nil {
-		return fmt.Errorf("signal node %s: %w", n.name, err)
+	return err
+}
+
+// Kill sends SIGKILL to the server with its process group (what its command started beside
+// it goes too, as PgBouncer beside PostgreSQL: a crashed container's whole content), and
+// returns once it has gone, or is a zombie its new parent has yet to reap; its pidfile goes
+// with it, so that no later kill finds its number given to another process.
+func (n node) Kill(ctx context.Context) error {
+	_, err := n.m.Sudo(ctx, fmt.Sprintf(`[ -f %[1]s ] || exit 0
+pid="$(cat %[1]s)"; kill -KILL -- -"$pid" 2>/dev/null
+for i in $(seq 100); do
+	kill -0 "$pid" 2>/dev/null && [ "$(sed 's/.*) //' /proc/$pid/stat 2>/dev/null | cut -d' ' -f1)" != Z ] || { rm -f %[1]s; exit 0; }
+	sleep 0.05
+done
+echo "pid $pid still runs 5 s after SIGKILL" >&2; exit 1`, shellwords.Quote(n.pidfile())))
+	return err
+}
+
+// Start starts the server again on what its disk kept.
+func (n node) Start(ctx context.Context) error { return n.start(ctx, false) }
+
+func (n node) Alive(ctx context.Context) error {
+	_, err := n.m.Sudo(ctx, fmt.Sprintf("kill -0 \"$(cat %s)\"", shellwords.Quote(n.pidfile())))
+	return err
+}
+
+func (n node) Log(ctx context.Context, w io.Writer, tail int) error {
+	cmd := "cat "
+	if tail > 0 {
+		cmd = fmt.Sprintf("tail -n %d ", tail)
 	}
-	return nil
+	r, err := n.m.Sudo(ctx, cmd+shellwords.Quote(n.log()))
+	if err == nil {
+		_, err = w.Write(r.Stdout)
+	}
+	return err
 }
 
 // stop kills the node's server and its process group, if its pidfile names one, gives the
@@ -423,134 +439,11 @@ func (n node) signal(ctx context.Context, sig syscall.Signal) error {
 func (n node) stop(ctx context.Context) error {
 	pidfile := shellwords.Quote(n.pidfile())
 	_, err := n.m.Sudo(ctx, fmt.Sprintf("if [ -f %s ]; then kill -KILL -- -\"$(cat %s)\" 2>/dev/null; fi\n%s\nrm -rf %s; rmdir %s 2>/dev/null\n%s\ntrue",
-		pidfile, pidfile, inDir(giveClockBack, n.dir()), shellwords.Quote(n.dir()), shellwords.Quote(Dir), removeChain))
+		pidfile, pidfile, inDir(giveClockBack, n.dir()), shellwords.Quote(n.dir()), shellwords.Quote(Dir), nodes.RemoveChain))
 	if err != nil {
 		return fmt.Errorf("stop node %s: %w", n.name, err)
 	}
 	return nil
-}
-
-// Names are the nodes, n1 first.
-func (c *Cluster) Names() []string {
-	names := make([]string, len(c.nodes))
-	for i, n := range c.nodes {
-		names[i] = n.name
-	}
-	return names
-}
-
-// Addrs are the addresses the lock clients dial, in node order.
-func (c *Cluster) Addrs() []string {
-	addrs := make([]string, len(c.nodes))
-	for i, n := range c.nodes {
-		addrs[i] = n.addr
-	}
-	return addrs
-}
-
-// Signal sends sig to node name's server.
-func (c *Cluster) Signal(ctx context.Context, name string, sig syscall.Signal) error {
-	n, err := c.node(name)
-	if err != nil {
-		return err
-	}
-	return n.signal(ctx, sig)
-}
-
-// node is node name.
-func (c *Cluster) node(name string) (node, error) {
-	for _, n := range c.nodes {
-		if n.name == name {
-			return n, nil
-		}
-	}
-	return node{}, fmt.Errorf("no node %s", name)
-}
-
-// Kill sends SIGKILL to node name's server, with its process group (what its command
-// started beside it goes too, as PgBouncer beside PostgreSQL: a crashed container's whole
-// content), and returns once the server has gone; its files stay, for Restart to start it
-// again on.
-func (c *Cluster) Kill(ctx context.Context, name string) error {
-	n, err := c.node(name)
-	if err != nil {
-		return err
-	}
-	c.setKilled(name, true)
-	pidfile := shellwords.Quote(n.pidfile())
-	// Gone once kill -0 fails, or it is a zombie its new parent has yet to reap; its pidfile
-	// goes with it, so that no later kill finds its number given to another process.
-	if _, err := n.m.Sudo(ctx, fmt.Sprintf(`[ -f %[1]s ] || exit 0
-pid="$(cat %[1]s)"; kill -KILL -- -"$pid" 2>/dev/null
-for i in $(seq 100); do
-	kill -0 "$pid" 2>/dev/null && [ "$(sed 's/.*) //' /proc/$pid/stat 2>/dev/null | cut -d' ' -f1)" != Z ] || { rm -f %[1]s; exit 0; }
-	sleep 0.05
-done
-echo "pid $pid still runs 5 s after SIGKILL" >&2; exit 1`, pidfile)); err != nil {
-		return fmt.Errorf("kill node %s: %w", name, err)
-	}
-	return nil
-}
-
-// Crash kills node name's server as Kill does: a machine's server has no supervisor to
-// start it again in place, so Restart does.
-func (c *Cluster) Crash(ctx context.Context, name string) error { return c.Kill(ctx, name) }
-
-// Restart starts node name's killed server again on what its disk kept and returns once it
-// serves.
-func (c *Cluster) Restart(ctx context.Context, name string) error {
-	n, err := c.node(name)
-	if err != nil {
-		return err
-	}
-	if err := n.start(ctx, false, c.clocks); err != nil {
-		return err
-	}
-	c.setKilled(name, false)
-	return n.waitReady(ctx, c.sys.Container.Ready)
-}
-
-// RestartKilled starts every node still killed again.
-func (c *Cluster) RestartKilled(ctx context.Context) error {
-	return c.each(func(_ int, n node) error {
-		c.mu.Lock()
-		killed := c.killed[n.name]
-		c.mu.Unlock()
-		if !killed {
-			return nil
-		}
-		return c.Restart(ctx, n.name)
-	})
-}
-
-func (c *Cluster) setKilled(name string, killed bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if killed {
-		c.killed[name] = true
-	} else {
-		delete(c.killed, name)
-	}
-}
-
-// Heal starts every killed server again and lets every paused one run again.
-func (c *Cluster) Heal(ctx context.Context) error {
-	restart := c.RestartKilled(ctx)
-	return errors.Join(restart, c.each(func(_ int, n node) error { return n.signal(ctx, syscall.SIGCONT) }))
-}
-
-// CollectLogs brings each node's and monitor's log into dir as <name>.log.
-func (c *Cluster) CollectLogs(ctx context.Context, dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	return eachOf(c.servers(), func(_ int, n node) error {
-		r, err := n.m.Sudo(ctx, "cat "+shellwords.Quote(n.log()))
-		if err != nil {
-			return fmt.Errorf("log of node %s: %w", n.name, err)
-		}
-		return os.WriteFile(filepath.Join(dir, n.name+".log"), r.Stdout, 0o644)
-	})
 }
 
 // Stop kills every node's and monitor's server and removes lockbreaker's directory from
@@ -560,7 +453,7 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	c.stopped.Do(func() {
 		ctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
-		c.stopErr = eachOf(c.servers(), func(_ int, n node) error { return n.stop(ctx) })
+		c.stopErr = eachOf(c.servers, func(_ int, n node) error { return n.stop(ctx) })
 	})
 	return c.stopErr
 }
@@ -579,93 +472,9 @@ for d in %s/*/; do
 done
 rm -rf %s
 %s
-echo $n`, shellwords.Quote(Dir), shellwords.Quote(Dir), shellwords.Quote(giveClockBack), shellwords.Quote(Dir), removeChain))
+echo $n`, shellwords.Quote(Dir), shellwords.Quote(Dir), shellwords.Quote(giveClockBack), shellwords.Quote(Dir), nodes.RemoveChain))
 	if err != nil {
 		return 0, err
 	}
 	return strconv.Atoi(strings.TrimSpace(string(r.Stdout)))
-}
-
-// Roles asks every node for its part in the cluster now, from here, as the system's probe
-// does: system.Down for a node killed and not started again, system.Unknown for one that
-// does not say (paused, cut off this host, between roles).
-func (c *Cluster) Roles(ctx context.Context) (map[string]system.Role, error) {
-	probe := func(ctx context.Context, n node) (system.Role, error) { return c.sys.Container.Role(ctx, n.addr) }
-	switch {
-	case len(c.sys.Container.RoleIn) > 0:
-		probe = func(ctx context.Context, n node) (system.Role, error) {
-			out, err := n.inDir(ctx, n.roleIn)
-			if err != nil {
-				return "", err
-			}
-			return system.ParseRole(string(out))
-		}
-	case c.sys.Container.Role == nil:
-		return nil, fmt.Errorf("the nodes of a %s cluster have no roles", c.sys.Name)
-	}
-	roles := make([]system.Role, len(c.nodes))
-	_ = c.each(func(i int, n node) error {
-		c.mu.Lock()
-		killed := c.killed[n.name]
-		c.mu.Unlock()
-		roles[i] = system.Down
-		if !killed {
-			if role, err := probe(ctx, n); err != nil || role == "" {
-				roles[i] = system.Unknown
-			} else {
-				roles[i] = role
-			}
-		}
-		return nil
-	})
-	byName := map[string]system.Role{}
-	for i, n := range c.nodes {
-		byName[n.name] = roles[i]
-	}
-	return byName, nil
-}
-
-// Leader is the node that leads now.
-func (c *Cluster) Leader(ctx context.Context) (string, error) {
-	roles, err := c.Roles(ctx)
-	if err != nil {
-		return "", err
-	}
-	for _, n := range c.nodes {
-		if roles[n.name] == system.Leader {
-			return n.name, nil
-		}
-	}
-	return "", fmt.Errorf("no %s node says it leads", c.sys.Name)
-}
-
-// MonitorAddrs are the addresses lock clients dial to find the nodes through the monitors;
-// none for most systems.
-func (c *Cluster) MonitorAddrs() []string { return c.watchers().Addrs() }
-
-// MonitorNames are the monitors' names, s1 first.
-func (c *Cluster) MonitorNames() []string { return c.watchers().Names() }
-
-// Promote makes the monitors promote a replica now (SENTINEL FAILOVER).
-func (c *Cluster) Promote(ctx context.Context) error {
-	return c.sys.Container.Monitors.PromoteAny(ctx, c.sys.Name, c.watchers())
-}
-
-// Announced is the node every monitor now gives clients as the primary; "" while they
-// differ.
-func (c *Cluster) Announced(ctx context.Context) (string, error) {
-	i, err := c.sys.Container.Monitors.Announced(ctx, c.sys.Name, c.watchers(), c.Addrs())
-	if err != nil || i < 0 {
-		return "", err
-	}
-	return c.nodes[i].name, nil
-}
-
-// watchers are the monitors as the system's recipe asks them.
-func (c *Cluster) watchers() system.Watchers {
-	ws := make(system.Watchers, len(c.monitors))
-	for i, n := range c.monitors {
-		ws[i] = system.Watcher{Name: n.name, Addr: n.addr}
-	}
-	return ws
 }
