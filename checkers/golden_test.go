@@ -3,8 +3,10 @@ package checkers
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -27,19 +29,31 @@ var goldenOptions = map[string]func(dir string) Options{
 	},
 }
 
-// goldenJudged is one history's results, judged whole (Judge) and, where it pairs, in
-// pieces as small as the stream makes them, for every set of goldenOptions.
+// goldenJudged is one checker's results on one candidate reading of a history, judged whole
+// (Judge) and, where it pairs, in pieces as small as the stream makes them, for every set
+// of goldenOptions.
 type goldenJudged struct {
-	Whole    map[string][]Result `json:"whole"`
-	Streamed map[string][]Result `json:"streamed,omitempty"`
+	Whole    map[string]Result `json:"whole"`
+	Streamed map[string]Result `json:"streamed,omitempty"`
+}
+
+// goldenDir holds one directory per checker, named as the checker is, with one file per
+// input history, <checker>/<input>.json: a new checker adds its own directory and changes
+// no other checker's file.
+var goldenDir = filepath.Join("testdata", "golden")
+
+// goldenPath is where a checker's results on an input are kept.
+func goldenPath(checker Name, input string) string {
+	return filepath.Join(goldenDir, string(checker), input+".json")
 }
 
 // Every hand-made history, every fuzz seed and a few generated histories get, byte for
-// byte, the results in testdata/golden, whole and streamed: what the checkers say does not
-// change unless a golden file changes with it (go test -run TestGolden -update rewrites them).
+// byte, the results in testdata/golden/<checker>/<input>.json, whole and streamed: what a
+// checker says does not change unless its golden file changes with it (go test ./checkers
+// -run TestGolden -update rewrites them, and removes those of a checker or input gone).
 func TestGolden(t *testing.T) {
 	t.Parallel()                                      // a CPU-bound search: the fast tier runs them side by side
-	inputs := map[string]map[string][]history.Event{} // golden file -> candidate -> events
+	inputs := map[string]map[string][]history.Event{} // input -> candidate -> events
 	jsonl, _ := filepath.Glob("testdata/*.jsonl")
 	for _, path := range jsonl {
 		inputs[strings.TrimSuffix(filepath.Base(path), ".jsonl")] = map[string][]history.Event{"parsed": readHistory(t, filepath.Base(path))}
@@ -80,19 +94,45 @@ func TestGolden(t *testing.T) {
 	if len(inputs) < 60 {
 		t.Fatalf("only %d inputs found", len(inputs))
 	}
+	staleGoldens(t, inputs)
 	for name, candidates := range inputs {
 		t.Run(name, func(t *testing.T) {
-			judged := map[string]goldenJudged{}
+			judged := make([]map[string]goldenJudged, len(All())) // by checker, as All lists them
+			for i := range judged {
+				judged[i] = map[string]goldenJudged{}
+			}
+			// keep puts each checker's result with the others for its golden file, once the
+			// results are known to be one of each checker's in the order of All.
+			keep := func(candidate, set string, streamed bool, results []Result) {
+				t.Helper()
+				if len(results) != len(All()) {
+					t.Fatalf("%s %s: %d results, want one of each of the %d checkers", candidate, set, len(results), len(All()))
+				}
+				for i, r := range results {
+					if c := All()[i].Name(); r.Checker != c {
+						t.Fatalf("%s %s: result %d is of %s, want %s (the order of All)", candidate, set, i, r.Checker, c)
+					}
+					j := judged[i][candidate]
+					if j.Whole == nil {
+						j.Whole = map[string]Result{}
+					}
+					if streamed {
+						if j.Streamed == nil {
+							j.Streamed = map[string]Result{}
+						}
+						j.Streamed[set] = r
+					} else {
+						j.Whole[set] = r
+					}
+					judged[i][candidate] = j
+				}
+			}
 			for candidate, events := range candidates {
-				j := goldenJudged{Whole: map[string][]Result{}}
 				_, unpairable := history.Pair(events)
 				for set, opts := range goldenOptions {
-					j.Whole[set] = Judge(t.Context(), events, opts(t.TempDir()))
+					keep(candidate, set, false, Judge(t.Context(), events, opts(t.TempDir())))
 					if unpairable != nil {
 						continue
-					}
-					if j.Streamed == nil {
-						j.Streamed = map[string][]Result{}
 					}
 					limits := Limits{PieceOps: 1, MaxOps: 1 << 30, LongOps: 1 << 30}
 					if len(events) > 200 {
@@ -102,33 +142,79 @@ func TestGolden(t *testing.T) {
 					for _, e := range events {
 						s.Add(e)
 					}
-					j.Streamed[set] = s.Results()
+					keep(candidate, set, true, s.Results())
 				}
-				judged[candidate] = j
 			}
-			got, err := json.MarshalIndent(judged, "", "  ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, '\n')
-			path := filepath.Join("testdata", "golden", name+".json")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			for i, c := range All() {
+				got, err := json.MarshalIndent(judged[i], "", "  ")
+				if err != nil {
 					t.Fatal(err)
 				}
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
+				got = append(got, '\n')
+				path := goldenPath(c.Name(), name)
+				if *update {
+					if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(path, got, 0o644); err != nil {
+						t.Fatal(err)
+					}
+					continue
 				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (go test -run TestGolden -update writes it)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("results differ from %s:\n%s", path, firstDifference(want, got))
+				want, err := os.ReadFile(path)
+				if err != nil {
+					t.Errorf("%v (go test ./checkers -run TestGolden -update writes it)", err)
+					continue
+				}
+				if !bytes.Equal(got, want) {
+					t.Errorf("results differ from %s:\n%s", path, firstDifference(want, got))
+				}
 			}
 		})
+	}
+}
+
+// staleGoldens fails on anything in testdata/golden that is not the golden of a checker in
+// All on one of the inputs (a checker removed or renamed, an input gone), so that goldens
+// cannot rot unread; with -update it removes them instead, and says so.
+func staleGoldens(t *testing.T, inputs map[string]map[string][]history.Event) {
+	t.Helper()
+	checkers := map[string]bool{}
+	for _, c := range All() {
+		checkers[string(c.Name())] = true
+	}
+	err := filepath.WalkDir(goldenDir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || path == goldenDir {
+			return err
+		}
+		rel, _ := filepath.Rel(goldenDir, path)
+		dir, file := filepath.Split(rel)
+		var stale string
+		switch input, isJSON := strings.CutSuffix(file, ".json"); {
+		case dir == "" && d.IsDir() && !checkers[file]:
+			stale = "no checker in All is named " + file
+		case dir == "" && !d.IsDir():
+			stale = "not in a checker's directory (a golden is <checker>/<input>.json)"
+		case dir != "" && (d.IsDir() || !isJSON || inputs[input] == nil):
+			stale = "no input is named " + strings.TrimSuffix(file, ".json")
+		default:
+			return nil
+		}
+		if !*update {
+			t.Errorf("%s is stale: %s (go test ./checkers -run TestGolden -update removes it)", path, stale)
+		} else {
+			t.Logf("removing %s: %s", path, stale)
+			if err := os.RemoveAll(path); err != nil {
+				return err
+			}
+		}
+		if d.IsDir() {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, fs.ErrNotExist) { // none yet: every golden is missing, and says so
+		t.Fatal(err)
 	}
 }
 
