@@ -24,6 +24,10 @@ func TestFaultKindsHaveTheirWords(t *testing.T) {
 			t.Errorf("%s: hazard %s has no words (hazard.go)", k.Name, k.Hazard)
 		case k.Part && k.Hazard != "":
 			t.Errorf("%s: a part of another kind's faults targets no hazard of its own", k.Name)
+		case k.Telling != nil && k.Telling.Scene != nil && k.Hazard == "":
+			t.Errorf("%s: a scene is set by the kind's hazard, and it targets none", k.Name)
+		case k.Telling != nil && k.Telling.Later != (k.Telling.Granted != ""):
+			t.Errorf("%s: a scene about the later holder says why its grant was wrong (Granted), and only such a scene", k.Name)
 		}
 	}
 }

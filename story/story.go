@@ -54,15 +54,9 @@ func Tell(o checkers.Overlap, events []history.Event, ttl time.Duration, start i
 	}
 	pe, pl := proc(o.Earlier.Process), proc(o.Later.Process)
 
-	// The later holder may have waited frozen since before the first grant (pause-waiter);
-	// the first may have been granted just after the whole service came back (outage).
-	waiter, frozen := t.hazardAbout(history.WaiterLapsed, earlier, later, o.Later.Process)
-	if frozen {
-		t.frozen(waiter, pl)
-	}
-	if back, ok := t.hazardAbout(history.GrantedAfterOutage, earlier, later, o.Earlier.Process); ok {
-		t.backFromOutage(back)
-	}
+	// What a fault did to either holder before the first grant, told as its kind tells it
+	// (the later holder frozen since before it, the service just back from an outage).
+	wrong := t.scenes(earlier, later)
 
 	// The first holder, and what it read.
 	text := fmt.Sprintf("%s was granted the lock%s at %s", pe, grantWords(earlier), t.at(earlier))
@@ -84,9 +78,9 @@ func Tell(o checkers.Overlap, events []history.Event, ttl time.Duration, start i
 
 	// The second holder.
 	text = fmt.Sprintf("%s was granted the lock%s at %s", pl, grantWords(later), t.at(later))
-	if frozen {
-		text = fmt.Sprintf("%s%s was granted the lock%s at %s while %s still held it, though its lease had run out while it was frozen",
-			pl, t.wentOn(earlier.Index, later), grantWords(later), t.at(later), pe)
+	if wrong != "" {
+		text = fmt.Sprintf("%s%s was granted the lock%s at %s while %s still held it, %s",
+			pl, t.wentOn(earlier.Index, later), grantWords(later), t.at(later), pe, wrong)
 	}
 	if t.at(later) == t.at(earlier) { // the same to the hundredth of a second: say which came first
 		text += fmt.Sprintf(" (%s after %s)", time.Duration(later.Time-earlier.Time).Round(time.Microsecond), pe)
@@ -94,13 +88,13 @@ func Tell(o checkers.Overlap, events []history.Event, ttl time.Duration, start i
 	laterWrite, wroteLater := t.op(later.Index, o.Later.Until, o.Later.Process, history.Write)
 	wroteLater = wroteLater && laterWrite.Type() == history.OK && laterWrite.Value() != nil
 	switch {
-	case wroteLater && frozen:
+	case wroteLater && wrong != "":
 		text += fmt.Sprintf("; it wrote %d", *laterWrite.Value())
 	case wroteLater:
 		text += fmt.Sprintf(" and wrote %d", *laterWrite.Value())
 	}
 	switch left := earlier.Time + ttl.Nanoseconds() - later.Time; {
-	case frozen: // its sentence says it was granted while the first still held it
+	case wrong != "": // its sentence says it was granted while the first still held it
 	case ttl > 0 && left > 0:
 		text += fmt.Sprintf(", %.2f s before %s's TTL ran out", time.Duration(left).Seconds(), pe)
 	case ttl == 0:
@@ -146,55 +140,42 @@ type teller struct {
 	told map[int]bool
 }
 
-// hazardAbout is the hazard h about the two grants whose first target is process p: for
-// waiter-lapsed, the later holder frozen in its acquire, whose lease ran out while the
-// earlier holder was granted, and which on going on was granted too; for
-// granted-after-outage, the earlier holder granted just after the service came back.
-func (t *teller) hazardAbout(h history.Hazard, earlier, later history.Event, p int) (history.Event, bool) {
+// scenes tells, each in a sentence of its own, the hazards about the two grants whose
+// fault's kind sets a scene with them (history.Telling.Scene): of each hazard the first
+// whose first target is the holder its kind's scene is about. It returns why the later
+// holder's grant was wrong when a scene is about the later holder (Telling.Granted), or "".
+func (t *teller) scenes(earlier, later history.Event) (wrong string) {
+	set := map[history.Hazard]bool{}
 	for _, e := range t.events {
-		if isHazard(e) && e.Hazard == h && about(e, earlier, later) &&
-			len(e.Targets) > 0 && e.Targets[0] == history.TargetOfClient(p) {
-			return e, true
+		if !isHazard(e) {
+			continue
+		}
+		k, _ := history.KindOf(e.Fault)
+		telling := k.Telling
+		if telling == nil || telling.Scene == nil || e.Hazard != k.Hazard || set[e.Hazard] || !about(e, earlier, later) {
+			continue
+		}
+		holder := earlier.Process
+		if telling.Later {
+			holder = later.Process
+		}
+		if len(e.Targets) == 0 || e.Targets[0] != history.TargetOfClient(holder) {
+			continue
+		}
+		set[e.Hazard] = true
+		if text, ok := telling.Scene(e, proc(holder), t.seconds); ok {
+			t.say(e, text)
+			t.markTold(e)
+		}
+		if telling.Later {
+			wrong = telling.Granted
 		}
 	}
-	return history.Event{}, false
+	return wrong
 }
 
-// backFromOutage tells granted-after-outage hazard e: when every node went down and the
-// first came back, and what that did to the clients' sessions, from the hazard's detail
-// (how long the service was down, how long after its return the grant came, the lease).
-func (t *teller) backFromOutage(e history.Event) {
-	downFor, err1 := time.ParseDuration(e.Detail[history.DownForDetail])
-	sinceBack, err2 := time.ParseDuration(e.Detail[history.SinceBackDetail])
-	lease, err3 := time.ParseDuration(e.Detail[history.LeaseDetail])
-	if err1 != nil || err2 != nil || err3 != nil {
-		return // a hazard of another making: the hazards' sentence tells it
-	}
-	back := e.Time - sinceBack.Nanoseconds()
-	t.say(e, fmt.Sprintf("Every node went down at %s (%s), and the first served again at %s: down %.2f s, past the lease of %s, so "+
-		"each client saw its session run out and opened a new one, while the servers, started again on their disks, kept the "+
-		"old sessions and their lock nodes for one more lease", t.seconds(back-downFor.Nanoseconds()), e.Fault, t.seconds(back),
-		downFor.Seconds(), lease))
-	t.markTold(e)
-}
-
-// frozen tells waiter-lapsed hazard e of waiter p: when it was frozen while it waited, and
-// when its lease ran out, from the hazard's detail (how long it had been frozen at the
-// other grant, and its lease).
-func (t *teller) frozen(e history.Event, p string) {
-	frozenFor, err1 := time.ParseDuration(e.Detail[history.FrozenForDetail])
-	lease, err2 := time.ParseDuration(e.Detail[history.LeaseDetail])
-	if err1 != nil || err2 != nil {
-		return // a hazard of another making: the hazards' sentence tells it
-	}
-	at := e.Time - frozenFor.Nanoseconds()
-	t.say(e, fmt.Sprintf("%s was frozen at %s while it waited for the lock (%s); its lease of %s ran out at %s",
-		p, t.seconds(at), e.Fault, lease, t.seconds(at+lease.Nanoseconds())))
-	t.markTold(e)
-}
-
-// wentOn is " went on at 7.10 s and" when the fault that froze the later holder ended
-// after event index from and before its grant, or "".
+// wentOn is " went on at 7.10 s and" when a fault that struck the later holder (a freeze
+// while it waited) ended after event index from and before its grant, or "".
 func (t *teller) wentOn(from int, later history.Event) string {
 	for _, e := range t.events {
 		if e.Index > from && e.Index < later.Index && e.Process == history.NemesisProcess && e.Func == history.Stop &&
