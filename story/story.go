@@ -52,7 +52,7 @@ func Tell(o checkers.Overlap, events []history.Event, ttl time.Duration, start i
 	if !ok1 || !ok2 {
 		return nil
 	}
-	pe, pl := proc(o.Earlier.Process), proc(o.Later.Process)
+	pe := proc(o.Earlier.Process)
 
 	// What a fault did to either holder before the first grant, told as its kind tells it
 	// (the later holder frozen since before it, the service just back from an outage).
@@ -76,8 +76,24 @@ func Tell(o checkers.Overlap, events []history.Event, ttl time.Duration, start i
 		}
 	}
 
-	// The second holder.
-	text = fmt.Sprintf("%s was granted the lock%s at %s", pl, grantWords(later), t.at(later))
+	// The second holder, and the hazards that made the overlap possible.
+	wrote := t.granted(o, earlier, later, ttl, wrong)
+	t.hazards(earlier, later)
+
+	// The first holder carries on: resumed, healed, and its write.
+	t.resumed(later.Index, o.Earlier.Process)
+	t.extended(earlier.Index, later.Index, o.Earlier.Until, o.Earlier.Process, proc(o.Later.Process))
+	t.lastWrite(o, later, wrote)
+	return t.story
+}
+
+// granted tells the later holder's grant while the earlier still held the lock, and what
+// it wrote, which it returns (nil when it wrote nothing the storage accepted); wrong is
+// why the grant was wrong when a fault's scene was about the later holder
+// (history.Telling.Granted), told in place of how much of the earlier's lease was left.
+func (t *teller) granted(o checkers.Overlap, earlier, later history.Event, ttl time.Duration, wrong string) (wrote *int64) {
+	pe, pl := proc(o.Earlier.Process), proc(o.Later.Process)
+	text := fmt.Sprintf("%s was granted the lock%s at %s", pl, grantWords(later), t.at(later))
 	if wrong != "" {
 		text = fmt.Sprintf("%s%s was granted the lock%s at %s while %s still held it, %s",
 			pl, t.wentOn(earlier.Index, later), grantWords(later), t.at(later), pe, wrong)
@@ -85,13 +101,14 @@ func Tell(o checkers.Overlap, events []history.Event, ttl time.Duration, start i
 	if t.at(later) == t.at(earlier) { // the same to the hundredth of a second: say which came first
 		text += fmt.Sprintf(" (%s after %s)", time.Duration(later.Time-earlier.Time).Round(time.Microsecond), pe)
 	}
-	laterWrite, wroteLater := t.op(later.Index, o.Later.Until, o.Later.Process, history.Write)
-	wroteLater = wroteLater && laterWrite.Type() == history.OK && laterWrite.Value() != nil
+	if w, ok := t.op(later.Index, o.Later.Until, o.Later.Process, history.Write); ok && w.Type() == history.OK {
+		wrote = w.Value()
+	}
 	switch {
-	case wroteLater && wrong != "":
-		text += fmt.Sprintf("; it wrote %d", *laterWrite.Value())
-	case wroteLater:
-		text += fmt.Sprintf(" and wrote %d", *laterWrite.Value())
+	case wrote != nil && wrong != "":
+		text += fmt.Sprintf("; it wrote %d", *wrote)
+	case wrote != nil:
+		text += fmt.Sprintf(" and wrote %d", *wrote)
 	}
 	switch left := earlier.Time + ttl.Nanoseconds() - later.Time; {
 	case wrong != "": // its sentence says it was granted while the first still held it
@@ -101,34 +118,36 @@ func Tell(o checkers.Overlap, events []history.Event, ttl time.Duration, start i
 		text += fmt.Sprintf(", while %s still held it", pe)
 	}
 	t.say(later, text)
-	t.hazards(earlier, later)
+	return wrote
+}
 
-	// The first holder carries on: resumed, healed, and its write, which it may have sent
-	// before the second grant and the storage received after it (held in the network, or
-	// sent as it was paused).
-	t.resumed(later.Index, o.Earlier.Process)
-	t.extended(earlier.Index, later.Index, o.Earlier.Until, o.Earlier.Process, pl)
-	w, ok := t.op(earlier.Index, o.Earlier.Until, o.Earlier.Process, history.Write)
+// lastWrite tells the earlier holder's write, which it may have sent before the later
+// holder's grant and the storage received after it (held in the network, or sent as it
+// was paused), and the update lost when the storage accepted the value the later holder
+// wrote too (wrote, granted's); or, when it wrote nothing, how long the two held the lock
+// at once.
+func (t *teller) lastWrite(o checkers.Overlap, later history.Event, wrote *int64) {
+	pe, pl := proc(o.Earlier.Process), proc(o.Later.Process)
+	w, ok := t.op(o.Earlier.Granted, o.Earlier.Until, o.Earlier.Process, history.Write)
 	if ok && w.Complete != nil && w.Complete.Index < later.Index {
 		w, ok = t.op(later.Index, o.Earlier.Until, o.Earlier.Process, history.Write)
 	}
-	if ok {
-		at := t.at(w.Invoke)
-		if w.Invoke.Index < later.Index && w.Complete != nil {
-			received := w.Complete.Time
-			if w.Complete.EffectFrom != 0 {
-				received = w.Complete.EffectFrom
-			}
-			at += fmt.Sprintf(", sent before %s's grant and received by the storage at %s", pl, t.seconds(received))
-		}
-		t.say(w.Invoke, writeText(pe, w, at))
-		if w.Type() == history.OK && wroteLater && sameValue(w, laterWrite) {
-			t.say(w.Invoke, fmt.Sprintf("%s and %s both wrote %d: 1 update lost", pe, pl, *w.Value()))
-		}
-	} else {
+	if !ok {
 		t.say(later, fmt.Sprintf("%s and %s both held the lock for %s", pe, pl, round(o.Length)))
+		return
 	}
-	return t.story
+	at := t.at(w.Invoke)
+	if w.Invoke.Index < later.Index && w.Complete != nil {
+		received := w.Complete.Time
+		if w.Complete.EffectFrom != 0 {
+			received = w.Complete.EffectFrom
+		}
+		at += fmt.Sprintf(", sent before %s's grant and received by the storage at %s", pl, t.seconds(received))
+	}
+	t.say(w.Invoke, writeText(pe, w, at))
+	if v := w.Value(); w.Type() == history.OK && v != nil && wrote != nil && *v == *wrote {
+		t.say(w.Invoke, fmt.Sprintf("%s and %s both wrote %d: 1 update lost", pe, pl, *v))
+	}
 }
 
 // teller builds one story over its window of events.
@@ -507,10 +526,6 @@ func writeText(p string, w history.Op, at string) string {
 		return fmt.Sprintf("%s %s at %s, and the storage refused it (%s)", p, what, at, w.Complete.Error)
 	}
 	return fmt.Sprintf("%s %s at %s, and never heard whether the storage took it", p, what, at)
-}
-
-func sameValue(a, b history.Op) bool {
-	return a.Value() != nil && b.Value() != nil && *a.Value() == *b.Value()
 }
 
 // grantWords says what a grant was granted with: its token, and the lock client it came
