@@ -11,10 +11,10 @@ import (
 // FaultKind is one kind of fault, declared once, here, with everything the judging half
 // says of it: the nemesis that makes it refers to it (nemesis registers one per chosen
 // kind), and the story, the report, `help run` and the suites read its name and words from
-// it, and, for the kinds that need more, the scene a story sets with it (Telling). A
-// fault's start and stop events carry its kind's Name as their Fault, alone or followed by
-// a space and what that one fault was ("partition-halves n1|n2,n3", "clock-bump +2.000s");
-// KindOf reads it back.
+// it, and, for the kinds that need more, the scene a story sets and the notes a report
+// makes from it (Telling). A fault's start and stop events carry its kind's Name as their
+// Fault, alone or followed by a space and what that one fault was ("partition-halves
+// n1|n2,n3", "clock-bump +2.000s"); KindOf reads it back.
 type FaultKind struct {
 	// Name is how the kind is chosen (--nemesis, a suite's cells) and recorded.
 	Name string
@@ -32,14 +32,15 @@ type FaultKind struct {
 	// Part says the kind is never chosen by name: it is recorded only as a step of another
 	// kind's faults (the pause that keeps a cut-off holder in its critical section).
 	Part bool
-	// Telling is what a story says of the kind's faults beyond its words; nil for a kind
-	// it needs nothing more of. A pointer, so that a kind stays comparable.
+	// Telling is what a story and a report say of the kind's faults beyond its words; nil
+	// for a kind they need nothing more of. A pointer, so that a kind stays comparable.
 	Telling *Telling
 }
 
-// Telling is what a story says of one kind's faults that depends on more than the kind:
-// on the hazard it recorded. It lives with the kind's declaration so that a new kind's
-// story is written where the kind is, and the story asks every kind the same way.
+// Telling is what a story and a report say of one kind's faults that depends on more than
+// the kind: on the hazard it recorded, or on the settings of the run that chose it. It
+// lives with the kind's declaration so that a new kind's story is written where the kind
+// is, and the story and the harness ask every kind the same way.
 type Telling struct {
 	// Scene, when not nil, tells in a sentence of its own, before the story's first grant,
 	// the kind's hazard (FaultKind.Hazard) when it is about one of the story's two holders
@@ -55,6 +56,19 @@ type Telling struct {
 	// story tells at the end of that grant's sentence in place of how much of the earlier
 	// holder's lease was left.
 	Granted string
+	// Notes, when not nil, are what a report says of a run that chose the kind: the
+	// settings that decide what its faults do.
+	Notes func(Settings) []string
+}
+
+// Settings are the settings of a run that the kinds' notes tell (Telling.Notes).
+type Settings struct {
+	// Pause is how long a fault lasts (--pause, or its default).
+	Pause time.Duration
+	// RestartAfter is how long a killed node stays down; RestartAfterTTL says it stays
+	// down at least one TTL (antirez's delayed restart), which RestartAfter then counts.
+	RestartAfter    time.Duration
+	RestartAfterTTL bool
 }
 
 // NoFaults is how a run that injects no fault names its nemesis (--nemesis none).
@@ -102,12 +116,14 @@ var (
 	KillClient = declare(FaultKind{Name: "kill-client", Struck: "was killed",
 		Does: "kills (SIGKILL) the client that has waited longest for the lock; a new one takes its place"})
 	KillNode = declare(FaultKind{Name: "kill-node", Struck: "was killed", Back: "served again", Hazard: RestartServed,
-		Does: "kills the server of a node that granted a held lock and starts it again on what its disk kept (--persistence, --restart-after)"})
+		Does:    "kills the server of a node that granted a held lock and starts it again on what its disk kept (--persistence, --restart-after)",
+		Telling: &Telling{Notes: restartNotes}})
 	Outage = declare(FaultKind{Name: "outage", Struck: "went down together", Back: "served again", Hazard: GrantedAfterOutage,
 		Does:    "kills every node's server while a client holds the lock and another waits, keeps them down for --pause (twice the TTL by default: past the lease, so the clients see their sessions run out), and starts them again on what their disks kept",
-		Telling: &Telling{Scene: backFromOutage}})
+		Telling: &Telling{Scene: backFromOutage, Notes: outageNotes}})
 	Failover = declare(FaultKind{Name: "failover", Struck: "was cut off from its replicas", Hazard: LostGrantServed,
-		Does: "cuts the primary off its replicas, lets it grant the lock, crashes it and promotes a replica at once"})
+		Does:    "cuts the primary off its replicas, lets it grant the lock, crashes it and promotes a replica at once",
+		Telling: &Telling{Notes: restartNotes}})
 
 	Clock = declare(FaultKind{Name: "clock", Struck: "had its clock moved", Hazard: ClockServed,
 		Does: "moves a random node's wall clock, by clock-bump, clock-strobe or clock-rate, for --pause"})
@@ -163,6 +179,24 @@ var (
 		Does: "lets nothing one client sends through, to the nodes and the storage, and closes each connection after half the --ttl or half the --pause, whichever is shorter, for --pause (through its links' proxies)"})
 )
 
+// restartNotes say when a node killed by a kind that starts it again (kill-node, failover)
+// comes back.
+func restartNotes(s Settings) []string {
+	restart := "a killed node is started again at once"
+	if s.RestartAfter > 0 {
+		restart = fmt.Sprintf("a killed node stays down for %s", s.RestartAfter)
+	}
+	if s.RestartAfterTTL {
+		restart += ", at least one TTL (antirez's delayed restart: every lease it granted has run out when it is back)"
+	}
+	return []string{restart}
+}
+
+// outageNotes say how long an outage keeps the nodes down.
+func outageNotes(s Settings) []string {
+	return []string{fmt.Sprintf("an outage keeps every node down for %s", s.Pause)}
+}
+
 // The details of a waiter-lapsed hazard beside the grant it names: how long the waiter had
 // been frozen when that grant came, and the lease it had (time.Durations).
 const (
@@ -207,6 +241,24 @@ func backFromOutage(e Event, _ string, at func(int64) string) (string, bool) {
 		"each client saw its session run out and opened a new one, while the servers, started again on their disks, kept the "+
 		"old sessions and their lock nodes for one more lease", at(back-downFor.Nanoseconds()), e.Fault, at(back),
 		downFor.Seconds(), lease), true
+}
+
+// Notes are what a report says of a run that chose the faults named: each chosen kind's
+// notes (Telling.Notes), in the order of their names, each note once (kill-node and failover
+// both restart nodes).
+func Notes(faults []string, s Settings) []string {
+	var notes []string
+	for _, k := range FaultKinds() {
+		if k.Telling == nil || k.Telling.Notes == nil || !slices.Contains(faults, k.Name) {
+			continue
+		}
+		for _, note := range k.Telling.Notes(s) {
+			if !slices.Contains(notes, note) {
+				notes = append(notes, note)
+			}
+		}
+	}
+	return notes
 }
 
 // faultKinds are the declared kinds by name.
