@@ -210,7 +210,9 @@ func (t *trial) fencingNotes() []string {
 }
 
 // serverNotes say what a killed node comes back with and when, and what the primary
-// demands of its replicas: the settings that decide what a crash costs.
+// demands of its replicas: the settings that decide what a crash costs. The chosen faults'
+// kinds say what of the settings matters to them (history.Notes: when a killed node is
+// back, how long every node is kept down).
 func (t *trial) serverNotes() []string {
 	var notes []string
 	if t.nemesis.Needs().Restarts {
@@ -224,20 +226,9 @@ func (t *trial) serverNotes() []string {
 		case system.PersistAOFEverySec, system.PersistAOFAlways:
 			notes = append(notes, fmt.Sprintf("persistence %s: a killed node comes back with the locks its log kept", p))
 		}
-		if slices.ContainsFunc(t.spec.Nemesis, func(n string) bool { return n == history.KillNode.Name || n == history.Failover.Name }) {
-			restart := "a killed node is started again at once"
-			if d := t.spec.RestartDelay(); d > 0 {
-				restart = fmt.Sprintf("a killed node stays down for %s", d)
-			}
-			if t.spec.RestartDelayTTL {
-				restart += ", at least one TTL (antirez's delayed restart: every lease it granted has run out when it is back)"
-			}
-			notes = append(notes, restart)
-		}
-		if slices.Contains(t.spec.Nemesis, history.Outage.Name) {
-			notes = append(notes, fmt.Sprintf("an outage keeps every node down for %s", t.spec.PauseLength()))
-		}
 	}
+	notes = append(notes, history.Notes(t.spec.Nemesis, history.Settings{Pause: t.spec.PauseLength(),
+		RestartAfter: t.spec.RestartDelay(), RestartAfterTTL: t.spec.RestartDelayTTL})...)
 	if t.spec.MinReplicas > 0 {
 		notes = append(notes, fmt.Sprintf("min-replicas-to-write %d, min-replicas-max-lag %s: the primary refuses writes "+
 			"unless that many replicas acknowledged within the lag", t.spec.MinReplicas, t.spec.MinReplicasMaxLag.Std()))
@@ -604,7 +595,7 @@ func (t *trial) workerConfigs(runID string, nodes, sentinels []string, storageAd
 			Work:        t.spec.Work.Std(),
 			ExtendEvery: t.spec.ExtendEvery.Std(),
 			// An extend may wait as long as an acquire, and a fault's length more: a slow
-			// answer (delay-extend) must reach the holder, not a timeout.
+			// answer (one a fault holds on the holder's links) must reach it, not a timeout.
 			ExtendTimeout:  2*ttl + t.spec.PauseLength(),
 			AcquireTimeout: 2 * ttl,
 			OpTimeout:      storageTimeout,

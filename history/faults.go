@@ -5,14 +5,16 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // FaultKind is one kind of fault, declared once, here, with everything the judging half
 // says of it: the nemesis that makes it refers to it (nemesis registers one per chosen
 // kind), and the story, the report, `help run` and the suites read its name and words from
-// it. A fault's start and stop events carry its kind's Name as their Fault, alone or
-// followed by a space and what that one fault was ("partition-halves n1|n2,n3",
-// "clock-bump +2.000s"); KindOf reads it back.
+// it, and, for the kinds that need more, the scene a story sets and the notes a report
+// makes from it (Telling). A fault's start and stop events carry its kind's Name as their
+// Fault, alone or followed by a space and what that one fault was ("partition-halves
+// n1|n2,n3", "clock-bump +2.000s"); KindOf reads it back.
 type FaultKind struct {
 	// Name is how the kind is chosen (--nemesis, a suite's cells) and recorded.
 	Name string
@@ -30,6 +32,43 @@ type FaultKind struct {
 	// Part says the kind is never chosen by name: it is recorded only as a step of another
 	// kind's faults (the pause that keeps a cut-off holder in its critical section).
 	Part bool
+	// Telling is what a story and a report say of the kind's faults beyond its words; nil
+	// for a kind they need nothing more of. A pointer, so that a kind stays comparable.
+	Telling *Telling
+}
+
+// Telling is what a story and a report say of one kind's faults that depends on more than
+// the kind: on the hazard it recorded, or on the settings of the run that chose it. It
+// lives with the kind's declaration so that a new kind's story is written where the kind
+// is, and the story and the harness ask every kind the same way.
+type Telling struct {
+	// Scene, when not nil, tells in a sentence of its own, before the story's first grant,
+	// the kind's hazard (FaultKind.Hazard) when it is about one of the story's two holders
+	// (its first target is that holder), from the hazard's event e: holder is that holder
+	// as the story names it ("p2"), and at says a moment of the history as the story does
+	// ("2.43 s"). The sentence has no full stop. False when e's detail is not what the kind
+	// records (a hazard of another making, which the story then tells as any other).
+	Scene func(e Event, holder string, at func(int64) string) (string, bool)
+	// Later says the scene's hazard is about the later of the story's two holders, granted
+	// while the earlier still held the lock; else it is about the earlier.
+	Later bool
+	// Granted is, for a scene about the later holder, why its grant was wrong, which the
+	// story tells at the end of that grant's sentence in place of how much of the earlier
+	// holder's lease was left.
+	Granted string
+	// Notes, when not nil, are what a report says of a run that chose the kind: the
+	// settings that decide what its faults do.
+	Notes func(Settings) []string
+}
+
+// Settings are the settings of a run that the kinds' notes tell (Telling.Notes).
+type Settings struct {
+	// Pause is how long a fault lasts (--pause, or its default).
+	Pause time.Duration
+	// RestartAfter is how long a killed node stays down; RestartAfterTTL says it stays
+	// down at least one TTL (antirez's delayed restart), which RestartAfter then counts.
+	RestartAfter    time.Duration
+	RestartAfterTTL bool
 }
 
 // NoFaults is how a run that injects no fault names its nemesis (--nemesis none).
@@ -61,7 +100,8 @@ var (
 	PauseClient = declare(FaultKind{Name: "pause-client", Struck: "was paused", Back: "resumed", Hazard: GrantedInPause,
 		Does: "freezes a random client, holder or not, for --pause"})
 	PauseWaiter = declare(FaultKind{Name: "pause-waiter", Struck: "was frozen while it waited for the lock", Back: "went on", Hazard: WaiterLapsed,
-		Does: "freezes a client whose acquire waits behind another's grant until its lease has run out and another client has been granted the lock: etcd 3.4's lock bug"})
+		Does:    "freezes a client whose acquire waits behind another's grant until its lease has run out and another client has been granted the lock: etcd 3.4's lock bug",
+		Telling: &Telling{Scene: frozenWaiter, Later: true, Granted: "though its lease had run out while it was frozen"}})
 	PauseNode = declare(FaultKind{Name: "pause-node", Struck: "was paused", Back: "resumed",
 		Does: "freezes a random node's server for --pause"})
 	// PauseInLease keeps a directed fault's victim inside its critical section, and never
@@ -76,11 +116,14 @@ var (
 	KillClient = declare(FaultKind{Name: "kill-client", Struck: "was killed",
 		Does: "kills (SIGKILL) the client that has waited longest for the lock; a new one takes its place"})
 	KillNode = declare(FaultKind{Name: "kill-node", Struck: "was killed", Back: "served again", Hazard: RestartServed,
-		Does: "kills the server of a node that granted a held lock and starts it again on what its disk kept (--persistence, --restart-after)"})
+		Does:    "kills the server of a node that granted a held lock and starts it again on what its disk kept (--persistence, --restart-after)",
+		Telling: &Telling{Notes: restartNotes}})
 	Outage = declare(FaultKind{Name: "outage", Struck: "went down together", Back: "served again", Hazard: GrantedAfterOutage,
-		Does: "kills every node's server while a client holds the lock and another waits, keeps them down for --pause (twice the TTL by default: past the lease, so the clients see their sessions run out), and starts them again on what their disks kept"})
+		Does:    "kills every node's server while a client holds the lock and another waits, keeps them down for --pause (twice the TTL by default: past the lease, so the clients see their sessions run out), and starts them again on what their disks kept",
+		Telling: &Telling{Scene: backFromOutage, Notes: outageNotes}})
 	Failover = declare(FaultKind{Name: "failover", Struck: "was cut off from its replicas", Hazard: LostGrantServed,
-		Does: "cuts the primary off its replicas, lets it grant the lock, crashes it and promotes a replica at once"})
+		Does:    "cuts the primary off its replicas, lets it grant the lock, crashes it and promotes a replica at once",
+		Telling: &Telling{Notes: restartNotes}})
 
 	Clock = declare(FaultKind{Name: "clock", Struck: "had its clock moved", Hazard: ClockServed,
 		Does: "moves a random node's wall clock, by clock-bump, clock-strobe or clock-rate, for --pause"})
@@ -135,6 +178,88 @@ var (
 	TimeoutClient = declare(FaultKind{Name: "timeout-client", Struck: "had its connections go silent", Back: "got through again", Hazard: OutcomeUnknown,
 		Does: "lets nothing one client sends through, to the nodes and the storage, and closes each connection after half the --ttl or half the --pause, whichever is shorter, for --pause (through its links' proxies)"})
 )
+
+// restartNotes say when a node killed by a kind that starts it again (kill-node, failover)
+// comes back.
+func restartNotes(s Settings) []string {
+	restart := "a killed node is started again at once"
+	if s.RestartAfter > 0 {
+		restart = fmt.Sprintf("a killed node stays down for %s", s.RestartAfter)
+	}
+	if s.RestartAfterTTL {
+		restart += ", at least one TTL (antirez's delayed restart: every lease it granted has run out when it is back)"
+	}
+	return []string{restart}
+}
+
+// outageNotes say how long an outage keeps the nodes down.
+func outageNotes(s Settings) []string {
+	return []string{fmt.Sprintf("an outage keeps every node down for %s", s.Pause)}
+}
+
+// The details of a waiter-lapsed hazard beside the grant it names: how long the waiter had
+// been frozen when that grant came, and the lease it had (time.Durations).
+const (
+	FrozenForDetail = "frozen for"
+	LeaseDetail     = "lease"
+)
+
+// frozenWaiter is the scene pause-waiter's hazard sets: when the waiter was frozen while it
+// waited, and when its lease ran out, from the hazard's detail (how long it had been frozen
+// at the other grant, and its lease).
+func frozenWaiter(e Event, waiter string, at func(int64) string) (string, bool) {
+	frozenFor, err1 := time.ParseDuration(e.Detail[FrozenForDetail])
+	lease, err2 := time.ParseDuration(e.Detail[LeaseDetail])
+	if err1 != nil || err2 != nil {
+		return "", false
+	}
+	frozen := e.Time - frozenFor.Nanoseconds()
+	return fmt.Sprintf("%s was frozen at %s while it waited for the lock (%s); its lease of %s ran out at %s",
+		waiter, at(frozen), e.Fault, lease, at(frozen+lease.Nanoseconds())), true
+}
+
+// The details of a granted-after-outage hazard beside the grant it names: how long the
+// service was down (until its first node served again), and how long after that the grant
+// came (time.Durations), beside the lease (LeaseDetail) the outage outlasted.
+const (
+	DownForDetail   = "down for"
+	SinceBackDetail = "since back"
+)
+
+// backFromOutage is the scene an outage's hazard sets: when every node went down and the
+// first came back, and what that did to the clients' sessions, from the hazard's detail
+// (how long the service was down, how long after its return the grant came, the lease).
+func backFromOutage(e Event, _ string, at func(int64) string) (string, bool) {
+	downFor, err1 := time.ParseDuration(e.Detail[DownForDetail])
+	sinceBack, err2 := time.ParseDuration(e.Detail[SinceBackDetail])
+	lease, err3 := time.ParseDuration(e.Detail[LeaseDetail])
+	if err1 != nil || err2 != nil || err3 != nil {
+		return "", false
+	}
+	back := e.Time - sinceBack.Nanoseconds()
+	return fmt.Sprintf("Every node went down at %s (%s), and the first served again at %s: down %.2f s, past the lease of %s, so "+
+		"each client saw its session run out and opened a new one, while the servers, started again on their disks, kept the "+
+		"old sessions and their lock nodes for one more lease", at(back-downFor.Nanoseconds()), e.Fault, at(back),
+		downFor.Seconds(), lease), true
+}
+
+// Notes are what a report says of a run that chose the faults named: each chosen kind's
+// notes (Telling.Notes), in the order of their names, each note once (kill-node and failover
+// both restart nodes).
+func Notes(faults []string, s Settings) []string {
+	var notes []string
+	for _, k := range FaultKinds() {
+		if k.Telling == nil || k.Telling.Notes == nil || !slices.Contains(faults, k.Name) {
+			continue
+		}
+		for _, note := range k.Telling.Notes(s) {
+			if !slices.Contains(notes, note) {
+				notes = append(notes, note)
+			}
+		}
+	}
+	return notes
+}
 
 // faultKinds are the declared kinds by name.
 var faultKinds = map[string]FaultKind{}

@@ -117,21 +117,6 @@ const (
 	PooledSession Hazard = "pooled-session"
 )
 
-// The details of a waiter-lapsed hazard beside the grant it names: how long the waiter had
-// been frozen when that grant came, and the lease it had (time.Durations).
-const (
-	FrozenForDetail = "frozen for"
-	LeaseDetail     = "lease"
-)
-
-// The details of a granted-after-outage hazard beside the grant it names: how long the
-// service was down (until its first node served again), and how long after that the grant
-// came (time.Durations), beside the lease (LeaseDetail) the outage outlasted.
-const (
-	DownForDetail   = "down for"
-	SinceBackDetail = "since back"
-)
-
 // BackendDetail is the detail of a grant that names the server session it was made in
 // (PostgreSQL's backend process id): two grants held at once in one session are a
 // pooler's doing (PooledSession).

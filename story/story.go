@@ -52,17 +52,11 @@ func Tell(o checkers.Overlap, events []history.Event, ttl time.Duration, start i
 	if !ok1 || !ok2 {
 		return nil
 	}
-	pe, pl := proc(o.Earlier.Process), proc(o.Later.Process)
+	pe := proc(o.Earlier.Process)
 
-	// The later holder may have waited frozen since before the first grant (pause-waiter);
-	// the first may have been granted just after the whole service came back (outage).
-	waiter, frozen := t.hazardAbout(history.WaiterLapsed, earlier, later, o.Later.Process)
-	if frozen {
-		t.frozen(waiter, pl)
-	}
-	if back, ok := t.hazardAbout(history.GrantedAfterOutage, earlier, later, o.Earlier.Process); ok {
-		t.backFromOutage(back)
-	}
+	// What a fault did to either holder before the first grant, told as its kind tells it
+	// (the later holder frozen since before it, the service just back from an outage).
+	wrong := t.scenes(earlier, later)
 
 	// The first holder, and what it read.
 	text := fmt.Sprintf("%s was granted the lock%s at %s", pe, grantWords(earlier), t.at(earlier))
@@ -82,59 +76,78 @@ func Tell(o checkers.Overlap, events []history.Event, ttl time.Duration, start i
 		}
 	}
 
-	// The second holder.
-	text = fmt.Sprintf("%s was granted the lock%s at %s", pl, grantWords(later), t.at(later))
-	if frozen {
-		text = fmt.Sprintf("%s%s was granted the lock%s at %s while %s still held it, though its lease had run out while it was frozen",
-			pl, t.wentOn(earlier.Index, later), grantWords(later), t.at(later), pe)
+	// The second holder, and the hazards that made the overlap possible.
+	wrote := t.granted(o, earlier, later, ttl, wrong)
+	t.hazards(earlier, later)
+
+	// The first holder carries on: resumed, healed, and its write.
+	t.resumed(later.Index, o.Earlier.Process)
+	t.extended(earlier.Index, later.Index, o.Earlier.Until, o.Earlier.Process, proc(o.Later.Process))
+	t.lastWrite(o, later, wrote)
+	return t.story
+}
+
+// granted tells the later holder's grant while the earlier still held the lock, and what
+// it wrote, which it returns (nil when it wrote nothing the storage accepted); wrong is
+// why the grant was wrong when a fault's scene was about the later holder
+// (history.Telling.Granted), told in place of how much of the earlier's lease was left.
+func (t *teller) granted(o checkers.Overlap, earlier, later history.Event, ttl time.Duration, wrong string) (wrote *int64) {
+	pe, pl := proc(o.Earlier.Process), proc(o.Later.Process)
+	text := fmt.Sprintf("%s was granted the lock%s at %s", pl, grantWords(later), t.at(later))
+	if wrong != "" {
+		text = fmt.Sprintf("%s%s was granted the lock%s at %s while %s still held it, %s",
+			pl, t.wentOn(earlier.Index, later), grantWords(later), t.at(later), pe, wrong)
 	}
 	if t.at(later) == t.at(earlier) { // the same to the hundredth of a second: say which came first
 		text += fmt.Sprintf(" (%s after %s)", time.Duration(later.Time-earlier.Time).Round(time.Microsecond), pe)
 	}
-	laterWrite, wroteLater := t.op(later.Index, o.Later.Until, o.Later.Process, history.Write)
-	wroteLater = wroteLater && laterWrite.Type() == history.OK && laterWrite.Value() != nil
+	if w, ok := t.op(later.Index, o.Later.Until, o.Later.Process, history.Write); ok && w.Type() == history.OK {
+		wrote = w.Value()
+	}
 	switch {
-	case wroteLater && frozen:
-		text += fmt.Sprintf("; it wrote %d", *laterWrite.Value())
-	case wroteLater:
-		text += fmt.Sprintf(" and wrote %d", *laterWrite.Value())
+	case wrote != nil && wrong != "":
+		text += fmt.Sprintf("; it wrote %d", *wrote)
+	case wrote != nil:
+		text += fmt.Sprintf(" and wrote %d", *wrote)
 	}
 	switch left := earlier.Time + ttl.Nanoseconds() - later.Time; {
-	case frozen: // its sentence says it was granted while the first still held it
+	case wrong != "": // its sentence says it was granted while the first still held it
 	case ttl > 0 && left > 0:
 		text += fmt.Sprintf(", %.2f s before %s's TTL ran out", time.Duration(left).Seconds(), pe)
 	case ttl == 0:
 		text += fmt.Sprintf(", while %s still held it", pe)
 	}
 	t.say(later, text)
-	t.hazards(earlier, later)
+	return wrote
+}
 
-	// The first holder carries on: resumed, healed, and its write, which it may have sent
-	// before the second grant and the storage received after it (held in the network, or
-	// sent as it was paused).
-	t.resumed(later.Index, o.Earlier.Process)
-	t.extended(earlier.Index, later.Index, o.Earlier.Until, o.Earlier.Process, pl)
-	w, ok := t.op(earlier.Index, o.Earlier.Until, o.Earlier.Process, history.Write)
+// lastWrite tells the earlier holder's write, which it may have sent before the later
+// holder's grant and the storage received after it (held in the network, or sent as it
+// was paused), and the update lost when the storage accepted the value the later holder
+// wrote too (wrote, granted's); or, when it wrote nothing, how long the two held the lock
+// at once.
+func (t *teller) lastWrite(o checkers.Overlap, later history.Event, wrote *int64) {
+	pe, pl := proc(o.Earlier.Process), proc(o.Later.Process)
+	w, ok := t.op(o.Earlier.Granted, o.Earlier.Until, o.Earlier.Process, history.Write)
 	if ok && w.Complete != nil && w.Complete.Index < later.Index {
 		w, ok = t.op(later.Index, o.Earlier.Until, o.Earlier.Process, history.Write)
 	}
-	if ok {
-		at := t.at(w.Invoke)
-		if w.Invoke.Index < later.Index && w.Complete != nil {
-			received := w.Complete.Time
-			if w.Complete.EffectFrom != 0 {
-				received = w.Complete.EffectFrom
-			}
-			at += fmt.Sprintf(", sent before %s's grant and received by the storage at %s", pl, t.seconds(received))
-		}
-		t.say(w.Invoke, writeText(pe, w, at))
-		if w.Type() == history.OK && wroteLater && sameValue(w, laterWrite) {
-			t.say(w.Invoke, fmt.Sprintf("%s and %s both wrote %d: 1 update lost", pe, pl, *w.Value()))
-		}
-	} else {
+	if !ok {
 		t.say(later, fmt.Sprintf("%s and %s both held the lock for %s", pe, pl, round(o.Length)))
+		return
 	}
-	return t.story
+	at := t.at(w.Invoke)
+	if w.Invoke.Index < later.Index && w.Complete != nil {
+		received := w.Complete.Time
+		if w.Complete.EffectFrom != 0 {
+			received = w.Complete.EffectFrom
+		}
+		at += fmt.Sprintf(", sent before %s's grant and received by the storage at %s", pl, t.seconds(received))
+	}
+	t.say(w.Invoke, writeText(pe, w, at))
+	if v := w.Value(); w.Type() == history.OK && v != nil && wrote != nil && *v == *wrote {
+		t.say(w.Invoke, fmt.Sprintf("%s and %s both wrote %d: 1 update lost", pe, pl, *v))
+	}
 }
 
 // teller builds one story over its window of events.
@@ -146,55 +159,42 @@ type teller struct {
 	told map[int]bool
 }
 
-// hazardAbout is the hazard h about the two grants whose first target is process p: for
-// waiter-lapsed, the later holder frozen in its acquire, whose lease ran out while the
-// earlier holder was granted, and which on going on was granted too; for
-// granted-after-outage, the earlier holder granted just after the service came back.
-func (t *teller) hazardAbout(h history.Hazard, earlier, later history.Event, p int) (history.Event, bool) {
+// scenes tells, each in a sentence of its own, the hazards about the two grants whose
+// fault's kind sets a scene with them (history.Telling.Scene): of each hazard the first
+// whose first target is the holder its kind's scene is about. It returns why the later
+// holder's grant was wrong when a scene is about the later holder (Telling.Granted), or "".
+func (t *teller) scenes(earlier, later history.Event) (wrong string) {
+	set := map[history.Hazard]bool{}
 	for _, e := range t.events {
-		if isHazard(e) && e.Hazard == h && about(e, earlier, later) &&
-			len(e.Targets) > 0 && e.Targets[0] == history.TargetOfClient(p) {
-			return e, true
+		if !isHazard(e) {
+			continue
+		}
+		k, _ := history.KindOf(e.Fault)
+		telling := k.Telling
+		if telling == nil || telling.Scene == nil || e.Hazard != k.Hazard || set[e.Hazard] || !about(e, earlier, later) {
+			continue
+		}
+		holder := earlier.Process
+		if telling.Later {
+			holder = later.Process
+		}
+		if len(e.Targets) == 0 || e.Targets[0] != history.TargetOfClient(holder) {
+			continue
+		}
+		set[e.Hazard] = true
+		if text, ok := telling.Scene(e, proc(holder), t.seconds); ok {
+			t.say(e, text)
+			t.markTold(e)
+		}
+		if telling.Later {
+			wrong = telling.Granted
 		}
 	}
-	return history.Event{}, false
+	return wrong
 }
 
-// backFromOutage tells granted-after-outage hazard e: when every node went down and the
-// first came back, and what that did to the clients' sessions, from the hazard's detail
-// (how long the service was down, how long after its return the grant came, the lease).
-func (t *teller) backFromOutage(e history.Event) {
-	downFor, err1 := time.ParseDuration(e.Detail[history.DownForDetail])
-	sinceBack, err2 := time.ParseDuration(e.Detail[history.SinceBackDetail])
-	lease, err3 := time.ParseDuration(e.Detail[history.LeaseDetail])
-	if err1 != nil || err2 != nil || err3 != nil {
-		return // a hazard of another making: the hazards' sentence tells it
-	}
-	back := e.Time - sinceBack.Nanoseconds()
-	t.say(e, fmt.Sprintf("Every node went down at %s (%s), and the first served again at %s: down %.2f s, past the lease of %s, so "+
-		"each client saw its session run out and opened a new one, while the servers, started again on their disks, kept the "+
-		"old sessions and their lock nodes for one more lease", t.seconds(back-downFor.Nanoseconds()), e.Fault, t.seconds(back),
-		downFor.Seconds(), lease))
-	t.markTold(e)
-}
-
-// frozen tells waiter-lapsed hazard e of waiter p: when it was frozen while it waited, and
-// when its lease ran out, from the hazard's detail (how long it had been frozen at the
-// other grant, and its lease).
-func (t *teller) frozen(e history.Event, p string) {
-	frozenFor, err1 := time.ParseDuration(e.Detail[history.FrozenForDetail])
-	lease, err2 := time.ParseDuration(e.Detail[history.LeaseDetail])
-	if err1 != nil || err2 != nil {
-		return // a hazard of another making: the hazards' sentence tells it
-	}
-	at := e.Time - frozenFor.Nanoseconds()
-	t.say(e, fmt.Sprintf("%s was frozen at %s while it waited for the lock (%s); its lease of %s ran out at %s",
-		p, t.seconds(at), e.Fault, lease, t.seconds(at+lease.Nanoseconds())))
-	t.markTold(e)
-}
-
-// wentOn is " went on at 7.10 s and" when the fault that froze the later holder ended
-// after event index from and before its grant, or "".
+// wentOn is " went on at 7.10 s and" when a fault that struck the later holder (a freeze
+// while it waited) ended after event index from and before its grant, or "".
 func (t *teller) wentOn(from int, later history.Event) string {
 	for _, e := range t.events {
 		if e.Index > from && e.Index < later.Index && e.Process == history.NemesisProcess && e.Func == history.Stop &&
@@ -526,10 +526,6 @@ func writeText(p string, w history.Op, at string) string {
 		return fmt.Sprintf("%s %s at %s, and the storage refused it (%s)", p, what, at, w.Complete.Error)
 	}
 	return fmt.Sprintf("%s %s at %s, and never heard whether the storage took it", p, what, at)
-}
-
-func sameValue(a, b history.Op) bool {
-	return a.Value() != nil && b.Value() != nil && *a.Value() == *b.Value()
 }
 
 // grantWords says what a grant was granted with: its token, and the lock client it came
