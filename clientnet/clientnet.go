@@ -16,17 +16,17 @@
 package clientnet
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/lockbreaker/lockbreaker/internal/hostcmd"
 
 	"github.com/lockbreaker/lockbreaker/internal/hosttools"
 )
@@ -174,11 +174,5 @@ func sameNamespace(pid int) (bool, error) {
 func run(ctx context.Context, name string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("%s: %w: %s", name, err, strings.TrimSpace(out.String()))
-	}
-	return out.String(), nil
+	return hostcmd.Output(ctx, name, args...)
 }

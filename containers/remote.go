@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,6 +23,7 @@ import (
 	"github.com/moby/moby/client"
 	"golang.org/x/sys/unix"
 
+	"github.com/lockbreaker/lockbreaker/internal/hostcmd"
 	"github.com/lockbreaker/lockbreaker/internal/hosttools"
 	"github.com/lockbreaker/lockbreaker/nodes"
 	"github.com/lockbreaker/lockbreaker/system"
@@ -275,13 +275,7 @@ func (c *Cluster) nodePID(ctx context.Context, n Node) (int, error) {
 func hostRun(ctx context.Context, name string, args ...string) (string, error) {
 	ctx, cancel := ownDeadline(ctx)
 	defer cancel()
-	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("%s: %w: %s", name, err, strings.TrimSpace(out.String()))
-	}
-	return out.String(), nil
+	return hostcmd.Output(ctx, name, args...)
 }
 
 // fromHost reports whether this cluster's partitions are made from this host: when it

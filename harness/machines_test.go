@@ -35,22 +35,9 @@ func TestRunOnAStandInMachine(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	key := filepath.Join(dir, "id_ed25519")
-	authorized, err := machines.WriteKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := fmt.Sprintf("machines-test-%d", os.Getpid())
-	ms, err := containers.StartStandIns(ctx, id, "redis", 1, authorized, testWriter{t})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := containers.StopStandIns(context.Background(), id); err != nil {
-			t.Error(err)
-		}
-	})
+	ip := standIn(ctx, t, "machines-test", key)
 	file := filepath.Join(dir, "machines.txt")
-	if err := os.WriteFile(file, []byte("root@"+ms[0].IP+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte("root@"+ip+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	exe, err := os.Executable()
@@ -81,7 +68,7 @@ func TestRunOnAStandInMachine(t *testing.T) {
 	if log, err := os.ReadFile(filepath.Join(run, results.NodesDir, "n1.log")); err != nil || !strings.Contains(string(log), "Ready to accept connections") {
 		t.Errorf("the node's log in the run directory: %v\n%s", err, log)
 	}
-	m, err := machines.Dial(ctx, machines.Address{User: "root", Host: ms[0].IP}, login)
+	m, err := machines.Dial(ctx, machines.Address{User: "root", Host: ip}, login)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,21 +94,8 @@ func TestHealContractOnAStandInMachine(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	key := filepath.Join(t.TempDir(), "id_ed25519")
-	authorized, err := machines.WriteKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := fmt.Sprintf("heal-test-%d", os.Getpid())
-	ms, err := containers.StartStandIns(ctx, id, "redis", 1, authorized, testWriter{t})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := containers.StopStandIns(context.Background(), id); err != nil {
-			t.Error(err)
-		}
-	})
-	m, err := machines.Dial(ctx, machines.Address{User: "root", Host: ms[0].IP}, machines.Login{KeyFile: key})
+	ip := standIn(ctx, t, "heal-test", key)
+	m, err := machines.Dial(ctx, machines.Address{User: "root", Host: ip}, machines.Login{KeyFile: key})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,6 +110,27 @@ func TestHealContractOnAStandInMachine(t *testing.T) {
 	}
 	defer c.Stop(context.Background())
 	nodestest.HealContract(t, c.Cluster, "n1", "n1")
+}
+
+// standIn starts one stand-in machine of Redis's image for the test, named by prefix,
+// root let in with a new key written at key; its address.
+func standIn(ctx context.Context, t *testing.T, prefix, key string) string {
+	t.Helper()
+	authorized, err := machines.WriteKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprintf("%s-%d", prefix, os.Getpid())
+	ms, err := containers.StartStandIns(ctx, id, "redis", 1, authorized, testWriter{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := containers.StopStandIns(context.Background(), id); err != nil {
+			t.Error(err)
+		}
+	})
+	return ms[0].IP
 }
 
 // writeSystemFile writes a system file into dir for a Redis of a team's own on machines:
