@@ -85,7 +85,7 @@ func inNode(t *testing.T, c *containers.Cluster, node string, cmd ...string) str
 func assertHealed(t *testing.T, c *containers.Cluster) {
 	t.Helper()
 	for _, n := range c.Nodes() {
-		if rules := inNode(t, c, n.Name, "iptables", "-S", "INPUT"); strings.Contains(rules, "DROP") {
+		if rules := inNode(t, c, n.Name, "iptables", "-S"); strings.Contains(rules, "DROP") {
 			t.Errorf("%s still drops packets: %s", n.Name, rules)
 		}
 		if offset := inNode(t, c, n.Name, "cat", "/lockbreaker/faketime"); strings.TrimSpace(offset) != "+0" && strings.TrimSpace(offset) != "+0.000" {
@@ -104,7 +104,7 @@ func TestNemesesOnRealNodesAreHealed(t *testing.T) {
 
 	t.Run("partition", func(t *testing.T) {
 		for _, f := range runNemesis(t, c, "partition", 2*time.Second, func(e history.Event) string {
-			return inNode(t, c, e.Targets[0], "iptables", "-S", "INPUT")
+			return inNode(t, c, e.Targets[0], "iptables", "-S")
 		}) {
 			if !strings.Contains(f.seen, "-j DROP") {
 				t.Errorf("%s: no DROP rule on %s while it was on: %q", f.event.Fault, f.event.Targets[0], f.seen)
