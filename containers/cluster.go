@@ -146,8 +146,16 @@ func (c *Cluster) reached(stage string) {
 	}
 }
 
-// createTimeout bounds the requests that create a cluster's network and containers.
-const createTimeout = time.Minute
+// createTimeout bounds each request that creates a cluster's network or one of its
+// containers, on its own: an engine starting many containers at once (a busy CI runner)
+// answers each late, and one that has not answered by then is stuck, not busy.
+const createTimeout = 3 * time.Minute
+
+// creating is ctx's values with createTimeout from now, and without ctx's end: a request
+// that creates something runs to completion (see start).
+func creating(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
+}
 
 // start brings the cluster up. Requests that create something run to completion even
 // when ctx is cancelled: an abandoned request may still create its container or
@@ -155,9 +163,7 @@ const createTimeout = time.Minute
 // between them instead, and cuts the wait for the nodes to serve short.
 func (c *Cluster) start(ctx context.Context) error {
 	labels := ownerLabels(c.spec.RunID)
-	create, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
-	defer cancel()
-	if err := c.createNetwork(create, labels); err != nil {
+	if err := c.createNetwork(ctx, labels); err != nil {
 		return err
 	}
 	c.reached("network")
@@ -167,7 +173,7 @@ func (c *Cluster) start(ctx context.Context) error {
 
 	// Start the nodes together: ZooKeeper servers look each other up by name.
 	cluster := c.setupCluster()
-	started, err := c.startAll(ctx, create, labels, "n", 0, c.spec.Nodes, c.recipe.ClientPort(c.spec.Pooler), func(id int) system.NodeSetup {
+	started, err := c.startAll(ctx, labels, "n", 0, c.spec.Nodes, c.recipe.ClientPort(c.spec.Pooler), func(id int) system.NodeSetup {
 		return c.recipe.Node(cluster, id)
 	})
 	if err != nil {
@@ -190,7 +196,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		return ctx.Err()
 	}
 	// Monitors find the nodes by name, so they start once the nodes serve.
-	c.monitors, err = c.startAll(ctx, create, labels, m.Prefix, c.spec.Nodes, m.Count, m.Port, func(id int) system.NodeSetup {
+	c.monitors, err = c.startAll(ctx, labels, m.Prefix, c.spec.Nodes, m.Count, m.Port, func(id int) system.NodeSetup {
 		return m.Node(cluster, id)
 	})
 	if err != nil {
@@ -211,7 +217,9 @@ func (c *Cluster) start(ctx context.Context) error {
 // (several nodes restarted at once trade addresses). The engine picks the subnet on a
 // first creation, which is removed and made again with that subnet; another network may
 // take it meanwhile, and then the engine picks again.
-func (c *Cluster) createNetwork(create context.Context, labels map[string]string) error {
+func (c *Cluster) createNetwork(ctx context.Context, labels map[string]string) error {
+	create, cancel := creating(ctx)
+	defer cancel()
 	cli, _ := docker()
 	const attempts = 5
 	var err error
@@ -266,7 +274,7 @@ func (c *Cluster) setupCluster() system.Cluster {
 // at the fixed addresses from offset first on (nodeAddr).
 // A container not yet begun when ctx is cancelled is not started at all; Stop removes
 // those that were, by label.
-func (c *Cluster) startAll(ctx, create context.Context, labels map[string]string, prefix string, first, count, port int,
+func (c *Cluster) startAll(ctx context.Context, labels map[string]string, prefix string, first, count, port int,
 	setup func(id int) system.NodeSetup) ([]Node, error) {
 	nodes := make([]Node, count)
 	errs := make([]error, count)
@@ -277,6 +285,8 @@ func (c *Cluster) startAll(ctx, create context.Context, labels map[string]string
 				return
 			}
 			name := prefix + strconv.Itoa(i+1)
+			create, cancel := creating(ctx)
+			defer cancel()
 			nodes[i], errs[i] = c.startNode(create, name, c.nodeAddr(first+i), port, setup(i+1), labels)
 			if errs[i] == nil {
 				c.reached("node " + name)

@@ -77,11 +77,9 @@ func StartStandIns(ctx context.Context, id, sysName string, n int, authorizedKey
 		recipe: &system.Container{Ready: sshReady}, network: "lockbreaker-" + id}
 	labels := ownerLabels(id)
 	labels[LabelStandIn] = "1"
-	create, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
-	defer cancel()
-	err = c.createNetwork(create, labels)
+	err = c.createNetwork(ctx, labels)
 	if err == nil {
-		c.nodes, err = c.startAll(ctx, create, labels, "m", 0, n, 22, func(int) system.NodeSetup {
+		c.nodes, err = c.startAll(ctx, labels, "m", 0, n, 22, func(int) system.NodeSetup {
 			return system.NodeSetup{Cmd: standInCmd, Files: []system.File{{Path: "/root/.ssh/authorized_keys", Content: authorizedKey}}}
 		})
 	}
