@@ -228,7 +228,7 @@ func TestBadInputQuotesLongValuesShort(t *testing.T) {
 		{"a key", []string{"run", "--key", long + "/"}, `--key must be a non-empty word of printable characters, without / or \, got "` + long[:200] + `…" (102401 bytes)`},
 		{"a test name", []string{"run", "--test", long + "\x1b"}, `--test must be printable text, got "` + long[:200] + `…" (102401 bytes)`},
 		{"a fencing setting", []string{"run", "--fencing", long}, "--fencing must be on or off, got " + start},
-		{"a persistence setting", []string{"run", "--persistence", long}, "--persistence must be none, aof-everysec or aof-always, got " + start},
+		{"a persistence setting", []string{"run", "--persistence", long}, "--persistence of redis is one of none, aof-everysec, aof-always, got " + start},
 		{"an unknown suite", []string{"suite", long}, "suite: " + start + " is neither a built-in suite"},
 		{"a shard", []string{"suite", "--shard", long, "smoke"}, "--shard must be i/n with 1 <= i <= n, e.g. 2/4, got " + start},
 		{"a suite file's unknown key", []string{"suite", writeSuite(t, "cells:\n  - spec:\n      ? "+long+"\n      : 1\n    expect: {stats: valid}\n")}, "unknown field " + start},

@@ -111,8 +111,8 @@ func runFlags(spec *harness.Spec) (*flag.FlagSet, *runOptions) {
 	fs.Var((*command.Duration)(&spec.ClockOffset), "clock-offset", "how far clock faults move a clock; 0: twice the ttl")
 	fs.Float64Var(&spec.ClockRate, "clock-rate", spec.ClockRate, "how many times as fast the clock-rate fault runs a clock")
 	fs.StringVar(&spec.Key, "key", spec.Key, "lock key, also the storage register's key")
-	fs.StringVar(&spec.Persistence, "persistence", spec.Persistence, "what Redis servers keep on disk, so what a killed one remembers: "+
-		"none, aof-everysec or aof-always; empty: none")
+	fs.StringVar(&spec.Persistence, "persistence", spec.Persistence, "what the nodes keep on disk and when they sync it, so what a killed node, "+
+		"or one that lost its power, remembers ("+persistenceChoices()+"); empty: the system's own default, the first")
 	fs.StringVar(&spec.Pooler, "pooler", spec.Pooler, "(postgres) a connection pooler between every client and the server: "+
 		strings.Join(system.PoolerModes(), " or ")+" (PgBouncer in the node, in that pool mode); empty: none")
 	fs.IntVar(&spec.MinReplicas, "min-replicas-to-write", spec.MinReplicas, "(sentinel) the primary refuses a write unless that many replicas acknowledged within --min-replicas-max-lag")
@@ -219,6 +219,20 @@ func usualSizes() string {
 			return ""
 		}
 		return fmt.Sprintf("%s %d", sys.Name, sys.Sizes.Default)
+	})
+}
+
+// persistenceChoices says each system's choices of --persistence, its default first.
+func persistenceChoices() string {
+	return systemsSaid(func(sys system.System) string {
+		var choices []string
+		for _, p := range sys.Persistences {
+			choices = append(choices, string(p))
+		}
+		if len(choices) == 0 {
+			return ""
+		}
+		return sys.Name + " " + strings.Join(choices, "|")
 	})
 }
 

@@ -99,9 +99,10 @@ func (s Spec) withDefaults() (Spec, *system.Container, error) {
 	if sys.Container == nil {
 		return s, nil, fmt.Errorf("system %s does not run in containers", s.System)
 	}
+	if s.Persistence, err = sys.Persistence(s.Persistence); err != nil {
+		return s, nil, err
+	}
 	switch {
-	case s.Persistence != "" && !sys.Persistence:
-		return s, nil, fmt.Errorf("system %s does not choose what its nodes keep on disk", s.System)
 	case s.MinReplicas > 0 && !sys.Replicated:
 		return s, nil, fmt.Errorf("system %s has no replicas", s.System)
 	case s.Pooler != "" && (sys.Container.Pooler == nil || !slices.Contains(sys.Container.Pooler.Modes, s.Pooler)):

@@ -251,19 +251,15 @@ const defaultMinReplicasMaxLag = 10 * time.Second
 // nothing for the system or the nemesis, and fills in their defaults. Their bounds are
 // spec.Spec.Validate's.
 func checkCrashSettings(s *Spec, sys system.System, nodes int, needs nemesis.Needs) error {
-	switch {
-	case !sys.Persistence && s.Persistence != "":
-		return specErrorf("--persistence applies to systems of Redis servers (%s), not %s, which decides what it keeps itself",
-			strings.Join(systemsWith(func(s system.System) bool { return s.Persistence }), ", "), s.System)
-	case sys.Persistence && s.Persistence == "":
-		s.Persistence = string(system.PersistNone)
-	case sys.Persistence && !slices.Contains(system.Persistences(), system.Persistence(s.Persistence)):
-		return specErrorf("--persistence must be none, aof-everysec or aof-always, got %s", quote.Short(s.Persistence))
+	p, err := sys.Persistence(system.Persistence(s.Persistence))
+	if err != nil {
+		return specErrorf("%v", err)
 	}
+	s.Persistence = string(p)
 	switch {
 	case s.MinReplicas != 0 && !sys.Replicated:
 		return specErrorf("--min-replicas-to-write needs a primary with replicas (%s), not %s",
-			strings.Join(systemsWith(func(s system.System) bool { return s.Replicated }), ", "), s.System)
+			strings.Join(system.NamesWhere(func(s system.System) bool { return s.Replicated }), ", "), s.System)
 	case s.MinReplicas > nodes-1:
 		return specErrorf("--min-replicas-to-write must be between 0 and %d (the replicas of %d nodes), got %d", nodes-1, nodes, s.MinReplicas)
 	case s.MinReplicas > 0 && s.MinReplicasMaxLag == 0:
@@ -280,7 +276,7 @@ func checkPooler(s Spec, sys system.System) error {
 	if s.Pooler == "" {
 		return nil
 	}
-	offers := systemsWith(func(s system.System) bool { return s.Container != nil && s.Container.Pooler != nil })
+	offers := system.NamesWhere(func(s system.System) bool { return s.Container != nil && s.Container.Pooler != nil })
 	switch {
 	case sys.Container == nil || sys.Container.Pooler == nil:
 		return specErrorf("--pooler applies to %s, not %s, which has no pooler in front of it", strings.Join(offers, ", "), s.System)
@@ -288,15 +284,4 @@ func checkPooler(s Spec, sys system.System) error {
 		return specErrorf("--pooler must be %s, got %s", strings.Join(sys.Container.Pooler.Modes, " or "), quote.Short(s.Pooler))
 	}
 	return nil
-}
-
-// systemsWith names the systems for which has holds.
-func systemsWith(has func(system.System) bool) []string {
-	var names []string
-	for _, s := range system.All() {
-		if has(s) {
-			names = append(names, s.Name)
-		}
-	}
-	return names
 }

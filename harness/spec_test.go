@@ -39,8 +39,9 @@ func TestCheckSpecRefusesWhatDoesNotFit(t *testing.T) {
 		{"two redis", func(s *Spec) { s.Nodes = 2 }, "redis: 2 nodes (it has 1)"},
 		{"kleppmann on redis", func(s *Spec) { s.Nemesis = []string{"kleppmann-clock"} }, "needs --system redlock"},
 		{"leader of redis", func(s *Spec) { s.Nemesis = []string{"partition-leader"} }, "has no leader to isolate"},
-		{"persistence of zookeeper", func(s *Spec) { s.System, s.Persistence = "zookeeper", "none" }, "--persistence applies to systems of Redis servers (redis, redlock, sentinel), not zookeeper"},
-		{"unknown persistence", func(s *Spec) { s.Persistence = "disk" }, `--persistence must be none, aof-everysec or aof-always, got "disk"`},
+		{"persistence of zookeeper", func(s *Spec) { s.System, s.Persistence = "zookeeper", "none" }, `--persistence of zookeeper is one of force-sync, no-force-sync, got "none"`},
+		{"persistence of the harness's lock", func(s *Spec) { s.System, s.Persistence = "local", "none" }, "--persistence applies to systems that choose what they sync (etcd, postgres, redis, redlock, sentinel, zookeeper), not local"},
+		{"unknown persistence", func(s *Spec) { s.Persistence = "disk" }, `--persistence of redis is one of none, aof-everysec, aof-always, got "disk"`},
 		{"replicas of redis", func(s *Spec) { s.MinReplicas = 1 }, "--min-replicas-to-write needs a primary with replicas (sentinel), not redis"},
 		{"more replicas than there are", func(s *Spec) { s.System, s.MinReplicas = "sentinel", 3 }, "--min-replicas-to-write must be between 0 and 2 (the replicas of 3 nodes), got 3"},
 		{"restart without kills", func(s *Spec) { s.RestartAfter = Duration(time.Second) }, "--restart-after and --restart-delay-ttl apply to nemeses that kill nodes"},
@@ -171,7 +172,7 @@ func TestCheckSpecFillsCrashSettings(t *testing.T) {
 		maxLag, restartAfter time.Duration
 	}{
 		{"redis keeps nothing, a killed node is back at once", func(*Spec) {}, "none", 0, 0},
-		{"zookeeper is not asked", func(s *Spec) { s.System = "zookeeper" }, "", 0, 0},
+		{"zookeeper syncs by default", func(s *Spec) { s.System = "zookeeper" }, "force-sync", 0, 0},
 		{"min replicas take Redis's lag", func(s *Spec) { s.System, s.MinReplicas = "sentinel", 1 }, "none", 10 * time.Second, 0},
 		{"a restart delayed to a ttl by default", func(s *Spec) { s.Nemesis, s.RestartDelayTTL = []string{"kill-node"}, true }, "none", 0, 2 * time.Second},
 		{"a chosen restart", func(s *Spec) { s.Nemesis, s.RestartAfter = []string{"kill-node"}, Duration(300*time.Millisecond) }, "none", 0, 300 * time.Millisecond},

@@ -38,12 +38,14 @@ func init() {
 		// etcd is a Go program: it reads the time from the kernel's vDSO, never through
 		// libc, where libfaketime hooks it. A faked clock would be recorded and change
 		// nothing, so clock faults are refused rather than passed.
-		FixedClock: "etcd is a Go program, which reads the time without libc, where libfaketime moves it",
+		FixedClock:   "etcd is a Go program, which reads the time without libc, where libfaketime moves it",
+		Persistences: []Persistence{PersistFsync, PersistUnsafeNoFsync},
 		Container: &Container{
 			Port:  etcdPort,
 			Node:  etcdNode,
 			Ready: etcdHealthy,
 			Role:  etcdRole,
+			Data:  etcdDataDir,
 			Image: &Image{Packages: []string{"etcd-server"}},
 			Notes: etcdNotes,
 		},
@@ -59,7 +61,7 @@ func etcdNode(cluster Cluster, id int) NodeSetup {
 	for i := 1; i <= cluster.Nodes; i++ {
 		members = append(members, fmt.Sprintf("n%d=http://%s", i, net.JoinHostPort(cluster.Host(i), fmt.Sprint(etcdPeerPort))))
 	}
-	return NodeSetup{Cmd: []string{
+	cmd := []string{
 		"etcd", "--name", name, "--data-dir", etcdDataDir,
 		"--listen-client-urls", fmt.Sprintf("http://0.0.0.0:%d", etcdPort),
 		"--advertise-client-urls", "http://" + net.JoinHostPort(cluster.Host(id), fmt.Sprint(etcdPort)),
@@ -70,7 +72,11 @@ func etcdNode(cluster Cluster, id int) NodeSetup {
 		"--heartbeat-interval", fmt.Sprint(etcdHeartbeat.Milliseconds()),
 		"--election-timeout", fmt.Sprint(etcdElectionTimeout.Milliseconds()),
 		"--logger", "zap", "--log-outputs", "stderr",
-	}}
+	}
+	if cluster.Persistence == PersistUnsafeNoFsync {
+		cmd = append(cmd, "--unsafe-no-fsync")
+	}
+	return NodeSetup{Cmd: cmd}
 }
 
 // EtcdLeaseTTL is the lease a client asks etcd for to stand for ttl: leases count whole

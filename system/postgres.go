@@ -58,10 +58,12 @@ func init() {
 		About:         "one PostgreSQL server; session-level advisory locks, or a table of leases (pglock's design)",
 		Sizes:         Sizes{Default: 1, Min: 1, Max: 1},
 		DefaultClient: "pg-advisory",
+		Persistences:  []Persistence{PersistSynchronousCommit, PersistSynchronousCommitOff},
 		Container: &Container{
 			Port:   postgresPort,
 			Node:   postgresNode,
 			Ready:  postgresServing,
+			Data:   postgresData,
 			Image:  &Image{Packages: []string{"postgresql-15", "pgbouncer"}, Prepare: postgresPrepare},
 			Notes:  postgresNotes,
 			Pooler: &Pooler{Modes: []string{PgBouncerSession, PgBouncerTransaction}, Port: pgbouncerPort},
@@ -133,6 +135,9 @@ tcp_keepalives_interval = %d
 tcp_keepalives_count = %d
 tcp_user_timeout = %d
 `, postgresPort, postgresDir, int(k.idle.Seconds()), int(k.interval.Seconds()), k.count, k.userTimeout.Milliseconds())
+	if cluster.Persistence == PersistSynchronousCommitOff {
+		conf += "synchronous_commit = off\n"
+	}
 	setup := NodeSetup{
 		Cmd: []string{"sh", "-c", postgresStart, "postgres-start",
 			postgresBin + "/postgres", "-D", postgresData, "-c", "config_file=" + postgresDir + "/postgresql.conf"},

@@ -17,6 +17,7 @@ var redisServer = &Container{
 	},
 	Ready: pingRedis,
 	Crash: crashRedis,
+	Data:  redisDir,
 }
 
 const (
@@ -33,7 +34,7 @@ func init() {
 		About:         "one Redis server; the textbook SET NX PX lock",
 		Sizes:         Sizes{Default: 1, Min: 1, Max: 1},
 		DefaultClient: "redis",
-		Persistence:   true,
+		Persistences:  redisPersistences,
 		Container:     redisServer,
 	})
 	register(System{
@@ -42,7 +43,7 @@ func init() {
 		Sizes:               Sizes{Default: 5, Min: 3, Max: 9, Odd: true},
 		DefaultClient:       "redlock",
 		IndependentMajority: true,
-		Persistence:         true,
+		Persistences:        redisPersistences,
 		Container:           redisServer,
 	})
 }

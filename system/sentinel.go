@@ -37,13 +37,14 @@ func init() {
 		TokenCaveat: "fencing tokens are counted on whichever node is primary: a replica promoted without the latest " +
 			"count hands out tokens that repeat or go back, and the storage then accepts a stale holder's request " +
 			"(the fencing checker reports each)",
-		Persistence: true,
+		Persistences: redisPersistences,
 		Container: &Container{
 			Port:  redisPort,
 			Node:  sentinelNode,
 			Ready: redisReplicating,
 			Role:  redisRole,
 			Crash: crashRedis,
+			Data:  redisDir,
 			Monitors: &Monitors{
 				Prefix:  "s",
 				Count:   sentinelCount,

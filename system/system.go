@@ -42,11 +42,10 @@ type System struct {
 	// monitors promote a replica when the primary fails (Redis Sentinel), so failover faults
 	// apply and a primary can be told to refuse writes its replicas have not acknowledged.
 	Replicated bool
-	// Persistence: the nodes keep on disk what Cluster.Persistence says (Redis), so a node
-	// killed and started again remembers its grants or forgets them as chosen. Systems
-	// without it either always keep everything (ZooKeeper logs every transaction) or have
-	// no disk at all.
-	Persistence bool
+	// Persistences are the choices of what the nodes keep on disk and when they sync it
+	// (Cluster.Persistence), the system's own default first: what a node killed, or whose
+	// machine lost its power, remembers. Nil: the system has no such choice.
+	Persistences []Persistence
 	// TokenCaveat says why the system's fencing tokens may not protect the storage, when
 	// they may not (a count that a failover sets back); the report's notes carry it.
 	TokenCaveat string
@@ -106,6 +105,11 @@ type Container struct {
 	// RoleIn, when set, is a command run in the node whose output's first word is its role
 	// (ParseRole), asked instead of Role; for systems described in a file.
 	RoleIn []string
+	// Data is the directory in the node where the server keeps what it must not lose (its
+	// log, its snapshots, its database): a fault on the node's disk puts a disk that can
+	// lose unsynced writes there, holding what the node had there before. "" when the
+	// server keeps nothing lockbreaker knows of, and no disk fault applies.
+	Data string
 	// Crash, when set, crashes the server at addr in place and has it start again at once,
 	// as a supervisor restarting a crashed server would: its memory is lost, its disk and
 	// address kept, and connections are refused until it serves again rather than left to
@@ -303,7 +307,8 @@ type Cluster struct {
 	Nodes int
 	// TTL is the lock's lease; systems with sessions size their timeouts by it.
 	TTL time.Duration
-	// Persistence is what the nodes keep on disk, for systems with System.Persistence.
+	// Persistence is what the nodes keep on disk and when they sync it, one of
+	// System.Persistences.
 	Persistence Persistence
 	// MinReplicas is how many replicas must have acknowledged recent writes for a primary
 	// to accept a write (Redis min-replicas-to-write), within MinReplicasMaxLag; for
@@ -327,10 +332,13 @@ func (c Cluster) Host(id int) string {
 	return fmt.Sprintf("n%d", id)
 }
 
-// Persistence is what a Redis server keeps on disk, and so what a server killed and
-// started again still knows.
+// Persistence is what a server keeps on disk and when it syncs it, so what a server killed
+// and started again, or one whose machine lost its power, still knows.
 type Persistence string
 
+// Redis's: the log is written before each reply in both AOF settings, so a killed server
+// keeps it in the machine's memory; only a machine that loses its power loses what was not
+// synced.
 const (
 	// PersistNone keeps nothing: a restarted server has forgotten every key.
 	PersistNone Persistence = "none"
@@ -340,9 +348,47 @@ const (
 	PersistAOFAlways Persistence = "aof-always"
 )
 
-// Persistences lists the choices, the default first.
-func Persistences() []Persistence {
-	return []Persistence{PersistNone, PersistAOFEverySec, PersistAOFAlways}
+// ZooKeeper's: whether a server syncs its transaction log before it acknowledges.
+const (
+	PersistForceSync   Persistence = "force-sync"
+	PersistNoForceSync Persistence = "no-force-sync"
+)
+
+// etcd's: whether a member syncs its write-ahead log before it acknowledges.
+const (
+	PersistFsync         Persistence = "fsync"
+	PersistUnsafeNoFsync Persistence = "unsafe-no-fsync"
+)
+
+// PostgreSQL's synchronous_commit: whether a commit waits for its log record to be synced.
+// Advisory locks live in the server's memory whatever it is; the lease table's rows obey it.
+const (
+	PersistSynchronousCommit    Persistence = "synchronous-commit"
+	PersistSynchronousCommitOff Persistence = "synchronous-commit-off"
+)
+
+// redisPersistences are Redis's choices, none first.
+var redisPersistences = []Persistence{PersistNone, PersistAOFEverySec, PersistAOFAlways}
+
+// Persistence is the choice p, or the system's default when p is empty; an error names
+// the choices when p is not one of them.
+func (s System) Persistence(p Persistence) (Persistence, error) {
+	switch {
+	case len(s.Persistences) == 0 && p == "":
+		return "", nil
+	case len(s.Persistences) == 0:
+		return "", fmt.Errorf("--persistence applies to systems that choose what they sync (%s), not %s",
+			strings.Join(NamesWhere(func(s System) bool { return len(s.Persistences) > 0 }), ", "), s.Name)
+	case p == "":
+		return s.Persistences[0], nil
+	case !slices.Contains(s.Persistences, p):
+		var choices []string
+		for _, c := range s.Persistences {
+			choices = append(choices, string(c))
+		}
+		return "", fmt.Errorf("--persistence of %s is one of %s, got %s", s.Name, strings.Join(choices, ", "), quote.Short(string(p)))
+	}
+	return p, nil
 }
 
 // NodeSetup is what a node's container runs.
@@ -458,6 +504,17 @@ func names() []string {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	return names
+}
+
+// NamesWhere names the systems for which has holds, sorted.
+func NamesWhere(has func(System) bool) []string {
+	var names []string
+	for _, s := range All() {
+		if has(s) {
+			names = append(names, s.Name)
+		}
+	}
 	return names
 }
 

@@ -84,8 +84,8 @@ func TestDescriptorsAreComplete(t *testing.T) {
 		if s.Replicated && (s.Container == nil || s.Container.Monitors == nil) {
 			t.Errorf("%s: replicated, but no monitors to promote a replica", s.Name)
 		}
-		if s.Persistence && s.Container == nil {
-			t.Errorf("%s: chooses what its nodes keep on disk, but runs no nodes", s.Name)
+		if len(s.Persistences) > 0 && (s.Container == nil || s.Container.Data == "") {
+			t.Errorf("%s: chooses what its nodes keep on disk, but keeps no data directory", s.Name)
 		}
 		if s.Container == nil || s.Container.Monitors == nil {
 			continue

@@ -18,14 +18,16 @@ func init() {
 		Sizes:         Sizes{Default: 3, Min: 1, Max: 9, Odd: true},
 		DefaultClient: "zookeeper",
 		Leader:        true,
+		Persistences:  []Persistence{PersistForceSync, PersistNoForceSync},
 		Container: &Container{
 			Port:  zookeeperPort,
 			Node:  zookeeperNode,
 			Ready: zookeeperServing,
 			Role:  zookeeperRole,
+			Data:  zookeeperData,
 			// Debian's zookeeper brings a JRE: a layer of its own keeps the node image, which
 			// the default run needs, small and quick to build.
-			Image: &Image{Packages: []string{"zookeeper"}, Prepare: "mkdir -p /lockbreaker/zk/data"},
+			Image: &Image{Packages: []string{"zookeeper"}, Prepare: "mkdir -p " + zookeeperData},
 		},
 	})
 }
@@ -42,6 +44,9 @@ var zookeeperCmd = []string{
 	"-cp", "/lockbreaker/zk:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar",
 	"org.apache.zookeeper.server.quorum.QuorumPeerMain", "/lockbreaker/zk/zoo.cfg",
 }
+
+// zookeeperData is where a server keeps its transaction log, its snapshots and its id.
+const zookeeperData = "/lockbreaker/zk/data"
 
 // zookeeperTick is ZooKeeper's unit of time; zookeeperSyncLimit, in ticks, the longest a
 // follower waits for its leader (less for a short TTL: see zookeeperNode).
@@ -78,20 +83,23 @@ initLimit=20
 syncLimit=%d
 minSessionTimeout=%d
 maxSessionTimeout=%d
-dataDir=/lockbreaker/zk/data
+dataDir=%s
 clientPort=%d
 standaloneEnabled=false
 reconfigEnabled=false
 quorumListenOnAllIPs=true
 admin.enableServer=false
 4lw.commands.whitelist=srvr,stat,ruok,mntr,conf,cons
-`, zookeeperTick.Milliseconds(), syncTicks, minSession.Milliseconds(), maxSession.Milliseconds(), zookeeperPort)
+`, zookeeperTick.Milliseconds(), syncTicks, minSession.Milliseconds(), maxSession.Milliseconds(), zookeeperData, zookeeperPort)
+	if cluster.Persistence == PersistNoForceSync {
+		cfg.WriteString("forceSync=no\n") // a key ZooKeeper does not know becomes its zookeeper.forceSync property
+	}
 	for i := 1; i <= cluster.Nodes; i++ {
 		fmt.Fprintf(&cfg, "server.%d=%s:2888:3888\n", i, cluster.Host(i))
 	}
 	return NodeSetup{Cmd: zookeeperCmd, Files: []File{
 		{Path: "/lockbreaker/zk/zoo.cfg", Content: cfg.String()},
-		{Path: "/lockbreaker/zk/data/myid", Content: fmt.Sprintf("%d\n", id)},
+		{Path: zookeeperData + "/myid", Content: fmt.Sprintf("%d\n", id)},
 	}}
 }
 
