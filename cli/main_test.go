@@ -353,6 +353,12 @@ func TestDescribeBuild(t *testing.T) {
 			"2d94b83-dirty, commit " + rev + " with local changes, built with go1.26.0"},
 		{"make dist, with vcs", &debug.BuildInfo{Main: module("v0.0.0-20261203130524-2d94b83abcde"), Settings: vcs("false")}, "2d94b83", rev,
 			"2d94b83, commit " + rev + ", built with go1.26.0"},
+		{"make dist, with local changes and vcs", &debug.BuildInfo{Main: module("v0.0.0-20261203130524-2d94b83abcde+dirty"), Settings: vcs("true")},
+			"2d94b83-dirty", rev, "2d94b83-dirty, commit " + rev + " with local changes, built with go1.26.0"},
+		// A linked worktree inside another checkout: Go records the other's VCS information.
+		{"make build in a nested worktree", &debug.BuildInfo{Main: module("v0.0.0-20261101090000-0123456789ab+dirty"),
+			Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef"}, {Key: "vcs.modified", Value: "true"}}},
+			"2d94b83", rev, "2d94b83, commit " + rev + ", built with go1.26.0"},
 		{"no build information", nil, "", "", "(no build information)"},
 	}
 	for _, c := range cases {

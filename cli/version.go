@@ -47,7 +47,8 @@ func cmdVersion(_ context.Context, args []string, stdout io.Writer) (int, error)
 // version is the stamped one, else the module's: go install's vX.Y.Z or pseudo-version,
 // and go build's in a checkout (a pseudo-version, or "(devel)" without VCS information).
 // The commit is the stamped one, else the build's vcs.revision, else the one a
-// pseudo-version names (go install of a commit); a tagged version has none but its tag.
+// pseudo-version names (go install of a commit); go install of a tag records none: the
+// tag names it.
 func describeBuild(info *debug.BuildInfo, stampedVersion, stampedCommit string) string {
 	if info == nil {
 		info = &debug.BuildInfo{}
@@ -68,10 +69,11 @@ func describeBuild(info *debug.BuildInfo, stampedVersion, stampedCommit string) 
 	}
 	if stampedVersion != "" {
 		version = stampedVersion
-		modified = modified || strings.HasSuffix(version, "-dirty")
 	}
 	if stampedCommit != "" {
-		rev = stampedCommit
+		// git's own word wins over the build's VCS information, which Go reads from the
+		// wrong repository, or not at all, in a linked worktree (golang/go#58218).
+		rev, modified = stampedCommit, strings.HasSuffix(stampedVersion, "-dirty")
 	}
 	if version == "" {
 		version = "(no build information)"
