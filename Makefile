@@ -22,8 +22,8 @@ build:
 # needs cgo), its SHA-256 (lockbreaker.sha256), README.md and LICENSE, and beside it lies
 # the archive's own .sha256, for `sha256sum -c`. The binary needs nothing else of the
 # repository (the node image's files are compiled into it) and runs from any directory.
-# The archive is the same for the same commit and Go: paths trimmed, files in name order,
-# owned by root, dated at the commit.
+# One commit built twice with the same Go gives the same archive: paths trimmed, files in a
+# fixed order, owned by root, writable by it alone, dated at the commit.
 DIST ?= dist
 ARCH ?= $(shell $(GO) env GOARCH)
 RELEASE = lockbreaker-$(VERSION)-linux-$(ARCH)
@@ -33,7 +33,7 @@ dist:
 	@date=$$(git log -1 --format=%ct 2>/dev/null || echo 0); \
 	cp README.md LICENSE $(DIST)/$(RELEASE)/ && cd $(DIST)/$(RELEASE) && \
 	sha256sum lockbreaker >lockbreaker.sha256 && \
-	tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@$$date \
+	tar --owner=0 --group=0 --numeric-owner --mode=go-w --mtime=@$$date \
 		-cf ../$(RELEASE).tar lockbreaker lockbreaker.sha256 README.md LICENSE && \
 	cd .. && gzip -nf $(RELEASE).tar && sha256sum $(RELEASE).tar.gz >$(RELEASE).tar.gz.sha256 && rm -r $(RELEASE)
 	@echo "$(DIST)/$(RELEASE).tar.gz (check it: cd $(DIST) && sha256sum -c $(RELEASE).tar.gz.sha256)"
