@@ -17,21 +17,23 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/lockbreaker/lockbreaker/internal/tier"
 )
 
 // lockbreaker as a team gets it, without the repository: make dist's archive unpacked in a
 // directory of its own, and go install from a checkout. Each builds lockbreaker once, a link
-// of the whole binary (make dist's first build on a machine also compiles every package again,
-// without cgo and with paths trimmed), so neither is in the fast tier. No Docker.
+// of the whole binary, so neither is in the fast tier; make dist's first build on a machine
+// also compiles every package again (without cgo, paths trimmed), so it is in the long tier.
+// No Docker.
 
 // TestReleaseArchive unpacks make dist's archive where no repository is, checks both
 // checksums, and runs the binary there as a user would: version names the version and
 // commit git gives (stamped: the build records no VCS information here), and a run of the
 // harness's own lock (the tutorial's step 0) tells its story and exits 1.
 func TestReleaseArchive(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds lockbreaker as make dist does: make test")
-	}
+	// A static build compiles everything again (CGO_ENABLED=0): minutes on a fresh machine.
+	tier.Long(t)
 	root := repoRoot(t)
 	version, commit := gitVersion(t, root)
 	if _, err := exec.LookPath("make"); err != nil {
