@@ -5,10 +5,38 @@ GO      ?= go
 BIN     := bin/lockbreaker
 RESULTS ?= store
 
-.PHONY: run test test-long unit bench load deps deps-run build image clean vet fuzz serve nightly known-bugs kleppmann-time
+# The version and commit stamped into the binary, which `lockbreaker version` prints: a
+# build without VCS information (-buildvcs=false) still names both. Read from git only by
+# the targets that build.
+VERSION ?= $(or $(shell git describe --tags --always --dirty 2>/dev/null),devel)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
+STAMP    = -X github.com/lockbreaker/lockbreaker/cli.stampedVersion=$(VERSION) -X github.com/lockbreaker/lockbreaker/cli.stampedCommit=$(COMMIT)
+
+.PHONY: run test test-long unit bench load deps deps-run build dist image clean vet fuzz serve nightly known-bugs kleppmann-time
 
 build:
-	$(GO) build -o $(BIN) ./cmd/lockbreaker
+	$(GO) build -ldflags '$(STAMP)' -o $(BIN) ./cmd/lockbreaker
+
+# A release archive, for those who download lockbreaker instead of building it:
+# $(DIST)/lockbreaker-VERSION-linux-ARCH.tar.gz holds the binary (static: nothing in it
+# needs cgo), its SHA-256 (lockbreaker.sha256), README.md and LICENSE, and beside it lies
+# the archive's own .sha256, for `sha256sum -c`. The binary needs nothing else of the
+# repository (the node image's files are compiled into it) and runs from any directory.
+# One commit built twice with the same Go gives the same archive: paths trimmed, files in a
+# fixed order, owned by root, writable by it alone, dated at the commit.
+DIST ?= dist
+ARCH ?= $(shell $(GO) env GOARCH)
+RELEASE = lockbreaker-$(VERSION)-linux-$(ARCH)
+dist:
+	@rm -rf $(DIST)/$(RELEASE) && mkdir -p $(DIST)/$(RELEASE)
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) $(GO) build -trimpath -ldflags '-s -w $(STAMP)' -o $(DIST)/$(RELEASE)/lockbreaker ./cmd/lockbreaker
+	@date=$$(git log -1 --format=%ct 2>/dev/null || echo 0); \
+	cp README.md LICENSE $(DIST)/$(RELEASE)/ && cd $(DIST)/$(RELEASE) && \
+	sha256sum lockbreaker >lockbreaker.sha256 && \
+	tar --owner=0 --group=0 --numeric-owner --mode=go-w --mtime=@$$date \
+		-cf ../$(RELEASE).tar lockbreaker lockbreaker.sha256 README.md LICENSE && \
+	cd .. && gzip -nf $(RELEASE).tar && sha256sum $(RELEASE).tar.gz >$(RELEASE).tar.gz.sha256 && rm -r $(RELEASE)
+	@echo "$(DIST)/$(RELEASE).tar.gz (check it: cd $(DIST) && sha256sum -c $(RELEASE).tar.gz.sha256)"
 
 # The node image is made from Debian packages; with no registry, by mmdebstrap, which a
 # fresh machine may lack. Lock clients join the cluster network with

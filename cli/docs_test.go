@@ -157,7 +157,9 @@ func withoutComment(s string) string {
 var assignment = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*=`)
 
 // isLockbreaker says whether a command's first word is our binary.
-func isLockbreaker(word string) bool { return word == "lockbreaker" || word == "bin/lockbreaker" }
+func isLockbreaker(word string) bool {
+	return word == "lockbreaker" || word == "bin/lockbreaker" || word == "./lockbreaker"
+}
 
 func TestDocsCommandsParse(t *testing.T) {
 	root := repoRoot(t)
@@ -293,13 +295,13 @@ func checkPaths(root string, args []string) error {
 }
 
 // namesRepoPath says whether word is a path under one of the repository's top-level
-// directories (not the run store or the binaries, which runs make).
+// directories (not the run store, nor the binaries and release archives make builds).
 func namesRepoPath(root, word string) bool {
 	if !repoPath.MatchString(word) {
 		return false
 	}
 	top, _, _ := strings.Cut(word, "/")
-	if top == "store" || top == "bin" || top == ".git" {
+	if top == "store" || top == "bin" || top == "dist" || top == ".git" {
 		return false
 	}
 	info, err := os.Stat(filepath.Join(root, top))

@@ -316,22 +316,57 @@ func TestVersion(t *testing.T) {
 	}
 }
 
+// version names the version and the commit in every way of building: go install of a tag
+// or of a commit (the module's version), go build or go install in a checkout (its VCS
+// information), make build and make dist (stamped with -ldflags -X, VCS information or not).
 func TestDescribeBuild(t *testing.T) {
-	main := debug.Module{Path: "github.com/lockbreaker/lockbreaker", Version: "(devel)"}
+	const rev = "2d94b83abcdef0123456789abcdef0123456789a"
+	module := func(version string) debug.Module {
+		return debug.Module{Path: "github.com/lockbreaker/lockbreaker", Version: version}
+	}
+	vcs := func(modified string) []debug.BuildSetting {
+		return []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: rev}, {Key: "vcs.modified", Value: modified}}
+	}
 	cases := []struct {
-		name     string
-		settings []debug.BuildSetting
-		want     string
+		name            string
+		info            *debug.BuildInfo
+		version, commit string // stamped
+		want            string
 	}{
-		{"no vcs", nil, "(devel), built with go1.26.0"},
-		{"clean commit", []debug.BuildSetting{{Key: "vcs.revision", Value: "abc123"}, {Key: "vcs.modified", Value: "false"}},
-			"(devel), commit abc123, built with go1.26.0"},
-		{"local changes", []debug.BuildSetting{{Key: "vcs.revision", Value: "abc123"}, {Key: "vcs.modified", Value: "true"}},
-			"(devel), commit abc123 with local changes, built with go1.26.0"},
+		{"no vcs", &debug.BuildInfo{Main: module("(devel)")}, "", "", "(devel), built with go1.26.0"},
+		{"clean commit", &debug.BuildInfo{Main: module("(devel)"), Settings: vcs("false")}, "", "",
+			"(devel), commit " + rev + ", built with go1.26.0"},
+		{"local changes", &debug.BuildInfo{Main: module("(devel)"), Settings: vcs("true")}, "", "",
+			"(devel), commit " + rev + " with local changes, built with go1.26.0"},
+		{"go build in a checkout", &debug.BuildInfo{Main: module("v0.0.0-20261203130524-2d94b83abcde+dirty"), Settings: vcs("true")}, "", "",
+			"v0.0.0-20261203130524-2d94b83abcde+dirty, commit " + rev + " with local changes, built with go1.26.0"},
+		{"go install of a tag", &debug.BuildInfo{Main: module("v1.2.0")}, "", "", "v1.2.0, built with go1.26.0"},
+		{"go install of a commit", &debug.BuildInfo{Main: module("v0.0.0-20261203130524-2d94b83abcde")}, "", "",
+			"v0.0.0-20261203130524-2d94b83abcde, commit 2d94b83abcde, built with go1.26.0"},
+		{"go install of a commit after a tag", &debug.BuildInfo{Main: module("v1.2.1-0.20261203130524-2d94b83abcde")}, "", "",
+			"v1.2.1-0.20261203130524-2d94b83abcde, commit 2d94b83abcde, built with go1.26.0"},
+		{"go install of a commit after a pre-release", &debug.BuildInfo{Main: module("v1.3.0-rc.1.0.20261203130524-2d94b83abcde")}, "", "",
+			"v1.3.0-rc.1.0.20261203130524-2d94b83abcde, commit 2d94b83abcde, built with go1.26.0"},
+		{"make dist, -buildvcs=false", &debug.BuildInfo{Main: module("(devel)")}, "v1.2.0-3-g2d94b83", rev,
+			"v1.2.0-3-g2d94b83, commit " + rev + ", built with go1.26.0"},
+		{"make dist, local changes", &debug.BuildInfo{Main: module("(devel)")}, "2d94b83-dirty", rev,
+			"2d94b83-dirty, commit " + rev + " with local changes, built with go1.26.0"},
+		{"make dist, with vcs", &debug.BuildInfo{Main: module("v0.0.0-20261203130524-2d94b83abcde"), Settings: vcs("false")}, "2d94b83", rev,
+			"2d94b83, commit " + rev + ", built with go1.26.0"},
+		{"make dist, with local changes and vcs", &debug.BuildInfo{Main: module("v0.0.0-20261203130524-2d94b83abcde+dirty"), Settings: vcs("true")},
+			"2d94b83-dirty", rev, "2d94b83-dirty, commit " + rev + " with local changes, built with go1.26.0"},
+		// A linked worktree inside another checkout: Go records the other's VCS information.
+		{"make build in a nested worktree", &debug.BuildInfo{Main: module("v0.0.0-20261101090000-0123456789ab+dirty"),
+			Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef"}, {Key: "vcs.modified", Value: "true"}}},
+			"2d94b83", rev, "2d94b83, commit " + rev + ", built with go1.26.0"},
+		{"no build information", nil, "", "", "(no build information)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := describeBuild(&debug.BuildInfo{GoVersion: "go1.26.0", Main: main, Settings: c.settings})
+			if c.info != nil {
+				c.info.GoVersion = "go1.26.0"
+			}
+			got := describeBuild(c.info, c.version, c.commit)
 			if got != c.want {
 				t.Errorf("got %q, want %q", got, c.want)
 			}
