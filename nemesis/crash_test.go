@@ -465,6 +465,62 @@ func TestDirectedFailoverPromotesFirstAndSeesTheLostGrantServed(t *testing.T) {
 	}
 }
 
+// The promoted replica may grant before the old primary is down: that second grant, while
+// the lost grant is held within its lease, is the danger made real too.
+func TestFailoverSeesAGrantOfThePromotedReplicaBeforeTheCrash(t *testing.T) {
+	f := newFake(3, 3)
+	env, c := f.crashEnv()
+	killing := make(chan struct{})
+	env.Nodes = slowKill{promoting{c}, killing}
+	env.TTL = time.Minute
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- (&failover{}).Run(ctx, env) }()
+	waitFor(t, "the cut", func() bool { return len(f.faults()) > 0 })
+	f.events <- history.Event{Type: history.Invoke, Process: 1, Func: history.Acquire, Time: history.Now()}
+	f.events <- history.Event{Index: 4, Type: history.OK, Process: 1, Func: history.Acquire, Time: history.Now()}
+	waitFor(t, "the promotion", func() bool { return slices.Contains(f.did(), "promote") })
+	f.events <- history.Event{Type: history.Invoke, Process: 1, Func: history.Release, Time: history.Now()}
+	f.events <- history.Event{Type: history.Invoke, Process: 0, Func: history.Acquire, Time: history.Now()}
+	f.events <- history.Event{Index: 8, Type: history.OK, Process: 0, Func: history.Acquire, Time: history.Now()}
+	f.events <- history.Event{Index: 9, Type: history.OK, Process: 0, Func: history.Read, Time: history.Now()}
+	<-killing // the kill has begun and has not returned
+	f.events <- history.Event{Type: history.Invoke, Process: 2, Func: history.Acquire, Time: history.Now()}
+	f.events <- history.Event{Index: 20, Type: history.OK, Process: 2, Func: history.Acquire, Time: history.Now()}
+	f.events <- history.Event{Type: history.OK, Process: 2, Func: history.Read, Time: history.Now()}
+	close(killing) // the watcher hears of the grant once the kill has returned
+	waitFor(t, "the failover to end", func() bool { return f.recordedOf(history.Stop, "failover").Time != 0 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !f.served() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		t.Errorf("hazards %v: want the promoted replica's grant while worker-0 held seen (lost-grant-served)", history.CountHazards(f.recorded))
+	}
+}
+
+// served says whether a lost-grant-served hazard was recorded.
+func (f *fake) served() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return history.CountHazards(f.recorded)[history.LostGrantServed] == 1
+}
+
+// slowKill is a promoting fake whose kill tells killing it has begun and returns only once
+// killing is closed.
+type slowKill struct {
+	promoting
+	killing chan struct{}
+}
+
+func (s slowKill) Kill(ctx context.Context, node string) error {
+	s.killing <- struct{}{}
+	<-s.killing
+	return s.promoting.Kill(ctx, node)
+}
+
 // Armed, the failover cuts replication before the clients start, and the first grant the
 // clients then get is the one lost: also when it came before Run, between the two.
 func TestArmedFailoverLosesTheFirstGrant(t *testing.T) {

@@ -192,11 +192,13 @@ func (c *replicationCut) failOver(ctx context.Context, env Env, net Network, r R
 		since = history.Now()
 	}
 	var grant history.Event
+	var promoting int64 // when the monitors were asked to promote a replica: 0 when they were not
 	var granted bool
 	if p, ok := env.Nodes.(Promoter); ok && !env.Undirected {
 		// The clients are at work (an acquire since the cut) before the promotion begins, so
 		// that one of them is granted by the old primary before the monitors name the new.
 		w.awaitAcquire(ctx, since, within)
+		promoting = history.Now()
 		if err := p.Promote(bg); err != nil {
 			return fmt.Errorf("promote a replica of %s: %w", c.primary, err)
 		}
@@ -242,6 +244,7 @@ func (c *replicationCut) failOver(ctx context.Context, env Env, net Network, r R
 	}
 	if granted && w.holds(grant.Process) {
 		served = w.watchServed(env, history.Failover.Name, history.LostGrantServed, grant)
+		served.grantsFrom = promoting
 	}
 	if !granted || env.Undirected || !w.holds(grant.Process) {
 		return failOver()

@@ -366,9 +366,13 @@ type served struct {
 	// leaseEnd is when the victim's lease ends; released when it began to release (0:
 	// not yet). An answer counts when it was given before both.
 	leaseEnd, released int64
-	mu                 sync.Mutex
-	on                 []condition
-	seen               bool // recorded already: once per grant
+	// grantsFrom, when not 0, is when a second grant began to be the fault's doing though
+	// no condition holds yet for busy answers: the promoted replica of a failover grants
+	// before the old primary, which refuses, is down.
+	grantsFrom int64
+	mu         sync.Mutex
+	on         []condition
+	seen       bool // recorded already: once per grant
 }
 
 // condition is a fault's condition on node from since until until (0: still on).
@@ -460,6 +464,10 @@ func (w *watcher) answered(e history.Event) {
 				s.record(w, node, e.Process, to, "granted "+grantText(e))
 				continue
 			}
+			if s.grantedIn(to) {
+				s.record(w, "", e.Process, to, "granted "+grantText(e))
+				continue
+			}
 			if every == 0 {
 				continue
 			}
@@ -537,6 +545,16 @@ func (s *served) askedIn(from, to int64) (string, bool) {
 		return "", false
 	}
 	return s.heldDuring(from, min(to, end))
+}
+
+// grantedIn says whether a grant at t falls after grantsFrom, within the victim's hold and
+// lease.
+func (s *served) grantedIn(t int64) bool {
+	end := s.leaseEnd
+	if s.released != 0 {
+		end = min(end, s.released)
+	}
+	return s.grantsFrom != 0 && s.grantsFrom <= t && t <= end
 }
 
 // answerText is an acquire's answer in words.
