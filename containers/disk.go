@@ -1,0 +1,166 @@
+package containers
+
+// Disks that lose power: each node's data directory is bound to a disk served on this host
+// (package lazydisk, through lockbreaker's own `disk` commands), which starts with what the
+// image holds there and keeps the server's unsynced writes apart until it syncs them.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/lockbreaker/lockbreaker/internal/owner"
+	"github.com/lockbreaker/lockbreaker/lazydisk"
+	"github.com/lockbreaker/lockbreaker/nodes"
+)
+
+// disksRoot holds the disks of this host's runs: a directory a run, named by its id and
+// by the process that made it (runDisks), one a node.
+const disksRoot = "/var/lib/lockbreaker/disks"
+
+// runDisks is the directory of run runID's disks made by this process: "<id>@<pid>-<start>",
+// so that a clean tells a dead run's from a live one's by its name alone, from the moment
+// it exists.
+func runDisks(runID string) string {
+	pid := os.Getpid()
+	return filepath.Join(disksRoot, fmt.Sprintf("%s@%d-%s", runID, pid, owner.Start(pid)))
+}
+
+// startDisks serves a disk for each of the cluster's nodes, holding what the image holds
+// in the recipe's data directory.
+func (c *Cluster) startDisks(ctx context.Context) error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("disks: %w", err)
+	}
+	run := runDisks(c.spec.RunID)
+	seed := filepath.Join(run, "seed")
+	if err := c.copyImageData(ctx, seed); err != nil {
+		return fmt.Errorf("disks: the image's %s: %w", c.recipe.Data, err)
+	}
+	c.disks = map[string]*nodes.Disk{}
+	for i := range c.spec.Nodes {
+		name := "n" + strconv.Itoa(i+1)
+		d := &nodes.Disk{Run: hostRunAll, Program: self, Dir: filepath.Join(run, name)}
+		c.disks[name] = d
+		if err := os.MkdirAll(d.Backing(), 0o755); err != nil {
+			return fmt.Errorf("disks: %w", err)
+		}
+		if _, err := hostRun(ctx, "cp", "-a", seed+"/.", d.Backing()+"/"); err != nil {
+			return fmt.Errorf("disks: node %s: %w", name, err)
+		}
+		if err := d.Serve(ctx); err != nil {
+			return fmt.Errorf("node %s: %w", name, err)
+		}
+	}
+	return os.RemoveAll(seed)
+}
+
+// hostRunAll runs cmd on this host (hostRun).
+func hostRunAll(ctx context.Context, cmd ...string) (string, error) { return hostRun(ctx, cmd[0], cmd[1:]...) }
+
+// copyImageData copies what the image holds in the recipe's data directory into dir,
+// owners and modes kept (PostgreSQL's database, made when its image was built), from a
+// container of the image that never runs.
+func (c *Cluster) copyImageData(ctx context.Context, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	cli, _ := docker()
+	create, cancel := creating(ctx)
+	defer cancel()
+	ctr, err := cli.ContainerCreate(create, client.ContainerCreateOptions{
+		Config: &container.Config{Image: c.spec.Image, Labels: ownerLabels(c.spec.RunID)}})
+	if err != nil {
+		return err
+	}
+	defer cli.ContainerRemove(create, ctr.ID, client.ContainerRemoveOptions{Force: true})
+	copied, err := cli.CopyFromContainer(create, ctr.ID, client.CopyFromContainerOptions{SourcePath: c.recipe.Data})
+	if errors.Is(err, os.ErrNotExist) || err != nil && strings.Contains(err.Error(), "No such") {
+		return nil // the server makes it
+	} else if err != nil {
+		return err
+	}
+	defer copied.Content.Close()
+	untar := exec.CommandContext(create, "tar", "-x", "--same-owner", "-p", "--strip-components=1", "-C", dir)
+	untar.Stdin = copied.Content
+	if out, err := untar.CombinedOutput(); err != nil {
+		return fmt.Errorf("tar: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// checkDiskBound makes sure node n's data directory is its disk, as the engine bound it:
+// an engine that does not see this host's mounts binds the directory under the disk
+// instead, and a power loss would then lose nothing.
+func (c *Cluster) checkDiskBound(ctx context.Context, n Node) error {
+	d := c.disks[n.Name]
+	if d == nil {
+		return nil
+	}
+	pid, err := c.nodePID(ctx, n)
+	if err != nil {
+		return fmt.Errorf("node %s's disk: %w", n.Name, err)
+	}
+	var inNode, served syscall.Stat_t
+	err = errors.Join(syscall.Stat(fmt.Sprintf("/proc/%d/root%s", pid, c.recipe.Data), &inNode), syscall.Stat(d.Mount(), &served))
+	if err == nil && inNode.Dev != served.Dev {
+		err = errors.New("the engine bound the directory under the disk, not the disk: it does not see this host's mounts")
+	}
+	if err != nil {
+		return fmt.Errorf("node %s's disk: %w", n.Name, err)
+	}
+	return nil
+}
+
+// stopDisks stops the run's disks and removes them, once its containers are gone.
+func (c *Cluster) stopDisks() error {
+	if !c.spec.Disks {
+		return nil
+	}
+	return removeDisks(runDisks(c.spec.RunID))
+}
+
+// removeDisks stops the daemons of a run's disks, unmounts them and removes the run's
+// directory.
+func removeDisks(run string) error {
+	dirs, _ := filepath.Glob(filepath.Join(run, "n*"))
+	var errs []error
+	for _, dir := range dirs {
+		errs = append(errs, lazydisk.Clean(dir))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("disks of %s: %w", filepath.Base(run), err)
+	}
+	return os.RemoveAll(run)
+}
+
+// cleanDisks removes the disks of run runID (every run's when ""), or, with onlyDead, of
+// the runs whose process has exited.
+func cleanDisks(runID string, onlyDead bool) (removed int, err error) {
+	runs, _ := filepath.Glob(filepath.Join(disksRoot, "*@*"))
+	var errs []error
+	for _, run := range runs {
+		id, made, _ := strings.Cut(filepath.Base(run), "@")
+		pid, start, _ := strings.Cut(made, "-")
+		n, _ := strconv.Atoi(pid)
+		if runID != "" && id != runID || onlyDead && !owner.Gone(n, start) {
+			continue
+		}
+		if err := removeDisks(run); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed++
+	}
+	return removed, errors.Join(errs...)
+}

@@ -1,0 +1,157 @@
+package nodes
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/lazydisk"
+)
+
+// Disk is a node's data directory on a disk that keeps unsynced writes apart so that a
+// power loss can drop them (package lazydisk), served by a daemon of lockbreaker's own
+// where the node's place runs it: on this host for a container, into which its mount is
+// bound; on the machine itself for a machine. Its commands are lockbreaker's own `disk`
+// commands, run there.
+type Disk struct {
+	// Run runs a command as root where the daemon runs, and returns its output.
+	Run func(ctx context.Context, cmd ...string) (string, error)
+	// Program is the lockbreaker binary there.
+	Program string
+	// Dir is the disk's directory there: the durable copy (backing), the mount the server
+	// keeps its data in, and the daemon's socket, pidfile and log.
+	Dir string
+}
+
+// Backing is the directory that holds what the disk made durable.
+func (d *Disk) Backing() string { return d.Dir + "/backing" }
+
+// Mount is where the disk is served: the server's data directory, or what is bound there.
+func (d *Disk) Mount() string { return d.Dir + "/mount" }
+
+func (d *Disk) socket() string { return d.Dir + "/disk.sock" }
+
+// Serve starts the disk's daemon over Backing, which holds what the server's data
+// directory held, and returns once Mount serves.
+func (d *Disk) Serve(ctx context.Context) error {
+	_, err := d.do(ctx, "serve", "--detach", "--backing", d.Backing(), "--mount", d.Mount(),
+		"--pidfile", d.Dir+"/disk.pid", "--log", d.Dir+"/disk.log")
+	return err
+}
+
+// Drop drops every write the disk holds unsynced, as a power loss does, and says what was
+// lost.
+func (d *Disk) Drop(ctx context.Context) (lazydisk.Lost, error) {
+	var lost lazydisk.Lost
+	out, err := d.do(ctx, "drop")
+	if err == nil {
+		err = json.Unmarshal([]byte(out), &lost)
+	}
+	return lost, err
+}
+
+// Sync makes every write the disk holds durable, as a clean shutdown does.
+func (d *Disk) Sync(ctx context.Context) error {
+	_, err := d.do(ctx, "sync")
+	return err
+}
+
+// SlowSync makes every sync on the disk take delay; 0 makes them as fast as the disk
+// below, and wakes those waiting.
+func (d *Disk) SlowSync(ctx context.Context, delay time.Duration) error {
+	_, err := d.do(ctx, "slow", "--delay", delay.String())
+	return err
+}
+
+// Stop stops the daemon and unmounts the disk, whatever state a killed run left it in.
+func (d *Disk) Stop(ctx context.Context) error {
+	_, err := d.Run(ctx, d.Program, "disk", "clean", d.Dir)
+	return err
+}
+
+func (d *Disk) do(ctx context.Context, command string, args ...string) (string, error) {
+	out, err := d.Run(ctx, append([]string{d.Program, "disk", command, "--socket", d.socket()}, args...)...)
+	if err != nil {
+		return "", fmt.Errorf("disk %s: %w", command, err)
+	}
+	return out, nil
+}
+
+// PowerOff cuts node name's power: its server is killed and its disk drops every write it
+// held unsynced; Restart starts it again on what the disk kept. It says what was lost.
+func (c *Cluster) PowerOff(ctx context.Context, name string) (lazydisk.Lost, error) {
+	r, err := c.find(c.nodes, name)
+	if err != nil {
+		return lazydisk.Lost{}, err
+	}
+	disk := r.Disk()
+	if disk == nil {
+		return lazydisk.Lost{}, fmt.Errorf("node %s keeps its data on no disk that can lose power", name)
+	}
+	if err := c.Kill(ctx, name); err != nil {
+		return lazydisk.Lost{}, err
+	}
+	lost, err := disk.Drop(ctx)
+	if err != nil {
+		return lost, fmt.Errorf("power off node %s: %w", name, err)
+	}
+	return lost, nil
+}
+
+// SlowSync makes every sync on node name's disk take delay (0: as fast as it can).
+func (c *Cluster) SlowSync(ctx context.Context, name string, delay time.Duration) error {
+	r, err := c.find(c.nodes, name)
+	if err != nil {
+		return err
+	}
+	if r.Disk() == nil {
+		return fmt.Errorf("node %s keeps its data on no disk that can be slowed", name)
+	}
+	if err := r.Disk().SlowSync(ctx, delay); err != nil {
+		return fmt.Errorf("slow the disk of node %s: %w", name, err)
+	}
+	return nil
+}
+
+// withDisks runs f on the disk of every node that has one.
+func (c *Cluster) withDisks(f func(name string, d *Disk) error) error {
+	return Each(c.nodes, func(r Remote) error {
+		if d := r.Disk(); d != nil {
+			return f(r.Info().Name, d)
+		}
+		return nil
+	})
+}
+
+// syncDisks makes what the nodes wrote while they started durable, as on machines
+// that booted cleanly: their files, their first snapshots.
+func (c *Cluster) syncDisks(ctx context.Context) error {
+	return c.withDisks(func(name string, d *Disk) error {
+		if err := d.Sync(ctx); err != nil {
+			return fmt.Errorf("node %s: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// healDisks makes every disk as fast as it can be again.
+func (c *Cluster) healDisks(ctx context.Context) error {
+	return c.withDisks(func(name string, d *Disk) error {
+		if err := d.SlowSync(ctx, 0); err != nil {
+			return fmt.Errorf("heal the disk of node %s: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// StopDisks stops every node's disk daemon and unmounts its disk, once the servers are
+// gone.
+func (c *Cluster) StopDisks(ctx context.Context) error {
+	return c.withDisks(func(name string, d *Disk) error {
+		if err := d.Stop(ctx); err != nil {
+			return fmt.Errorf("stop the disk of node %s: %w", name, err)
+		}
+		return nil
+	})
+}
