@@ -35,6 +35,18 @@ func runDisks(runID string) string {
 	return filepath.Join(disksRoot, fmt.Sprintf("%s@%d-%s", runID, pid, owner.Start(pid)))
 }
 
+// CheckDisks says why this host cannot serve the nodes' disks (an UnfitError); nil when
+// it can: lockbreaker runs as root and mounts a disk of its own (FUSE).
+func CheckDisks() error {
+	if os.Geteuid() != 0 {
+		return unfit("faults on the nodes' disks serve each node's data directory from this host, and that needs lockbreaker to run as root")
+	}
+	if err := lazydisk.Check(); err != nil {
+		return unfit("faults on the nodes' disks serve each node's data directory from this host, and %v", err)
+	}
+	return nil
+}
+
 // startDisks serves a disk for each of the cluster's nodes, holding what the image holds
 // in the recipe's data directory.
 func (c *Cluster) startDisks(ctx context.Context) error {

@@ -80,6 +80,9 @@ func (containerPlace) preflight(ctx context.Context, c Checked) error {
 	}
 	needs := c.nemesis.Needs()
 	err := containers.CheckSystem(ctx, c.sys, needs.Clocks, needs.Network)
+	if err == nil && needs.Disks {
+		err = containers.CheckDisks()
+	}
 	if unfit := (*containers.UnfitError)(nil); errors.As(err, &unfit) {
 		return &SpecError{Reason: unfit.Reason}
 	}
@@ -100,7 +103,7 @@ func (containerPlace) start(ctx context.Context, sys system.System, setup cluste
 	c, err := containers.Start(ctx, containers.Spec{RunID: setup.runID, Image: image, System: sys.Name,
 		Nodes: setup.nodes, Faketime: setup.needs.Clocks, Partitions: setup.needs.Network, TTL: setup.ttl,
 		Persistence: setup.servers.persistence, MinReplicas: setup.servers.minReplicas, MinReplicasMaxLag: setup.servers.maxLag,
-		Pooler: setup.servers.pooler})
+		Pooler: setup.servers.pooler, Disks: setup.needs.Disks})
 	if err != nil {
 		return nil, err // Start has removed whatever it created
 	}

@@ -421,6 +421,9 @@ func (n node) Alive(ctx context.Context) error {
 	return err
 }
 
+// Disk is nil: disk faults do not run on machines yet.
+func (n node) Disk() *nodes.Disk { return nil }
+
 func (n node) Log(ctx context.Context, w io.Writer, tail int) error {
 	cmd := "cat "
 	if tail > 0 {

@@ -66,37 +66,43 @@ func (d *Disk) SlowSync(ctx context.Context, delay time.Duration) error {
 
 // Stop stops the daemon and unmounts the disk, whatever state a killed run left it in.
 func (d *Disk) Stop(ctx context.Context) error {
-	_, err := d.Run(ctx, d.Program, "disk", "clean", d.Dir)
+	_, err := d.Run(ctx, d.command("clean", d.Dir)...)
 	return err
 }
 
 func (d *Disk) do(ctx context.Context, command string, args ...string) (string, error) {
-	out, err := d.Run(ctx, append([]string{d.Program, "disk", command, "--socket", d.socket()}, args...)...)
+	out, err := d.Run(ctx, d.command(command, append([]string{"--socket", d.socket()}, args...)...)...)
 	if err != nil {
 		return "", fmt.Errorf("disk %s: %w", command, err)
 	}
 	return out, nil
 }
 
+// command is a disk command run by Program (lazydisk.MaybeServe).
+func (d *Disk) command(command string, args ...string) []string {
+	return append([]string{"env", lazydisk.ServeEnv + "=1", d.Program, command}, args...)
+}
+
 // PowerOff cuts node name's power: its server is killed and its disk drops every write it
-// held unsynced; Restart starts it again on what the disk kept. It says what was lost.
-func (c *Cluster) PowerOff(ctx context.Context, name string) (lazydisk.Lost, error) {
+// held unsynced; Restart starts it again on what the disk kept. It says in words what was
+// lost.
+func (c *Cluster) PowerOff(ctx context.Context, name string) (lost string, err error) {
 	r, err := c.find(c.nodes, name)
 	if err != nil {
-		return lazydisk.Lost{}, err
+		return "", err
 	}
 	disk := r.Disk()
 	if disk == nil {
-		return lazydisk.Lost{}, fmt.Errorf("node %s keeps its data on no disk that can lose power", name)
+		return "", fmt.Errorf("node %s keeps its data on no disk that can lose power", name)
 	}
 	if err := c.Kill(ctx, name); err != nil {
-		return lazydisk.Lost{}, err
+		return "", err
 	}
-	lost, err := disk.Drop(ctx)
+	dropped, err := disk.Drop(ctx)
 	if err != nil {
-		return lost, fmt.Errorf("power off node %s: %w", name, err)
+		return "", fmt.Errorf("power off node %s: %w", name, err)
 	}
-	return lost, nil
+	return dropped.String(), nil
 }
 
 // SlowSync makes every sync on node name's disk take delay (0: as fast as it can).
