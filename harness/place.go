@@ -131,6 +131,9 @@ type machinePlace struct {
 // installed where missing when install says so; a machine that cannot serve is the
 // user's input.
 func (p *machinePlace) preflight(ctx context.Context, c Checked) error {
+	if c.nemesis.Needs().Disks {
+		return &SpecError{Reason: "faults on the nodes' disks (" + strings.Join(c.spec.Nemesis, ", ") + ") run in containers, not yet on machines"}
+	}
 	tools := machines.Tools(c.sys, serverSettingsOf(c.spec).cluster(c.nodes, c.spec.TTL.Std()))
 	if c.nemesis.Needs().Network {
 		tools = append(tools, "iptables")
