@@ -1,7 +1,11 @@
 package lazydisk
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/hex"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -547,5 +551,242 @@ func TestStashIsHidden(t *testing.T) {
 	}
 	if names := readDir(t, mnt); len(names) != 0 {
 		t.Errorf("root lists %q, want nothing", names)
+	}
+}
+
+func TestMain(m *testing.M) {
+	switch os.Getenv("LAZYDISK_TEST_HELPER") {
+	case "main":
+		os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
+	case "mmap":
+		os.Exit(serveMmapReads(os.Args[1]))
+	}
+	os.Exit(m.Run())
+}
+
+// serveMmapReads maps the file at path read-only, as bbolt maps its database, and
+// answers each "offset length" line on stdin with the mapped bytes in hex. It runs in
+// a process of its own: a page fault on the mount must not stop the FUSE server's
+// goroutines, as a garbage collection in this process would while the fault waits.
+func serveMmapReads(path string) int {
+	f, err := os.Open(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	mem, err := syscall.Mmap(int(f.Fd()), 0, int(fi.Size()), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println("mapped")
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		var off, n int
+		if _, err := fmt.Sscan(sc.Text(), &off, &n); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Printf("%x\n", mem[off:off+n])
+	}
+	return 0
+}
+
+// TestMmapReadsSeeWrites is bbolt's pattern: the file mapped read-only, written with
+// pwrite and fdatasync; the mapping shows each write, synced or not, and after a drop
+// the durable bytes.
+func TestMmapReadsSeeWrites(t *testing.T) {
+	d, _, mnt := mounted(t)
+	p := filepath.Join(mnt, "db")
+	writeFile(t, p, strings.Repeat("\x00", 8192), true)
+	syncDir(t, mnt)
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt([]byte("synced"), 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := exec.Command(os.Args[0], p)
+	cmd.Env = append(os.Environ(), "LAZYDISK_TEST_HELPER=mmap")
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer in.Close()
+	out := bufio.NewScanner(outPipe)
+	if !out.Scan() || out.Text() != "mapped" {
+		t.Fatalf("the mapping process said %q, %v", out.Text(), out.Err())
+	}
+	mapped := func(off, n int) string {
+		t.Helper()
+		fmt.Fprintf(in, "%d %d\n", off, n)
+		if !out.Scan() {
+			t.Fatalf("no answer from the mapping process: %v", out.Err())
+		}
+		b, err := hex.DecodeString(out.Text())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+
+	if got := mapped(100, 6); got != "synced" {
+		t.Errorf("mapped %q, want the synced write", got)
+	}
+	if _, err := f.WriteAt([]byte("pending"), 102); err != nil {
+		t.Fatal(err)
+	}
+	if got := mapped(100, 9); got != "sypending" {
+		t.Errorf("mapped %q after a pwrite into a mapped page, want %q", got, "sypending")
+	}
+	if _, err := f.WriteAt([]byte("next page"), 5000); err != nil {
+		t.Fatal(err)
+	}
+	if got := mapped(5000, 9); got != "next page" {
+		t.Errorf("mapped %q in the second page, want the write", got)
+	}
+	d.Drop()
+	if got := mapped(100, 9); got != "synced\x00\x00\x00" {
+		t.Errorf("mapped %q after the drop, want the durable bytes", got)
+	}
+	if got := mapped(5000, 9); got != strings.Repeat("\x00", 9) {
+		t.Errorf("mapped %q in the second page after the drop, want zeros", got)
+	}
+}
+
+// waitFor waits until cond holds; the deadline only bounds a failing test.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited a minute for %s", what)
+		}
+	}
+}
+
+// TestSlowSync: with the delay in force a sync waits, while reads, writes and stats
+// on another file answer; a delay set after the sync began, the heal (0) or one the
+// sync has waited out already, lets it through.
+func TestSlowSync(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		release time.Duration
+		flags   int
+		sync    func(*os.File) error
+	}{
+		{"fsync healed", 0, 0, (*os.File).Sync},
+		{"fdatasync shortened", time.Nanosecond, 0, func(f *os.File) error { return syscall.Fdatasync(int(f.Fd())) }},
+		{"O_SYNC write healed", 0, os.O_SYNC, func(f *os.File) error { _, err := f.WriteString("!"); return err }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d, backing, mnt := mounted(t)
+			slowPath, other := filepath.Join(mnt, "slow"), filepath.Join(mnt, "other")
+			writeFile(t, slowPath, "", true)
+			writeFile(t, other, "other", true)
+			syncDir(t, mnt)
+			slow, err := os.OpenFile(slowPath, os.O_WRONLY|c.flags, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer slow.Close()
+			d.SetSyncDelay(time.Hour)
+			if c.flags == 0 {
+				if _, err := slow.WriteString("!"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			done := make(chan error, 1)
+			go func() { done <- c.sync(slow) }()
+			waitFor(t, "the sync to wait", func() bool { return d.Stats().SyncsWaiting == 1 })
+
+			writeFile(t, other, "written meanwhile", false)
+			wantContent(t, other, "written meanwhile")
+			if _, err := os.Stat(slowPath); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("the sync returned (%v) while the delay was in force", err)
+			default:
+			}
+
+			d.SetSyncDelay(c.release)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			wantContent(t, filepath.Join(backing, "slow"), "!")
+		})
+	}
+}
+
+func TestDropFailsWaitingSync(t *testing.T) {
+	d, _, mnt := mounted(t)
+	p := filepath.Join(mnt, "f")
+	writeFile(t, p, "", true)
+	syncDir(t, mnt)
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString("lost"); err != nil {
+		t.Fatal(err)
+	}
+	d.SetSyncDelay(time.Hour)
+	done := make(chan error, 1)
+	go func() { done <- f.Sync() }()
+	waitFor(t, "the sync to wait", func() bool { return d.Stats().SyncsWaiting == 1 })
+	d.Drop()
+	if err := <-done; !errors.Is(err, syscall.EIO) {
+		t.Errorf("the sync waiting across the drop returned %v, want EIO", err)
+	}
+	wantContent(t, p, "")
+}
+
+func TestUnmountWakesWaitingSync(t *testing.T) {
+	d, _, mnt := mounted(t)
+	p := filepath.Join(mnt, "f")
+	writeFile(t, p, "", true)
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("x"); err != nil {
+		t.Fatal(err)
+	}
+	d.SetSyncDelay(time.Hour)
+	done := make(chan error, 1)
+	go func() {
+		err := f.Sync()
+		f.Close()
+		done <- err
+	}()
+	waitFor(t, "the sync to wait", func() bool { return d.Stats().SyncsWaiting == 1 })
+	if err := d.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if m, err := isMount(mnt); err != nil || m {
+		t.Errorf("%s is still a mount (%v)", mnt, err)
 	}
 }
