@@ -38,6 +38,7 @@ var (
 	_ fs.NodeReaddirer  = (*node)(nil)
 	_ fs.NodeFsyncer    = (*node)(nil)
 	_ fs.NodeStatfser   = (*node)(nil)
+	_ fs.NodeGetxattrer = (*node)(nil)
 )
 
 // rel is the node's path relative to the root; a node no name leads to any more has
@@ -542,4 +543,10 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	}
 	out.FromStatfsT(&s)
 	return 0
+}
+
+// Getxattr says extended attributes are not served at all (ENOSYS), so that the kernel
+// stops asking: otherwise it asks for security.capability before every write.
+func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	return 0, syscall.ENOSYS
 }
