@@ -75,7 +75,7 @@ const askTimeout = 2 * time.Minute
 //	drop --socket S              prints the Lost as one JSON line
 //	slow --socket S --delay D    D a Go duration, 0 to heal
 //	stats --socket S             prints the Stats as one JSON line
-//	stop --socket S
+//	stop --socket S              returns once the disk is unmounted
 //
 // serve mounts, writes the pidfile once serving, and answers requests on the socket
 // until stop, SIGTERM or SIGINT; then it wakes waiting syncs, unmounts (lazily if the
@@ -171,9 +171,9 @@ func serve(opts Options, socket, pidfile string) error {
 		return errors.Join(err, d.Unmount())
 	}
 	defer os.Remove(socket)
-	defer ln.Close()
 	if pidfile != "" {
 		if err := os.WriteFile(pidfile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+			ln.Close()
 			return errors.Join(err, d.Unmount())
 		}
 		defer os.Remove(pidfile)
@@ -181,22 +181,81 @@ func serve(opts Options, socket, pidfile string) error {
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(signals)
-	stop := make(chan struct{})
-	var stopOnce sync.Once
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go answer(conn, d, func() { stopOnce.Do(func() { close(stop) }) })
-		}
-	}()
+	s := &server{disk: d, stop: make(chan struct{}), stopped: make(chan struct{})}
+	go s.accept(ln)
 	select {
 	case <-signals:
-	case <-stop:
+	case <-s.stop:
 	}
-	return d.Unmount()
+	s.unmountErr = d.Unmount()
+	close(s.stopped)
+	ln.Close()
+	// The answers in flight, stop's among them, are written before the process may exit.
+	s.answering.Wait()
+	return s.unmountErr
+}
+
+// A server answers a daemon's control requests.
+type server struct {
+	disk       *FS
+	stopOnce   sync.Once
+	stop       chan struct{} // closed by the stop request
+	stopped    chan struct{} // closed once unmounted, with unmountErr set
+	unmountErr error
+	answering  sync.WaitGroup
+}
+
+func (s *server) accept(ln net.Listener) {
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		s.answering.Go(func() { s.answer(conn) })
+	}
+}
+
+// requestTimeout bounds how long a client takes to send its request.
+const requestTimeout = 10 * time.Second
+
+// answer serves one request on conn. stop is answered once the disk is unmounted.
+func (s *server) answer(conn net.Conn) {
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(requestTimeout))
+	line, err := bufio.NewReader(conn).ReadBytes('\n')
+	if err != nil {
+		return
+	}
+	var req Request
+	var rep Reply
+	if err := json.Unmarshal(line, &req); err != nil {
+		rep.Error = "bad request: " + err.Error()
+	}
+	switch req.Op {
+	case "drop":
+		lost := s.disk.Drop()
+		rep.Lost = &lost
+	case "slow":
+		if req.Delay < 0 {
+			rep.Error = "negative delay"
+			break
+		}
+		s.disk.SetSyncDelay(req.Delay)
+	case "stats":
+		stats := s.disk.Stats()
+		rep.Stats = &stats
+	case "stop":
+		s.stopOnce.Do(func() { close(s.stop) })
+		<-s.stopped
+		if s.unmountErr != nil {
+			rep.Error = s.unmountErr.Error()
+		}
+	default:
+		if rep.Error == "" {
+			rep.Error = fmt.Sprintf("unknown op %q", req.Op)
+		}
+	}
+	json.NewEncoder(conn).Encode(rep)
 }
 
 // listen listens on the unix socket at path, taking the place of a socket a killed
@@ -210,39 +269,4 @@ func listen(path string) (net.Listener, error) {
 		return nil, err
 	}
 	return net.Listen("unix", path)
-}
-
-// answer serves one request on conn.
-func answer(conn net.Conn, d *FS, stop func()) {
-	defer conn.Close()
-	line, err := bufio.NewReader(conn).ReadBytes('\n')
-	if err != nil {
-		return
-	}
-	var req Request
-	var rep Reply
-	if err := json.Unmarshal(line, &req); err != nil {
-		rep.Error = "bad request: " + err.Error()
-	}
-	switch req.Op {
-	case "drop":
-		lost := d.Drop()
-		rep.Lost = &lost
-	case "slow":
-		if req.Delay < 0 {
-			rep.Error = "negative delay"
-			break
-		}
-		d.SetSyncDelay(req.Delay)
-	case "stats":
-		s := d.Stats()
-		rep.Stats = &s
-	case "stop":
-		defer stop()
-	default:
-		if rep.Error == "" {
-			rep.Error = fmt.Sprintf("unknown op %q", req.Op)
-		}
-	}
-	json.NewEncoder(conn).Encode(rep)
 }
