@@ -6,11 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -405,6 +408,11 @@ func TestTruncateIsPending(t *testing.T) {
 	wantContent(t, filepath.Join(backing, "f"), "0123456789")
 	d.Drop()
 	wantContent(t, p, "0123456789")
+	writeFile(t, p, "", false) // open O_TRUNC
+	wantContent(t, p, "")
+	wantContent(t, filepath.Join(backing, "f"), "0123456789")
+	d.Drop()
+	wantContent(t, p, "0123456789")
 
 	// A truncate, then writes past the cut, then fsync: the cut-off bytes read as zeros.
 	f, err := os.OpenFile(p, os.O_RDWR, 0)
@@ -788,5 +796,101 @@ func TestUnmountWakesWaitingSync(t *testing.T) {
 	<-done
 	if m, err := isMount(mnt); err != nil || m {
 		t.Errorf("%s is still a mount (%v)", mnt, err)
+	}
+}
+
+// tree maps every path under root (the stash aside) to its content, "/" for a directory.
+func tree(t testing.TB, root string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	err := filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		switch {
+		case rel == stashName:
+			return filepath.SkipDir
+		case e.IsDir():
+			files[rel] = "/"
+		default:
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			files[rel] = string(b)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// TestConcurrentRequestsAndDrops: workers append to logs, sync them, write files and
+// rename them into place, in parallel, while drops come. Nothing deadlocks or races,
+// and after a last drop nothing is pending and the mount shows the backing directory.
+func TestConcurrentRequestsAndDrops(t *testing.T) {
+	d, backing, mnt := mounted(t)
+	const workers, rounds, drops = 4, 80, 4
+	record := []byte(strings.Repeat("r", 63) + "\n")
+	var progress atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		dir := filepath.Join(mnt, fmt.Sprintf("w%d", w))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(dir, "log"), "", true)
+		syncDir(t, dir)
+		log, err := os.OpenFile(filepath.Join(dir, "log"), os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer log.Close()
+		wg.Go(func() {
+			for i := range rounds {
+				if _, err := log.Write(record); err != nil {
+					t.Error(err)
+					return
+				}
+				if i%10 == 0 {
+					// A drop that comes while a sync waits fails it.
+					if err := log.Sync(); err != nil && !errors.Is(err, syscall.EIO) {
+						t.Error(err)
+						return
+					}
+				}
+				// A drop may take the new file away before the rename.
+				tmp := filepath.Join(dir, fmt.Sprintf("tmp%d", i))
+				if err := os.WriteFile(tmp, record, 0o644); err == nil {
+					os.Rename(tmp, filepath.Join(dir, "current"))
+				}
+				if i%20 == 0 {
+					if f, err := os.Open(dir); err == nil {
+						f.Sync()
+						f.Close()
+					}
+				}
+				progress.Add(1)
+			}
+		})
+	}
+	syncDir(t, mnt)
+	for k := range drops {
+		waitFor(t, "the workers to go on", func() bool { return progress.Load() >= int64(k*workers*rounds/drops) })
+		d.Drop()
+	}
+	wg.Wait()
+	d.Drop()
+	if s := d.Stats(); s.DirtyBytes != 0 || s.PendingEntries != 0 {
+		t.Errorf("stats after the last drop %+v, want nothing pending", s)
+	}
+	if names := readDir(t, filepath.Join(backing, stashName)); len(names) != 0 {
+		t.Errorf("the stash holds %q after the last drop", names)
+	}
+	if got, want := tree(t, mnt), tree(t, backing); !maps.Equal(got, want) {
+		t.Errorf("the mount shows %v, the backing directory holds %v", got, want)
 	}
 }
