@@ -124,7 +124,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			if dir.path == "" {
 				return fail(exitUsage, cmd, fmt.Errorf("%s is missing", dir.flag))
 			}
-			if fi, err := os.Stat(dir.path); err != nil || !fi.IsDir() {
+			// A dead mount cannot be stat'ed (ENOTCONN): Mount says what it is.
+			fi, err := os.Stat(dir.path)
+			if errors.Is(err, os.ErrNotExist) || err == nil && !fi.IsDir() {
 				return fail(exitUsage, cmd, fmt.Errorf("%s %s is not a directory", dir.flag, dir.path))
 			}
 		}

@@ -198,6 +198,12 @@ func TestKilledDaemonIsUnmounted(t *testing.T) {
 		t.Errorf("reading the dead mount: %v, want ENOTCONN", err)
 	}
 
+	var stdout, stderr bytes.Buffer
+	code := Main([]string{"serve", "--backing", backing, "--mount", mnt, "--socket", socket}, &stdout, &stderr)
+	if code != 255 || strings.Count(stderr.String(), "\n") != 1 || !strings.Contains(stderr.String(), "is a mount already") {
+		t.Errorf("serve on the dead mount = %d, stderr %q; want 255 and one line", code, stderr.String())
+	}
+
 	if err := Unmount(mnt); err != nil {
 		t.Fatal(err)
 	}

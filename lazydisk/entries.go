@@ -348,5 +348,7 @@ func (e *entries) close() {
 	defer e.mu.Unlock()
 	e.settle(func(*change) bool { return true })
 	syscall.Close(e.stashFd)
+	// A request still served after a lazy unmount must not reach whatever has the number now.
+	e.stashFd = -1
 	_ = os.RemoveAll(e.stash)
 }

@@ -85,12 +85,13 @@ func Mount(opts Options) (*FS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backing directory: %w", err)
 	}
+	// Asked first: a dead mount cannot be stat'ed.
+	if m, err := isMount(realPath(opts.Mount)); err != nil || m {
+		return nil, errors.Join(err, fmt.Errorf("mount point %s is a mount already", opts.Mount))
+	}
 	mount, err := realDir(opts.Mount)
 	if err != nil {
 		return nil, fmt.Errorf("mount point: %w", err)
-	}
-	if m, err := isMount(mount); err != nil || m {
-		return nil, errors.Join(err, fmt.Errorf("mount point %s is a mount already", mount))
 	}
 	var st syscall.Stat_t
 	if err := syscall.Stat(backing, &st); err != nil {

@@ -60,6 +60,20 @@ func unescapeMount(s string) string {
 	return b.String()
 }
 
+// realPath is path absolute with the symlinks of its directory resolved, as the mount
+// table names it; its last element is not resolved, for a dead mount cannot be stat'ed.
+func realPath(path string) string {
+	p, err := filepath.Abs(path)
+	if err != nil {
+		return path
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Dir(p))
+	if err != nil {
+		return p
+	}
+	return filepath.Join(dir, filepath.Base(p))
+}
+
 func isMount(path string) (bool, error) {
 	table, err := mountTable()
 	for _, m := range table {
@@ -90,10 +104,7 @@ func Mounts() ([]string, error) {
 // lazily: processes with files open there keep them until they close them. It does
 // nothing when mount is not a mount, and refuses a mount that is not a lazy disk.
 func Unmount(mount string) error {
-	p, err := filepath.Abs(mount)
-	if err != nil {
-		return err
-	}
+	p := realPath(mount)
 	table, err := mountTable()
 	if err != nil {
 		return fmt.Errorf("read mount table: %w", err)
