@@ -50,13 +50,15 @@
 //
 // What is approximated: durability is per directory, not the journal order of a real
 // filesystem (on ext4 one fsync commits every earlier change); an undo that a change
-// made durable since is in the way of is skipped, and said so in Lost. A file's mtime
-// is its last pending write's while it has pending data, and its blocks are not
-// reserved. Files removed while their directory was never synced stay in the stash
-// (on the backing filesystem) until that directory's fsync, a Drop or Unmount. The
-// backing directory is one filesystem that nothing else changes while it is served.
-// Extended attributes, file locks across hosts (the kernel keeps locks local), O_TMPFILE
-// and punching holes are not served.
+// made durable since is in the way of is skipped, and said so in Lost. A drop is meant
+// for a quiet mount (the server killed first, as by the power loss): a lookup racing
+// it may leave the kernel a name it undid, for up to the one-second entry cache. A
+// file's mtime is its last pending write's while it has pending data, and its blocks
+// are not reserved. Files removed while their directory was never synced stay in the
+// stash (on the backing filesystem) until that directory's fsync, a Drop or Unmount.
+// The backing directory is one filesystem that nothing else changes while it is
+// served. Extended attributes, file locks across hosts (the kernel keeps locks local),
+// O_TMPFILE and punching holes are not served.
 //
 // The lockbreaker binary runs a lazy disk as a daemon (Main: lockbreaker disk serve)
 // and the harness drives it over a unix socket (Ask). Every mount has the filesystem

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // mounted mounts a lazy disk over a new backing directory for one test, or skips the
@@ -892,5 +894,41 @@ func TestConcurrentRequestsAndDrops(t *testing.T) {
 	}
 	if got, want := tree(t, mnt), tree(t, backing); !maps.Equal(got, want) {
 		t.Errorf("the mount shows %v, the backing directory holds %v", got, want)
+	}
+}
+
+func TestExchangeIsReverted(t *testing.T) {
+	d, _, mnt := mounted(t)
+	a, b := filepath.Join(mnt, "a"), filepath.Join(mnt, "b")
+	writeFile(t, a, "A", true)
+	writeFile(t, b, "B", true)
+	syncDir(t, mnt)
+	if err := unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE); err != nil {
+		t.Fatal(err)
+	}
+	wantContent(t, a, "B")
+	lost := d.Drop()
+	wantContent(t, a, "A")
+	wantContent(t, b, "B")
+	if want := []string{"exchanged a and b"}; !slices.Equal(lost.Entries, want) {
+		t.Errorf("lost entries %q, want %q", lost.Entries, want)
+	}
+}
+
+// TestUnmountWritesBack: an unmount is a clean shutdown, not a power loss.
+func TestUnmountWritesBack(t *testing.T) {
+	d, backing, mnt := mounted(t)
+	writeFile(t, filepath.Join(mnt, "f"), "written", false)
+	if err := os.Mkdir(filepath.Join(mnt, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tree(t, backing), map[string]string{".": "/", "f": "written", "d": "/"}; !maps.Equal(got, want) {
+		t.Errorf("the backing directory holds %v after unmount, want %v", got, want)
+	}
+	if _, err := os.Stat(filepath.Join(backing, stashName)); !os.IsNotExist(err) {
+		t.Errorf("the stash is left after unmount (%v)", err)
 	}
 }
