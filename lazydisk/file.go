@@ -29,10 +29,9 @@ type file struct {
 }
 
 // fileOf gives the file of key, made if there is none, known to the kernel as in.
-// Callers hold d.mu to read.
+// Callers hold d.mu to read and d.filesMu, until the file is held by what they do with
+// it: a file neither open nor pending is let go.
 func (d *FS) fileOf(key uint64, in *fs.Inode) *file {
-	d.filesMu.Lock()
-	defer d.filesMu.Unlock()
 	f := d.files[key]
 	if f == nil {
 		f = &file{}
@@ -76,6 +75,8 @@ func (d *FS) overlay(key uint64, st *syscall.Stat_t) {
 // truncate records a pending truncate of the file of key (known as in), whose durable
 // size is durable. Callers hold d.mu to read.
 func (d *FS) truncate(key uint64, in *fs.Inode, durable, size int64) {
+	d.filesMu.Lock()
+	defer d.filesMu.Unlock()
 	f := d.fileOf(key, in)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -148,8 +149,8 @@ func openBacking(path string, flags uint32) (*os.File, error) {
 
 func (d *FS) newHandle(in *fs.Inode, out *os.File, flags uint32) *handle {
 	key := in.StableAttr().Ino
-	f := d.fileOf(key, in)
 	d.filesMu.Lock()
+	f := d.fileOf(key, in)
 	f.opens++
 	d.filesMu.Unlock()
 	return &handle{disk: d, file: f, inode: in, key: key, os: out, sync: flags&syscall.O_DSYNC != 0}
