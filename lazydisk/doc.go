@@ -61,6 +61,9 @@
 // O_TMPFILE and punching holes are not served.
 //
 // The lockbreaker binary runs a lazy disk as a daemon (Main: lockbreaker disk serve)
-// and the harness drives it over a unix socket (Ask). Every mount has the filesystem
+// and the harness drives it over a unix socket (Ask). Serve it in a process of its own:
+// a Go process that serves a mount and also works on it can stop itself (a page fault
+// on an mmap of the mount, or a child changing into it between fork and exec, holds
+// the runtime that must answer). Every mount has the filesystem
 // type fuse.lockbreaker-disk, by which Mounts finds them after a crash.
 package lazydisk

@@ -490,9 +490,10 @@ func TestOwnershipOfAnotherUser(t *testing.T) {
 	if err := os.Chmod(mnt, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	script := "umask 022 && echo hi > f && mkdir -m 0700 data && chmod 0600 f && touch data/x"
-	cmd := exec.Command("/bin/sh", "-c", script)
-	cmd.Dir = mnt
+	// The shell changes into the mount itself: a child changing directory before its
+	// exec, while this process (the FUSE server) waits in vfork, would wait forever.
+	script := `cd "$0" && umask 022 && echo hi > f && mkdir -m 0700 data && chmod 0600 f && touch data/x`
+	cmd := exec.Command("/bin/sh", "-c", script, mnt)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 12345, Gid: 12346}}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v: %s", script, err, out)
