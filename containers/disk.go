@@ -148,7 +148,8 @@ func removeDisks(run string) error {
 	dirs, _ := filepath.Glob(filepath.Join(run, "n*"))
 	var errs []error
 	for _, dir := range dirs {
-		errs = append(errs, lazydisk.Clean(dir))
+		d := nodes.Disk{Dir: dir}
+		errs = append(errs, lazydisk.Clean(d.Socket(), d.Pidfile(), d.Mount()))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("disks of %s: %w", filepath.Base(run), err)

@@ -20,7 +20,7 @@ import (
 
 // Request is one control request to a serving daemon: one JSON line on its socket.
 type Request struct {
-	Op    string        `json:"op"`              // "drop", "slow", "stats" or "stop"
+	Op    string        `json:"op"`              // "drop", "sync", "slow", "stats" or "stop"
 	Delay time.Duration `json:"delay,omitempty"` // slow: the sync delay; 0 heals
 }
 
@@ -71,17 +71,21 @@ const askTimeout = 2 * time.Minute
 // Main runs a disk command from args (the lockbreaker binary's hidden `lockbreaker disk
 // ...`) and returns its exit code:
 //
-//	serve --backing B --mount M --socket S [--pidfile P] [--debug]
+//	serve --backing B --mount M --socket S [--pidfile P] [--detach --log L] [--debug]
 //	drop --socket S              prints the Lost as one JSON line
+//	sync --socket S              makes every pending change durable
 //	slow --socket S --delay D    D a Go duration, 0 to heal
 //	stats --socket S             prints the Stats as one JSON line
 //	stop --socket S              returns once the disk is unmounted
+//	clean --socket S --pidfile P --mount M   stops the daemon, or kills a dead one's
+//	                             leftovers, and unmounts: whatever a killed run left
 //
 // serve mounts, writes the pidfile once serving, and answers requests on the socket
 // until stop, SIGTERM or SIGINT; then it wakes waiting syncs, unmounts (lazily if the
-// mount is busy), removes the socket and the pidfile, and exits 0. It detaches nothing
-// itself: the caller runs it under setsid or nohup. Errors are one line on stderr, with
-// 254 for bad arguments and 255 for failures.
+// mount is busy), removes the socket and the pidfile, and exits 0. With --detach it
+// starts itself again in a session of its own, its output appended to L, and returns
+// once that one serves. Errors are one line on stderr, with 254 for bad arguments and
+// 255 for failures.
 func Main(args []string, stdout, stderr io.Writer) int {
 	fail := func(code int, cmd string, err error) int {
 		fmt.Fprintf(stderr, "disk %s: %s\n", cmd, strings.Join(strings.Fields(err.Error()), " "))
@@ -94,19 +98,24 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	flags := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	flags.SetOutput(io.Discard)
 	socket := flags.String("socket", "", "the daemon's control socket")
-	var backing, mount, pidfile, delay *string
-	var debug *bool
+	var backing, mount, pidfile, delay, log *string
+	var debug, detach *bool
 	switch cmd {
 	case "serve":
 		backing = flags.String("backing", "", "the directory that holds the durable state")
 		mount = flags.String("mount", "", "the directory to serve it on")
 		pidfile = flags.String("pidfile", "", "where to write the daemon's pid once it serves")
 		debug = flags.Bool("debug", false, "log every FUSE request")
+		detach = flags.Bool("detach", false, "serve in a session of its own, and return once it serves")
+		log = flags.String("log", "", "with --detach, the file the daemon's output is appended to")
 	case "slow":
 		delay = flags.String("delay", "", "how long every sync waits, a Go duration; 0 heals")
-	case "drop", "stats", "stop":
+	case "clean":
+		pidfile = flags.String("pidfile", "", "the daemon's pidfile")
+		mount = flags.String("mount", "", "the disk's mount")
+	case "drop", "sync", "stats", "stop":
 	default:
-		return fail(exitUsage, cmd, errors.New("unknown command; want serve, drop, slow, stats or stop"))
+		return fail(exitUsage, cmd, errors.New("unknown command; want serve, drop, sync, slow, stats, stop or clean"))
 	}
 	if err := flags.Parse(args[1:]); err != nil {
 		return fail(exitUsage, cmd, err)
@@ -130,7 +139,24 @@ func Main(args []string, stdout, stderr io.Writer) int {
 				return fail(exitUsage, cmd, fmt.Errorf("%s %s is not a directory", dir.flag, dir.path))
 			}
 		}
+		if *detach {
+			if *log == "" {
+				return fail(exitUsage, cmd, errors.New("--detach needs --log"))
+			}
+			if err := serveDetached(args[1:], *socket, *log); err != nil {
+				return fail(exitFailure, cmd, err)
+			}
+			return exitOK
+		}
 		if err := serve(Options{Backing: *backing, Mount: *mount, Debug: *debug}, *socket, *pidfile); err != nil {
+			return fail(exitFailure, cmd, err)
+		}
+		return exitOK
+	case "clean":
+		if *pidfile == "" || *mount == "" {
+			return fail(exitUsage, cmd, errors.New("--pidfile and --mount are needed"))
+		}
+		if err := Clean(*socket, *pidfile, *mount); err != nil {
 			return fail(exitFailure, cmd, err)
 		}
 		return exitOK
@@ -243,6 +269,8 @@ func (s *server) answer(conn net.Conn) {
 			break
 		}
 		s.disk.SetSyncDelay(req.Delay)
+	case "sync":
+		s.disk.Sync()
 	case "stats":
 		stats := s.disk.Stats()
 		rep.Stats = &stats

@@ -228,6 +228,31 @@ func (d *FS) Stats() Stats {
 	}
 }
 
+// Sync makes every pending change durable, as a sync of the whole filesystem does: the
+// data written, the pending truncates and the directory changes.
+func (d *FS) Sync() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.writeBack()
+	d.entries.mu.Lock()
+	defer d.entries.mu.Unlock()
+	d.entries.settle(func(*change) bool { return true })
+}
+
+// String says what was lost in words: "31 bytes of appendonlydir/a.aof; created x",
+// or "nothing" when nothing was.
+func (l Lost) String() string {
+	var said []string
+	for _, f := range l.Files {
+		said = append(said, fmt.Sprintf("%d unsynced bytes of %s", f.Bytes, f.Path))
+	}
+	said = append(said, l.Entries...)
+	if len(said) == 0 {
+		return "nothing"
+	}
+	return strings.Join(said, "; ")
+}
+
 // Unmount wakes the waiting syncs, unmounts, and then writes back the pending data and
 // makes the pending directory changes durable, as a clean shutdown does. When a process
 // still has a file open there, the mount is detached lazily: it is gone from the tree

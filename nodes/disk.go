@@ -30,13 +30,15 @@ func (d *Disk) Backing() string { return d.Dir + "/backing" }
 // Mount is where the disk is served: the server's data directory, or what is bound there.
 func (d *Disk) Mount() string { return d.Dir + "/mount" }
 
-func (d *Disk) socket() string { return d.Dir + "/disk.sock" }
+// Socket is where the daemon answers its commands; Pidfile names its process.
+func (d *Disk) Socket() string  { return d.Dir + "/disk.sock" }
+func (d *Disk) Pidfile() string { return d.Dir + "/disk.pid" }
 
 // Serve starts the disk's daemon over Backing, which holds what the server's data
 // directory held, and returns once Mount serves.
 func (d *Disk) Serve(ctx context.Context) error {
 	_, err := d.do(ctx, "serve", "--detach", "--backing", d.Backing(), "--mount", d.Mount(),
-		"--pidfile", d.Dir+"/disk.pid", "--log", d.Dir+"/disk.log")
+		"--pidfile", d.Pidfile(), "--log", d.Dir+"/disk.log")
 	return err
 }
 
@@ -64,14 +66,8 @@ func (d *Disk) SlowSync(ctx context.Context, delay time.Duration) error {
 	return err
 }
 
-// Stop stops the daemon and unmounts the disk, whatever state a killed run left it in.
-func (d *Disk) Stop(ctx context.Context) error {
-	_, err := d.Run(ctx, d.command("clean", d.Dir)...)
-	return err
-}
-
 func (d *Disk) do(ctx context.Context, command string, args ...string) (string, error) {
-	out, err := d.Run(ctx, d.command(command, append([]string{"--socket", d.socket()}, args...)...)...)
+	out, err := d.Run(ctx, d.command(command, append([]string{"--socket", d.Socket()}, args...)...)...)
 	if err != nil {
 		return "", fmt.Errorf("disk %s: %w", command, err)
 	}
@@ -146,17 +142,6 @@ func (c *Cluster) healDisks(ctx context.Context) error {
 	return c.withDisks(func(name string, d *Disk) error {
 		if err := d.SlowSync(ctx, 0); err != nil {
 			return fmt.Errorf("heal the disk of node %s: %w", name, err)
-		}
-		return nil
-	})
-}
-
-// StopDisks stops every node's disk daemon and unmounts its disk, once the servers are
-// gone.
-func (c *Cluster) StopDisks(ctx context.Context) error {
-	return c.withDisks(func(name string, d *Disk) error {
-		if err := d.Stop(ctx); err != nil {
-			return fmt.Errorf("stop the disk of node %s: %w", name, err)
 		}
 		return nil
 	})
