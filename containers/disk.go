@@ -6,6 +6,8 @@ package containers
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +17,7 @@ import (
 	"strings"
 	"syscall"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
@@ -27,12 +30,19 @@ import (
 // by the process that made it (runDisks), one a node.
 const disksRoot = "/var/lib/lockbreaker/disks"
 
-// runDisks is the directory of run runID's disks made by this process: "<id>@<pid>-<start>",
-// so that a clean tells a dead run's from a live one's by its name alone, from the moment
-// it exists.
+// runDisks is the directory of run runID's disks made by this process:
+// "<run>@<pid>-<start>", run the start of the sha256 of runID (a unix socket's path is
+// short: 108 bytes), so that a clean tells a dead run's from a live one's by its name
+// alone, from the moment it exists.
 func runDisks(runID string) string {
 	pid := os.Getpid()
-	return filepath.Join(disksRoot, fmt.Sprintf("%s@%d-%s", runID, pid, owner.Start(pid)))
+	return filepath.Join(disksRoot, fmt.Sprintf("%s@%d-%s", runKey(runID), pid, owner.Start(pid)))
+}
+
+// runKey is what names run runID's disks.
+func runKey(runID string) string {
+	sum := sha256.Sum256([]byte(runID))
+	return hex.EncodeToString(sum[:6])
 }
 
 // CheckDisks says why this host cannot serve the nodes' disks (an UnfitError); nil when
@@ -64,7 +74,7 @@ func (c *Cluster) startDisks(ctx context.Context) error {
 		name := "n" + strconv.Itoa(i+1)
 		d := &nodes.Disk{Run: hostRunAll, Program: self, Dir: filepath.Join(run, name)}
 		c.disks[name] = d
-		if err := os.MkdirAll(d.Backing(), 0o755); err != nil {
+		if err := errors.Join(os.MkdirAll(d.Backing(), 0o755), os.MkdirAll(d.Mount(), 0o755)); err != nil {
 			return fmt.Errorf("disks: %w", err)
 		}
 		if _, err := hostRun(ctx, "cp", "-a", seed+"/.", d.Backing()+"/"); err != nil {
@@ -78,7 +88,9 @@ func (c *Cluster) startDisks(ctx context.Context) error {
 }
 
 // hostRunAll runs cmd on this host (hostRun).
-func hostRunAll(ctx context.Context, cmd ...string) (string, error) { return hostRun(ctx, cmd[0], cmd[1:]...) }
+func hostRunAll(ctx context.Context, cmd ...string) (string, error) {
+	return hostRun(ctx, cmd[0], cmd[1:]...)
+}
 
 // copyImageData copies what the image holds in the recipe's data directory into dir,
 // owners and modes kept (PostgreSQL's database, made when its image was built), from a
@@ -97,9 +109,10 @@ func (c *Cluster) copyImageData(ctx context.Context, dir string) error {
 	}
 	defer cli.ContainerRemove(create, ctr.ID, client.ContainerRemoveOptions{Force: true})
 	copied, err := cli.CopyFromContainer(create, ctr.ID, client.CopyFromContainerOptions{SourcePath: c.recipe.Data})
-	if errors.Is(err, os.ErrNotExist) || err != nil && strings.Contains(err.Error(), "No such") {
+	switch {
+	case cerrdefs.IsNotFound(err):
 		return nil // the server makes it
-	} else if err != nil {
+	case err != nil:
 		return err
 	}
 	defer copied.Content.Close()
@@ -166,7 +179,7 @@ func cleanDisks(runID string, onlyDead bool) (removed int, err error) {
 		id, made, _ := strings.Cut(filepath.Base(run), "@")
 		pid, start, _ := strings.Cut(made, "-")
 		n, _ := strconv.Atoi(pid)
-		if runID != "" && id != runID || onlyDead && !owner.Gone(n, start) {
+		if runID != "" && id != runKey(runID) || onlyDead && !owner.Gone(n, start) {
 			continue
 		}
 		if err := removeDisks(run); err != nil {

@@ -42,6 +42,7 @@ func TestPowerOffKeepsOnlyWhatWasSynced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("lost: %s", lost)
 	if !strings.Contains(lost, "unsynced") || strings.Contains(lost, " synced") {
 		t.Errorf("lost %q: want the unsynced file named, and not the synced one", lost)
 	}
