@@ -20,7 +20,7 @@ import (
 
 // Request is one control request to a serving daemon: one JSON line on its socket.
 type Request struct {
-	Op    string        `json:"op"`              // "drop", "sync", "slow", "stats" or "stop"
+	Op    string        `json:"op"`              // "drop", "sync", "hold", "release", "slow", "stats" or "stop"
 	Delay time.Duration `json:"delay,omitempty"` // slow: the sync delay; 0 heals
 }
 
@@ -74,6 +74,8 @@ const askTimeout = 2 * time.Minute
 //	serve --backing B --mount M --socket S [--pidfile P] [--detach --log L] [--debug]
 //	drop --socket S              prints the Lost as one JSON line
 //	sync --socket S              makes every pending change durable
+//	hold --socket S              makes every open of a file wait, until release
+//	release --socket S           lets the held opens go on
 //	slow --socket S --delay D    D a Go duration, 0 to heal
 //	stats --socket S             prints the Stats as one JSON line
 //	stop --socket S              returns once the disk is unmounted
@@ -113,9 +115,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case "clean":
 		pidfile = flags.String("pidfile", "", "the daemon's pidfile")
 		mount = flags.String("mount", "", "the disk's mount")
-	case "drop", "sync", "stats", "stop":
+	case "drop", "sync", "hold", "release", "stats", "stop":
 	default:
-		return fail(exitUsage, cmd, errors.New("unknown command; want serve, drop, sync, slow, stats, stop or clean"))
+		return fail(exitUsage, cmd, errors.New("unknown command; want serve, drop, sync, hold, release, slow, stats, stop or clean"))
 	}
 	if err := flags.Parse(args[1:]); err != nil {
 		return fail(exitUsage, cmd, err)
@@ -271,6 +273,10 @@ func (s *server) answer(conn net.Conn) {
 		s.disk.SetSyncDelay(req.Delay)
 	case "sync":
 		s.disk.Sync()
+	case "hold":
+		s.disk.HoldOpens()
+	case "release":
+		s.disk.ReleaseOpens()
 	case "stats":
 		stats := s.disk.Stats()
 		rep.Stats = &stats

@@ -46,6 +46,7 @@ type FS struct {
 	files   map[uint64]*file // by key (stableAttr), the files open or with pending data
 	entries *entries
 	gate    *gate
+	opens   door
 
 	syncs, written, synced, dirty atomic.Int64
 
@@ -228,6 +229,13 @@ func (d *FS) Stats() Stats {
 	}
 }
 
+// HoldOpens makes every open of a file wait until ReleaseOpens, while everything else
+// answers: a server crashed in place then reads nothing of the disk again before a Drop.
+func (d *FS) HoldOpens() { d.opens.close() }
+
+// ReleaseOpens lets the opens HoldOpens held go on.
+func (d *FS) ReleaseOpens() { d.opens.open() }
+
 // Sync makes every pending change durable, as a sync of the whole filesystem does: the
 // data written, the pending truncates and the directory changes.
 func (d *FS) Sync() {
@@ -261,6 +269,7 @@ func (l Lost) String() string {
 func (d *FS) Unmount() error {
 	d.unmountOnce.Do(func() {
 		d.gate.close()
+		d.opens.open()
 		if err := d.server.Unmount(); err != nil {
 			if err := unix.Unmount(d.mount, unix.MNT_DETACH); err != nil {
 				d.unmountErr = fmt.Errorf("unmount %s: %w", d.mount, err)

@@ -187,6 +187,9 @@ func (d *FS) mtimeSet(key uint64) {
 }
 
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if errno := n.disk.opens.wait(ctx); errno != 0 {
+		return nil, 0, errno
+	}
 	n.disk.mu.RLock()
 	defer n.disk.mu.RUnlock()
 	p, errno := n.path()
@@ -221,6 +224,9 @@ func (n *node) changing(name string) (dir where, rel string, unlock func(), errn
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	if n.hides(name) {
 		return nil, nil, 0, syscall.EPERM
+	}
+	if errno := n.disk.opens.wait(ctx); errno != 0 {
+		return nil, nil, 0, errno
 	}
 	dir, rel, unlock, errno := n.changing(name)
 	if errno != 0 {

@@ -39,8 +39,12 @@ func (powerLoss) Run(ctx context.Context, env Env) error {
 		return err
 	}
 	return killNode{}.run(ctx, env, downing{kind: history.PowerLoss,
-		down: func(ctx context.Context, _ Env, _ Restarter, node string) (map[string]string, error) {
-			lost, err := disks.PowerOff(ctx, node)
+		down: func(ctx context.Context, env Env, _ Restarter, node string) (map[string]string, error) {
+			off := disks.PowerOff
+			if env.RestartAfter == 0 {
+				off = disks.PowerCycle // back at once, as fast as the system can restart it
+			}
+			lost, err := off(ctx, node)
 			return map[string]string{history.LostDetail: lost}, err
 		}})
 }

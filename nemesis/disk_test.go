@@ -24,6 +24,10 @@ func (p powerable) PowerOff(ctx context.Context, node string) (string, error) {
 	return "12 bytes of " + node + "/log", p.act("drop %s", node)
 }
 
+func (p powerable) PowerCycle(ctx context.Context, node string) (string, error) {
+	return p.PowerOff(ctx, node)
+}
+
 func (p powerable) SlowSync(_ context.Context, node string, d time.Duration) error {
 	return p.act("slow %s %s", node, d)
 }

@@ -188,6 +188,9 @@ type Disks interface {
 	// PowerOff kills the node's server and drops every write its disk held unsynced, as a
 	// power cut does, and says in words what was lost; Restarter.Restart starts it again.
 	PowerOff(ctx context.Context, node string) (lost string, err error)
+	// PowerCycle is PowerOff with the node started again at once, as Restarter.Crash
+	// does: the server reads its disk again only once the disk dropped what it held.
+	PowerCycle(ctx context.Context, node string) (lost string, err error)
 	// SlowSync makes every sync on the node's disk take d; 0 makes them fast again.
 	SlowSync(ctx context.Context, node string, d time.Duration) error
 }

@@ -3,6 +3,7 @@ package nodes
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -53,6 +54,18 @@ func (d *Disk) Drop(ctx context.Context) (lazydisk.Lost, error) {
 	return lost, err
 }
 
+// HoldOpens makes every open of a file on the disk wait until ReleaseOpens.
+func (d *Disk) HoldOpens(ctx context.Context) error {
+	_, err := d.do(ctx, "hold")
+	return err
+}
+
+// ReleaseOpens lets the held opens go on.
+func (d *Disk) ReleaseOpens(ctx context.Context) error {
+	_, err := d.do(ctx, "release")
+	return err
+}
+
 // Sync makes every write the disk holds durable, as a clean shutdown does.
 func (d *Disk) Sync(ctx context.Context) error {
 	_, err := d.do(ctx, "sync")
@@ -83,6 +96,20 @@ func (d *Disk) command(command string, args ...string) []string {
 // held unsynced; Restart starts it again on what the disk kept. It says in words what was
 // lost.
 func (c *Cluster) PowerOff(ctx context.Context, name string) (lost string, err error) {
+	return c.losePower(ctx, name, c.Kill)
+}
+
+// PowerCycle cuts node name's power and has it start again at once, as Crash does (in
+// place where the system can): the server, starting again however soon, opens nothing on
+// its disk before the disk has dropped what it held unsynced. Restart waits until it
+// serves. It says in words what was lost.
+func (c *Cluster) PowerCycle(ctx context.Context, name string) (lost string, err error) {
+	return c.losePower(ctx, name, c.Crash)
+}
+
+// losePower takes node name down by down and drops what its disk held unsynced, every
+// open on the disk held meanwhile.
+func (c *Cluster) losePower(ctx context.Context, name string, down func(context.Context, string) error) (lost string, err error) {
 	r, err := c.find(c.nodes, name)
 	if err != nil {
 		return "", err
@@ -91,7 +118,15 @@ func (c *Cluster) PowerOff(ctx context.Context, name string) (lost string, err e
 	if disk == nil {
 		return "", fmt.Errorf("node %s keeps its data on no disk that can lose power", name)
 	}
-	if err := c.Kill(ctx, name); err != nil {
+	if err := disk.HoldOpens(ctx); err != nil {
+		return "", fmt.Errorf("power off node %s: %w", name, err)
+	}
+	defer func() {
+		if releaseErr := disk.ReleaseOpens(ctx); releaseErr != nil {
+			err = errors.Join(err, fmt.Errorf("power off node %s: %w", name, releaseErr))
+		}
+	}()
+	if err := down(ctx, name); err != nil {
 		return "", err
 	}
 	dropped, err := disk.Drop(ctx)
