@@ -93,7 +93,7 @@ func (containerPlace) start(ctx context.Context, sys system.System, setup cluste
 	if n, err := containers.CleanStale(ctx); err != nil {
 		fmt.Fprintf(setup.progress, "could not sweep containers left by killed runs: %v\n", err)
 	} else if n > 0 {
-		fmt.Fprintf(setup.progress, "removed %d containers/networks left by an earlier killed run\n", n)
+		fmt.Fprintf(setup.progress, "removed %d containers, networks and disks left by an earlier killed run\n", n)
 	}
 	image, err := containers.EnsureSystemImage(ctx, sys.Name, setup.progress)
 	if err != nil {
