@@ -85,6 +85,9 @@ type Cluster struct {
 	hostProcs bool // this host reaches into the nodes' processes (sharesProcesses)
 
 	disks map[string]*nodes.Disk // by node name, when the spec asks for disks
+	// fuse lets the containers mount FUSE filesystems (/dev/fuse, CAP_SYS_ADMIN): stand-in
+	// machines, which serve their nodes' disks inside.
+	fuse bool
 }
 
 var runIDPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
@@ -351,6 +354,10 @@ func (c *Cluster) startNode(ctx context.Context, name string, addr netip.Addr, p
 		}
 		if disk != nil {
 			hc.Binds = append(hc.Binds, disk.Mount()+":"+c.recipe.Data)
+		}
+		if c.fuse {
+			hc.CapAdd = append(hc.CapAdd, "SYS_ADMIN")
+			hc.Devices = append(hc.Devices, container.DeviceMapping{PathOnHost: "/dev/fuse", PathInContainer: "/dev/fuse", CgroupPermissions: "rwm"})
 		}
 	}
 	req.Cmd = setup.Cmd

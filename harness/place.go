@@ -131,9 +131,6 @@ type machinePlace struct {
 // installed where missing when install says so; a machine that cannot serve is the
 // user's input.
 func (p *machinePlace) preflight(ctx context.Context, c Checked) error {
-	if c.nemesis.Needs().Disks {
-		return &SpecError{Reason: "faults on the nodes' disks (" + strings.Join(c.spec.Nemesis, ", ") + ") run in containers, not yet on machines"}
-	}
 	tools := machines.Tools(c.sys, serverSettingsOf(c.spec).cluster(c.nodes, c.spec.TTL.Std()))
 	if c.nemesis.Needs().Network {
 		tools = append(tools, "iptables")
@@ -142,7 +139,7 @@ func (p *machinePlace) preflight(ctx context.Context, c Checked) error {
 	if clocks == nodes.Faketime {
 		tools = append(tools, machines.FaketimeLib)
 	}
-	needs := machines.Needs{Tools: tools, MaxClockOffset: time.Second, SetClock: clocks == nodes.SystemClock}
+	needs := machines.Needs{Tools: tools, MaxClockOffset: time.Second, SetClock: clocks == nodes.SystemClock, FUSE: c.nemesis.Needs().Disks}
 	if p.install {
 		needs.Install = machines.Packages(c.sys)
 	}
@@ -159,7 +156,7 @@ func (p *machinePlace) start(ctx context.Context, sys system.System, setup clust
 	if err != nil {
 		return nil, err
 	}
-	return machines.StartCluster(ctx, p.ms, sys, setup.servers.cluster(n, setup.ttl), setup.clocks, setup.progress)
+	return machines.StartCluster(ctx, p.ms, sys, setup.servers.cluster(n, setup.ttl), setup.clocks, setup.needs.Disks, setup.progress)
 }
 
 // clientNetwork routes the clients out through a bridge of this host's, only when a fault

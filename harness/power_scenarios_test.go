@@ -1,6 +1,9 @@
 package harness
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +11,7 @@ import (
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/containers"
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/machines"
 	"github.com/lockbreaker/lockbreaker/system"
 )
 
@@ -53,5 +57,47 @@ func needDisks(t *testing.T) {
 	t.Helper()
 	if err := containers.CheckDisks(); err != nil {
 		t.Skip(err)
+	}
+}
+
+// The same on stand-in machines: the masters' data on disks served on the machines
+// themselves by a copy of this program, the holder's majority powered off with the log
+// synced once a second, and a second client let in; nothing of the disks is left after.
+func TestRedlockPowerLossOnStandInMachines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker: stand-in machines")
+	}
+	needDisks(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	key := filepath.Join(dir, "id_ed25519")
+	var lines []string
+	for _, ip := range standIns(ctx, t, "power-test", key, 3) {
+		lines = append(lines, "root@"+ip)
+	}
+	file := filepath.Join(dir, "machines.txt")
+	if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Runner{ResultsRoot: testStore(t), Progress: testWriter{t}, Worker: []string{exe}, Login: machines.Login{KeyFile: key}}
+	spec := redlockPowerSpec(system.PersistAOFEverySec)
+	spec.Nodes, spec.NodesFile = 3, file
+	for try := 1; ; try++ {
+		_, s, err := r.Run(ctx, spec)
+		if err != nil {
+			t.Fatalf("run on stand-in machines: %v", err)
+		}
+		if verdicts(s)[checkers.MutualExclusion].Verdict == checkers.Invalid && hazardCount(s, history.RestartInLease) > 0 {
+			break
+		}
+		if try == dangerTries {
+			t.Fatalf("no two holders after the holder's majority lost its power in %d tries on stand-in machines", try)
+		}
+		spec.Seed++
 	}
 }

@@ -20,14 +20,14 @@ import (
 
 // Request is one control request to a serving daemon: one JSON line on its socket.
 type Request struct {
-	Op    string        `json:"op"`              // "drop", "sync", "hold", "release", "slow", "stats" or "stop"
+	Op    string        `json:"op"`              // "drop", "sync", "hold", "release", "slow", "counters" or "stop"
 	Delay time.Duration `json:"delay,omitempty"` // slow: the sync delay; 0 heals
 }
 
 // Reply answers a Request: one JSON line.
 type Reply struct {
 	Lost  *Lost  `json:"lost,omitempty"`  // drop
-	Stats *Stats `json:"stats,omitempty"` // stats
+	Stats *Stats `json:"stats,omitempty"` // counters
 	Error string `json:"error,omitempty"`
 }
 
@@ -77,7 +77,7 @@ const askTimeout = 2 * time.Minute
 //	hold --socket S              makes every open of a file wait, until release
 //	release --socket S           lets the held opens go on
 //	slow --socket S --delay D    D a Go duration, 0 to heal
-//	stats --socket S             prints the Stats as one JSON line
+//	counters --socket S          prints the Stats as one JSON line
 //	stop --socket S              returns once the disk is unmounted
 //	clean --socket S --pidfile P --mount M   stops the daemon, or kills a dead one's
 //	                             leftovers, and unmounts: whatever a killed run left
@@ -94,7 +94,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if len(args) == 0 {
-		return fail(exitUsage, "", errors.New("want a command: serve, drop, slow, stats or stop"))
+		return fail(exitUsage, "", errors.New("want a command: serve, drop, sync, hold, release, slow, counters, stop or clean"))
 	}
 	cmd := args[0]
 	flags := flag.NewFlagSet(cmd, flag.ContinueOnError)
@@ -115,9 +115,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case "clean":
 		pidfile = flags.String("pidfile", "", "the daemon's pidfile")
 		mount = flags.String("mount", "", "the disk's mount")
-	case "drop", "sync", "hold", "release", "stats", "stop":
+	case "drop", "sync", "hold", "release", "counters", "stop":
 	default:
-		return fail(exitUsage, cmd, errors.New("unknown command; want serve, drop, sync, hold, release, slow, stats, stop or clean"))
+		return fail(exitUsage, cmd, errors.New("unknown command; want serve, drop, sync, hold, release, slow, counters, stop or clean"))
 	}
 	if err := flags.Parse(args[1:]); err != nil {
 		return fail(exitUsage, cmd, err)
@@ -277,7 +277,7 @@ func (s *server) answer(conn net.Conn) {
 		s.disk.HoldOpens()
 	case "release":
 		s.disk.ReleaseOpens()
-	case "stats":
+	case "counters":
 		stats := s.disk.Stats()
 		rep.Stats = &stats
 	case "stop":

@@ -25,7 +25,7 @@ func TestMainBadArguments(t *testing.T) {
 		{nil, "want a command"},
 		{[]string{"format"}, "unknown command"},
 		{[]string{"drop", "--sock", "s"}, "flag provided but not defined: -sock"},
-		{[]string{"stats"}, "--socket is missing"},
+		{[]string{"counters"}, "--socket is missing"},
 		{[]string{"stop", "--socket", "s", "now"}, `unexpected argument "now"`},
 		{[]string{"slow", "--socket", "s", "--delay", "soon"}, `--delay "soon" is not a duration`},
 		{[]string{"slow", "--socket", "s"}, `--delay "" is not a duration`},
@@ -45,7 +45,7 @@ func TestMainBadArguments(t *testing.T) {
 func TestMainCannotReachTheDaemon(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	socket := filepath.Join(t.TempDir(), "none.sock")
-	code := Main([]string{"stats", "--socket", socket}, &stdout, &stderr)
+	code := Main([]string{"counters", "--socket", socket}, &stdout, &stderr)
 	if code != 255 || strings.Count(stderr.String(), "\n") != 1 || !strings.Contains(stderr.String(), "reach the lazy disk at "+socket) {
 		t.Errorf("Main(stats) = %d, stderr %q; want 255 and one line", code, stderr.String())
 	}
@@ -77,7 +77,7 @@ func waitServing(t *testing.T, socket string) {
 	waitFor(t, "the daemon to answer", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_, err := Ask(ctx, socket, Request{Op: "stats"})
+		_, err := Ask(ctx, socket, Request{Op: "counters"})
 		return err == nil
 	})
 }
@@ -140,7 +140,7 @@ func TestDaemon(t *testing.T) {
 	go func() { done <- f.Sync() }()
 	var stats Stats
 	waitFor(t, "the sync to wait", func() bool {
-		run(t, &stats, "stats", "--socket", socket)
+		run(t, &stats, "counters", "--socket", socket)
 		return stats.SyncsWaiting == 1
 	})
 	if stats.DirtyBytes != 1 || stats.BytesWritten != 14 {

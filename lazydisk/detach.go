@@ -60,7 +60,7 @@ func serveDetached(args []string, socket, log string) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if _, err := Ask(ctx, socket, Request{Op: "stats"}); err == nil {
+		if _, err := Ask(ctx, socket, Request{Op: "counters"}); err == nil {
 			return nil
 		}
 		select {

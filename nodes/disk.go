@@ -20,16 +20,24 @@ type Disk struct {
 	Run func(ctx context.Context, cmd ...string) (string, error)
 	// Program is the lockbreaker binary there.
 	Program string
-	// Dir is the disk's directory there: the durable copy (backing), the mount the server
-	// keeps its data in, and the daemon's socket, pidfile and log.
+	// Dir is the disk's directory there: the durable copy (backing), and the daemon's
+	// socket, pidfile and log.
 	Dir string
+	// At is where the disk is served: the server's data directory itself; "" serves it at
+	// Dir/mount, for a place that binds it there.
+	At string
 }
 
 // Backing is the directory that holds what the disk made durable.
 func (d *Disk) Backing() string { return d.Dir + "/backing" }
 
-// Mount is where the disk is served: the server's data directory, or what is bound there.
-func (d *Disk) Mount() string { return d.Dir + "/mount" }
+// Mount is where the disk is served.
+func (d *Disk) Mount() string {
+	if d.At != "" {
+		return d.At
+	}
+	return d.Dir + "/mount"
+}
 
 // Socket is where the daemon answers its commands; Pidfile names its process.
 func (d *Disk) Socket() string  { return d.Dir + "/disk.sock" }
