@@ -74,10 +74,12 @@ func (c *Cluster) startDisks(ctx context.Context) error {
 		name := "n" + strconv.Itoa(i+1)
 		d := &nodes.Disk{Run: hostRunAll, Program: self, Dir: filepath.Join(run, name)}
 		c.disks[name] = d
-		if err := errors.Join(os.MkdirAll(d.Backing(), 0o755), os.MkdirAll(d.Mount(), 0o755)); err != nil {
+		if err := os.MkdirAll(d.Mount(), 0o755); err != nil {
 			return fmt.Errorf("disks: %w", err)
 		}
-		if _, err := hostRun(ctx, "cp", "-a", seed+"/.", d.Backing()+"/"); err != nil {
+		// The directory itself with its owner and mode: a server may insist on them
+		// (PostgreSQL's, its own and 0700).
+		if _, err := hostRun(ctx, "cp", "-a", seed, d.Backing()); err != nil {
 			return fmt.Errorf("disks: node %s: %w", name, err)
 		}
 		if err := d.Serve(ctx); err != nil {
@@ -92,11 +94,12 @@ func hostRunAll(ctx context.Context, cmd ...string) (string, error) {
 	return hostRun(ctx, cmd[0], cmd[1:]...)
 }
 
-// copyImageData copies what the image holds in the recipe's data directory into dir,
-// owners and modes kept (PostgreSQL's database, made when its image was built), from a
-// container of the image that never runs.
+// copyImageData copies the image's data directory of the recipe to dir, with what it
+// holds, owners and modes kept (PostgreSQL's database, made when its image was built),
+// from a container of the image that never runs; an empty directory of root's where the
+// image has none.
 func (c *Cluster) copyImageData(ctx context.Context, dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return err
 	}
 	cli, _ := docker()
@@ -111,17 +114,24 @@ func (c *Cluster) copyImageData(ctx context.Context, dir string) error {
 	copied, err := cli.CopyFromContainer(create, ctr.ID, client.CopyFromContainerOptions{SourcePath: c.recipe.Data})
 	switch {
 	case cerrdefs.IsNotFound(err):
-		return nil // the server makes it
+		return os.Mkdir(dir, 0o755) // the server fills it
 	case err != nil:
 		return err
 	}
 	defer copied.Content.Close()
-	untar := exec.CommandContext(create, "tar", "-x", "--same-owner", "-p", "--strip-components=1", "-C", dir)
+	// The archive's top entry is the directory, by its own name: extracted beside dir,
+	// then renamed to it.
+	into, err := os.MkdirTemp(filepath.Dir(dir), "image-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(into)
+	untar := exec.CommandContext(create, "tar", "-x", "--same-owner", "-p", "-C", into)
 	untar.Stdin = copied.Content
 	if out, err := untar.CombinedOutput(); err != nil {
 		return fmt.Errorf("tar: %w: %s", err, strings.TrimSpace(string(out)))
 	}
-	return nil
+	return os.Rename(filepath.Join(into, filepath.Base(c.recipe.Data)), dir)
 }
 
 // checkDiskBound makes sure node n's data directory is its disk, as the engine bound it:

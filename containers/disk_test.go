@@ -35,7 +35,7 @@ func TestPowerOffKeepsOnlyWhatWasSynced(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := sys.Container.Data
-	if _, err := c.Exec(ctx, "n1", "sh", "-c", "echo unsynced > "+dir+"/unsynced && echo synced > "+dir+"/synced && sync "+dir+"/synced"); err != nil {
+	if _, err := c.Exec(ctx, "n1", "sh", "-c", "echo synced > "+dir+"/synced && sync "+dir+"/synced && echo unsynced > "+dir+"/unsynced"); err != nil {
 		t.Fatal(err)
 	}
 	lost, err := c.PowerOff(ctx, "n1")

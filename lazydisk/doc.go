@@ -17,11 +17,12 @@
 //     rename, unlink and rmdir, are done in the backing directory at once and recorded
 //     in an undo log; what they took away (the file unlinked, the directory removed, the
 //     file a rename replaced) is kept in a stash, a hidden directory at the backing root
-//     (.lazydisk-stash, never shown through the mount). fsync of a directory makes the
-//     changes of names in it durable. The fsync of a new file or directory makes its own
-//     entry durable too, as ext4 does; renames and removals need their directory's fsync.
-//     A rename between two directories is made durable by the fsync of the one it
-//     renamed into.
+//     (.lazydisk-stash, never shown through the mount). Any sync (fsync, fdatasync or
+//     fsyncdir, of any file or directory) makes every change of names made before it
+//     durable, as on ext4, where one fsync commits the journal: a power loss undoes the
+//     latest changes of names, never an earlier one alone (a server that renames one
+//     file into place and then another never finds the second renamed and not the
+//     first).
 //   - Drop discards every pending change: the pending data and truncates, and the
 //     pending directory changes, undone latest first (a created entry vanishes, with
 //     everything under it; a renamed one goes back, and the file it replaced comes back;
@@ -48,9 +49,9 @@
 //     shutdown does; a daemon killed by SIGKILL loses the pending data, keeps the
 //     entries, and leaves a dead mount that Unmount(path) takes away.
 //
-// What is approximated: durability is per directory, not the journal order of a real
-// filesystem (on ext4 one fsync commits every earlier change); an undo that a change
-// made durable since is in the way of is skipped, and said so in Lost. A drop is meant
+// What is approximated: file data is made durable per file, by that file's sync (ext4's
+// ordered mode may write other files' data with a journal commit too); an undo that a
+// change made durable since is in the way of is skipped, and said so in Lost. A drop is meant
 // for a quiet mount (the server killed first, as by the power loss): a lookup racing
 // it may leave the kernel a name it undid, for up to the one-second entry cache. A
 // file's mtime is its last pending write's while it has pending data, and its blocks

@@ -208,16 +208,13 @@ func emptyDir(path string) error {
 	}
 }
 
-// settleDir makes durable the changes in the directory of key, and its own creation:
-// its fsync.
-func (e *entries) settleDir(key uint64) {
-	e.settle(func(c *change) bool { return c.dir.key == key || c.kind == created && c.inode == key })
-}
-
-// settleInode makes durable the creation of the entries naming the inode of key: a
-// new file's fsync makes its entry durable too, as on ext4.
-func (e *entries) settleInode(key uint64) {
-	e.settle(func(c *change) bool { return c.kind == created && c.inode == key })
+// commit makes every change of names so far durable: any sync does, as on ext4, where
+// one fsync commits the journal and with it every earlier change of names, so a power
+// loss undoes the latest changes and never an earlier one alone.
+func (e *entries) commit() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.settle(func(*change) bool { return true })
 }
 
 func (e *entries) settle(durable func(*change) bool) {

@@ -227,11 +227,7 @@ func (h *handle) fsync(ctx context.Context, datasync bool) syscall.Errno {
 	if errno != 0 {
 		return errno
 	}
-	d.entries.mu.Lock()
-	if len(d.entries.log) > 0 {
-		d.entries.settleInode(h.key)
-	}
-	d.entries.mu.Unlock()
+	d.entries.commit()
 	d.syncs.Add(1)
 	return 0
 }

@@ -237,31 +237,34 @@ func TestAppendOnlyLog(t *testing.T) {
 	wantContent(t, p, synced.String()+"after\n")
 }
 
-func TestNewFileNeedsDirSync(t *testing.T) {
+// Any sync commits every change of names made before it, as an fsync commits ext4's
+// journal; a drop undoes those made after the last sync, and no earlier one alone.
+func TestAnySyncCommitsEveryEarlierChangeOfNames(t *testing.T) {
 	d, backing, mnt := mounted(t)
-	writeFile(t, filepath.Join(mnt, "unsynced"), "x", true)
+	if err := os.Mkdir(filepath.Join(mnt, "early"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(mnt, "synced"), "x", true) // commits "early" too
 	if err := os.MkdirAll(filepath.Join(mnt, "dir", "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(mnt, "kept"), "y", false)
-	syncDir(t, mnt)
+	writeFile(t, filepath.Join(mnt, "late"), "y", false)
 
 	lost := d.Drop()
-	// The fsync of "unsynced" made its own entry durable, as ext4 does.
-	wantContent(t, filepath.Join(mnt, "unsynced"), "x")
-	wantContent(t, filepath.Join(mnt, "kept"), "")
-	// "dir" was made durable by the root's fsync, "dir/sub" was not.
-	if _, err := os.Stat(filepath.Join(mnt, "dir", "sub")); !os.IsNotExist(err) {
-		t.Errorf("dir/sub after drop: %v, want it gone", err)
+	wantContent(t, filepath.Join(mnt, "synced"), "x")
+	if fi, err := os.Stat(filepath.Join(mnt, "early")); err != nil || !fi.IsDir() {
+		t.Errorf("early after drop: %v, want it kept by the later sync", err)
 	}
-	if fi, err := os.Stat(filepath.Join(mnt, "dir")); err != nil || !fi.IsDir() {
-		t.Errorf("dir after drop: %v", err)
+	for _, gone := range []string{"dir", "late"} {
+		if _, err := os.Stat(filepath.Join(mnt, gone)); !os.IsNotExist(err) {
+			t.Errorf("%s after drop: %v, want it gone", gone, err)
+		}
+		if _, err := os.Stat(filepath.Join(backing, gone)); !os.IsNotExist(err) {
+			t.Errorf("backing %s after drop: %v, want it gone", gone, err)
+		}
 	}
-	if want := []string{"created dir/sub"}; !slices.Equal(lost.Entries, want) {
+	if want := []string{"created dir", "created dir/sub", "created late"}; !slices.Equal(lost.Entries, want) {
 		t.Errorf("lost entries %q, want %q", lost.Entries, want)
-	}
-	if _, err := os.Stat(filepath.Join(backing, "dir", "sub")); !os.IsNotExist(err) {
-		t.Errorf("backing dir/sub after drop: %v, want it gone", err)
 	}
 }
 
@@ -359,15 +362,14 @@ func TestMkdirAndRmdir(t *testing.T) {
 	if err := os.Mkdir(dir, 0o750); err != nil {
 		t.Fatal(err)
 	}
-	// f's fsync makes f durable in d, but d was never made durable in the root: it
-	// goes, and what it held with it.
-	writeFile(t, filepath.Join(dir, "f"), "inside", true)
+	// Nothing was synced since d was made: it goes, and what it held with it.
+	writeFile(t, filepath.Join(dir, "f"), "inside", false)
 	d.Drop()
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("d after drop: %v, want it gone", err)
 	}
 
-	// d's own fsync makes its entry durable, as a new file's does.
+	// d's own fsync makes its entry durable, as any sync does.
 	if err := os.Mkdir(dir, 0o750); err != nil {
 		t.Fatal(err)
 	}

@@ -535,9 +535,7 @@ func (n *node) fsyncDir(ctx context.Context) syscall.Errno {
 	if err != nil {
 		return fs.ToErrno(err)
 	}
-	d.entries.mu.Lock()
-	d.entries.settleDir(n.key())
-	d.entries.mu.Unlock()
+	d.entries.commit()
 	d.syncs.Add(1)
 	return 0
 }
