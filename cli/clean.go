@@ -17,12 +17,14 @@ import (
 // cleanCommand is `lockbreaker clean`: its help, and cmdClean to run it.
 var cleanCommand = command.Command{
 	Name:     "clean",
-	Synopsis: "remove the containers and networks of runs that died, e.g. killed with SIGKILL",
+	Synopsis: "remove the containers, networks and disks of runs that died, e.g. killed with SIGKILL",
 	Args:     "[--run ID | --all | --nodes-file FILE]",
 	About: `Removes the containers and networks labelled by lockbreaker whose run has died on this
-host (killed with SIGKILL, a crash): their owner process is gone. Runs still going, such as
+host (killed with SIGKILL, a crash): their owner process is gone; and the disks served on
+this host for their nodes (power-loss, slow-disk): each daemon stopped or killed, each mount
+unmounted, each directory under /var/lib/lockbreaker/disks removed. Runs still going, such as
 another suite or test beside this one, are left alone; --run removes one run's, live or
-not, and --all every labelled container and network. Lock clients leave little for it: a
+not, and --all every labelled container and network and every disk. Lock clients leave little for it: a
 client's network namespace and address on the cluster network die with its process, and
 an exec client's program with its worker. The cgroup of a throttled client
 (throttle-holder) that a killed run left empty is removed once a minute old, here and at
@@ -106,7 +108,7 @@ func cmdClean(ctx context.Context, args []string, stdout io.Writer) (int, error)
 	if err != nil {
 		return 0, err
 	}
-	fmt.Fprintf(stdout, "removed %d containers and networks\n", n)
+	fmt.Fprintf(stdout, "removed %d containers, networks and disks\n", n)
 	cgroups, err := cpucap.Sweep(cpucap.Root)
 	if cgroups > 0 {
 		fmt.Fprintf(stdout, "removed %d cgroups of throttled clients\n", cgroups)

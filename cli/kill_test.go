@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/internal/tier"
+	"github.com/lockbreaker/lockbreaker/lazydisk"
 )
 
 // A run with Docker unreachable fails before it creates anything: no run directory, no
@@ -115,6 +116,17 @@ func TestKilledRunsLeaveNothing(t *testing.T) {
 	// then, it leaves container creations in flight that `clean` must still catch.
 	moments = append(moments, killMoment{phase: "bring-up", name: "redlock cluster starting", system: "redlock", line: "starting redlock cluster"})
 	killRuns(t, killsOf(moments), nil)
+}
+
+// A run whose nodes keep their data on disks served from this host (power-loss), killed
+// while its holder is paused within its lease and the holder's node loses its power, leaves
+// no disk either: no mount, no daemon, no directory (after clean --run for SIGKILL).
+func TestKilledPowerLossRunsLeaveNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker: real containers")
+	}
+	killRuns(t, killsOf([]killMoment{{phase: "mid-run", name: "powered-off holder's node", system: "redis", paused: true}}), nil,
+		"--nemesis", "power-loss", "--persistence", "aof-everysec")
 }
 
 // A shrink killed while one of its trial runs holds a worker paused, in any of those ways,
@@ -255,6 +267,10 @@ func leftBehind(t *testing.T, e ending, pid int, printed, programs []string) (le
 			}
 		}
 	}
+	if disks := disksOf(t, pid); len(disks) > 0 {
+		leftovers += len(disks)
+		t.Errorf("left disks %v", disks)
+	}
 	if c, n := ownedBy(t, "container", pid), ownedBy(t, "network", pid); len(c)+len(n) > 0 {
 		leftovers += len(c) + len(n)
 		t.Errorf("left containers %v networks %v", c, n)
@@ -338,6 +354,25 @@ func killRun(t *testing.T, m killMoment, e ending, args ...string) (int, int, []
 		t.Fatal(err)
 	}
 	return code, cmd.Process.Pid, seen, errOut.String()
+}
+
+// disksOf lists the disks' directories the harness of pid made on this host, and the
+// disks still mounted anywhere under them.
+func disksOf(t *testing.T, pid int) []string {
+	t.Helper()
+	dirs, _ := filepath.Glob(fmt.Sprintf("/var/lib/lockbreaker/disks/*@%d-*", pid))
+	mounts, err := lazydisk.Mounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mounts {
+		for _, d := range dirs {
+			if strings.HasPrefix(m, d+"/") {
+				dirs = append(dirs, m)
+			}
+		}
+	}
+	return dirs
 }
 
 // ownedBy lists the labelled containers or networks ("container", "network") that the

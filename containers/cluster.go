@@ -38,9 +38,13 @@ type Spec struct {
 	Partitions bool
 	// TTL is the lock's lease; systems with sessions size their timeouts by it.
 	TTL time.Duration
-	// Persistence is what the nodes keep on disk, for systems that let it be chosen; ""
-	// keeps nothing.
+	// Persistence is what the nodes keep on disk and when they sync it, one of the
+	// system's; "": its default.
 	Persistence system.Persistence
+	// Disks puts each node's data directory on a disk that can lose its unsynced writes
+	// or sync slowly (nodes.Disk), served on this host: lockbreaker must run as root here,
+	// with /dev/fuse, and see the engine's processes.
+	Disks bool
 	// MinReplicas and MinReplicasMaxLag make a replicated system's primary refuse writes
 	// that too few replicas acknowledged (see system.Cluster).
 	MinReplicas       int
@@ -79,6 +83,11 @@ type Cluster struct {
 
 	hostOnce  sync.Once
 	hostProcs bool // this host reaches into the nodes' processes (sharesProcesses)
+
+	disks map[string]*nodes.Disk // by node name, when the spec asks for disks
+	// fuse lets the containers mount FUSE filesystems (/dev/fuse, CAP_SYS_ADMIN): stand-in
+	// machines, which serve their nodes' disks inside.
+	fuse bool
 }
 
 var runIDPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
@@ -101,6 +110,9 @@ func (s Spec) withDefaults() (Spec, *system.Container, error) {
 	}
 	if s.Persistence, err = sys.Persistence(s.Persistence); err != nil {
 		return s, nil, err
+	}
+	if s.Disks && sys.Container.Data == "" {
+		return s, nil, fmt.Errorf("system %s keeps no data directory lockbreaker knows, for a disk to stand under", s.System)
 	}
 	switch {
 	case s.MinReplicas > 0 && !sys.Replicated:
@@ -172,6 +184,11 @@ func (c *Cluster) start(ctx context.Context) error {
 		return err
 	}
 
+	if c.spec.Disks {
+		if err := c.startDisks(ctx); err != nil {
+			return err
+		}
+	}
 	// Start the nodes together: ZooKeeper servers look each other up by name.
 	cluster := c.setupCluster()
 	started, err := c.startAll(ctx, labels, "n", 0, c.spec.Nodes, c.recipe.ClientPort(c.spec.Pooler), func(id int) system.NodeSetup {
@@ -181,6 +198,11 @@ func (c *Cluster) start(ctx context.Context) error {
 		return err
 	}
 	c.nodes = started
+	for _, n := range c.nodes {
+		if err := c.checkDiskBound(ctx, n); err != nil {
+			return err
+		}
+	}
 	c.reached("nodes")
 	cfg := nodes.Config{System: c.spec.System, Recipe: c.recipe, Partitions: c.spec.Partitions}
 	if c.spec.Faketime {
@@ -323,10 +345,20 @@ func (c *Cluster) startNode(ctx context.Context, name string, addr netip.Addr, p
 			}
 		},
 	}
-	if c.spec.Partitions {
-		// NET_ADMIN lets DropFrom install iptables rules inside the node. It must be
-		// added here: once a HostConfigModifier is set, CapAdd is ignored.
-		req.HostConfigModifier = func(hc *container.HostConfig) { hc.CapAdd = append(hc.CapAdd, "NET_ADMIN") }
+	disk := c.disks[name]
+	// NET_ADMIN lets DropFrom install iptables rules inside the node. It must be added
+	// here: once a HostConfigModifier is set, CapAdd is ignored.
+	req.HostConfigModifier = func(hc *container.HostConfig) {
+		if c.spec.Partitions {
+			hc.CapAdd = append(hc.CapAdd, "NET_ADMIN")
+		}
+		if disk != nil {
+			hc.Binds = append(hc.Binds, disk.Mount()+":"+c.recipe.Data)
+		}
+		if c.fuse {
+			hc.CapAdd = append(hc.CapAdd, "SYS_ADMIN")
+			hc.Devices = append(hc.Devices, container.DeviceMapping{PathOnHost: "/dev/fuse", PathInContainer: "/dev/fuse", CgroupPermissions: "rwm"})
+		}
 	}
 	req.Cmd = setup.Cmd
 	if c.local() { // an image of a system file's, run as it is (own.go)
@@ -402,7 +434,7 @@ func (c *Cluster) Bridge() Bridge { return c.bridge }
 // Stop removes the cluster's containers and network, whatever their state
 // (paused, partitioned). It is idempotent.
 func (c *Cluster) Stop(ctx context.Context) error {
-	if err := removeRun(ctx, c.spec.RunID); err != nil {
+	if err := errors.Join(removeRun(ctx, c.spec.RunID), c.stopDisks()); err != nil {
 		return fmt.Errorf("stop %s cluster %s: %w", c.spec.System, c.spec.RunID, err)
 	}
 	return nil

@@ -112,21 +112,26 @@ func ownerGone(labels map[string]string) bool {
 	return owner.Gone(pid, labels[LabelOwnerStart])
 }
 
-// Clean removes the containers and networks carrying the project label: those
+// Clean removes the containers and networks carrying the project label, and the disks
+// served for them (disk.go): those
 // of run runID, or all of them when runID is "" (whether or not their run is
 // still alive). Images are kept. It returns how many resources it removed.
 // It always looks twice, settle apart: a run killed while the engine created its
 // network or a container has that creation complete after it died, and after a
 // first look that found nothing.
 func Clean(ctx context.Context, runID string) (removed int, err error) {
-	return sweep(ctx, runID, 2, func(map[string]string) bool { return true })
+	removed, err = sweep(ctx, runID, 2, func(map[string]string) bool { return true })
+	disks, disksErr := cleanDisks(runID, false)
+	return removed + disks, errors.Join(err, disksErr)
 }
 
-// CleanStale removes the containers and networks of runs whose owner process
+// CleanStale removes the containers, networks and disks of runs whose owner process
 // on this host has exited (a crash, kill -9). Live runs, and runs started from
 // another host, are left alone.
 func CleanStale(ctx context.Context) (removed int, err error) {
-	return sweep(ctx, "", 1, ownerGone)
+	removed, err = sweep(ctx, "", 1, ownerGone)
+	disks, disksErr := cleanDisks("", true)
+	return removed + disks, errors.Join(err, disksErr)
 }
 
 // removeRun removes what this process created for run runID: nothing of it is in flight.

@@ -173,6 +173,8 @@ func (n engineNode) Alive(ctx context.Context) error {
 	return nil
 }
 
+func (n engineNode) Disk() *nodes.Disk { return n.c.disks[n.Name] }
+
 // Log copies the container's log (stdout and stderr), each line of a whole log prefixed
 // with the engine's real-time timestamp, since the server's own timestamps may be faked.
 func (n engineNode) Log(ctx context.Context, w io.Writer, tail int) error {

@@ -74,7 +74,7 @@ func StartStandIns(ctx context.Context, id, sysName string, n int, authorizedKey
 		return nil, err
 	}
 	c := &Cluster{spec: Spec{RunID: id, Image: image, System: sysName, Nodes: n, Partitions: true},
-		recipe: &system.Container{Ready: sshReady}, network: "lockbreaker-" + id}
+		recipe: &system.Container{Ready: sshReady}, network: "lockbreaker-" + id, fuse: true}
 	labels := ownerLabels(id)
 	labels[LabelStandIn] = "1"
 	err = c.createNetwork(ctx, labels)

@@ -35,7 +35,7 @@ func TestRunOnAStandInMachine(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	key := filepath.Join(dir, "id_ed25519")
-	ip := standIn(ctx, t, "machines-test", key)
+	ip := standIns(ctx, t, "machines-test", key, 1)[0]
 	file := filepath.Join(dir, "machines.txt")
 	if err := os.WriteFile(file, []byte("root@"+ip+"\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -94,7 +94,7 @@ func TestHealContractOnAStandInMachine(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	key := filepath.Join(t.TempDir(), "id_ed25519")
-	ip := standIn(ctx, t, "heal-test", key)
+	ip := standIns(ctx, t, "heal-test", key, 1)[0]
 	m, err := machines.Dial(ctx, machines.Address{User: "root", Host: ip}, machines.Login{KeyFile: key})
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +104,7 @@ func TestHealContractOnAStandInMachine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := machines.StartCluster(ctx, []*machines.Machine{m}, sys, system.Cluster{Nodes: 1, TTL: 2 * time.Second}, nodes.Faketime, testWriter{t})
+	c, err := machines.StartCluster(ctx, []*machines.Machine{m}, sys, system.Cluster{Nodes: 1, TTL: 2 * time.Second}, nodes.Faketime, false, testWriter{t})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,16 +112,16 @@ func TestHealContractOnAStandInMachine(t *testing.T) {
 	nodestest.HealContract(t, c.Cluster, "n1", "n1")
 }
 
-// standIn starts one stand-in machine of Redis's image for the test, named by prefix,
-// root let in with a new key written at key; its address.
-func standIn(ctx context.Context, t *testing.T, prefix, key string) string {
+// standIns starts n stand-in machines of Redis's image for the test, named by prefix,
+// root let in with a new key written at key; their addresses.
+func standIns(ctx context.Context, t *testing.T, prefix, key string, n int) []string {
 	t.Helper()
 	authorized, err := machines.WriteKey(key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := fmt.Sprintf("%s-%d", prefix, os.Getpid())
-	ms, err := containers.StartStandIns(ctx, id, "redis", 1, authorized, testWriter{t})
+	ms, err := containers.StartStandIns(ctx, id, "redis", n, authorized, testWriter{t})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,11 @@ func standIn(ctx context.Context, t *testing.T, prefix, key string) string {
 			t.Error(err)
 		}
 	})
-	return ms[0].IP
+	var ips []string
+	for _, m := range ms {
+		ips = append(ips, m.IP)
+	}
+	return ips
 }
 
 // writeSystemFile writes a system file into dir for a Redis of a team's own on machines:

@@ -80,6 +80,9 @@ func (containerPlace) preflight(ctx context.Context, c Checked) error {
 	}
 	needs := c.nemesis.Needs()
 	err := containers.CheckSystem(ctx, c.sys, needs.Clocks, needs.Network)
+	if err == nil && needs.Disks {
+		err = containers.CheckDisks()
+	}
 	if unfit := (*containers.UnfitError)(nil); errors.As(err, &unfit) {
 		return &SpecError{Reason: unfit.Reason}
 	}
@@ -90,7 +93,7 @@ func (containerPlace) start(ctx context.Context, sys system.System, setup cluste
 	if n, err := containers.CleanStale(ctx); err != nil {
 		fmt.Fprintf(setup.progress, "could not sweep containers left by killed runs: %v\n", err)
 	} else if n > 0 {
-		fmt.Fprintf(setup.progress, "removed %d containers/networks left by an earlier killed run\n", n)
+		fmt.Fprintf(setup.progress, "removed %d containers, networks and disks left by an earlier killed run\n", n)
 	}
 	image, err := containers.EnsureSystemImage(ctx, sys.Name, setup.progress)
 	if err != nil {
@@ -100,7 +103,7 @@ func (containerPlace) start(ctx context.Context, sys system.System, setup cluste
 	c, err := containers.Start(ctx, containers.Spec{RunID: setup.runID, Image: image, System: sys.Name,
 		Nodes: setup.nodes, Faketime: setup.needs.Clocks, Partitions: setup.needs.Network, TTL: setup.ttl,
 		Persistence: setup.servers.persistence, MinReplicas: setup.servers.minReplicas, MinReplicasMaxLag: setup.servers.maxLag,
-		Pooler: setup.servers.pooler})
+		Pooler: setup.servers.pooler, Disks: setup.needs.Disks})
 	if err != nil {
 		return nil, err // Start has removed whatever it created
 	}
@@ -136,7 +139,7 @@ func (p *machinePlace) preflight(ctx context.Context, c Checked) error {
 	if clocks == nodes.Faketime {
 		tools = append(tools, machines.FaketimeLib)
 	}
-	needs := machines.Needs{Tools: tools, MaxClockOffset: time.Second, SetClock: clocks == nodes.SystemClock}
+	needs := machines.Needs{Tools: tools, MaxClockOffset: time.Second, SetClock: clocks == nodes.SystemClock, FUSE: c.nemesis.Needs().Disks}
 	if p.install {
 		needs.Install = machines.Packages(c.sys)
 	}
@@ -153,7 +156,7 @@ func (p *machinePlace) start(ctx context.Context, sys system.System, setup clust
 	if err != nil {
 		return nil, err
 	}
-	return machines.StartCluster(ctx, p.ms, sys, setup.servers.cluster(n, setup.ttl), setup.clocks, setup.progress)
+	return machines.StartCluster(ctx, p.ms, sys, setup.servers.cluster(n, setup.ttl), setup.clocks, setup.needs.Disks, setup.progress)
 }
 
 // clientNetwork routes the clients out through a bridge of this host's, only when a fault

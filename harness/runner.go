@@ -215,16 +215,11 @@ func (t *trial) fencingNotes() []string {
 // back, how long every node is kept down).
 func (t *trial) serverNotes() []string {
 	var notes []string
-	if t.nemesis.Needs().Restarts {
-		switch p := system.Persistence(t.spec.Persistence); p {
-		case system.PersistNone:
-			notes = append(notes, "persistence none: a killed node comes back having forgotten every lock it granted")
-			if t.spec.Fencing {
-				notes = append(notes, "and its fencing-token count: its tokens start again from nothing, and the storage "+
-					"accepts a stale holder's request (the fencing checker reports each)")
-			}
-		case system.PersistAOFEverySec, system.PersistAOFAlways:
-			notes = append(notes, fmt.Sprintf("persistence %s: a killed node comes back with the locks its log kept", p))
+	if p := system.Persistence(t.spec.Persistence); t.nemesis.Needs().Restarts && p.Says() != "" {
+		notes = append(notes, fmt.Sprintf("persistence %s: %s", p, p.Says()))
+		if p == system.PersistNone && t.spec.Fencing {
+			notes = append(notes, "and its fencing-token count: its tokens start again from nothing, and the storage "+
+				"accepts a stale holder's request (the fencing checker reports each)")
 		}
 	}
 	notes = append(notes, history.Notes(t.spec.Nemesis, history.Settings{Pause: t.spec.PauseLength(),

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/lazydisk"
 	"github.com/lockbreaker/lockbreaker/workloads"
 	"github.com/lockbreaker/lockbreaker/workloads/execlock"
 	"github.com/lockbreaker/lockbreaker/workloads/storage"
@@ -190,6 +191,7 @@ const RunEnv = "LOCKBREAKER_RUN"
 // (execlock.MaybeServe).
 func MaybeRunWorker() {
 	execlock.MaybeServe()
+	lazydisk.MaybeServe()
 	if os.Getenv(WorkerEnv) != "1" {
 		return
 	}

@@ -59,6 +59,10 @@ type Telling struct {
 	// Notes, when not nil, are what a report says of a run that chose the kind: the
 	// settings that decide what its faults do.
 	Notes func(Settings) []string
+	// Start, when not nil, is what a story adds to its sentence of one fault's start, from
+	// the start's event e: what that fault did beyond the kind's words (", and its disk
+	// lost ..."); "" adds nothing.
+	Start func(e Event) string
 }
 
 // Settings are the settings of a run that the kinds' notes tell (Telling.Notes).
@@ -118,6 +122,13 @@ var (
 	KillNode = declare(FaultKind{Name: "kill-node", Struck: "was killed", Back: "served again", Hazard: RestartServed,
 		Does:    "kills the server of a node that granted a held lock and starts it again on what its disk kept (--persistence, --restart-after)",
 		Telling: &Telling{Notes: restartNotes}})
+	PowerLoss = declare(FaultKind{Name: "power-loss", Struck: "lost its power", Back: "served again", Hazard: RestartServed,
+		Does: "cuts the power of the nodes that granted a held lock, as many as another client needs: each server killed and every " +
+			"write its disk held unsynced dropped, then started again on what the disk kept (--persistence, --restart-after)",
+		Telling: &Telling{Notes: restartNotes, Start: diskLost}})
+	SlowDisk = declare(FaultKind{Name: "slow-disk", Struck: "had its disk's syncs slowed", Back: "synced at full speed again", Hazard: SyncStalledPastLease,
+		Does: "makes every sync on the disk of the leader (of the holder's node where there is none) take --pause, twice the TTL " +
+			"by default, while a client holds the lock; reads and writes answer at once"})
 	Outage = declare(FaultKind{Name: "outage", Struck: "went down together", Back: "served again", Hazard: GrantedAfterOutage,
 		Does:    "kills every node's server while a client holds the lock and another waits, keeps them down for --pause (twice the TTL by default: past the lease, so the clients see their sessions run out), and starts them again on what their disks kept",
 		Telling: &Telling{Scene: backFromOutage, Notes: outageNotes}})
@@ -225,6 +236,18 @@ const (
 	DownForDetail   = "down for"
 	SinceBackDetail = "since back"
 )
+
+// LostDetail, on a power-loss's start, says in words what its node's disk lost: the
+// writes it held unsynced, by file.
+const LostDetail = "lost"
+
+// diskLost is what a story says a power loss's node lost, from its start.
+func diskLost(e Event) string {
+	if lost := e.Detail[LostDetail]; lost != "" {
+		return ", and its disk lost " + lost
+	}
+	return ""
+}
 
 // backFromOutage is the scene an outage's hazard sets: when every node went down and the
 // first came back, and what that did to the clients' sessions, from the hazard's detail

@@ -89,6 +89,12 @@ const (
 	// client, its clock still moved, while that lease still ran in real time.
 	ClockServed Hazard = "clock-served"
 
+	// SyncStalledPastLease: the term of a held lease (the TTL from its grant) ended while
+	// every sync on the disk of the node it depended on (the leader, or the node that
+	// granted it) stalled: the lease had to be renewed, or run out, on a node that could
+	// make nothing durable.
+	SyncStalledPastLease Hazard = "sync-stalled-past-lease"
+
 	// LateWrite: a holder's storage write, sent within its lease and held in the network,
 	// reached the storage after that lease had run out and another client, granted the lock
 	// since, had written: Kleppmann's delayed packet, a fenced storage's stale token.
@@ -157,6 +163,8 @@ var hazards = map[Hazard]hazardWords{
 		"no node killed under a grant answered another client while that grant was held within its lease"},
 	ClockServed: {"answer by a moved clock's node within a held lease", "answers by a moved clock's node within a held lease",
 		"no node whose clock was moved past a held lease answered another client while that lease ran"},
+	SyncStalledPastLease: {"lease term ended while its node's syncs stalled", "lease terms ended while their node's syncs stalled",
+		"no held lease's term ended while the syncs of its node's disk stalled"},
 	LateWrite: {"write delivered after its lease and another's write", "writes delivered after their lease and another's write",
 		"no write held in the network reached the storage after its lease had run out and another client had written"},
 	SlowPastLease: {"write after its lease on a slow network", "writes after their lease on a slow network",

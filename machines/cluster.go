@@ -155,6 +155,8 @@ type node struct {
 	// copies are a system file's programs copied from this host, relocated.
 	copies []system.CopyFile
 	clocks nodes.Clocks
+	// disk, when set, is the disk its data directory is served on (disk.go).
+	disk *nodes.Disk
 }
 
 func (n node) dir() string     { return Dir + "/" + n.name }
@@ -167,9 +169,10 @@ const clockFile = nodeRoot + "faketime"
 
 // StartCluster starts sys's nodes on the first machines of ms, one each, as setup says,
 // and waits until each serves; clocks says how SetClock moves their wall clocks (under
-// libfaketime, every server is started under it). Whatever an earlier run left under Dir
-// on them is stopped and removed first. On an error nothing is left.
-func StartCluster(ctx context.Context, ms []*Machine, sys system.System, setup system.Cluster, clocks nodes.Clocks, progress io.Writer) (*Cluster, error) {
+// libfaketime, every server is started under it); with disks each node's data directory
+// is served on a disk that can lose power (disk.go). Whatever an earlier run left under
+// Dir on them is stopped and removed first. On an error nothing is left.
+func StartCluster(ctx context.Context, ms []*Machine, sys system.System, setup system.Cluster, clocks nodes.Clocks, disks bool, progress io.Writer) (*Cluster, error) {
 	if err := Runs(sys); err != nil {
 		return nil, err
 	}
@@ -196,6 +199,9 @@ func StartCluster(ctx context.Context, ms []*Machine, sys system.System, setup s
 		n, err := newNode(ctx, ms[i], sys, name, port, ns, clocks)
 		if err != nil {
 			return nil, err
+		}
+		if disks && i < setup.Nodes {
+			n = n.withDisk(sys.Container.Data)
 		}
 		c.servers = append(c.servers, n)
 	}
@@ -344,6 +350,16 @@ func (n node) start(ctx context.Context, fresh bool) error {
 		script = append(script, fmt.Sprintf("echo %s | base64 -d > %s", base64.StdEncoding.EncodeToString([]byte(systemClockProgram)),
 			shellwords.Quote(n.move(clockProgram))), inDir(takeClock, n.dir()))
 	}
+	if fresh && n.disk != nil {
+		// The disk is served over what the preparation and the files made.
+		if _, err := n.m.Sudo(ctx, "set -e\n"+strings.Join(script, "\n")); err != nil {
+			return fmt.Errorf("start node %s: %w", n.name, err)
+		}
+		if err := n.serveDisk(ctx); err != nil {
+			return fmt.Errorf("start node %s: %w", n.name, err)
+		}
+		script = nil
+	}
 	env := ""
 	if n.clocks == nodes.Faketime {
 		if fresh {
@@ -438,8 +454,8 @@ func (n node) Log(ctx context.Context, w io.Writer, tail int) error {
 // lockbreaker's iptables chain.
 func (n node) stop(ctx context.Context) error {
 	pidfile := shellwords.Quote(n.pidfile())
-	_, err := n.m.Sudo(ctx, fmt.Sprintf("if [ -f %s ]; then kill -KILL -- -\"$(cat %s)\" 2>/dev/null; fi\n%s\nrm -rf %s; rmdir %s 2>/dev/null\n%s\ntrue",
-		pidfile, pidfile, inDir(giveClockBack, n.dir()), shellwords.Quote(n.dir()), shellwords.Quote(Dir), nodes.RemoveChain))
+	_, err := n.m.Sudo(ctx, fmt.Sprintf("if [ -f %s ]; then kill -KILL -- -\"$(cat %s)\" 2>/dev/null; fi\n%s\n%s\nrm -rf %s; rmdir %s 2>/dev/null\n%s\ntrue",
+		pidfile, pidfile, inDir(giveClockBack, n.dir()), inDir(releaseDisk, n.dir()), shellwords.Quote(n.dir()), shellwords.Quote(Dir), nodes.RemoveChain))
 	if err != nil {
 		return fmt.Errorf("stop node %s: %w", n.name, err)
 	}
@@ -468,11 +484,11 @@ for p in %s/*/pid; do
 	kill -KILL -- -"$(cat "$p")" 2>/dev/null && n=$((n+1))
 done
 for d in %s/*/; do
-	[ -d "$d" ] && sh -c %s sh "${d%%/}"
+	[ -d "$d" ] && sh -c %s sh "${d%%/}" && sh -c %s sh "${d%%/}"
 done
 rm -rf %s
 %s
-echo $n`, shellwords.Quote(Dir), shellwords.Quote(Dir), shellwords.Quote(giveClockBack), shellwords.Quote(Dir), nodes.RemoveChain))
+echo $n`, shellwords.Quote(Dir), shellwords.Quote(Dir), shellwords.Quote(giveClockBack), shellwords.Quote(releaseDisk), shellwords.Quote(Dir), nodes.RemoveChain))
 	if err != nil {
 		return 0, err
 	}

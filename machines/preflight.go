@@ -24,6 +24,8 @@ type Needs struct {
 	MaxClockOffset time.Duration
 	// SetClock: root must be able to set the system clock (CAP_SYS_TIME), for SystemClock.
 	SetClock bool
+	// FUSE: the machine must have /dev/fuse, for the disks its nodes' data is served on.
+	FUSE bool
 }
 
 // Preflight asks every machine at once whether it can serve the run: that it can be
@@ -70,6 +72,11 @@ func (m *Machine) preflight(ctx context.Context, needs Needs) error {
 	if needs.SetClock {
 		if err := m.checkSetClock(ctx); err != nil {
 			return err
+		}
+	}
+	if needs.FUSE {
+		if _, err := m.Sudo(ctx, "test -c /dev/fuse"); err != nil {
+			return fmt.Errorf("machine %s: has no /dev/fuse, which the faults on the nodes' disks serve them through", m.Name())
 		}
 	}
 	if err := m.install(ctx, needs.Install); err != nil {

@@ -50,7 +50,26 @@ func (killNode) Kind() history.FaultKind { return history.KillNode }
 
 func (killNode) Needs() Needs { return Needs{Restarts: true} }
 
-func (k killNode) Run(ctx context.Context, env Env) error {
+func (k killNode) Run(ctx context.Context, env Env) error { return k.run(ctx, env, killing) }
+
+// downing is how a crash takes a node down: its kind, and down, which takes the node down
+// and says what the history records of it beside its role.
+type downing struct {
+	kind history.FaultKind
+	down func(ctx context.Context, env Env, r Restarter, node string) (map[string]string, error)
+}
+
+// killing kills the node's server, in place when it comes back at once, as fast as the
+// system can restart it.
+var killing = downing{kind: history.KillNode, down: func(ctx context.Context, env Env, r Restarter, node string) (map[string]string, error) {
+	if env.RestartAfter == 0 {
+		return nil, r.Crash(ctx, node)
+	}
+	return nil, r.Kill(ctx, node)
+}}
+
+// run is kill-node's, taking nodes down as how says.
+func (k killNode) run(ctx context.Context, env Env, how downing) error {
 	r, err := restarterOf(env)
 	if err != nil {
 		return err
@@ -58,18 +77,18 @@ func (k killNode) Run(ctx context.Context, env Env) error {
 	nodes := env.Nodes.Names()
 	rng := rand.New(rand.NewSource(env.Seed))
 	if env.Undirected {
-		return k.undirected(ctx, env, r, nodes, rng)
+		return k.undirected(ctx, env, r, how, nodes, rng)
 	}
 	return afterHolderReads(ctx, env, func(w *watcher, holder int, _ func()) error {
 		grant, end := w.holding[holder], w.leaseEnd(holder, env.TTL)
-		forgot := w.watchForgotten(env, grant, nodes)
+		forgot := w.watchForgotten(env, how.kind.Name, grant, nodes)
 		var mu sync.Mutex
 		var crashErr error
 		var crashes sync.WaitGroup
 		pauseErr := w.pauseInLease(ctx, env, holder, func() bool {
 			for _, node := range victims(grant, nodes, env.IndependentMajority, rng) {
 				crashes.Go(func() {
-					err := crash(ctx, env, r, node, &grant, end, forgot)
+					err := crash(ctx, env, r, how, node, &grant, end, forgot)
 					mu.Lock()
 					crashErr = errors.Join(crashErr, err)
 					mu.Unlock()
@@ -83,7 +102,7 @@ func (k killNode) Run(ctx context.Context, env Env) error {
 }
 
 // undirected kills a node on a seeded schedule, as kill-node did before it was directed.
-func (killNode) undirected(ctx context.Context, env Env, r Restarter, nodes []string, rng *rand.Rand) error {
+func (killNode) undirected(ctx context.Context, env Env, r Restarter, how downing, nodes []string, rng *rand.Rand) error {
 	w := watch(env.Subscribe())
 	killed := map[string]int64{}       // node -> when it was last killed
 	forgetting := map[int]*forgotten{} // grant index -> its nodes that forgot it
@@ -100,11 +119,11 @@ func (killNode) undirected(ctx context.Context, env Env, r Restarter, nodes []st
 		if grant.Time != 0 && (grant.Detail[grantNodes] == "" || slices.Contains(candidates, victim)) {
 			held, end = &grant, w.leaseEnd(grant.Process, env.TTL)
 			if forgetting[grant.Index] == nil {
-				forgetting[grant.Index] = w.watchForgotten(env, grant, nodes)
+				forgetting[grant.Index] = w.watchForgotten(env, how.kind.Name, grant, nodes)
 			}
 			forgot = forgetting[grant.Index]
 		}
-		if err := crash(ctx, env, r, victim, held, end, forgot); err != nil {
+		if err := crash(ctx, env, r, how, victim, held, end, forgot); err != nil {
 			return err
 		}
 	}
@@ -159,8 +178,8 @@ type forgotten struct {
 	nodes  []string
 }
 
-func (w *watcher) watchForgotten(env Env, grant history.Event, nodes []string) *forgotten {
-	return &forgotten{served: w.watchServed(env, history.KillNode.Name, history.RestartServed, grant),
+func (w *watcher) watchForgotten(env Env, fault string, grant history.Event, nodes []string) *forgotten {
+	return &forgotten{served: w.watchServed(env, fault, history.RestartServed, grant),
 		need: forgetNeed(grant, nodes, env.IndependentMajority)}
 }
 
@@ -185,39 +204,41 @@ func (f *forgotten) forgot(node string, t int64) {
 // grantNodes is the grant detail naming the nodes that granted it ("n1,n2,n3").
 const grantNodes = "nodes"
 
-// crash kills node's server, records the crash with the role the node had, and starts it
-// again env.RestartAfter later. held is the grant the node is killed under (nil: none),
+// crash takes node down as how says, records the crash with the role the node had, and
+// starts it again env.RestartAfter later. held is the grant the node is killed under (nil: none),
 // whose lease ends at leaseEnd: the crash is then crash-under-grant, and the node serving
 // again before leaseEnd restart-in-lease; it has forgotten the grant from the crash on.
-func crash(ctx context.Context, env Env, r Restarter, node string, held *history.Event, leaseEnd int64, forgot *forgotten) (err error) {
+func crash(ctx context.Context, env Env, r Restarter, how downing, node string, held *history.Event, leaseEnd int64, forgot *forgotten) (err error) {
 	bg := context.WithoutCancel(ctx)
-	detail := map[string]string{"restart-after": env.RestartAfter.String()}
-	if role := roleOf(bg, env, node); role != "" {
+	fault := how.kind.Name
+	role := roleOf(bg, env, node)
+	detail, err := how.down(bg, env, r, node)
+	if err != nil {
+		return fmt.Errorf("%s of node %s: %w", fault, node, err)
+	}
+	if detail == nil {
+		detail = map[string]string{}
+	}
+	detail["restart-after"] = env.RestartAfter.String()
+	if role != "" {
 		detail["role"] = string(role)
 	}
-	kill := r.Kill
-	if env.RestartAfter == 0 {
-		kill = r.Crash // back at once, as fast as the system can restart it
-	}
-	if err := kill(bg, node); err != nil {
-		return fmt.Errorf("kill node %s: %w", node, err)
-	}
-	recordDetail(env, history.Start, history.KillNode.Name, detail, node)
+	recordDetail(env, history.Start, fault, detail, node)
 	// From the crash on, whatever this node answers comes from a server started again
 	// without what it held in memory: a server crashed in place may answer before Restart
 	// has seen it serve, and one kept down past the lease (antirez's delayed restart)
 	// must not answer at all.
 	forgot.forgot(node, history.Now())
 	if held != nil {
-		recordHazard(env, history.KillNode.Name, history.CrashUnderGrant, history.Now(), map[string]string{"grant": grantText(*held)},
+		recordHazard(env, fault, history.CrashUnderGrant, history.Now(), map[string]string{"grant": grantText(*held)},
 			node, history.TargetOfClient(held.Process))
 	}
 	defer func() {
 		restartErr := r.Restart(bg, node)
 		err = errors.Join(err, restartErr)
-		record(env, history.Stop, history.KillNode.Name, node)
+		record(env, history.Stop, fault, node)
 		if now := history.Now(); held != nil && restartErr == nil && now < leaseEnd {
-			recordHazard(env, history.KillNode.Name, history.RestartInLease, now,
+			recordHazard(env, fault, history.RestartInLease, now,
 				map[string]string{"grant": grantText(*held), "lease left": history.Duration(now, leaseEnd).Round(time.Millisecond).String()},
 				node, history.TargetOfClient(held.Process))
 		}

@@ -111,7 +111,7 @@ func TestCrashFaultsSayWhereTheyApply(t *testing.T) {
 func TestCrashKillsRecordsAndRestarts(t *testing.T) {
 	f := newFake(1, 3)
 	env, c := f.crashEnv()
-	if err := crash(context.Background(), env, c, "n1", nil, 0, nil); err != nil {
+	if err := crash(context.Background(), env, c, killing, "n1", nil, 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := f.did(), []string{"kill n1", "restart n1"}; !slices.Equal(got, want) {
@@ -139,7 +139,7 @@ func TestCrashStaysDownPastTheRunButNotPastAnInterrupt(t *testing.T) {
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
 	done := make(chan error)
-	go func() { done <- crash(ended, env, c, "n2", nil, 0, nil) }()
+	go func() { done <- crash(ended, env, c, killing, "n2", nil, 0, nil) }()
 	waitFor(t, "the kill", func() bool { return len(f.faults()) == 1 })
 	if got := f.did(); !slices.Equal(got, []string{"kill n2"}) {
 		t.Fatalf("actions %q: want n2 still down when the run has ended", got)
@@ -644,7 +644,7 @@ func TestAGrantIsForgottenWhenEnoughOfItsNodesForgotIt(t *testing.T) {
 	now := history.Now()
 	follow(history.Event{Type: history.Invoke, Process: 0, Func: history.Acquire, Time: now},
 		history.Event{Index: 1, Type: history.OK, Process: 0, Func: history.Acquire, Time: now}) // names no nodes: all five's
-	forgot := w.watchForgotten(env, w.holding[0], f.nodes)
+	forgot := w.watchForgotten(env, history.KillNode.Name, w.holding[0], f.nodes)
 	if forgot.need != 3 {
 		t.Fatalf("need %d, want 3 of 5", forgot.need)
 	}
@@ -687,7 +687,7 @@ func TestAnAttemptWhileAMajorityForgotIsTheDangerOnIndependentNodes(t *testing.T
 			now := history.Now()
 			follow(history.Event{Type: history.Invoke, Process: 0, Func: history.Acquire, Time: now})
 			follow(history.Event{Index: 1, Type: history.OK, Process: 0, Func: history.Acquire, Time: now})
-			forgot := w.watchForgotten(env, w.holding[0], f.nodes)
+			forgot := w.watchForgotten(env, history.KillNode.Name, w.holding[0], f.nodes)
 			for _, node := range f.nodes[:tt.forgot] {
 				forgot.forgot(node, now+1)
 			}

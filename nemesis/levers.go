@@ -40,6 +40,9 @@ type Needs struct {
 	BusyHolders bool
 	// CPUCaps: a client's process group can be held to a share of a CPU (Throttler).
 	CPUCaps bool
+	// Disks: the nodes keep their data on disks that hold what a server wrote until it
+	// syncs it, so a power loss can drop it and syncs can be slowed (Disks).
+	Disks bool
 }
 
 // lever is one field of Needs: where it acts and what a system must have for it.
@@ -81,6 +84,12 @@ var levers = []lever{
 		return nil
 	}},
 	{field: func(n *Needs) *bool { return &n.Links }, onCluster: true},
+	{field: func(n *Needs) *bool { return &n.Disks }, onCluster: true, lacks: func(sys system.System) error {
+		if sys.Container == nil || sys.Container.Data == "" {
+			return fmt.Errorf("acts on the disk a node keeps its data on, and %s keeps none that lockbreaker knows", sys.Name)
+		}
+		return nil
+	}},
 	{field: func(n *Needs) *bool { return &n.BusyHolders }},
 	{field: func(n *Needs) *bool { return &n.CPUCaps }},
 }
@@ -171,6 +180,19 @@ type Nodes interface {
 type Clocks interface {
 	SetClock(ctx context.Context, node string, offset time.Duration) error
 	ResetClocks(ctx context.Context) error
+}
+
+// Disks are the nodes' disks, which hold what a server wrote until it syncs it
+// (Needs.Disks).
+type Disks interface {
+	// PowerOff kills the node's server and drops every write its disk held unsynced, as a
+	// power cut does, and says in words what was lost; Restarter.Restart starts it again.
+	PowerOff(ctx context.Context, node string) (lost string, err error)
+	// PowerCycle is PowerOff with the node started again at once, as Restarter.Crash
+	// does: the server reads its disk again only once the disk dropped what it held.
+	PowerCycle(ctx context.Context, node string) (lost string, err error)
+	// SlowSync makes every sync on the node's disk take d; 0 makes them fast again.
+	SlowSync(ctx context.Context, node string, d time.Duration) error
 }
 
 // Restarter crashes a node's server and starts it again (Needs.Restarts).

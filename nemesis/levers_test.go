@@ -48,7 +48,7 @@ func TestNeedsCombine(t *testing.T) {
 			t.Errorf("or lost %s", name)
 		}
 	}
-	want := Needs{Clocks: true, Network: true, Restarts: true, ClientAddrs: true, Links: true}
+	want := Needs{Clocks: true, Network: true, Restarts: true, ClientAddrs: true, Links: true, Disks: true}
 	if got := all.OfCluster(); got != want {
 		t.Errorf("OfCluster of every lever = %+v, want %+v", got, want)
 	}

@@ -78,7 +78,13 @@ const readyTimeout = 2 * time.Minute
 const readyPoll = 50 * time.Millisecond
 
 // WaitNodes waits until every node serves, within readyTimeout.
-func (c *Cluster) WaitNodes(ctx context.Context) error { return c.waitAll(ctx, c.nodes, c.ready) }
+// Then it makes what they wrote on their disks while starting durable.
+func (c *Cluster) WaitNodes(ctx context.Context) error {
+	if err := c.waitAll(ctx, c.nodes, c.ready); err != nil {
+		return err
+	}
+	return c.syncDisks(ctx)
+}
 
 // WaitMonitors waits until every monitor knows every node and the others, within
 // readyTimeout; setup is what the monitors were started with.
@@ -354,13 +360,14 @@ func (c *Cluster) HealNetwork(ctx context.Context) error {
 }
 
 // Heal undoes every fault this package can make, the same wherever the nodes live: it
-// removes every cut, starts every killed node again, continues every node (SIGCONT) and
-// puts every clock back. Run it in a defer.
+// removes every cut, makes every disk fast again, starts every killed node again,
+// continues every node (SIGCONT) and puts every clock back. Run it in a defer.
 func (c *Cluster) Heal(ctx context.Context) error {
 	network := c.HealNetwork(ctx)
+	disks := c.healDisks(ctx)
 	restart := c.RestartKilled(ctx)
 	cont := Each(c.byDown(false), func(r Remote) error { return c.Signal(ctx, r.Info().Name, syscall.SIGCONT) })
-	return errors.Join(network, restart, cont, c.ResetClocks(ctx))
+	return errors.Join(network, disks, restart, cont, c.ResetClocks(ctx))
 }
 
 // Roles asks every node for its part in the cluster now: system.Down for a node killed

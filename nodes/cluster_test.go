@@ -69,6 +69,7 @@ func (f *fake) Start(context.Context) error {
 }
 func (f *fake) Alive(context.Context) error               { return nil }
 func (f *fake) Log(context.Context, io.Writer, int) error { return nil }
+func (f *fake) Disk() *Disk                               { return nil }
 
 func fakeCluster(fs ...*fake) (*Cluster, *calls) {
 	log := &calls{}

@@ -43,6 +43,9 @@ type Remote interface {
 	Alive(ctx context.Context) error
 	// Log writes the server's log to w: its last tail lines, or all of it when tail is 0.
 	Log(ctx context.Context, w io.Writer, tail int) error
+	// Disk is the disk the server keeps its data on when it can lose power or be slowed;
+	// nil when the run's faults need no such disk.
+	Disk() *Disk
 }
 
 // Info is what a node is, as plain data.

@@ -263,7 +263,7 @@ func (t *teller) faults(from, to, p int) {
 		switch {
 		case targets == "":
 		case e.Func == history.Start && told < maxFaults:
-			t.say(e, fmt.Sprintf("%s %s (%s) at %s", targets, struck(e.Fault), e.Fault, t.at(e)))
+			t.say(e, fmt.Sprintf("%s %s (%s) at %s%s", targets, struck(e.Fault), e.Fault, t.at(e), startTold(e)))
 			told++
 		case e.Func == history.Stop && back(e.Fault) != "":
 			t.say(e, fmt.Sprintf("%s %s at %s", targets, back(e.Fault), t.at(e)))
@@ -499,6 +499,14 @@ func struck(fault string) string {
 		return k.Struck
 	}
 	return "was struck"
+}
+
+// startTold is what fault e's kind tells of its start beyond its words; "" for nothing.
+func startTold(e history.Event) string {
+	if k, ok := history.KindOf(e.Fault); ok && k.Telling != nil && k.Telling.Start != nil {
+		return k.Telling.Start(e)
+	}
+	return ""
 }
 
 // back is how what a fault struck came back when the fault stopped, in its kind's words

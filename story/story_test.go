@@ -180,6 +180,30 @@ func TestTellsWhoWhichTokenAndWhichFault(t *testing.T) {
 			"p0 resumed at 1.00 s.",
 			"p0 and p2 both held the lock for 100ms.",
 		}},
+		{"a node's power lost within the lease", `
+{"index":0,"type":"invoke","process":0,"f":"acquire","key":"k","time":1000000000}
+{"index":1,"type":"ok","process":0,"f":"acquire","key":"k","time":1100000000}
+{"index":2,"type":"invoke","process":0,"f":"read","key":"k","time":1110000000}
+{"index":3,"type":"ok","process":0,"f":"read","key":"k","value":4,"time":1120000000}
+{"index":4,"type":"info","process":-1,"f":"start","time":1130000000,"fault":"pause-in-lease","targets":["worker-0"]}
+{"index":5,"type":"info","process":-1,"f":"start","time":1140000000,"fault":"power-loss","targets":["n1"],"detail":{"lost":"31 unsynced bytes of appendonlydir/appendonly.aof.1.incr.aof"}}
+{"index":6,"type":"info","process":-1,"f":"stop","time":1400000000,"fault":"power-loss","targets":["n1"]}
+{"index":7,"type":"invoke","process":2,"f":"acquire","key":"k","time":1410000000}
+{"index":8,"type":"ok","process":2,"f":"acquire","key":"k","time":1500000000}
+{"index":9,"type":"invoke","process":2,"f":"release","key":"k","time":1600000000}
+{"index":10,"type":"ok","process":2,"f":"release","key":"k","time":1610000000}
+{"index":11,"type":"info","process":-1,"f":"stop","time":2000000000,"fault":"pause-in-lease","targets":["worker-0"]}
+{"index":12,"type":"invoke","process":0,"f":"release","key":"k","time":2010000000}
+{"index":13,"type":"ok","process":0,"f":"release","key":"k","time":2020000000}
+`, 2 * time.Second, []string{
+			"p0 was granted the lock at 0.10 s and read 4.",
+			"p0 was paused (pause-in-lease) at 0.13 s.",
+			"n1 lost its power (power-loss) at 0.14 s, and its disk lost 31 unsynced bytes of appendonlydir/appendonly.aof.1.incr.aof.",
+			"n1 served again at 0.40 s.",
+			"p2 was granted the lock at 0.50 s, 1.60 s before p0's TTL ran out.",
+			"p0 resumed at 1.00 s.",
+			"p0 and p2 both held the lock for 100ms.",
+		}},
 		{"a delayed holder's late write", `
 {"index":0,"type":"invoke","process":1,"f":"acquire","key":"k","time":1000000000}
 {"index":1,"type":"ok","process":1,"f":"acquire","key":"k","time":1410000000}

@@ -367,6 +367,22 @@ const (
 	PersistSynchronousCommitOff Persistence = "synchronous-commit-off"
 )
 
+// Says is what p means for a node killed or whose machine lost its power, for a report's
+// notes; "" for a choice it does not know.
+func (p Persistence) Says() string {
+	return map[Persistence]string{
+		PersistNone:                 "a killed node comes back having forgotten every lock it granted",
+		PersistAOFEverySec:          "a killed node keeps every lock its log holds; one that lost its power, what was synced up to a second before",
+		PersistAOFAlways:            "each write is synced before its reply: a node killed or powered off keeps every lock it granted",
+		PersistForceSync:            "a server syncs its log before it acknowledges: a power loss costs nothing acknowledged",
+		PersistNoForceSync:          "a server acknowledges before its log is synced: a power loss loses what its cache held",
+		PersistFsync:                "a member syncs its log before it acknowledges: a power loss costs nothing acknowledged",
+		PersistUnsafeNoFsync:        "a member never syncs its log: a power loss loses what its cache held",
+		PersistSynchronousCommit:    "a commit waits for its log record to be synced: a power loss costs nothing committed",
+		PersistSynchronousCommitOff: "a commit answers before its log record is synced: a power loss loses the last commits",
+	}[p]
+}
+
 // redisPersistences are Redis's choices, none first.
 var redisPersistences = []Persistence{PersistNone, PersistAOFEverySec, PersistAOFAlways}
 

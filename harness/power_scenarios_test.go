@@ -1,0 +1,103 @@
+package harness
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/checkers"
+	"github.com/lockbreaker/lockbreaker/containers"
+	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/machines"
+	"github.com/lockbreaker/lockbreaker/system"
+)
+
+// Redlock under power loss, the Redis page's own warning: masters that sync their log once
+// a second (aof-everysec) come back without a grant made within that second, so power lost
+// by the holder's majority lets a second client gather a majority within the holder's
+// lease; masters that sync before each reply (aof-always) keep it, and the run passes with
+// the danger made real. As with kill-node, the masters must serve again within the lease,
+// so these run before the lanes.
+
+func redlockPowerSpec(p system.Persistence) Spec {
+	s := DefaultSpec()
+	s.System, s.Client, s.Nemesis, s.TimeLimit = "redlock", "redlock", []string{history.PowerLoss.Name}, Duration(12*time.Second)
+	s.Persistence, s.Seed = string(p), 3
+	return s
+}
+
+func TestRedlockPowerLossWithALogSyncedEverySecondGivesTwoHolders(t *testing.T) {
+	needDisks(t)
+	tr := untilDanger(t, redlockPowerSpec(system.PersistAOFEverySec), both(hazard(history.RestartInLease), overlapped))
+	expect(t, tr.summary, map[checkers.Name]checkers.Verdict{"mutual-exclusion": checkers.Invalid})
+	lost := false
+	for _, e := range nemesisEvents(tr.events, history.Start, history.PowerLoss.Name) {
+		lost = lost || strings.Contains(e.Detail[history.LostDetail], "appendonly")
+	}
+	if !lost {
+		t.Errorf("no power loss lost any of the log's unsynced writes")
+	}
+	if story := checkers.StoryText(verdicts(tr.summary)["mutual-exclusion"].Story); !strings.Contains(story, "lost its power (power-loss)") || !strings.Contains(story, "its disk lost") {
+		t.Errorf("story %q: want it to tell the power loss and what the disk lost", story)
+	}
+}
+
+func TestRedlockPowerLossWithALogSyncedBeforeEachReplyKeepsTheLock(t *testing.T) {
+	needDisks(t)
+	tr := untilDanger(t, redlockPowerSpec(system.PersistAOFAlways), hazard(history.RestartServed))
+	expectLockKept(t, tr.summary)
+	expectHazard(t, tr.summary, history.CrashUnderGrant)
+}
+
+// needDisks skips t where this host cannot serve the nodes' disks (not root, no FUSE).
+func needDisks(t *testing.T) {
+	t.Helper()
+	if err := containers.CheckDisks(); err != nil {
+		t.Skip(err)
+	}
+}
+
+// The same on stand-in machines: the masters' data on disks served on the machines
+// themselves by a copy of this program, the holder's majority powered off with the log
+// synced once a second, and a second client let in; nothing of the disks is left after.
+func TestRedlockPowerLossOnStandInMachines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker: stand-in machines")
+	}
+	needDisks(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	key := filepath.Join(dir, "id_ed25519")
+	var lines []string
+	for _, ip := range standIns(ctx, t, "power-test", key, 3) {
+		lines = append(lines, "root@"+ip)
+	}
+	file := filepath.Join(dir, "machines.txt")
+	if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Runner{ResultsRoot: testStore(t), Progress: testWriter{t}, Worker: []string{exe}, Login: machines.Login{KeyFile: key}}
+	spec := redlockPowerSpec(system.PersistAOFEverySec)
+	spec.Nodes, spec.NodesFile = 3, file
+	for try := 1; ; try++ {
+		_, s, err := r.Run(ctx, spec)
+		if err != nil {
+			t.Fatalf("run on stand-in machines: %v", err)
+		}
+		if verdicts(s)[checkers.MutualExclusion].Verdict == checkers.Invalid && hazardCount(s, history.RestartInLease) > 0 {
+			break
+		}
+		if try == dangerTries {
+			t.Fatalf("no two holders after the holder's majority lost its power in %d tries on stand-in machines", try)
+		}
+		spec.Seed++
+	}
+}
