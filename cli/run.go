@@ -119,6 +119,8 @@ func runFlags(spec *harness.Spec) (*flag.FlagSet, *runOptions) {
 	fs.Var((*command.Duration)(&spec.MinReplicasMaxLag), "min-replicas-max-lag", "(sentinel) whole seconds; 0: Redis's default, 10s")
 	fs.Var((*command.Duration)(&spec.RestartAfter), "restart-after", "how long a node killed by kill-node or failover stays down; 0: it is started again at once")
 	fs.BoolVar(&spec.RestartDelayTTL, "restart-delay-ttl", spec.RestartDelayTTL, "keep a killed node down for at least one ttl (antirez's delayed restart)")
+	fs.StringVar(&spec.Victims, "victims", spec.Victims, "which nodes kill-node and power-loss strike under a held lock: "+
+		strings.Join(runspec.Victims, ", ")+" (holder: as many of the holder's nodes as another client needs); empty: holder")
 	fs.BoolVar(&spec.Undirected, "undirected", spec.Undirected, "targeted faults fire on their schedule and hope: no victim is kept inside its critical section "+
 		"until the fault's hazard occurs, a failover waits for the Sentinels to notice the crash")
 	fs.IntVar(&spec.Faults, "faults", spec.Faults, "stop the nemesis once this many of its faults have begun (a round under way ends as it would); 0: no bound")

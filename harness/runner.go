@@ -372,6 +372,7 @@ func (t *trial) nemesisEnv(ctx context.Context, cluster Cluster, rec *history.Re
 		IndependentMajority: t.sys.IndependentMajority,
 		QueueLock:           t.queueLock(),
 		Undirected:          t.spec.Undirected,
+		Victims:             t.spec.Victims,
 		ReplicaLag:          t.spec.ReplicaLag(),
 		Reach:               reachOf(t.spec),
 		Halt:                ctx.Done(),

@@ -265,6 +265,9 @@ func checkCrashSettings(s *Spec, sys system.System, nodes int, needs nemesis.Nee
 	case s.MinReplicas > 0 && s.MinReplicasMaxLag == 0:
 		s.MinReplicasMaxLag = Duration(defaultMinReplicasMaxLag)
 	}
+	if s.Victims != "" && !needs.Restarts {
+		return specErrorf("--victims applies to nemeses that crash nodes under a held lock (kill-node, power-loss)")
+	}
 	if (s.RestartAfter != 0 || s.RestartDelayTTL) && !needs.Restarts {
 		return specErrorf("--restart-after and --restart-delay-ttl apply to nemeses that kill nodes (kill-node, failover)")
 	}

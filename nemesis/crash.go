@@ -86,7 +86,7 @@ func (k killNode) run(ctx context.Context, env Env, how downing) error {
 		var crashErr error
 		var crashes sync.WaitGroup
 		pauseErr := w.pauseInLease(ctx, env, holder, func() bool {
-			for _, node := range victims(grant, nodes, env.IndependentMajority, rng) {
+			for _, node := range aimed(env.Victims, grant, nodes, env.IndependentMajority, rng) {
 				crashes.Go(func() {
 					err := crash(ctx, env, r, how, node, &grant, end, forgot)
 					mu.Lock()
@@ -128,6 +128,20 @@ func (killNode) undirected(ctx context.Context, env Env, r Restarter, how downin
 		}
 	}
 	return nil
+}
+
+// aimed are the nodes a crash under grant strikes, as victims says: the holder's
+// (victims), or a minority, a majority or all of the nodes, those that granted it first.
+func aimed(which string, grant history.Event, nodes []string, majority bool, rng *rand.Rand) []string {
+	n := map[string]int{"minority": minority(len(nodes)), "majority": system.Majority(len(nodes)), "all": len(nodes)}[which]
+	if n == 0 {
+		return victims(grant, nodes, majority, rng)
+	}
+	first := grantedBy(grant, nodes, majority)
+	rng.Shuffle(len(first), func(i, j int) { first[i], first[j] = first[j], first[i] })
+	rest := slices.DeleteFunc(slices.Clone(nodes), func(node string) bool { return slices.Contains(first, node) })
+	rng.Shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
+	return slices.Concat(first, rest)[:n]
 }
 
 // victims are the nodes of grant to kill so that another client can win the lock without

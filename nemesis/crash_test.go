@@ -707,3 +707,21 @@ func TestAnAttemptWhileAMajorityForgotIsTheDangerOnIndependentNodes(t *testing.T
 		})
 	}
 }
+
+// A crash aims at the holder's nodes by default, or at a minority, a majority or all of
+// the nodes, the holder's first.
+func TestCrashesAimAsVictimsSay(t *testing.T) {
+	nodes := []string{"n1", "n2", "n3", "n4", "n5"}
+	grant := history.Event{Detail: map[string]string{grantNodes: "n2,n3,n4"}}
+	for which, want := range map[string]int{"": 1, "holder": 1, "minority": 2, "majority": 3, "all": 5} { // the grant left two free: one more is another majority
+		got := aimed(which, grant, nodes, true, rand.New(rand.NewSource(1)))
+		if len(got) != want {
+			t.Errorf("%q: %q, want %d nodes", which, got, want)
+		}
+		for _, node := range got[:min(len(got), 3)] {
+			if !slices.Contains([]string{"n2", "n3", "n4"}, node) {
+				t.Errorf("%q: %q, want the holder's nodes first", which, got)
+			}
+		}
+	}
+}

@@ -82,6 +82,10 @@ type Env struct {
 	// ReplicaLag: a replicated primary refuses writes once its replicas' acknowledgements
 	// are older than this (min-replicas-max-lag); 0 when it never refuses.
 	ReplicaLag time.Duration
+	// Victims says which nodes a crash under a held lock strikes (kill-node, power-loss):
+	// "" or "holder", as many of the holder's nodes as another client needs; "minority",
+	// "majority" or "all" of the nodes, the holder's first.
+	Victims string
 	// Undirected makes the targeted faults fire on their schedule and hope, as they did
 	// before they were directed: no victim is kept inside its critical section, a failover
 	// waits for the monitors to notice the crash instead of promoting at once.

@@ -71,6 +71,9 @@ func (s Spec) Args() []string {
 	if s.LinkAnswers {
 		args = append(args, "--link-answers")
 	}
+	if s.Victims != "" {
+		args = append(args, "--victims", s.Victims)
+	}
 	if s.Undirected {
 		args = append(args, "--undirected")
 	}

@@ -91,6 +91,10 @@ type Spec struct {
 	// RestartDelayTTL keeps a killed node down for at least one TTL, antirez's mitigation:
 	// every lease it granted has run out when it serves again.
 	RestartDelayTTL bool `json:"restart_delay_ttl,omitempty"`
+	// Victims says which nodes a crash of nodes under a held lock strikes
+	// (nemesis.Env.Victims): "" or "holder", as many of the holder's nodes as another client
+	// needs; "minority", "majority" or "all" of the nodes.
+	Victims string `json:"victims,omitempty"`
 	// Undirected makes the targeted faults fire on their schedule and hope, as before they
 	// were directed (nemesis.Env.Undirected): no victim is kept inside its critical section.
 	Undirected bool `json:"undirected,omitempty"`
@@ -348,8 +352,14 @@ func (s Spec) checkCrashSettings() error {
 	if d := s.RestartAfter.Std(); d < 0 || d > maxSpan {
 		return errorf("--restart-after must be between 0s and %s, got %s", short(maxSpan), d)
 	}
+	if s.Victims != "" && !slices.Contains(Victims, s.Victims) {
+		return errorf("--victims must be %s, got %s", strings.Join(Victims, ", "), quote.Short(s.Victims))
+	}
 	return nil
 }
+
+// Victims are the choices of Spec.Victims, the default first.
+var Victims = []string{"holder", "minority", "majority", "all"}
 
 // printable reports whether s is valid UTF-8 with no control or other non-printing runes:
 // names end up in paths, logs and terminals.
