@@ -20,6 +20,7 @@ type fake struct {
 	down  bool  // its server is killed
 	kill  error // what Kill answers
 	netOK bool  // NetRun works while down (a machine keeps its network)
+	disk  *Disk
 }
 
 type calls struct {
@@ -69,7 +70,7 @@ func (f *fake) Start(context.Context) error {
 }
 func (f *fake) Alive(context.Context) error               { return nil }
 func (f *fake) Log(context.Context, io.Writer, int) error { return nil }
-func (f *fake) Disk() *Disk                               { return nil }
+func (f *fake) Disk() *Disk                               { return f.disk }
 
 func fakeCluster(fs ...*fake) (*Cluster, *calls) {
 	log := &calls{}
@@ -108,6 +109,38 @@ func TestHealRemovesCutsBeforeRestarting(t *testing.T) {
 				t.Errorf("heal asked %q; want %q among them", log.all, want)
 			}
 		}
+	}
+}
+
+// A power cycle holds the disk's opens while the server goes down, drops what the disk
+// held and says so, and lets the opens go; a heal makes every disk fast again.
+func TestPowerCycleDropsBeforeTheServerReadsItsDiskAgain(t *testing.T) {
+	n1 := &fake{name: "n1"}
+	c, log := fakeCluster(n1)
+	n1.disk = &Disk{Program: "lockbreaker", Dir: "/d", Run: func(_ context.Context, cmd ...string) (string, error) {
+		log.add("disk " + strings.Join(cmd[3:], " "))
+		if cmd[3] == "drop" {
+			return `{"files":[{"path":"log","bytes":3}],"entries":["created tmp"]}`, nil
+		}
+		return "", nil
+	}}
+	ctx := context.Background()
+	lost, err := c.PowerCycle(ctx, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lost != "3 unsynced bytes of log; created tmp" {
+		t.Errorf("lost %q", lost)
+	}
+	want := []string{"disk hold --socket /d/disk.sock", "n1 kill", "disk drop --socket /d/disk.sock", "disk release --socket /d/disk.sock"}
+	if !slices.Equal(log.all, want) {
+		t.Errorf("a power cycle asked %q, want %q", log.all, want)
+	}
+	if err := c.Heal(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(log.all, "disk slow --socket /d/disk.sock --delay 0s") {
+		t.Errorf("heal asked %q; want the disk made fast", log.all)
 	}
 }
 
