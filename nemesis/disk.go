@@ -85,8 +85,9 @@ func (slowDisk) Run(ctx context.Context, env Env) error {
 		}
 		recordDetail(env, history.Start, history.SlowDisk.Name, map[string]string{"sync": env.Pause.String(), "holder": grantText(grant)}, node)
 		stalled, released := history.Now(), int64(0)
+		// A release that waits for the stalled disk has not let the lock go yet.
 		w.each(ctx, env.Pause, func(e history.Event) {
-			if e.Process == holder && e.Func == history.Release && released == 0 {
+			if e.Process == holder && e.Func == history.Release && e.IsCompletion() && released == 0 {
 				released = e.Time
 			}
 		})
@@ -115,8 +116,8 @@ func (slowDisk) Heal(ctx context.Context, env Env) error {
 }
 
 // termEndedInStall says whether a lease's term that ends at end ended within a stall from
-// stalled to healed while its holder, who began to release it at released (0: not yet),
-// still held it: the hazard of slow-disk.
+// stalled to healed while its holder, whose release of it completed at released (0: not
+// yet), still held it: the hazard of slow-disk.
 func termEndedInStall(end, stalled, healed, released int64) bool {
 	return stalled < end && end <= healed && (released == 0 || released > end)
 }
