@@ -114,6 +114,26 @@ func TestKilledMachineRunsLeaveNothing(t *testing.T) {
 	}
 }
 
+// A run whose node keeps its data on a disk served on its machine (power-loss), killed with
+// SIGKILL while the holder is paused and its node loses its power, leaves nothing there
+// once clean --nodes-file has run: no disk daemon, no mount, no directory.
+func TestKilledPowerLossRunOnAMachineLeavesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker: a stand-in machine")
+	}
+	ms, file, key := standIns(t, "redis", 1)
+	login := []string{"--nodes-file", file, "--ssh-private-key", key}
+	k := kill{killMoment{phase: "mid-run", name: "holder's node powered off", system: "redis", paused: true}, ending(syscall.SIGKILL)}
+	code, pid, printed, stderr := killRun(t, k.m, k.by, append([]string{"run", "--system", "redis", "--nemesis", "power-loss",
+		"--persistence", "aof-everysec", "--clients", "3", "--ttl", "1s", "--time-limit", "30s", "--results", t.TempDir()}, login...)...)
+	checkExit(t, k, code, stderr)
+	if code, stdout, stderr := lockbreaker(t, nil, append([]string{"clean"}, login...)...); code != 0 {
+		t.Errorf("clean --nodes-file: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	leftBehind(t, k.by, pid, printed, nil)
+	leftOn(t, ms, key)
+}
+
 // The kleppmann suite with a machines file meets, on stand-in machines of each system, the
 // expectations of every cell it keeps, as in containers; the cells the machines cannot
 // serve (another system's, or the harness's own) are left out, each said. In
@@ -195,7 +215,7 @@ func leftOn(t *testing.T, ms []containers.StandIn, key string) {
 			t.Fatal(err)
 		}
 		left, err := m.Run(context.Background(), "ls "+machines.Dir+" 2>/dev/null; pgrep -l 'redis-server|redis-sentinel|java|etcd|postgres|pgbouncer'; "+
-			"iptables -S 2>/dev/null | grep lockbreaker; true", nil)
+			"iptables -S 2>/dev/null | grep lockbreaker; grep lockbreaker-disk /proc/mounts; pgrep -af 'disk[.]sock'; true", nil)
 		m.Close()
 		if err != nil || len(strings.TrimSpace(string(left.Stdout))) > 0 {
 			t.Errorf("machine %s keeps lockbreaker's: %q, %v", s.IP, left.Stdout, err)
