@@ -55,19 +55,7 @@ func TestMainCannotReachTheDaemon(t *testing.T) {
 // pidfile go, or skips the test where this machine cannot mount.
 func daemonDirs(t *testing.T) (backing, mnt, socket, pidfile string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a lazy disk needs root")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("no /dev/fuse on this machine")
-	}
-	dir := t.TempDir()
-	backing, mnt = filepath.Join(dir, "backing"), filepath.Join(dir, "mnt")
-	for _, p := range []string{backing, mnt} {
-		if err := os.Mkdir(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir, backing, mnt := diskDirs(t)
 	return backing, mnt, filepath.Join(dir, "disk.sock"), filepath.Join(dir, "disk.pid")
 }
 

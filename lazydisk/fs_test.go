@@ -25,19 +25,7 @@ import (
 // test where this machine cannot mount one.
 func mounted(t testing.TB) (d *FS, backing, mnt string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a lazy disk needs root")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("no /dev/fuse on this machine")
-	}
-	dir := t.TempDir()
-	backing, mnt = filepath.Join(dir, "backing"), filepath.Join(dir, "mnt")
-	for _, p := range []string{backing, mnt} {
-		if err := os.Mkdir(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	_, backing, mnt = diskDirs(t)
 	d, err := Mount(Options{Backing: backing, Mount: mnt})
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +51,66 @@ func writeFile(t testing.TB, path, content string, sync bool) {
 		if err := f.Sync(); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// diskDirs makes a directory for one test's disk, with a backing directory and a mount
+// point in it, or skips the test where this machine cannot mount a lazy disk.
+func diskDirs(t testing.TB) (dir, backing, mnt string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a lazy disk needs root")
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("no /dev/fuse on this machine")
+	}
+	dir = t.TempDir()
+	backing, mnt = filepath.Join(dir, "backing"), filepath.Join(dir, "mnt")
+	for _, p := range []string{backing, mnt} {
+		if err := os.Mkdir(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir, backing, mnt
+}
+
+// written opens the file at path and writes content to it without a sync; the caller
+// closes it.
+func written(t testing.TB, path, content string) *os.File {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(content); err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	return f
+}
+
+// durableFile makes the file f in the mount's root with content, durable, entry and all;
+// its path.
+func durableFile(t testing.TB, mnt, content string) string {
+	t.Helper()
+	p := filepath.Join(mnt, "f")
+	writeFile(t, p, content, true)
+	syncDir(t, mnt)
+	return p
+}
+
+// appendFile appends content to the file at path without a sync.
+func appendFile(t testing.TB, path, content string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(content); err != nil {
+		t.Fatal(err)
 	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
@@ -104,18 +152,9 @@ func wantContent(t testing.TB, path, want string) {
 
 func TestUnsyncedWriteIsDropped(t *testing.T) {
 	d, backing, mnt := mounted(t)
-	p := filepath.Join(mnt, "f")
-	writeFile(t, p, "durable", true)
-	syncDir(t, mnt)
+	p := durableFile(t, mnt, "durable")
 
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString(" and more"); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	appendFile(t, p, " and more")
 	wantContent(t, p, "durable and more")
 	wantContent(t, filepath.Join(backing, "f"), "durable")
 	if got := d.Stats().DirtyBytes; got != 9 {
@@ -148,17 +187,9 @@ func TestSyncedWriteSurvives(t *testing.T) {
 	} {
 		t.Run(sync.name, func(t *testing.T) {
 			d, backing, mnt := mounted(t)
-			p := filepath.Join(mnt, "f")
-			writeFile(t, p, "", true)
-			syncDir(t, mnt)
-			f, err := os.OpenFile(p, os.O_WRONLY, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := durableFile(t, mnt, "")
+			f := written(t, p, "kept")
 			defer f.Close()
-			if _, err := f.WriteString("kept"); err != nil {
-				t.Fatal(err)
-			}
 			if err := sync.do(f); err != nil {
 				t.Fatal(err)
 			}
@@ -181,9 +212,7 @@ func TestSyncOpenedWritesSurvive(t *testing.T) {
 	}{{"O_SYNC", os.O_SYNC}, {"O_DSYNC", syscall.O_DSYNC}} {
 		t.Run(flag.name, func(t *testing.T) {
 			d, _, mnt := mounted(t)
-			p := filepath.Join(mnt, "f")
-			writeFile(t, p, "", true)
-			syncDir(t, mnt)
+			p := durableFile(t, mnt, "")
 			f, err := os.OpenFile(p, os.O_WRONLY|flag.flag, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -328,16 +357,9 @@ func TestRenameOverIsReverted(t *testing.T) {
 
 func TestUnlinkIsReverted(t *testing.T) {
 	d, _, mnt := mounted(t)
-	p := filepath.Join(mnt, "f")
-	writeFile(t, p, "durable", true)
-	syncDir(t, mnt)
+	p := durableFile(t, mnt, "durable")
 	// Pending data on the file dies with it.
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteString(" pending")
-	f.Close()
+	appendFile(t, p, " pending")
 	if err := os.Remove(p); err != nil {
 		t.Fatal(err)
 	}
@@ -754,17 +776,9 @@ func TestSlowSync(t *testing.T) {
 
 func TestDropFailsWaitingSync(t *testing.T) {
 	d, _, mnt := mounted(t)
-	p := filepath.Join(mnt, "f")
-	writeFile(t, p, "", true)
-	syncDir(t, mnt)
-	f, err := os.OpenFile(p, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := durableFile(t, mnt, "")
+	f := written(t, p, "lost")
 	defer f.Close()
-	if _, err := f.WriteString("lost"); err != nil {
-		t.Fatal(err)
-	}
 	d.SetSyncDelay(time.Hour)
 	done := make(chan error, 1)
 	go func() { done <- f.Sync() }()
@@ -941,17 +955,8 @@ func TestUnmountWritesBack(t *testing.T) {
 // again reads only what the power loss left.
 func TestHeldOpensReadWhatTheDropLeft(t *testing.T) {
 	d, _, mnt := mounted(t)
-	p := filepath.Join(mnt, "f")
-	writeFile(t, p, "durable", true)
-	syncDir(t, mnt)
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString(" and lost"); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	p := durableFile(t, mnt, "durable")
+	appendFile(t, p, " and lost")
 	d.HoldOpens()
 	read := make(chan string)
 	go func() {

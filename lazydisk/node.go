@@ -327,36 +327,20 @@ func (n *node) made(ctx context.Context, dir where, name, rel string, mode uint3
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	if n.hides(name) {
-		return nil, syscall.EPERM
-	}
-	dir, rel, unlock, errno := n.changing(name)
-	if errno != 0 {
-		return nil, errno
-	}
-	defer unlock()
-	if err := syscall.Mkdir(filepath.Join(dir.path, name), mode&0o7777); err != nil {
-		return nil, fs.ToErrno(err)
-	}
-	return n.made(ctx, dir, name, rel, syscall.S_IFDIR|mode, out)
+	return n.make(ctx, name, syscall.S_IFDIR|mode, out, func(path string) error { return syscall.Mkdir(path, mode&0o7777) })
 }
 
 func (n *node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	if n.hides(name) {
-		return nil, syscall.EPERM
-	}
-	dir, rel, unlock, errno := n.changing(name)
-	if errno != 0 {
-		return nil, errno
-	}
-	defer unlock()
-	if err := syscall.Mknod(filepath.Join(dir.path, name), mode, int(rdev)); err != nil {
-		return nil, fs.ToErrno(err)
-	}
-	return n.made(ctx, dir, name, rel, mode, out)
+	return n.make(ctx, name, mode, out, func(path string) error { return syscall.Mknod(path, mode, int(rdev)) })
 }
 
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return n.make(ctx, name, syscall.S_IFLNK, out, func(path string) error { return syscall.Symlink(target, path) })
+}
+
+// make makes the entry name of the given mode in this directory by mk, which is given its
+// backing path, and records it as a change of names.
+func (n *node) make(ctx context.Context, name string, mode uint32, out *fuse.EntryOut, mk func(path string) error) (*fs.Inode, syscall.Errno) {
 	if n.hides(name) {
 		return nil, syscall.EPERM
 	}
@@ -365,10 +349,10 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 		return nil, errno
 	}
 	defer unlock()
-	if err := syscall.Symlink(target, filepath.Join(dir.path, name)); err != nil {
+	if err := mk(filepath.Join(dir.path, name)); err != nil {
 		return nil, fs.ToErrno(err)
 	}
-	return n.made(ctx, dir, name, rel, syscall.S_IFLNK, out)
+	return n.made(ctx, dir, name, rel, mode, out)
 }
 
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
