@@ -92,9 +92,9 @@ func written(t testing.TB, path, content string) *os.File {
 	return f
 }
 
-// durableFile makes the file f in the mount's root with content, durable, entry and all;
+// syncedFile makes the file f in the mount's root with content, durable, entry and all;
 // its path.
-func durableFile(t testing.TB, mnt, content string) string {
+func syncedFile(t testing.TB, mnt, content string) string {
 	t.Helper()
 	p := filepath.Join(mnt, "f")
 	writeFile(t, p, content, true)
@@ -152,7 +152,7 @@ func wantContent(t testing.TB, path, want string) {
 
 func TestUnsyncedWriteIsDropped(t *testing.T) {
 	d, backing, mnt := mounted(t)
-	p := durableFile(t, mnt, "durable")
+	p := syncedFile(t, mnt, "durable")
 
 	appendFile(t, p, " and more")
 	wantContent(t, p, "durable and more")
@@ -187,7 +187,7 @@ func TestSyncedWriteSurvives(t *testing.T) {
 	} {
 		t.Run(sync.name, func(t *testing.T) {
 			d, backing, mnt := mounted(t)
-			p := durableFile(t, mnt, "")
+			p := syncedFile(t, mnt, "")
 			f := written(t, p, "kept")
 			defer f.Close()
 			if err := sync.do(f); err != nil {
@@ -212,7 +212,7 @@ func TestSyncOpenedWritesSurvive(t *testing.T) {
 	}{{"O_SYNC", os.O_SYNC}, {"O_DSYNC", syscall.O_DSYNC}} {
 		t.Run(flag.name, func(t *testing.T) {
 			d, _, mnt := mounted(t)
-			p := durableFile(t, mnt, "")
+			p := syncedFile(t, mnt, "")
 			f, err := os.OpenFile(p, os.O_WRONLY|flag.flag, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -357,7 +357,7 @@ func TestRenameOverIsReverted(t *testing.T) {
 
 func TestUnlinkIsReverted(t *testing.T) {
 	d, _, mnt := mounted(t)
-	p := durableFile(t, mnt, "durable")
+	p := syncedFile(t, mnt, "durable")
 	// Pending data on the file dies with it.
 	appendFile(t, p, " pending")
 	if err := os.Remove(p); err != nil {
@@ -776,7 +776,7 @@ func TestSlowSync(t *testing.T) {
 
 func TestDropFailsWaitingSync(t *testing.T) {
 	d, _, mnt := mounted(t)
-	p := durableFile(t, mnt, "")
+	p := syncedFile(t, mnt, "")
 	f := written(t, p, "lost")
 	defer f.Close()
 	d.SetSyncDelay(time.Hour)
@@ -955,7 +955,7 @@ func TestUnmountWritesBack(t *testing.T) {
 // again reads only what the power loss left.
 func TestHeldOpensReadWhatTheDropLeft(t *testing.T) {
 	d, _, mnt := mounted(t)
-	p := durableFile(t, mnt, "durable")
+	p := syncedFile(t, mnt, "durable")
 	appendFile(t, p, " and lost")
 	d.HoldOpens()
 	read := make(chan string)
