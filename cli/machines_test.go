@@ -223,6 +223,28 @@ func leftOn(t *testing.T, ms []containers.StandIn, key string) {
 	}
 }
 
+// A disk fault on a machine without /dev/fuse is refused in one line naming the machine,
+// with 254, before anything is made.
+func TestDiskFaultOnAMachineWithoutFUSEIsOneLineAnd254(t *testing.T) {
+	signer, key := machinestest.Key(t)
+	m := machinestest.Serve(t, signer.PublicKey())
+	m.NoFUSE = true
+	file := filepath.Join(t.TempDir(), "machines.txt")
+	if err := os.WriteFile(file, []byte(m.Address()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	results := filepath.Join(t.TempDir(), "results")
+	code, _, stderr := lockbreaker(t, nil, "run", "--system", "redis", "--nemesis", "power-loss", "--nodes-file", file,
+		"--ssh-private-key", key, "--no-install", "--results", results)
+	want := "lockbreaker: machine " + m.Address() + ": has no /dev/fuse, which the faults on the nodes' disks serve them through\n"
+	if code != 254 || stderr != want {
+		t.Errorf("exit %d, stderr %q; want 254 and %q", code, stderr, want)
+	}
+	if _, err := os.Stat(results); !os.IsNotExist(err) {
+		t.Errorf("the refused run made %s (stat: %v)", results, err)
+	}
+}
+
 // A run told to take the machines' packages as installed (--no-install) is refused in one
 // line naming the machine and what it lacks, with 254, before it makes anything: no run
 // directory, nothing on the machine.

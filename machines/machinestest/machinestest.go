@@ -36,10 +36,12 @@ type Server struct {
 	Sudo     bool
 	Password string
 	// Missing are the tools a tools check reports; Skew is how far its clock is off;
-	// NoClockRights leaves CAP_SYS_TIME out of root's capabilities, as in a container.
+	// NoClockRights leaves CAP_SYS_TIME out of root's capabilities, as in a container;
+	// NoFUSE, /dev/fuse out of its devices.
 	Missing       []string
 	Skew          time.Duration
 	NoClockRights bool
+	NoFUSE        bool
 
 	// Open and MaxOpen count the sessions open now and at most.
 	Open, MaxOpen atomic.Int32
@@ -119,7 +121,7 @@ func (s *Server) handle(sess gssh.Session) {
 }
 
 // run answers one command and says its exit code: echo hi, exit 3, hold, block, true,
-// date +%s%N, root's capabilities (grep '^CapEff:'), a tools check (for t in ...), and any
+// date +%s%N, root's capabilities (grep '^CapEff:'), /dev/fuse (test -c), a tools check (for t in ...), and any
 // of them through sudo.
 func (s *Server) run(sess gssh.Session, cmd string, in *bufio.Reader) int {
 	switch {
@@ -145,6 +147,10 @@ func (s *Server) run(sess gssh.Session, cmd string, in *bufio.Reader) int {
 			caps = "00000000a80425fb" // Docker's default
 		}
 		fmt.Fprintln(sess, "CapEff:\t"+caps)
+	case cmd == "test -c /dev/fuse":
+		if s.NoFUSE {
+			return 1
+		}
 	case strings.HasPrefix(cmd, "for t in "):
 		for _, t := range s.Missing {
 			fmt.Fprintln(sess, t)
