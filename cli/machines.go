@@ -35,7 +35,8 @@ prints each machine that can; one that cannot is named with its reason, one line
 the exit code is 254.
 
 machines up N starts N stand-in machines on this host: containers of --system's node image
-with sshd, root let in with a key made for them, NET_ADMIN and no clock rights. It writes
+with sshd, root let in with a key made for them, NET_ADMIN, FUSE (/dev/fuse and CAP_SYS_ADMIN, for
+the disks of power-loss and slow-disk) and no clock rights. It writes
 the machines file and the key into --dir and prints the run that uses them; they stay until
 machines down (or clean --all) removes them and the files. docs/machines.md says what a
 machine needs and what runs on machines can do.`,
