@@ -60,10 +60,6 @@ func CheckDisks() error {
 // startDisks serves a disk for each of the cluster's nodes, holding what the image holds
 // in the recipe's data directory.
 func (c *Cluster) startDisks(ctx context.Context) error {
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("disks: %w", err)
-	}
 	run := runDisks(c.spec.RunID)
 	seed := filepath.Join(run, "seed")
 	if err := c.copyImageData(ctx, seed); err != nil {
@@ -72,7 +68,7 @@ func (c *Cluster) startDisks(ctx context.Context) error {
 	c.disks = map[string]*nodes.Disk{}
 	for i := range c.spec.Nodes {
 		name := "n" + strconv.Itoa(i+1)
-		d := &nodes.Disk{Run: hostRunAll, Program: self, Dir: filepath.Join(run, name)}
+		d := &nodes.Disk{Do: nodes.LocalDisk, Dir: filepath.Join(run, name)}
 		c.disks[name] = d
 		if err := os.MkdirAll(d.Mount(), 0o755); err != nil {
 			return fmt.Errorf("disks: %w", err)
@@ -87,11 +83,6 @@ func (c *Cluster) startDisks(ctx context.Context) error {
 		}
 	}
 	return os.RemoveAll(seed)
-}
-
-// hostRunAll runs cmd on this host (hostRun).
-func hostRunAll(ctx context.Context, cmd ...string) (string, error) {
-	return hostRun(ctx, cmd[0], cmd[1:]...)
 }
 
 // copyImageData copies the image's data directory of the recipe to dir, with what it

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/lockbreaker/lockbreaker/internal/shellwords"
+	"github.com/lockbreaker/lockbreaker/lazydisk"
 	"github.com/lockbreaker/lockbreaker/nodes"
 )
 
@@ -34,7 +35,9 @@ true`
 
 // withDisk gives node n a disk at data, its recipe's data directory.
 func (n node) withDisk(data string) node {
-	n.disk = &nodes.Disk{Run: n.Run, Program: diskProgram, Dir: diskDir, At: data}
+	n.disk = &nodes.Disk{Dir: diskDir, At: data, Do: func(ctx context.Context, args ...string) (string, error) {
+		return n.Run(ctx, append([]string{"env", lazydisk.ServeEnv + "=1", diskProgram}, args...)...)
+	}}
 	return n
 }
 

@@ -117,9 +117,9 @@ func TestHealRemovesCutsBeforeRestarting(t *testing.T) {
 func TestPowerCycleDropsBeforeTheServerReadsItsDiskAgain(t *testing.T) {
 	n1 := &fake{name: "n1"}
 	c, log := fakeCluster(n1)
-	n1.disk = &Disk{Program: "lockbreaker", Dir: "/d", Run: func(_ context.Context, cmd ...string) (string, error) {
-		log.add("disk " + strings.Join(cmd[3:], " "))
-		if cmd[3] == "drop" {
+	n1.disk = &Disk{Dir: "/d", Do: func(_ context.Context, args ...string) (string, error) {
+		log.add("disk " + strings.Join(args, " "))
+		if args[0] == "drop" {
 			return `{"files":[{"path":"log","bytes":3}],"entries":["created tmp"]}`, nil
 		}
 		return "", nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/lazydisk"
@@ -13,13 +14,13 @@ import (
 // Disk is a node's data directory on a disk that keeps unsynced writes apart so that a
 // power loss can drop them (package lazydisk), served by a daemon of lockbreaker's own
 // where the node's place runs it: on this host for a container, into which its mount is
-// bound; on the machine itself for a machine. Its commands are lockbreaker's own `disk`
-// commands, run there.
+// bound; on the machine itself for a machine. Its commands are lazydisk.Main's, run there.
 type Disk struct {
-	// Run runs a command as root where the daemon runs, and returns its output.
-	Run func(ctx context.Context, cmd ...string) (string, error)
-	// Program is the lockbreaker binary there.
-	Program string
+	// Do runs a disk command (lazydisk.Main's arguments) where the daemon runs, as root,
+	// and returns its output: in this process for a disk on this host (LocalDisk), which
+	// a power loss must strike within a second of a grant, however busy the host; by a
+	// copy of lockbreaker on a machine.
+	Do func(ctx context.Context, args ...string) (string, error)
 	// Dir is the disk's directory there: the durable copy (backing), and the daemon's
 	// socket, pidfile and log.
 	Dir string
@@ -88,16 +89,20 @@ func (d *Disk) SlowSync(ctx context.Context, delay time.Duration) error {
 }
 
 func (d *Disk) do(ctx context.Context, command string, args ...string) (string, error) {
-	out, err := d.Run(ctx, d.command(command, append([]string{"--socket", d.Socket()}, args...)...)...)
+	out, err := d.Do(ctx, append([]string{command, "--socket", d.Socket()}, args...)...)
 	if err != nil {
 		return "", fmt.Errorf("disk %s: %w", command, err)
 	}
 	return out, nil
 }
 
-// command is a disk command run by Program (lazydisk.MaybeServe).
-func (d *Disk) command(command string, args ...string) []string {
-	return append([]string{"env", lazydisk.ServeEnv + "=1", d.Program, command}, args...)
+// LocalDisk runs disk commands in this process: a disk served on this host.
+func LocalDisk(_ context.Context, args ...string) (string, error) {
+	var out, errs strings.Builder
+	if code := lazydisk.Main(args, &out, &errs); code != 0 {
+		return out.String(), fmt.Errorf("exit status %d: %s", code, strings.TrimSpace(errs.String()))
+	}
+	return out.String(), nil
 }
 
 // PowerOff cuts node name's power: its server is killed and its disk drops every write it
