@@ -536,12 +536,13 @@ func TestBothWaysOfMakingTheNodeImageKeepTheFilesModes(t *testing.T) {
 }
 
 // Heal is one contract wherever nodes live (nodes/nodestest): here in containers, on a
-// Redlock of three, a node paused, cut off and off its clock, another killed.
+// Redlock of three, a node paused, cut off, off its clock and on a slow disk, another
+// killed.
 func TestHealContract(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker")
 	}
 	t.Parallel()
-	c := startCluster(t, Spec{System: "redlock", Nodes: 3, Faketime: true, Partitions: true})
+	c := startCluster(t, Spec{System: "redlock", Nodes: 3, Faketime: true, Partitions: true, Disks: true})
 	nodestest.HealContract(t, c.Cluster, "n1", "n3")
 }

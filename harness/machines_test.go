@@ -84,8 +84,8 @@ func TestRunOnAStandInMachine(t *testing.T) {
 }
 
 // Heal is one contract wherever nodes live (nodes/nodestest): here on a stand-in machine,
-// its one Redis node paused, cut off this host, off its clock and killed at once, where the
-// cut outlives the server it struck.
+// its one Redis node paused, cut off this host, off its clock, on a slow disk and killed
+// at once, where the cut outlives the server it struck.
 func TestHealContractOnAStandInMachine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker: a stand-in machine")
@@ -104,7 +104,7 @@ func TestHealContractOnAStandInMachine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := machines.StartCluster(ctx, []*machines.Machine{m}, sys, system.Cluster{Nodes: 1, TTL: 2 * time.Second}, nodes.Faketime, false, testWriter{t})
+	c, err := machines.StartCluster(ctx, []*machines.Machine{m}, sys, system.Cluster{Nodes: 1, TTL: 2 * time.Second}, nodes.Faketime, true, testWriter{t})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -131,12 +131,15 @@ func TestDaemon(t *testing.T) {
 		run(t, &stats, "counters", "--socket", socket)
 		return stats.SyncsWaiting == 1
 	})
-	if stats.DirtyBytes != 1 || stats.BytesWritten != 14 {
-		t.Errorf("stats %+v, want 1 dirty byte of 14 written", stats)
+	if stats.DirtyBytes != 1 || stats.BytesWritten != 14 || stats.SyncDelay != time.Hour {
+		t.Errorf("stats %+v, want 1 dirty byte of 14 written and syncs an hour long", stats)
 	}
 	run(t, nil, "slow", "--socket", socket, "--delay", "0")
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+	if run(t, &stats, "counters", "--socket", socket); stats.SyncDelay != 0 || stats.SyncsWaiting != 0 {
+		t.Errorf("after slow --delay 0: %+v, want no delay and no sync waiting", stats)
 	}
 	wantContent(t, filepath.Join(backing, "f"), "synced!")
 

@@ -68,12 +68,13 @@ type Lost struct {
 
 // Stats are counters since the mount.
 type Stats struct {
-	Syncs          int64 `json:"syncs"`           // fsync, fdatasync and fsyncdir answered
-	SyncsWaiting   int64 `json:"syncs_waiting"`   // syncs held back by the delay now
-	BytesWritten   int64 `json:"bytes_written"`   // written through the mount
-	BytesSynced    int64 `json:"bytes_synced"`    // written to the backing directory by syncs
-	DirtyBytes     int64 `json:"dirty_bytes"`     // held in memory now, lost by a Drop
-	PendingEntries int   `json:"pending_entries"` // directory changes a Drop would undo now
+	Syncs          int64         `json:"syncs"`           // fsync, fdatasync and fsyncdir answered
+	SyncDelay      time.Duration `json:"sync_delay"`      // how long each sync waits now (SetSyncDelay)
+	SyncsWaiting   int64         `json:"syncs_waiting"`   // syncs held back by the delay now
+	BytesWritten   int64         `json:"bytes_written"`   // written through the mount
+	BytesSynced    int64         `json:"bytes_synced"`    // written to the backing directory by syncs
+	DirtyBytes     int64         `json:"dirty_bytes"`     // held in memory now, lost by a Drop
+	PendingEntries int           `json:"pending_entries"` // directory changes a Drop would undo now
 }
 
 // Mount serves opts.Backing on opts.Mount until Unmount. It fails at once when /dev/fuse
@@ -221,6 +222,7 @@ func (d *FS) SetSyncDelay(delay time.Duration) { d.gate.set(delay) }
 func (d *FS) Stats() Stats {
 	return Stats{
 		Syncs:          d.syncs.Load(),
+		SyncDelay:      d.gate.delayNow(),
 		SyncsWaiting:   d.gate.held(),
 		BytesWritten:   d.written.Load(),
 		BytesSynced:    d.synced.Load(),

@@ -92,3 +92,10 @@ func (g *gate) held() int64 {
 	defer g.mu.Unlock()
 	return g.waiting
 }
+
+// delayNow is the delay in force.
+func (g *gate) delayNow() time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.delay
+}

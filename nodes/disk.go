@@ -88,6 +88,16 @@ func (d *Disk) SlowSync(ctx context.Context, delay time.Duration) error {
 	return err
 }
 
+// Counters reads the disk's counters: its syncs, those waiting, the delay in force.
+func (d *Disk) Counters(ctx context.Context) (lazydisk.Stats, error) {
+	var stats lazydisk.Stats
+	out, err := d.do(ctx, "counters")
+	if err == nil {
+		err = json.Unmarshal([]byte(out), &stats)
+	}
+	return stats, err
+}
+
 func (d *Disk) do(ctx context.Context, command string, args ...string) (string, error) {
 	out, err := d.Do(ctx, append([]string{command, "--socket", d.Socket()}, args...)...)
 	if err != nil {
