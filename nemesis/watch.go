@@ -44,6 +44,10 @@ type watcher struct {
 	// serving are the held grants whose lease a fault watches for its hazard made real:
 	// an answer to another client by the lock service in the state the fault left it.
 	serving []*served
+	// fired is the last deadline next saw fire: a wait that goes on after it is over.
+	fired <-chan time.Time
+	// seeing, while each follows the history, is its see.
+	seeing func(history.Event)
 }
 
 func watch(events <-chan history.Event) *watcher {
@@ -57,16 +61,44 @@ func (w *watcher) holds(p int) bool {
 	return ok
 }
 
-// next returns the next event; false once ctx ends or deadline fires (nil: never).
+// next returns the next event; false once ctx ends or deadline fires (nil: never). A
+// fault's goroutine may run long after the events it waits on were recorded (a busy host,
+// a run stopping early), so an end never hides them: past the deadline, next still returns
+// each event recorded already; once ctx ends, it follows them all (a grant that made a
+// hazard is seen, and handed to each's see) and returns false, so that nothing acts anew.
 func (w *watcher) next(ctx context.Context, deadline <-chan time.Time) (history.Event, bool) {
+	if ctx.Err() == nil && (deadline == nil || deadline != w.fired) {
+		select {
+		case <-ctx.Done():
+		case <-deadline:
+			w.fired = deadline
+		case e := <-w.events:
+			w.follow(e)
+			return e, true
+		}
+	}
+	if ctx.Err() == nil {
+		return w.queued()
+	}
+	for {
+		e, ok := w.queued()
+		if !ok {
+			return e, false
+		}
+		if w.seeing != nil {
+			w.seeing(e)
+		}
+	}
+}
+
+// queued follows the next event recorded already, if there is one.
+func (w *watcher) queued() (history.Event, bool) {
 	select {
-	case <-ctx.Done():
-		return history.Event{}, false
-	case <-deadline:
-		return history.Event{}, false
 	case e := <-w.events:
 		w.follow(e)
 		return e, true
+	default:
+		return history.Event{}, false
 	}
 }
 
@@ -110,10 +142,7 @@ func (w *watcher) follow(e history.Event) {
 // read from the channel finds that it has released since.
 func (w *watcher) catchUp() {
 	for {
-		select {
-		case e := <-w.events:
-			w.follow(e)
-		default:
+		if _, ok := w.queued(); !ok {
 			return
 		}
 	}
@@ -129,6 +158,8 @@ func (w *watcher) wait(ctx context.Context, d time.Duration) bool {
 func (w *watcher) each(ctx context.Context, d time.Duration, see func(history.Event)) {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
+	w.seeing = see
+	defer func() { w.seeing = nil }()
 	for {
 		e, ok := w.next(ctx, timer.C)
 		if !ok {
