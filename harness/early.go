@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
@@ -14,13 +15,16 @@ import (
 
 // overlapSeen follows the history and says when two clients were first seen holding one
 // key at once, as mutual exclusion counts holds: from an acquire's ok to its holder's
-// release. A grant to another client while one holds is confirmed as an overlap by the
-// holder's next read, write or release, which proves its hold reached past that grant;
-// a holder that invokes an acquire instead has lost its hold unseen (it was killed and a
-// new life took its place), and confirms nothing.
+// release, by the events' times. Events reach it in the order they were recorded, which on
+// a busy host may differ from their times' (a holder's release invoked before another's
+// grant can be recorded after it), so two holds overlap only when each holder was seen
+// holding after the other's grant: the earlier holder's read, write or release after the
+// later one's grant proves its hold reached past it. A holder that invokes an acquire
+// instead has lost its hold unseen (it was killed and a new life took its place), and
+// proves nothing.
 type overlapSeen struct {
-	holding  map[holder]bool // holders now, by their own account
-	rivalled map[holder]bool // holders that another client was granted the key while they held
+	holding map[holder]heldSpan   // holds not released yet, by their holders' own account
+	ended   map[string][]heldSpan // each key's latest released holds (a recorded event may be older than one)
 }
 
 type holder struct {
@@ -28,8 +32,23 @@ type holder struct {
 	process int
 }
 
+// heldSpan is a hold as far as it was seen: its grant's time, and the time of its holder's
+// latest event within it.
+type heldSpan struct {
+	process     int
+	from, until int64
+}
+
+func (a heldSpan) overlaps(b heldSpan) bool {
+	return a.process != b.process && a.from < b.until && b.from < a.until
+}
+
+// endedKept is how many released holds of a key are kept to check a late-recorded event
+// against: enough for every client of a run to release once while one event waits.
+const endedKept = 32
+
 func newOverlapSeen() *overlapSeen {
-	return &overlapSeen{holding: map[holder]bool{}, rivalled: map[holder]bool{}}
+	return &overlapSeen{holding: map[holder]heldSpan{}, ended: map[string][]heldSpan{}}
 }
 
 // add follows event e and says whether it confirms an overlap.
@@ -38,26 +57,33 @@ func (o *overlapSeen) add(e history.Event) bool {
 		return false
 	}
 	h := holder{e.Key, e.Process}
+	span, held := o.holding[h]
 	switch {
 	case e.Func == history.Acquire && e.Type == history.OK:
-		for other := range o.holding {
-			if other.key == e.Key && other.process != e.Process {
-				o.rivalled[other] = true
-			}
-		}
-		o.holding[h] = true
+		span = heldSpan{process: e.Process, from: e.Time, until: e.Time}
 	case e.Func == history.Acquire && e.Type == history.Invoke:
 		delete(o.holding, h)
-		delete(o.rivalled, h)
-	case o.holding[h] && (e.Func == history.Read || e.Func == history.Write || e.Func == history.Release):
-		if o.rivalled[h] {
+		return false
+	case held && (e.Func == history.Read || e.Func == history.Write || e.Func == history.Release):
+		span.until = max(span.until, e.Time)
+	default:
+		return false
+	}
+	if e.Func == history.Release && e.Type == history.Invoke {
+		delete(o.holding, h)
+		o.ended[e.Key] = append(o.ended[e.Key], span)
+		if n := len(o.ended[e.Key]); n > endedKept {
+			o.ended[e.Key] = o.ended[e.Key][n-endedKept:]
+		}
+	} else {
+		o.holding[h] = span
+	}
+	for other, s := range o.holding {
+		if other.key == e.Key && span.overlaps(s) {
 			return true
 		}
-		if e.Func == history.Release && e.Type == history.Invoke {
-			delete(o.holding, h)
-		}
 	}
-	return false
+	return slices.ContainsFunc(o.ended[e.Key], span.overlaps)
 }
 
 // stopAtFirstOverlap calls stop grace after events first confirm an overlap; it returns

@@ -16,29 +16,41 @@ func ev(p int, f history.Func, typ history.Type) history.Event {
 	return history.Event{Process: p, Func: f, Type: typ, Key: "k"}
 }
 
+// at is e at time t.
+func at(t int64, e history.Event) history.Event {
+	e.Time = t
+	return e
+}
+
 // An overlap is seen only once the earlier holder shows its hold reached past another's
-// grant; a holder that released first, or whose next event is a new acquire (a new life
-// after a kill), confirms none.
+// grant, by the events' times and whatever the order they were recorded in; a holder that
+// released first, or whose next event is a new acquire (a new life after a kill),
+// confirms none.
 func TestOverlapSeenOnlyWhenTheEarlierHolderActsAfterTheRivalsGrant(t *testing.T) {
-	grant := func(p int) []history.Event {
-		return []history.Event{ev(p, history.Acquire, history.Invoke), ev(p, history.Acquire, history.OK)}
+	grant := func(p int, t int64) []history.Event {
+		return []history.Event{at(t, ev(p, history.Acquire, history.Invoke)), at(t+1, ev(p, history.Acquire, history.OK))}
 	}
 	for _, tt := range []struct {
 		name   string
-		events []history.Event
-		want   int // index of the confirming event, -1: none
+		events []history.Event // in the order recorded
+		want   int             // index of the confirming event, -1: none
 	}{
 		{"the paused holder writes after the rival's grant",
-			slices.Concat(grant(1), grant(2), []history.Event{ev(1, history.Write, history.Invoke)}), 4},
+			slices.Concat(grant(1, 1), grant(2, 3), []history.Event{at(5, ev(1, history.Write, history.Invoke))}), 4},
 		{"the holder released before the rival's grant",
-			slices.Concat(grant(1), []history.Event{ev(1, history.Release, history.Invoke), ev(1, history.Release, history.OK)}, grant(2),
-				[]history.Event{ev(1, history.Read, history.Invoke)}), -1},
+			slices.Concat(grant(1, 1), []history.Event{at(3, ev(1, history.Release, history.Invoke)), at(4, ev(1, history.Release, history.OK))}, grant(2, 5),
+				[]history.Event{at(7, ev(1, history.Read, history.Invoke))}), -1},
+		{"the holder released before the rival's grant, recorded after it (a busy host)",
+			slices.Concat(grant(1, 1), grant(2, 4), []history.Event{at(3, ev(1, history.Release, history.Invoke)), at(6, ev(1, history.Release, history.OK))}), -1},
+		{"the rival's grant recorded after the holder released past it",
+			slices.Concat(grant(1, 1), []history.Event{at(3, ev(2, history.Acquire, history.Invoke)), at(6, ev(1, history.Release, history.Invoke)),
+				at(4, ev(2, history.Acquire, history.OK))}), 4},
 		{"the holder's next event is a new acquire",
-			slices.Concat(grant(1), grant(2), grant(1)), -1},
+			slices.Concat(grant(1, 1), grant(2, 3), grant(1, 5)), -1},
 		{"the rival acts, not the holder",
-			slices.Concat(grant(1), grant(2), []history.Event{ev(2, history.Write, history.Invoke)}), -1},
+			slices.Concat(grant(1, 1), grant(2, 3), []history.Event{at(5, ev(2, history.Write, history.Invoke))}), -1},
 		{"the nemesis's events are no holder's",
-			slices.Concat(grant(1), grant(2), []history.Event{{Process: history.NemesisProcess, Func: history.Start}}), -1},
+			slices.Concat(grant(1, 1), grant(2, 3), []history.Event{{Process: history.NemesisProcess, Func: history.Start, Time: 5}}), -1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			seen, got := newOverlapSeen(), -1
