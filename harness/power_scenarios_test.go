@@ -11,6 +11,7 @@ import (
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/containers"
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/internal/tier"
 	"github.com/lockbreaker/lockbreaker/machines"
 	"github.com/lockbreaker/lockbreaker/results"
 	"github.com/lockbreaker/lockbreaker/system"
@@ -111,4 +112,49 @@ func TestRedlockPowerLossOnStandInMachines(t *testing.T) {
 			len(nemesisEvents(events.Events, history.Stop, history.PowerLoss.Name)))
 	}
 	t.Logf("mutual exclusion on stand-ins: %s", verdicts(s)[checkers.MutualExclusion].Verdict)
+}
+
+// A slow disk on etcd's leader: every write, the holder's release among them, waits on
+// the leader's stalled syncs, so the holder's lease runs out while it still holds; the
+// members elect another leader and the lock passes on only once the lease is over.
+func TestEtcdSlowDiskOnTheLeaderKeepsTheLock(t *testing.T) {
+	needDisks(t)
+	inLane(t, laneEtcd)
+	tr := untilDanger(t, shortSpec("etcd", "etcd", history.SlowDisk.Name, false, 8*time.Second), hazard(history.SyncStalledPastLease))
+	expectLockKept(t, tr.summary)
+}
+
+// A lock service that acknowledges writes it has not synced (etcd's --unsafe-no-fsync,
+// ZooKeeper's forceSync=no), all of its nodes losing their power together, comes back
+// without them and hands out again the revisions or sequence numbers it had given as
+// tokens: fencing on them would let a stale holder's write through. Whether the lock
+// itself holds is measured (docs/measurements.md), not asserted here.
+func TestRelaxedDurabilityHandsOutTokensAgainAfterAPowerLoss(t *testing.T) {
+	tier.Long(t) // a cluster of each system on its own disks; the suite disks measures both every time
+	needDisks(t)
+	for _, tt := range []struct {
+		system, lane string
+		persistence  system.Persistence
+	}{
+		{"etcd", laneEtcd, system.PersistUnsafeNoFsync},
+		{"zookeeper", laneZooKeeperCrash, system.PersistNoForceSync},
+	} {
+		t.Run(tt.system, func(t *testing.T) {
+			inLane(t, tt.lane)
+			spec := shortSpec(tt.system, "", history.PowerLoss.Name, false, 10*time.Second)
+			spec.Persistence, spec.Victims = string(tt.persistence), "all"
+			tr := untilDanger(t, spec, both(hazard(history.RestartServed), lostSomething))
+			expect(t, tr.summary, map[checkers.Name]checkers.Verdict{"fencing": checkers.Invalid})
+		})
+	}
+}
+
+// lostSomething is the danger of a power loss that dropped writes: a disk lost bytes.
+func lostSomething(tr ran) string {
+	for _, e := range nemesisEvents(tr.events, history.Start, history.PowerLoss.Name) {
+		if e.Detail[history.LostDetail] != "" && e.Detail[history.LostDetail] != "nothing" {
+			return ""
+		}
+	}
+	return "no power loss dropped anything"
 }
