@@ -115,13 +115,14 @@ func TestRedlockPowerLossOnStandInMachines(t *testing.T) {
 }
 
 // A slow disk on etcd's leader: every write, the holder's release among them, waits on
-// the leader's stalled syncs, so the holder's lease runs out while it still holds; the
-// members elect another leader and the lock passes on only once the lease is over.
-func TestEtcdSlowDiskOnTheLeaderKeepsTheLock(t *testing.T) {
+// the leader's stalled syncs, so the holder's lease runs out while it still holds. Whether
+// a second client is let in meanwhile is a rate (docs/measurements.md: now and then on a
+// busy host); fenced by the lock key's revision, the storage stays safe either way.
+func TestEtcdSlowDiskOnTheLeaderFencedKeepsTheDataSafe(t *testing.T) {
 	needDisks(t)
 	inLane(t, laneEtcd)
-	tr := untilDanger(t, shortSpec("etcd", "etcd", history.SlowDisk.Name, false, 8*time.Second), hazard(history.SyncStalledPastLease))
-	expectLockKept(t, tr.summary)
+	tr := untilDanger(t, shortSpec("etcd", "etcd", history.SlowDisk.Name, true, 8*time.Second), hazard(history.SyncStalledPastLease))
+	expect(t, tr.summary, map[checkers.Name]checkers.Verdict{"data-safety": checkers.Valid, "fencing": checkers.Valid})
 }
 
 // A lock service that acknowledges writes it has not synced (etcd's --unsafe-no-fsync,
