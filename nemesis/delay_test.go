@@ -52,22 +52,24 @@ func (f *fake) linkedEnv() (Env, fakeLinks) {
 }
 
 func TestDelaySlowsOneClientAndHeals(t *testing.T) {
-	f := newFake(2, 1)
-	env, _ := f.linkedEnv()
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	if err := (delayClient{}).Run(ctx, env); err != nil {
-		t.Fatal(err)
-	}
-	got := f.did()
-	if len(got) < 2 || !strings.Contains(got[0], "slowed 30ms") || got[1] != "heal links" {
-		t.Errorf("actions %q", got)
-	}
-	for _, fl := range f.faults() {
-		if !fl.Healed || !strings.HasPrefix(fl.Targets[0], "worker-") {
-			t.Errorf("fault %+v", fl)
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(2, 1)
+		env, _ := f.linkedEnv()
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		if err := (delayClient{}).Run(ctx, env); err != nil {
+			t.Fatal(err)
 		}
-	}
+		got := f.did()
+		if len(got) < 2 || !strings.Contains(got[0], "slowed 30ms") || got[1] != "heal links" {
+			t.Errorf("actions %q", got)
+		}
+		for _, fl := range f.faults() {
+			if !fl.Healed || !strings.HasPrefix(fl.Targets[0], "worker-") {
+				t.Errorf("fault %+v", fl)
+			}
+		}
+	})
 }
 
 // delay-holder keeps a holder's write, sent within its lease, in the network until the
@@ -176,66 +178,70 @@ func TestSlownessSpansWhatALeaseRidesOutAndWhatEatsIt(t *testing.T) {
 // slow-network slows every client; a holder's write the storage applied after its lease
 // is its hazard, one within the lease is not.
 func TestSlowNetworkSeesWritesAfterTheirLease(t *testing.T) {
-	f := newFake(2, 1)
-	env, _ := f.linkedEnv()
-	env.TTL, env.Pause = 100*time.Millisecond, time.Hour // the window ends with the test
-	stop := running(t, slowNetwork{}, env)
-	waitFor(t, "both clients slowed", func() bool { return len(f.did()) == 2 })
-	granted := history.Now() - int64(time.Second) // both leases ran out long ago
-	for _, e := range []history.Event{
-		{Type: history.OK, Process: 0, Func: history.Acquire, Time: granted, Detail: map[string]string{"validity": "1h"}},
-		{Type: history.OK, Process: 0, Func: history.Write, Time: history.Now(), EffectFrom: history.Now(), Value: history.Int64(1)},
-		{Type: history.OK, Process: 1, Func: history.Acquire, Time: granted},
-		{Type: history.OK, Process: 1, Func: history.Write, Time: history.Now(), EffectFrom: history.Now(), Value: history.Int64(2)},
-	} {
-		f.events <- e
-	}
-	hazards := func() (n int) {
-		for _, e := range f.hazards() {
-			if e.Hazard == history.SlowPastLease && slices.Equal(e.Targets, []string{"worker-1"}) {
-				n++
-			}
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(2, 1)
+		env, _ := f.linkedEnv()
+		env.TTL, env.Pause = 100*time.Millisecond, time.Hour // the window ends with the test
+		stop := running(t, slowNetwork{}, env)
+		waitFor(t, "both clients slowed", func() bool { return len(f.did()) == 2 })
+		granted := history.Now() - int64(time.Second) // both leases ran out long ago
+		for _, e := range []history.Event{
+			{Type: history.OK, Process: 0, Func: history.Acquire, Time: granted, Detail: map[string]string{"validity": "1h"}},
+			{Type: history.OK, Process: 0, Func: history.Write, Time: history.Now(), EffectFrom: history.Now(), Value: history.Int64(1)},
+			{Type: history.OK, Process: 1, Func: history.Acquire, Time: granted},
+			{Type: history.OK, Process: 1, Func: history.Write, Time: history.Now(), EffectFrom: history.Now(), Value: history.Int64(2)},
+		} {
+			f.events <- e
 		}
-		return n
-	}
-	waitFor(t, "worker-1's late write", func() bool { return hazards() > 0 })
-	stop()
-	got := f.did()
-	if len(got) != 3 || !strings.HasPrefix(got[0], "worker-0 slowed ") || got[1] != strings.Replace(got[0], "worker-0", "worker-1", 1) ||
-		got[2] != "heal links" {
-		t.Errorf("actions %q, want both clients slowed alike, then healed", got)
-	}
-	if n := hazards(); n != 1 {
-		t.Errorf("%d hazards about worker-1, want 1 (worker-0's write was within its stated validity)", n)
-	}
-	if faults := f.faults(); len(faults) != 1 || !faults[0].Healed || faults[0].Targets[0] != Clients {
-		t.Errorf("faults %+v", faults)
-	}
+		hazards := func() (n int) {
+			for _, e := range f.hazards() {
+				if e.Hazard == history.SlowPastLease && slices.Equal(e.Targets, []string{"worker-1"}) {
+					n++
+				}
+			}
+			return n
+		}
+		waitFor(t, "worker-1's late write", func() bool { return hazards() > 0 })
+		stop()
+		got := f.did()
+		if len(got) != 3 || !strings.HasPrefix(got[0], "worker-0 slowed ") || got[1] != strings.Replace(got[0], "worker-0", "worker-1", 1) ||
+			got[2] != "heal links" {
+			t.Errorf("actions %q, want both clients slowed alike, then healed", got)
+		}
+		if n := hazards(); n != 1 {
+			t.Errorf("%d hazards about worker-1, want 1 (worker-0's write was within its stated validity)", n)
+		}
+		if faults := f.faults(); len(faults) != 1 || !faults[0].Healed || faults[0].Targets[0] != Clients {
+			t.Errorf("faults %+v", faults)
+		}
+	})
 }
 
 // delay's hazard is a late write of the client it delays, and of no other.
 func TestDelaySeesTheDelayedClientsLateWrite(t *testing.T) {
-	f := newFake(2, 1)
-	env, _ := f.linkedEnv()
-	env.TTL, env.Pause = 100*time.Millisecond, time.Hour // the window ends with the test
-	stop := running(t, delayClient{}, env)
-	waitFor(t, "a client delayed", func() bool { return len(f.did()) > 0 })
-	struck := 0
-	if strings.HasPrefix(f.did()[0], "worker-1 ") {
-		struck = 1
-	}
-	granted := history.Now() - int64(time.Second) // both leases ran out long ago
-	for _, p := range []int{1 - struck, struck} {
-		f.events <- history.Event{Type: history.OK, Process: p, Func: history.Acquire, Time: granted}
-		f.events <- history.Event{Type: history.OK, Process: p, Func: history.Write, Time: history.Now(), EffectFrom: history.Now(),
-			Value: history.Int64(int64(p))}
-	}
-	waitFor(t, "the delayed client's late write", func() bool { return len(f.hazards()) > 0 })
-	stop()
-	if got := f.hazards(); len(got) != 1 || got[0].Hazard != history.SlowPastLease || got[0].Fault != history.Delay.Name ||
-		!slices.Equal(got[0].Targets, []string{history.TargetOfClient(struck)}) {
-		t.Errorf("hazards %+v, want one %s for %s", got, history.SlowPastLease, history.TargetOfClient(struck))
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(2, 1)
+		env, _ := f.linkedEnv()
+		env.TTL, env.Pause = 100*time.Millisecond, time.Hour // the window ends with the test
+		stop := running(t, delayClient{}, env)
+		waitFor(t, "a client delayed", func() bool { return len(f.did()) > 0 })
+		struck := 0
+		if strings.HasPrefix(f.did()[0], "worker-1 ") {
+			struck = 1
+		}
+		granted := history.Now() - int64(time.Second) // both leases ran out long ago
+		for _, p := range []int{1 - struck, struck} {
+			f.events <- history.Event{Type: history.OK, Process: p, Func: history.Acquire, Time: granted}
+			f.events <- history.Event{Type: history.OK, Process: p, Func: history.Write, Time: history.Now(), EffectFrom: history.Now(),
+				Value: history.Int64(int64(p))}
+		}
+		waitFor(t, "the delayed client's late write", func() bool { return len(f.hazards()) > 0 })
+		stop()
+		if got := f.hazards(); len(got) != 1 || got[0].Hazard != history.SlowPastLease || got[0].Fault != history.Delay.Name ||
+			!slices.Equal(got[0].Targets, []string{history.TargetOfClient(struck)}) {
+			t.Errorf("hazards %+v, want one %s for %s", got, history.SlowPastLease, history.TargetOfClient(struck))
+		}
+	})
 }
 
 // slow-network's and delay's windows begin as a client is granted the lock: with no grant

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -384,21 +385,23 @@ func TestPauseNodeFinishesASignalTheRunsEndMeets(t *testing.T) {
 }
 
 func TestSchedulesAreSeeded(t *testing.T) {
-	run := func() []string {
-		f := newFake(5, 5)
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		defer cancel()
-		pauseNode{}.Run(ctx, f.env())
-		var targets []string
-		for _, fl := range f.faults() {
-			targets = append(targets, fl.Targets...)
+	synctest.Test(t, func(t *testing.T) {
+		run := func() []string {
+			f := newFake(5, 5)
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			pauseNode{}.Run(ctx, f.env())
+			var targets []string
+			for _, fl := range f.faults() {
+				targets = append(targets, fl.Targets...)
+			}
+			return targets[:min(3, len(targets))]
 		}
-		return targets[:min(3, len(targets))]
-	}
-	a, b := run(), run()
-	if len(a) < 3 || !slices.Equal(a, b) {
-		t.Fatalf("same seed, different schedules: %q vs %q", a, b)
-	}
+		a, b := run(), run()
+		if len(a) < 3 || !slices.Equal(a, b) {
+			t.Fatalf("same seed, different schedules: %q vs %q", a, b)
+		}
+	})
 }
 
 func TestPartitionShapes(t *testing.T) {
@@ -476,21 +479,23 @@ func TestKillClientKillsTheLongestWaiter(t *testing.T) {
 }
 
 func TestPartitionCutsAndHeals(t *testing.T) {
-	f := newFake(1, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	if err := (partition{history.PartitionClientsFrom}).Run(ctx, f.env()); err != nil {
-		t.Fatal(err)
-	}
-	got := f.did()
-	if len(got) < 2 || !strings.HasSuffix(got[0], "drops gw") || got[1] != "heal network" || got[len(got)-1] != "heal network" {
-		t.Fatalf("actions %q", got)
-	}
-	for _, fl := range f.faults() {
-		if !fl.Healed {
-			t.Errorf("fault %+v not healed", fl)
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(1, 3)
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		if err := (partition{history.PartitionClientsFrom}).Run(ctx, f.env()); err != nil {
+			t.Fatal(err)
 		}
-	}
+		got := f.did()
+		if len(got) < 2 || !strings.HasSuffix(got[0], "drops gw") || got[1] != "heal network" || got[len(got)-1] != "heal network" {
+			t.Fatalf("actions %q", got)
+		}
+		for _, fl := range f.faults() {
+			if !fl.Healed {
+				t.Errorf("fault %+v not healed", fl)
+			}
+		}
+	})
 }
 
 // A clock moved forward past the end of a held lease that the node granted is the clock
@@ -542,36 +547,38 @@ func TestClockFaultRecordsAJumpPastAHeldLease(t *testing.T) {
 func TestClockFaultsMoveOneClockAndPutItBack(t *testing.T) {
 	for _, mode := range clockModes {
 		t.Run(mode.Name, func(t *testing.T) {
-			f := newFake(1, 3)
-			env := f.env()
-			env.Pause = 350 * time.Millisecond
-			if err := skewClock(context.Background(), env, watch(f.events), f, mode, "n2", 4*time.Second); err != nil {
-				t.Fatal(err)
-			}
-			f.mu.Lock()
-			start, stop := f.recorded[0], f.recorded[len(f.recorded)-1]
-			f.mu.Unlock()
-			if stop.Detail["offset"] != "+0.000" || stop.Detail["furthest"] == "+0.000" || start.Detail["offset"] == "" {
-				t.Errorf("history does not keep the offsets: start %v stop %v", start.Detail, stop.Detail)
-			}
-			got := f.did()
-			if got[len(got)-1] != "clock n2 +0.000" {
-				t.Fatalf("clock not put back: %q", got)
-			}
-			switch mode {
-			case history.ClockBump:
-				if got[0] != "clock n2 +4.000" || len(got) != 2 {
-					t.Errorf("bump: %q", got)
+			synctest.Test(t, func(t *testing.T) {
+				f := newFake(1, 3)
+				env := f.env()
+				env.Pause = 350 * time.Millisecond
+				if err := skewClock(context.Background(), env, watch(f.events), f, mode, "n2", 4*time.Second); err != nil {
+					t.Fatal(err)
 				}
-			case history.ClockStrobe:
-				if !slices.Contains(got[1:], "clock n2 +0.000") || !slices.Contains(got[1:], "clock n2 +4.000") {
-					t.Errorf("strobe never flipped: %q", got)
+				f.mu.Lock()
+				start, stop := f.recorded[0], f.recorded[len(f.recorded)-1]
+				f.mu.Unlock()
+				if stop.Detail["offset"] != "+0.000" || stop.Detail["furthest"] == "+0.000" || start.Detail["offset"] == "" {
+					t.Errorf("history does not keep the offsets: start %v stop %v", start.Detail, stop.Detail)
 				}
-			case history.ClockRate:
-				if !slices.Contains(got, "clock n2 +0.200") {
-					t.Errorf("rate x2 never got 0.2s ahead: %q", got)
+				got := f.did()
+				if got[len(got)-1] != "clock n2 +0.000" {
+					t.Fatalf("clock not put back: %q", got)
 				}
-			}
+				switch mode {
+				case history.ClockBump:
+					if got[0] != "clock n2 +4.000" || len(got) != 2 {
+						t.Errorf("bump: %q", got)
+					}
+				case history.ClockStrobe:
+					if !slices.Contains(got[1:], "clock n2 +0.000") || !slices.Contains(got[1:], "clock n2 +4.000") {
+						t.Errorf("strobe never flipped: %q", got)
+					}
+				case history.ClockRate:
+					if !slices.Contains(got, "clock n2 +0.200") {
+						t.Errorf("rate x2 never got 0.2s ahead: %q", got)
+					}
+				}
+			})
 		})
 	}
 }
@@ -636,26 +643,28 @@ func TestKleppmannClockStagesTheScenario(t *testing.T) {
 }
 
 func TestComposedNemesesRunSideBySide(t *testing.T) {
-	f := newFake(2, 3)
-	n, err := New([]string{"pause-node", "partition-clients-from"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	if err := n.Run(ctx, f.env()); err != nil {
-		t.Fatal(err)
-	}
-	kinds := map[string]bool{}
-	for _, fl := range f.faults() {
-		kinds[strings.Fields(fl.Description)[0]] = true
-		if !fl.Healed {
-			t.Errorf("fault %+v not healed", fl)
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(2, 3)
+		n, err := New([]string{"pause-node", "partition-clients-from"})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if !kinds["pause-node"] || !kinds["partition-clients-from"] {
-		t.Fatalf("faults by kind %v: want both nemeses to act", kinds)
-	}
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		if err := n.Run(ctx, f.env()); err != nil {
+			t.Fatal(err)
+		}
+		kinds := map[string]bool{}
+		for _, fl := range f.faults() {
+			kinds[strings.Fields(fl.Description)[0]] = true
+			if !fl.Healed {
+				t.Errorf("fault %+v not healed", fl)
+			}
+		}
+		if !kinds["pause-node"] || !kinds["partition-clients-from"] {
+			t.Fatalf("faults by kind %v: want both nemeses to act", kinds)
+		}
+	})
 }
 
 func TestAFailingNemesisStopsTheOthers(t *testing.T) {
@@ -715,32 +724,34 @@ func (e *electing) Leader(context.Context) (string, error) {
 // partition-leader waits out an election for the node it isolates, and injects nothing,
 // without failing the run, while no leader answers.
 func TestPartitionLeaderWaitsOutAnElection(t *testing.T) {
-	for _, electIn := range []int{3, -1} {
-		f := newFake(1, 3)
-		env := f.env()
-		env.Pause = time.Second // the election is over in 3 askings, well within a pause
-		env.Nodes = &electing{fakeNodes: fakeNodes{f}, electIn: electIn, isLeader: "n2"}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error)
-		go func() { done <- partition{history.PartitionLeader}.Run(ctx, env) }()
-		if electIn > 0 {
-			waitFor(t, "the leader cut off", func() bool { return slices.Contains(f.did(), "n2 drops ip-n1,ip-n3") })
-		} else {
-			waitFor(t, "a few askings", func() bool {
-				e := env.Nodes.(*electing)
-				e.mu.Lock()
-				defer e.mu.Unlock()
-				return e.asked > 5
-			})
+	synctest.Test(t, func(t *testing.T) {
+		for _, electIn := range []int{3, -1} {
+			f := newFake(1, 3)
+			env := f.env()
+			env.Pause = time.Second // the election is over in 3 askings, well within a pause
+			env.Nodes = &electing{fakeNodes: fakeNodes{f}, electIn: electIn, isLeader: "n2"}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error)
+			go func() { done <- partition{history.PartitionLeader}.Run(ctx, env) }()
+			if electIn > 0 {
+				waitFor(t, "the leader cut off", func() bool { return slices.Contains(f.did(), "n2 drops ip-n1,ip-n3") })
+			} else {
+				waitFor(t, "a few askings", func() bool {
+					e := env.Nodes.(*electing)
+					e.mu.Lock()
+					defer e.mu.Unlock()
+					return e.asked > 5
+				})
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("election lasting %d askings: %v, want no error", electIn, err)
+			}
+			if electIn < 0 && len(f.did()) > 0 {
+				t.Errorf("with no leader: actions %q, want none", f.did())
+			}
 		}
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("election lasting %d askings: %v, want no error", electIn, err)
-		}
-		if electIn < 0 && len(f.did()) > 0 {
-			t.Errorf("with no leader: actions %q, want none", f.did())
-		}
-	}
+	})
 }
 
 // A run whose arming failed is healed before any worker started: every nemesis's Heal
