@@ -214,7 +214,7 @@ func TestProtocolAbuse(t *testing.T) {
 		{behaviour: "banner", atStart: true, want: workloads.ErrBroken, says: `line "mylock 1.0 starting" is not the protocol's JSON`},
 		{behaviour: "refuses", fencing: true, atStart: true, want: workloads.ErrBroken, says: "refused its configuration: this lock has no fencing token"},
 		{behaviour: "cannot-extend", extend: true, atStart: true, want: workloads.ErrBroken, says: "refused its configuration: this lock cannot extend a lease"},
-		{behaviour: "never-ready", atStart: true, want: workloads.ErrLost, says: "did not answer within 1s (does it flush stdout after every line?)"},
+		{behaviour: "never-ready", atStart: true, want: workloads.ErrLost, says: "did not answer within 200ms (does it flush stdout after every line?)"},
 		{behaviour: "garbage", want: workloads.ErrBroken, says: `answering acquire: line "this is not json" is not the protocol's JSON`},
 		{behaviour: "oversize", want: workloads.ErrBroken, says: "wrote a line longer than 65536 bytes"},
 		{behaviour: "unknown-answer", want: workloads.ErrBroken, says: `answered acquire with "maybe"; want "granted", "busy" or "unknown"`},
@@ -231,7 +231,7 @@ func TestProtocolAbuse(t *testing.T) {
 			opts, request := testOptions(testLog{t}), patient
 			switch c.behaviour { // it never answers: the bound passes whatever the machine's speed
 			case "never-ready":
-				opts.Ready = time.Second
+				opts.Ready = 200 * time.Millisecond
 			case "hangs":
 				opts.Grace, request = 300*time.Millisecond, 200*time.Millisecond
 			}
