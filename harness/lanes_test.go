@@ -1,16 +1,20 @@
 package harness
 
 import (
+	"flag"
+	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 )
 
 // The real-container tests run in lanes, side by side: the runs on a system slow to start
 // one after another on its kept cluster (sharedClusters), the Redis family's two at a
-// time, the in-process trials two at a time. The few whose servers must come back within
-// a lease are not in a lane: they run first, one after another, before any lane starts
-// (Go runs a package's sequential tests before its parallel ones), since beside another
-// test a restarted Redis master can serve again too late for a second holder.
+// time, the in-process trials two at a time (four in the fast tier, where they run alone:
+// fastLocalWidth). The few whose servers must come back within a lease are not in a lane:
+// they run first, one after another, before any lane starts (Go runs a package's
+// sequential tests before its parallel ones), since beside another test a restarted Redis
+// master can serve again too late for a second holder.
 //
 // Go's -parallel caps how many tests run at once, waiting ones included: the Makefile
 // gives enough for every lane's width at once.
@@ -29,6 +33,25 @@ const (
 var laneWidth = map[string]int{laneZooKeeper: 1, laneZooKeeperCrash: 1, laneZooKeeper1s: 1, laneEtcd: 1, lanePostgres: 1,
 	laneRedis: 2, laneLocal: 2}
 
+// fastLocalWidth is the in-process lane's width in the fast tier (-short), where its trials
+// are all that runs: each waits out its time limit on a tenth of a CPU, so four at a time
+// cost the machine what one does, and go test's default of one test per CPU would leave
+// them waiting. setFastParallel gives the tests the room.
+const fastLocalWidth = 4
+
+// setFastParallel lets fastLocalWidth tests run at once in the fast tier when the command
+// line did not say how many (-parallel); called by TestMain once flags are parsed.
+func setFastParallel() {
+	if !testing.Short() {
+		return
+	}
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		flag.Set("test.parallel", strconv.Itoa(max(fastLocalWidth, runtime.GOMAXPROCS(0))))
+	}
+}
+
 var (
 	lanesOnce sync.Once
 	lanes     map[string]chan struct{}
@@ -42,6 +65,9 @@ func inLane(t *testing.T, lane string) {
 	lanesOnce.Do(func() {
 		lanes = map[string]chan struct{}{}
 		for name, width := range laneWidth {
+			if name == laneLocal && testing.Short() {
+				width = fastLocalWidth
+			}
 			lanes[name] = make(chan struct{}, width)
 		}
 	})

@@ -3,6 +3,7 @@ package harness
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -30,6 +31,8 @@ import (
 func TestMain(m *testing.M) {
 	MaybeRunWorker()
 	runTestProgram(os.Getenv(testProgramEnv))
+	flag.Parse()
+	setFastParallel()
 	code := m.Run()
 	if err := sharedClusters.Close(context.Background()); err != nil {
 		fmt.Fprintf(os.Stderr, "stopping the shared clusters: %v\n", err)

@@ -111,10 +111,11 @@ func TestLocalFrozenWaiterIsJudgedAndTold(t *testing.T) {
 // write, so unfenced storage stays safe, though it believed it held the lock throughout the
 // pause (two holders). The same through the exec protocol.
 func TestLocalHolderThatExtendsDoesNotWriteAfterItsLease(t *testing.T) {
-	inLane(t, laneLocal)
+	t.Parallel() // each client's run takes its place in the lane
 	nemesis := []string{history.PauseHolder.Name}
 	for name, spec := range map[string]Spec{"go": localSpec("local", nemesis, false), "exec": localExecSpec(t, nemesis, false, "")} {
 		t.Run(name, func(t *testing.T) {
+			inLane(t, laneLocal)
 			spec.ExtendEvery = spec.TTL / 3
 			holdersWhoExtendDoNotWriteLate(t, untilDanger(t, spec, hazard(history.GrantedInPause)))
 		})
