@@ -1,9 +1,6 @@
 package harness
 
 import (
-	"flag"
-	"runtime"
-	"strconv"
 	"sync"
 	"testing"
 )
@@ -35,22 +32,8 @@ var laneWidth = map[string]int{laneZooKeeper: 1, laneZooKeeperCrash: 1, laneZooK
 
 // fastLocalWidth is the in-process lane's width in the fast tier (-short), where its trials
 // are all that runs: each waits out its time limit on a tenth of a CPU, so four at a time
-// cost the machine what one does, and go test's default of one test per CPU would leave
-// them waiting. setFastParallel gives the tests the room.
+// cost the machine what one does (TestMain lets as many tests run at once).
 const fastLocalWidth = 4
-
-// setFastParallel lets fastLocalWidth tests run at once in the fast tier when the command
-// line did not say how many (-parallel); called by TestMain once flags are parsed.
-func setFastParallel() {
-	if !testing.Short() {
-		return
-	}
-	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
-	if !given {
-		flag.Set("test.parallel", strconv.Itoa(max(fastLocalWidth, runtime.GOMAXPROCS(0))))
-	}
-}
 
 var (
 	lanesOnce sync.Once

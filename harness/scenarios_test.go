@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 	MaybeRunWorker()
 	runTestProgram(os.Getenv(testProgramEnv))
 	flag.Parse()
-	setFastParallel()
+	tier.FastParallel(fastLocalWidth)
 	code := m.Run()
 	if err := sharedClusters.Close(context.Background()); err != nil {
 		fmt.Fprintf(os.Stderr, "stopping the shared clusters: %v\n", err)

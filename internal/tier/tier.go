@@ -5,7 +5,10 @@
 package tier
 
 import (
+	"flag"
 	"os"
+	"runtime"
+	"strconv"
 	"testing"
 )
 
@@ -20,5 +23,20 @@ func Long(t testing.TB) {
 	t.Helper()
 	if !IsLong() {
 		t.Skip("long tier: make test-long (" + Env + "=1)")
+	}
+}
+
+// FastParallel lets n tests run at once in the fast tier (-short), unless the command line
+// says how many (-parallel): for a package whose fast tests mostly wait, on runs of a set
+// length or on processes a core is shared by, which go test's default of one test per CPU
+// would leave waiting in line while the CPUs idle. TestMain calls it once flags are parsed.
+func FastParallel(n int) {
+	if !testing.Short() {
+		return
+	}
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		flag.Set("test.parallel", strconv.Itoa(max(n, runtime.GOMAXPROCS(0))))
 	}
 }
