@@ -11,6 +11,7 @@ import (
 // them: "shrink store/latest --results out" is "shrink --results out store/latest". Each
 // command's arguments are given in each order, and each order must answer alike.
 func TestFlagsGoAnywhere(t *testing.T) {
+	t.Parallel() // processes, beside the other tests'
 	nodocker := []string{"DOCKER_HOST=unix:///nonexistent/docker.sock"}
 	stale := func() string { return runDir(t, "testdata/stale-write.jsonl") }
 	validRun := t.TempDir()

@@ -18,6 +18,7 @@ import (
 	"github.com/lockbreaker/lockbreaker/cli/command"
 	"github.com/lockbreaker/lockbreaker/containers"
 	"github.com/lockbreaker/lockbreaker/internal/testbin"
+	"github.com/lockbreaker/lockbreaker/internal/tier"
 	"github.com/lockbreaker/lockbreaker/results"
 )
 
@@ -40,6 +41,9 @@ func TestMain(m *testing.M) {
 		Main()
 	}
 	flag.Parse()
+	// The fast tier's tests wait on the processes they start, the tutorial's runs of a set
+	// length above all: four at a time keep both CPUs busy.
+	tier.FastParallel(4)
 	dir, err := os.MkdirTemp("", "lockbreaker-cli")
 	if err != nil {
 		panic(err)
@@ -76,20 +80,29 @@ func copyFile(src, dst string) (string, error) {
 
 func lockbreaker(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	code, stdout, stderr, err := runLockbreaker(env, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code, stdout, stderr
+}
+
+// runLockbreaker runs the binary with args, env added to this process's environment, and
+// says how it exited and what it wrote; err only when it could not be run.
+func runLockbreaker(env []string, args ...string) (code int, stdout, stderr string, err error) {
 	cmd := exec.Command(binary, args...)
 	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
+	err = cmd.Run()
 	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode(), out.String(), errb.String()
-	} else if err != nil {
-		t.Fatal(err)
+		return ee.ExitCode(), out.String(), errb.String(), nil
 	}
-	return 0, out.String(), errb.String()
+	return 0, out.String(), errb.String(), err
 }
 
 func TestBadInputGetsOneLineAndItsExitCode(t *testing.T) {
+	t.Parallel() // processes, beside the other tests'
 	notADir := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(notADir, []byte("x"), 0o644)
 	badSuite := filepath.Join(t.TempDir(), "bad.yaml")
@@ -208,6 +221,7 @@ func TestBadInputGetsOneLineAndItsExitCode(t *testing.T) {
 // the value's start and how long it was. (YAML takes a key longer than 1024 characters
 // only after a "? ".)
 func TestBadInputQuotesLongValuesShort(t *testing.T) {
+	t.Parallel() // processes, beside the other tests'
 	long := strings.Repeat("a", 102400)
 	start := `"` + long[:200] + `…" (102400 bytes)`
 	history := t.TempDir()
@@ -258,6 +272,7 @@ func TestBadInputQuotesLongValuesShort(t *testing.T) {
 // Every command's help, however asked for, is its usage with every flag and its default,
 // and examples, on stdout with exit 0.
 func TestHelpListsEveryFlagAndExamples(t *testing.T) {
+	t.Parallel() // processes, beside the other tests'
 	for _, c := range commands {
 		for _, args := range [][]string{{"help", c.Name}, {c.Name, "-h"}, {c.Name, "--help"}} {
 			t.Run(strings.Join(args, " "), func(t *testing.T) {
