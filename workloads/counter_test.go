@@ -233,6 +233,7 @@ func TestSpentValidityIsAFailedAcquireOfItsOwn(t *testing.T) {
 // the break. Once healed, the client carries on: granted again when the lease it could not
 // release ran out, it reads the register the dropped write never reached.
 func TestCounterRecordsWhatABrokenConnectionCutOffAsIndeterminate(t *testing.T) {
+	t.Parallel() // services of its own, waiting out a lease
 	for _, b := range []links.Break{links.Reset(), links.Silence(200 * time.Millisecond)} {
 		t.Run(b.String(), func(t *testing.T) {
 			svc, err := locksvc.Listen("127.0.0.1:0", locksvc.Options{}, io.Discard)

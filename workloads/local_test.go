@@ -32,6 +32,7 @@ func TestLocalLockIsAMutex(t *testing.T) {
 }
 
 func TestLocalLock(t *testing.T) {
+	t.Parallel() // a service of its own, waiting out a paused one's request timeout
 	tests := []struct {
 		name   string
 		client string
