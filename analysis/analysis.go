@@ -48,7 +48,10 @@ func File(ctx context.Context, dir, path string, s results.Summary, limits check
 	faults, spent := 0, 0
 	var slowed bool                    // the network was slowed (slow-network)
 	leastValidity := time.Duration(-1) // the least validity a grant stated; -1: none did
+	seen, events := read{inOrder: true}, 0
 	note, err := history.Scan(path, func(e history.Event) error {
+		seen.inOrder = seen.inOrder && e.Index == events
+		events++
 		stream.Add(e)
 		drawing.Add(e)
 		switch {
@@ -84,7 +87,8 @@ func File(ctx context.Context, dir, path string, s results.Summary, limits check
 	if note != "" {
 		notes = append(notes, note)
 	}
-	if err := tell(path, s.Results, s.Spec); err != nil {
+	seen.nemesis = nemesis
+	if err := tellRead(path, s.Results, s.Spec, &seen); err != nil {
 		notes = append(notes, "the first violation could not be told: "+err.Error())
 	}
 	if n := validityNote(spent, slowed, leastValidity); n != "" {

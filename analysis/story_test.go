@@ -274,3 +274,53 @@ func TestAnUntoldOverlapStillHasAStory(t *testing.T) {
 		}
 	}
 }
+
+// The story File tells, reading the history again only to the overlap's window, is the one
+// a whole second reading tells: over the saved histories (the runs' with their hazards) and
+// generated ones, numbered in order and delivered late.
+func TestAStoryReadToItsWindowIsTheWholeReadingsStory(t *testing.T) {
+	histories := map[string][]byte{}
+	for _, pattern := range []string{"../checkers/testdata/*.jsonl", "testdata/runs/*/" + results.HistoryFile} {
+		paths, _ := filepath.Glob(pattern)
+		for _, path := range paths {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			histories[path] = b
+		}
+	}
+	for seed := range uint64(6) {
+		events := histgen.Generate(histgen.Config{Ops: 300, Clients: 2 + int(seed%4), Fencing: seed%2 == 1, Effects: seed%3 == 0, Seed: seed + 1})
+		histories[fmt.Sprintf("histgen-seed%d", seed+1)] = jsonLines(t, events)
+		histories[fmt.Sprintf("histgen-seed%d-late", seed+1)] = jsonLines(t, delivered(events, seed, 10*time.Second))
+	}
+	told := 0
+	for _, name := range slices.Sorted(maps.Keys(histories)) {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			got, err := analyze(t, dir, string(histories[name]), results.Summary{})
+			if err != nil {
+				t.Skipf("not a history a run could have written: %v", err)
+			}
+			want := slices.Clone(got.Results)
+			for i := range want {
+				want[i].Story = nil
+			}
+			if err := tell(filepath.Join(dir, results.HistoryFile), want, nil); err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range got.Results {
+				if !reflect.DeepEqual(r.Story, want[i].Story) {
+					t.Errorf("%s's story read to its window:\n%+v\nread whole:\n%+v", r.Checker, r.Story, want[i].Story)
+				}
+				if len(r.Story) > 0 {
+					told++
+				}
+			}
+		})
+	}
+	if told == 0 {
+		t.Error("no history told a story: the test proves nothing")
+	}
+}
