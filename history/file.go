@@ -336,6 +336,8 @@ type decoder struct {
 	b       []byte
 	i       int
 	strings map[string]string // strings seen as keys, faults and targets
+	last    string            // the string shared last
+	ints    []int64           // the places int64Pointer hands out next
 }
 
 // maxShared bounds the strings a decoder shares, so a hostile history cannot grow it.
@@ -378,16 +380,18 @@ func (d *decoder) event(b []byte, e *Event) (ok, indexed bool) {
 		d.i++
 		return d.end(), false
 	}
+	next := 0 // json.Marshal writes the fields in Event's order: the one after the last is looked at first
 	for {
 		name, ok := d.rawString()
 		if !ok || !d.byte(':') {
 			return false, false
 		}
-		field := slices.IndexFunc(eventFields, func(f eventField) bool { return f.name == string(name) })
-		if field < 0 || seen&(1<<field) != 0 || !eventFields[field].read(d, e) {
+		field := fieldNamed(name, next)
+		if field < 0 || seen&(1<<field) != 0 || !d.field(field, e) {
 			return false, false
 		}
 		seen |= 1 << field
+		next = field + 1
 		if d.byte(',') {
 			continue
 		}
@@ -395,45 +399,71 @@ func (d *decoder) event(b []byte, e *Event) (ok, indexed bool) {
 	}
 }
 
-// indexField is where "index" is in eventFields.
-var indexField = slices.IndexFunc(eventFields, func(f eventField) bool { return f.name == "index" })
-
-// eventField is one of Event's JSON names and how the decoder reads it.
-type eventField struct {
-	name string
-	read func(d *decoder, e *Event) bool
+// fieldNamed is where name is in eventFields, looked for from from on first; -1: nowhere.
+func fieldNamed(name []byte, from int) int {
+	for i := from; i < len(eventFields); i++ {
+		if eventFields[i] == string(name) {
+			return i
+		}
+	}
+	for i := range min(from, len(eventFields)) {
+		if eventFields[i] == string(name) {
+			return i
+		}
+	}
+	return -1
 }
 
-// eventFields are Event's fields, in its order.
-var eventFields = []eventField{
-	{"index", func(d *decoder, e *Event) (ok bool) { e.Index, ok = d.int(); return }},
-	{"type", func(d *decoder, e *Event) (ok bool) { e.Type, ok = oneOf(d, Invoke, OK, Fail, Info); return }},
-	{"process", func(d *decoder, e *Event) (ok bool) { e.Process, ok = d.int(); return }},
-	{"f", func(d *decoder, e *Event) (ok bool) {
+// indexField is where "index" is in eventFields.
+var indexField = slices.Index(eventFields, "index")
+
+// eventFields are Event's JSON names, in its order, as field reads them.
+var eventFields = []string{"index", "type", "process", "f", "key", "value", "token", "time", "effect_from", "effect_to",
+	"error", "message", "watch_events", "fault", "targets", "hazard", "detail"}
+
+// field reads the value of e's field eventFields[i].
+func (d *decoder) field(i int, e *Event) (ok bool) {
+	switch i {
+	case 0:
+		e.Index, ok = d.int()
+	case 1:
+		e.Type, ok = oneOf(d, Invoke, OK, Fail, Info)
+	case 2:
+		e.Process, ok = d.int()
+	case 3:
 		e.Func, ok = oneOf(d, Acquire, Release, Read, Write, FinalRead, Start, Stop, Roles, HazardFunc)
-		return
-	}},
-	{"key", func(d *decoder, e *Event) (ok bool) { e.Key, ok = d.shared(); return }},
-	{"value", func(d *decoder, e *Event) (ok bool) { e.Value, ok = d.int64Pointer(); return }},
-	{"token", func(d *decoder, e *Event) (ok bool) { e.Token, ok = d.int64Pointer(); return }},
-	{"time", func(d *decoder, e *Event) (ok bool) { e.Time, ok = d.int64(); return }},
-	{"effect_from", func(d *decoder, e *Event) (ok bool) { e.EffectFrom, ok = d.int64(); return }},
-	{"effect_to", func(d *decoder, e *Event) (ok bool) { e.EffectTo, ok = d.int64(); return }},
-	{"error", func(d *decoder, e *Event) (ok bool) { e.Error, ok = oneOf(d, errorKinds...); return }},
-	{"message", func(d *decoder, e *Event) (ok bool) { e.Message, ok = oneOf[string](d); return }},
-	{"watch_events", func(d *decoder, e *Event) bool {
-		v, ok := d.int()
+	case 4:
+		e.Key, ok = d.shared()
+	case 5:
+		e.Value, ok = d.int64Pointer()
+	case 6:
+		e.Token, ok = d.int64Pointer()
+	case 7:
+		e.Time, ok = d.int64()
+	case 8:
+		e.EffectFrom, ok = d.int64()
+	case 9:
+		e.EffectTo, ok = d.int64()
+	case 10:
+		e.Error, ok = oneOf(d, errorKinds...)
+	case 11:
+		e.Message, ok = oneOf[string](d)
+	case 12:
+		var v int
+		v, ok = d.int()
 		e.WatchEvents = Int(v)
-		return ok
-	}},
-	{"fault", func(d *decoder, e *Event) (ok bool) { e.Fault, ok = d.shared(); return }},
-	{"targets", func(d *decoder, e *Event) (ok bool) { e.Targets, ok = d.targets(); return }},
-	{"hazard", func(d *decoder, e *Event) bool {
-		h, ok := d.shared()
+	case 13:
+		e.Fault, ok = d.shared()
+	case 14:
+		e.Targets, ok = d.targets()
+	case 15:
+		var h string
+		h, ok = d.shared()
 		e.Hazard = Hazard(h)
-		return ok
-	}},
-	{"detail", func(d *decoder, e *Event) (ok bool) { e.Detail, ok = d.detail(); return }},
+	case 16:
+		e.Detail, ok = d.detail()
+	}
+	return ok
 }
 
 func (d *decoder) targets() ([]string, bool) {
@@ -494,11 +524,22 @@ func oneOf[T ~string](d *decoder, known ...T) (T, bool) {
 	return T(s), ok
 }
 
-// int64Pointer reads an integer into a pointer of its own, as encoding/json does.
+// int64Pointer reads an integer into a pointer of its own, as encoding/json does: a place
+// in a block of them the decoder hands out one by one, which costs a history one
+// allocation for every intsBlock values, not one for each.
 func (d *decoder) int64Pointer() (*int64, bool) {
 	v, ok := d.int64()
-	return &v, ok
+	if len(d.ints) == 0 {
+		d.ints = make([]int64, intsBlock)
+	}
+	p := &d.ints[0]
+	d.ints = d.ints[1:]
+	*p = v
+	return p, ok
 }
+
+// intsBlock is how many values and tokens a decoder allocates at once.
+const intsBlock = 512
 
 // shared reads a string, shared with the same string read before.
 func (d *decoder) shared() (string, bool) {
@@ -506,7 +547,11 @@ func (d *decoder) shared() (string, bool) {
 	if !ok {
 		return "", false
 	}
+	if string(s) == d.last { // a history's keys: mostly the one before
+		return d.last, true
+	}
 	if v, ok := d.strings[string(s)]; ok {
+		d.last = v
 		return v, true
 	}
 	v := string(s)
