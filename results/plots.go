@@ -156,6 +156,7 @@ type grid struct {
 	width, height int64
 	scaled        bool
 	cells         map[cell]int
+	spare         map[cell]int // the map coarsen fills next, emptied, so that it allocates none
 }
 
 type cell struct {
@@ -184,11 +185,15 @@ func (g *grid) coarsen() {
 	if g.scaled {
 		g.height, dy = g.height*2, 2
 	}
-	cells := make(map[cell]int, len(g.cells)/2)
+	cells := g.spare
+	if cells == nil {
+		cells = make(map[cell]int, maxCells+1)
+	}
 	for c, n := range g.cells {
 		cells[cell{floorDiv(c.x, 2), floorDiv(c.y, dy), c.class}] += n
 	}
-	g.cells = cells
+	clear(g.cells)
+	g.cells, g.spare = cells, g.cells
 }
 
 // at is the middle of a cell's times and of its values: a value itself in a cell of one.
