@@ -55,19 +55,21 @@ func byKey[T any](items []T, keyOf func(T) string) (keys []string, groups map[st
 
 func opKey(op history.Op) string { return op.Invoke.Key }
 
+func opPointerKey(op *history.Op) string { return op.Invoke.Key }
+
 // sweepCompletedBefore visits completed operations in the order their windows start (see
 // history.Op.Window: from the invocation, or from what the servers saw), each with the
 // highest-ranked one among those whose window ended strictly before its own began (found is
 // false when none did). Operations whose windows overlap are never compared: their order
 // is unknown. Two sorts and one pass make it O(n log n) where comparing every pair would be
 // quadratic. On equal ranks the earlier end wins.
-func sweepCompletedBefore(ops []history.Op, rank func(history.Op) int64, visit func(op, best history.Op, found bool)) {
+func sweepCompletedBefore(ops []*history.Op, rank func(*history.Op) int64, visit func(op, best *history.Op, found bool)) {
 	starts, ends := make([]int64, len(ops)), make([]int64, len(ops))
 	for i, op := range ops {
 		starts[i], ends[i] = op.Window()
 	}
 	byEnd := orderBy(ends)
-	var best history.Op
+	var best *history.Op
 	bestRank, found, next := int64(0), false, 0
 	for _, i := range orderBy(starts) {
 		for ; next < len(byEnd) && ends[byEnd[next]] < starts[i]; next++ {
@@ -80,7 +82,8 @@ func sweepCompletedBefore(ops []history.Op, rank func(history.Op) int64, visit f
 }
 
 // best is the highest-ranked operation seen in the pieces before (sweepCompletedBefore's
-// best): every one of them ended before the piece began.
+// best): every one of them ended before the piece began. It is a copy, which holds no
+// piece in memory once judged.
 type best struct {
 	op    history.Op
 	rank  int64
@@ -89,18 +92,23 @@ type best struct {
 
 // sweepAfter is sweepCompletedBefore over one piece's operations, each also compared with
 // the best of the pieces before, which then takes in the piece's.
-func sweepAfter(before *best, ops []history.Op, rank func(history.Op) int64, visit func(op, best history.Op, found bool)) {
-	sweepCompletedBefore(ops, rank, func(op, b history.Op, found bool) {
+func sweepAfter(before *best, ops []*history.Op, rank func(*history.Op) int64, visit func(op, best *history.Op, found bool)) {
+	sweepCompletedBefore(ops, rank, func(op, b *history.Op, found bool) {
 		// On equal ranks the earlier end wins: the one from before.
 		if before.found && (!found || before.rank >= rank(b)) {
-			b, found = before.op, true
+			b, found = &before.op, true
 		}
 		visit(op, b, found)
 	})
-	for _, op := range ops {
-		if r := rank(op); !before.found || r > before.rank {
-			before.op, before.rank, before.found = op, r, true
+	// The first of the highest-ranked in ops, when higher than before's: copied once.
+	top, topRank := -1, int64(0)
+	for i, op := range ops {
+		if r := rank(op); top < 0 && (!before.found || r > before.rank) || top >= 0 && r > topRank {
+			top, topRank = i, r
 		}
+	}
+	if top >= 0 {
+		before.op, before.rank, before.found = *ops[top], topRank, true
 	}
 }
 
@@ -142,6 +150,17 @@ func (e *evidence) addf(format string, args ...any) {
 		return
 	}
 	e.dropped++
+}
+
+// keeps says whether the next line added is kept; when not, it counts it as dropped
+// instead, so that a caller with many lines formats only those kept:
+// `if e.keeps() { e.addf(...) }`.
+func (e *evidence) keeps() bool {
+	if len(e.lines) < evidenceLimit {
+		return true
+	}
+	e.dropped++
+	return false
 }
 
 // count is how many lines were added, kept or not.

@@ -38,8 +38,9 @@ type fencingState struct {
 }
 
 func (st *fencingState) add(_ context.Context, p part) {
-	var grants, accepted []history.Op
-	for _, op := range p.ops {
+	var grants, accepted []*history.Op // the piece's, shared
+	for i := range p.ops {
+		op := &p.ops[i]
 		storage := op.Func() == history.Read || op.Func() == history.Write
 		switch {
 		case op.Func() == history.Acquire && op.Type() == history.OK && op.Complete.Token != nil:
@@ -61,7 +62,7 @@ func (st *fencingState) add(_ context.Context, p part) {
 		}
 		return st.keys[key]
 	}
-	keys, grantsByKey := byKey(grants, opKey)
+	keys, grantsByKey := byKey(grants, opPointerKey)
 	for _, key := range keys {
 		k := keyOf(key)
 		for _, g := range grantsByKey[key] {
@@ -82,7 +83,7 @@ func (st *fencingState) add(_ context.Context, p part) {
 					processName(earlier.process), earlier.index, processName(g.Process()), g.Complete.Index)
 			}
 		}
-		sweepAfter(&k.grant, grantsByKey[key], grantedToken, func(g, best history.Op, found bool) {
+		sweepAfter(&k.grant, grantsByKey[key], grantedToken, func(g, best *history.Op, found bool) {
 			if found && grantedToken(g) < grantedToken(best) {
 				violation.see(g.Complete.Time)
 				regressions.addf("key %s: token %d granted to %s at %s after token %d was granted to %s at %s",
@@ -91,13 +92,13 @@ func (st *fencingState) add(_ context.Context, p part) {
 			}
 		})
 	}
-	keys, acceptedByKey := byKey(accepted, opKey)
+	keys, acceptedByKey := byKey(accepted, opPointerKey)
 	for _, key := range keys {
-		sweepAfter(&keyOf(key).accepted, acceptedByKey[key], carriedToken, func(req, best history.Op, found bool) {
+		sweepAfter(&keyOf(key).accepted, acceptedByKey[key], carriedToken, func(req, best *history.Op, found bool) {
 			if found && carriedToken(req) < carriedToken(best) {
 				violation.see(req.Complete.Time)
 				staleAccepted.addf("key %s: storage accepted %s after accepting token %d from %s at %s",
-					key, tl.describe(req), carriedToken(best), processName(best.Process()), tl.event(*best.Complete))
+					key, tl.describe(*req), carriedToken(best), processName(best.Process()), tl.event(*best.Complete))
 			}
 		})
 	}
@@ -149,5 +150,5 @@ type keyFencing struct {
 	grant, accepted best
 }
 
-func grantedToken(op history.Op) int64 { return *op.Complete.Token }
-func carriedToken(op history.Op) int64 { return *op.Invoke.Token }
+func grantedToken(op *history.Op) int64 { return *op.Complete.Token }
+func carriedToken(op *history.Op) int64 { return *op.Invoke.Token }

@@ -39,12 +39,14 @@ func (st *updatesState) add(_ context.Context, p part) {
 	st.tl = tl
 	keys, groups := byKey(p.ops, opKey)
 	for _, key := range keys {
-		var accepted []history.Op
+		var accepted []*history.Op // the piece's, shared
 		k := st.keys[key]
 		if k == nil {
 			k = &keyUpdates{}
 		}
-		for _, op := range groups[key] {
+		group := groups[key]
+		for i := range group {
+			op := &group[i]
 			switch {
 			case op.Func() == history.Write && op.Type() == history.OK:
 				accepted = append(accepted, op)
@@ -59,12 +61,12 @@ func (st *updatesState) add(_ context.Context, p part) {
 		}
 		st.keys[key] = k
 		k.acknowledged += len(accepted)
-		sweepAfter(&k.last, accepted, writtenValue, func(w, earlier history.Op, found bool) {
+		sweepAfter(&k.last, accepted, writtenValue, func(w, earlier *history.Op, found bool) {
 			if found && writtenValue(w) <= writtenValue(earlier) {
 				k.overwrites++
 				st.first.see(w.Complete.Time)
 				st.stale.addf("stale overwrite: %s wrote %d after %s had written %d: %s",
-					processName(w.Process()), writtenValue(w), processName(earlier.Process()), writtenValue(earlier), tl.describe(w))
+					processName(w.Process()), writtenValue(w), processName(earlier.Process()), writtenValue(earlier), tl.describe(*w))
 			}
 		})
 	}
@@ -142,4 +144,4 @@ type keyUpdates struct {
 	finalRead                        history.Event
 }
 
-func writtenValue(op history.Op) int64 { return valueOf(op.Invoke.Value) }
+func writtenValue(op *history.Op) int64 { return valueOf(op.Invoke.Value) }

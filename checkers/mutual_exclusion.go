@@ -27,10 +27,10 @@ var mutualExclusion = checker{name: MutualExclusion, property: PropertyLockSafet
 type hold struct {
 	process  int
 	key      string
-	granted  history.Event // the acquire's ok: the hold starts at its time
-	until    history.Event // the release's invocation, or the process's last event
-	released bool          // whether until is a release
-	release  int           // when released, the release's index in the ops holds was given
+	granted  *history.Event // the acquire's ok: the hold starts at its time
+	until    *history.Event // the release's invocation, or the process's last event (both the piece's, shared)
+	released bool           // whether until is a release
+	release  int            // when released, the release's index in the ops holds was given
 }
 
 // exclusionState is what mutualExclusion found, over the pieces judged so far. A piece
@@ -63,9 +63,11 @@ func (st *exclusionState) add(_ context.Context, p part) {
 			if found.count() < overlapLimit {
 				st.overlaps = append(st.overlaps, Overlap{Key: key, Earlier: earlier.holding(), Later: later.holding(), Length: overlap})
 			}
-			found.addf("%s held %s from %s to %s, %s; %s acquired %s at %s while %s still believed it held it; overlap %v",
-				processName(earlier.process), key, tl.event(earlier.granted), tl.event(earlier.until), ended,
-				processName(later.process), key, tl.event(later.granted), processName(earlier.process), overlap)
+			if found.keeps() {
+				found.addf("%s held %s from %s to %s, %s; %s acquired %s at %s while %s still believed it held it; overlap %v",
+					processName(earlier.process), key, tl.event(*earlier.granted), tl.event(*earlier.until), ended,
+					processName(later.process), key, tl.event(*later.granted), processName(earlier.process), overlap)
+			}
 		}
 	}
 }
@@ -84,8 +86,9 @@ func (st *exclusionState) result() Result {
 }
 
 // holds finds every hold in ops (ordered by invocation, so a process's operations come in
-// the order it made them). A second acquire while holding extends nothing.
-func holds(ops []history.Op, last map[int]history.Event) []hold {
+// the order it made them). A second acquire while holding extends nothing. The holds point
+// into ops and last's events, which they share.
+func holds(ops []history.Op, last map[int]*history.Event) []hold {
 	type holding struct {
 		process int
 		key     string
@@ -98,24 +101,26 @@ func holds(ops []history.Op, last map[int]history.Event) []hold {
 		switch {
 		case op.Func() == history.Acquire && op.Type() == history.OK && !held:
 			open[h] = len(out)
-			out = append(out, hold{process: h.process, key: h.key, granted: *op.Complete})
+			out = append(out, hold{process: h.process, key: h.key, granted: op.Complete})
 		case op.Func() == history.Release && held:
-			out[i].until, out[i].released, out[i].release = op.Invoke, true, j
+			out[i].until, out[i].released, out[i].release = &ops[j].Invoke, true, j
 			delete(open, h)
 		}
 	}
 	for h, i := range open {
-		out[i].until = last[h.process]
+		if out[i].until = last[h.process]; out[i].until == nil {
+			out[i].until = &history.Event{}
+		}
 	}
 	return out
 }
 
-// lastEvents maps every process to its last event.
-func lastEvents(events []history.Event) map[int]history.Event {
-	last := map[int]history.Event{}
-	for _, e := range events {
-		if l, ok := last[e.Process]; !ok || e.Time >= l.Time {
-			last[e.Process] = e
+// lastEvents maps every process to its last event, in events.
+func lastEvents(events []history.Event) map[int]*history.Event {
+	last := map[int]*history.Event{}
+	for i := range events {
+		if l, ok := last[events[i].Process]; !ok || events[i].Time >= l.Time {
+			last[events[i].Process] = &events[i]
 		}
 	}
 	return last
