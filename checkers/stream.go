@@ -74,11 +74,18 @@ type Stream struct {
 	// judging is every checker's judging of the history, piece after piece.
 	judging []*judging
 
-	ops     []*history.Op // operations since the last cut, in the order they were invoked
-	events  []heldEvent   // their events and the nemesis's, in the history's order
-	open    map[int]*heldOp
-	seen    bool  // whether an event came
-	lastCut int64 // the last cut's time; 0 before the first
+	// events are the events since the last cut, the operations' and the nemesis's, in the
+	// history's order, each with its operation's place in ops (opOf; -1: the nemesis's).
+	events []history.Event
+	opOf   []int32
+	// ops are the operations since the last cut, in the order they were invoked, each with
+	// its completion's place in events (done; -1: none yet); an op's Complete points into
+	// events only once pointed (point).
+	ops     []history.Op
+	done    []int32
+	open    map[int]int32 // each process's operation not yet completed, by its place in ops
+	seen    bool          // whether an event came
+	lastCut int64         // the last cut's time; 0 before the first
 	cuts    int
 	tryAt   int // look for a cut when this many operations are held
 	notes   []string
@@ -90,23 +97,11 @@ type Stream struct {
 	judged chan struct{} // closed when the judge has judged every piece sent
 }
 
-// heldEvent is an event held until its piece is cut: an operation's (op), or the nemesis's.
-type heldEvent struct {
-	event *history.Event
-	op    *history.Op
-}
-
-// heldOp is an operation held until its piece is cut, with room for its completion: one
-// allocation for both.
-type heldOp struct {
-	history.Op
-	done history.Event
-}
-
-// piece is a piece of the history cut off, to judge.
+// piece is a piece of the history cut off, to judge: its events, in the history's order,
+// and its operations in the order history.Pair gives, their completions among the events.
 type piece struct {
-	events []*history.Event
-	ops    []*history.Op
+	events []history.Event
+	ops    []history.Op
 	place  place
 }
 
@@ -123,7 +118,7 @@ type place struct {
 
 // NewStream starts judging a history with every checker (All), as Judge does.
 func NewStream(ctx context.Context, opts Options, limits Limits) *Stream {
-	return &Stream{ctx: ctx, opts: opts, limits: limits, open: map[int]*heldOp{}, tryAt: limits.PieceOps,
+	return &Stream{ctx: ctx, opts: opts, limits: limits, open: map[int]int32{}, tryAt: limits.PieceOps,
 		judging: begin(All(), opts)}
 }
 
@@ -140,26 +135,25 @@ func (s *Stream) Add(e history.Event) {
 	s.place.infinity = max(s.place.infinity, e.Time+1)
 	switch {
 	case e.Process == history.NemesisProcess:
-		s.events = append(s.events, heldEvent{event: &e})
+		s.events, s.opOf = append(s.events, e), append(s.opOf, -1)
 		return
 	case e.Type == history.Invoke:
 		if s.cuts > 0 && e.Time <= s.lastCut {
 			s.fail(fmt.Sprintf("event #%d comes before the history was cut at %s", e.Index, timeline{}.at(s.lastCut)))
 			return
 		}
-		op := &heldOp{Op: history.Op{Invoke: e}}
-		s.ops = append(s.ops, &op.Op)
-		s.events = append(s.events, heldEvent{&op.Invoke, &op.Op})
+		op := int32(len(s.ops))
+		s.ops, s.done = append(s.ops, history.Op{Invoke: e}), append(s.done, -1)
+		s.events, s.opOf = append(s.events, e), append(s.opOf, op)
 		s.open[e.Process] = op
 	default:
-		op := s.open[e.Process]
-		if op == nil {
+		op, ok := s.open[e.Process]
+		if !ok {
 			s.fail(fmt.Sprintf("event #%d completes no operation", e.Index))
 			return
 		}
-		op.done = e
-		op.Complete = &op.done
-		s.events = append(s.events, heldEvent{op.Complete, &op.Op})
+		s.done[op] = int32(len(s.events))
+		s.events, s.opOf = append(s.events, e), append(s.opOf, op)
 		delete(s.open, e.Process)
 	}
 	if len(s.ops) >= s.tryAt {
@@ -173,7 +167,7 @@ func (s *Stream) Add(e history.Event) {
 
 func (s *Stream) fail(why string) {
 	s.failed = why
-	s.ops, s.open, s.events = nil, nil, nil
+	s.events, s.opOf, s.ops, s.done, s.open = nil, nil, nil, nil, nil
 }
 
 // heapFull fails the stream once the guard stopped the judging of a piece, and says
@@ -208,10 +202,9 @@ func (s *Stream) Results() []Result {
 	last := s.take(math.MaxInt64)
 	var results []Result
 	if s.cuts == 0 { // never cut: judged whole, exactly as Judge does
-		events, ops := last.unpack()
 		opts := s.opts
-		opts.Ops = ops
-		s.guard(func(ctx context.Context) { results = Judge(ctx, events, opts) })
+		opts.Ops = last.ops
+		s.guard(func(ctx context.Context) { results = Judge(ctx, last.events, opts) })
 	} else {
 		s.note(last.ops)
 		s.judge(last)
@@ -236,8 +229,7 @@ func (s *Stream) givenUp(results []Result) []Result {
 
 // judge adds one piece to every checker's judging, after the pieces before.
 func (s *Stream) judge(p piece) {
-	events, ops := p.unpack()
-	judged := part{events: events, ops: ops, tl: timeline{start: p.place.start}, infinity: p.place.infinity,
+	judged := part{events: p.events, ops: p.ops, tl: timeline{start: p.place.start}, infinity: p.place.infinity,
 		streamed: true, storage: p.place.storage}
 	p.events, p.ops = nil, nil // held once, as judged
 	s.guard(func(ctx context.Context) { addAll(ctx, s.judging, judged) })
@@ -250,59 +242,104 @@ func (s *Stream) guard(judge func(context.Context)) {
 	}
 }
 
-// unpack is the piece's events, in the history's order, and its operations in the order
-// history.Pair gives, their completions side by side as Pair holds them: every checker
-// reads them all, several times.
-func (p piece) unpack() ([]history.Event, []history.Op) {
-	events := make([]history.Event, len(p.events))
-	for i, e := range p.events {
-		events[i] = *e
-	}
-	slices.SortStableFunc(p.ops, func(a, b *history.Op) int { return compareInt64(a.Invoke.Time, b.Invoke.Time) })
-	ops := make([]history.Op, len(p.ops))
-	done := make([]history.Event, 0, len(p.ops))
-	for i, op := range p.ops {
-		ops[i].Invoke = op.Invoke
-		if op.Complete != nil {
-			done = append(done, *op.Complete)
-			ops[i].Complete = &done[len(done)-1]
+// point points every operation held that has completed at its completion in events.
+func (s *Stream) point() {
+	for i, d := range s.done {
+		if d >= 0 {
+			s.ops[i].Complete = &s.events[d]
 		}
 	}
-	return events, ops
 }
 
 // take cuts off the operations whose windows start by t, their events and the nemesis
-// events up to t, in the history's order, as a piece judged from the place as it is.
+// events up to t, in the history's order, as a piece judged from the place as it is. The
+// piece's events are those held, moved up in place over the ones left, which are copied
+// out: each event is copied once as it comes and, most of them, never again.
 func (s *Stream) take(t int64) piece {
 	p := piece{place: s.place}
-	rest := s.ops[:0]
-	for _, op := range s.ops {
-		if start, _ := op.Window(); start <= t {
-			p.ops = append(p.ops, op)
-		} else {
-			rest = append(rest, op)
+	s.point()
+	taken := make([]bool, len(s.ops))
+	var order []int // the operations taken, in the order history.Pair gives
+	for i := range s.ops {
+		if start, _ := s.ops[i].Window(); start <= t {
+			taken[i] = true
+			order = append(order, i)
 		}
 	}
-	clear(s.ops[len(rest):]) // let the piece's operations go once judged
-	s.ops = rest
-	p.events = make([]*history.Event, 0, 2*len(p.ops))
-	keep := s.events[:0]
-	for _, h := range s.events {
-		if h.op == nil && h.event.Time <= t || h.op != nil && windowStart(h.op) <= t {
-			p.events = append(p.events, h.event)
-		} else {
-			keep = append(keep, h)
+	slices.SortStableFunc(order, func(a, b int) int { return compareInt64(s.ops[a].Invoke.Time, s.ops[b].Invoke.Time) })
+
+	// The events: the piece's moved up, the rest copied out, each op's completion followed.
+	inPiece := func(i int) bool { op := s.opOf[i]; return op < 0 && s.events[i].Time <= t || op >= 0 && taken[op] }
+	left := 0
+	for i := range s.events {
+		if !inPiece(i) {
+			left++
 		}
 	}
-	clear(s.events[len(keep):])
-	s.events = keep
+	// Room for those left and as many again as this piece took, so that rest seldom grows.
+	rest := make([]history.Event, 0, left+len(s.events))
+	restOf := make([]int32, 0, cap(rest))
+	at := make([]int32, len(s.events)) // each event's place in the piece or in rest
+	n := 0
+	for i, op := range s.opOf {
+		if inPiece(i) {
+			if n != i {
+				s.events[n] = s.events[i]
+			}
+			at[i], n = int32(n), n+1
+		} else {
+			at[i] = int32(len(rest))
+			rest, restOf = append(rest, s.events[i]), append(restOf, op)
+		}
+	}
+	p.events = s.events[:n:n]
+
+	// The operations: the piece's copied in order, pointing at their completions in it;
+	// the rest moved up in place, their places in events and ops followed.
+	p.ops = make([]history.Op, len(order))
+	for j, i := range order {
+		p.ops[j].Invoke = s.ops[i].Invoke
+		if d := s.done[i]; d >= 0 {
+			p.ops[j].Complete = &p.events[at[d]]
+		}
+	}
+	moved := make([]int32, len(s.ops)) // each operation left's new place
+	m := 0
+	for i := range s.ops {
+		if taken[i] {
+			continue
+		}
+		if m != i {
+			s.ops[m].Invoke = s.ops[i].Invoke
+		}
+		s.ops[m].Complete = nil // pointed again into rest when needed
+		if d := s.done[i]; d >= 0 {
+			s.done[m] = at[d]
+		} else {
+			s.done[m] = -1
+		}
+		moved[i], m = int32(m), m+1
+	}
+	clear(s.ops[m:]) // let the piece's operations go once judged
+	s.ops, s.done = s.ops[:m], s.done[:m]
+	for i, op := range restOf {
+		if op >= 0 {
+			restOf[i] = moved[op]
+		}
+	}
+	for process, op := range s.open {
+		if taken[op] { // never, but for the last piece: no operation open can be cut
+			delete(s.open, process)
+		} else {
+			s.open[process] = moved[op]
+		}
+	}
+	s.events, s.opOf = rest, restOf
 	return p
 }
 
-func windowStart(op *history.Op) int64 { start, _ := op.Window(); return start }
-
 // note says so when a piece is a long stretch without a cut.
-func (s *Stream) note(piece []*history.Op) {
+func (s *Stream) note(piece []history.Op) {
 	if len(piece) < s.limits.LongOps || len(piece) == 0 {
 		return
 	}
@@ -320,7 +357,12 @@ func (s *Stream) cut() {
 	if s.heapFull() {
 		return
 	}
-	t, storage, ok := findCut(s.ops, s.place.storage)
+	s.point()
+	ops := make([]*history.Op, len(s.ops))
+	for i := range s.ops {
+		ops[i] = &s.ops[i]
+	}
+	t, storage, ok := findCut(ops, s.place.storage)
 	if !ok {
 		s.tryAt = len(s.ops) + max(s.limits.PieceOps/4, 1)
 		return
