@@ -78,7 +78,7 @@ func paletteIndex(i int) int { return ((i % len(palette)) + len(palette)) % len(
 type Plots struct {
 	start, end int64 // the earliest and latest event times
 	seen       bool
-	open       map[int]history.Event // each process's invocation not yet completed
+	open       map[int]invoked // each process's invocation not yet completed
 	// latency counts acquires and releases by invocation time and latencyBins of their
 	// duration, classed by outcome and function (latencyClass); throughput counts ok
 	// operations by completion time, classed by funcIndex; tokens counts grants by their
@@ -90,8 +90,14 @@ type Plots struct {
 
 // NewPlots returns an empty Plots.
 func NewPlots() *Plots {
-	return &Plots{open: map[int]history.Event{}, latency: newGrid(false), throughput: newGrid(false), tokens: newGrid(true),
+	return &Plots{open: map[int]invoked{}, latency: newGrid(false), throughput: newGrid(false), tokens: newGrid(true),
 		processes: map[int]bool{}}
+}
+
+// invoked is what the plots need of an invocation: its function and time.
+type invoked struct {
+	Func history.Func
+	Time int64
 }
 
 // plotFuncs are the functions the throughput plot draws, in its legend's order.
@@ -113,7 +119,7 @@ func (p *Plots) Add(e history.Event) {
 		}
 		return
 	case e.Type == history.Invoke:
-		p.open[e.Process] = e
+		p.open[e.Process] = invoked{e.Func, e.Time}
 		return
 	}
 	inv, ok := p.open[e.Process]
