@@ -66,7 +66,7 @@ func forbidden(pkg string) string {
 // runner they are handed: none of them links the Docker side, the nemeses or a lock
 // client, so `check` of a saved file links none of what made it.
 func TestOfflineCommandsLinkNoDocker(t *testing.T) {
-	for _, top := range []string{"/analysis", "/cli/offline", "/suite", "/story", "/shrink"} {
+	for _, top := range []string{"/analysis", "/cli/offline", "/suite", "/story", "/shrink", "/hunt"} {
 		for _, pkg := range goList(t, "-deps", module+top) {
 			if why := forbidden(pkg); why != "" {
 				t.Errorf("%s links %s, %s", top[1:], pkg, why)

@@ -57,6 +57,9 @@ func TestFlagsGoAnywhere(t *testing.T) {
 		{"run", func() [][]string {
 			return [][]string{{"run", "--ttl", "1s", "redis"}, {"run", "redis", "--ttl", "1s"}}
 		}, 254, `run: unexpected argument "redis"`},
+		{"hunt", func() [][]string {
+			return [][]string{{"hunt", "--budget", "0s", "now"}, {"hunt", "now", "--budget", "0s"}}
+		}, 254, `hunt: unexpected argument "now"`},
 		{"serve", func() [][]string {
 			return [][]string{{"serve", "--addr", "127.0.0.1:0", "store"}, {"serve", "store", "--addr", "127.0.0.1:0"}}
 		}, 254, `serve: unexpected argument "store"`},

@@ -40,7 +40,7 @@ const defaultResults = "store"
 // commands are the subcommands, in the order help lists them; each is defined, with its
 // help, beside its code (run.go, suite.go, check.go...).
 var commands = []command.Command{
-	runCommand, suiteCommand, offline.Check, offline.Report, shrinkCommand, serveCommand,
+	runCommand, suiteCommand, offline.Check, offline.Report, shrinkCommand, huntCommand, serveCommand,
 	cleanCommand, imagesCommand, machinesCommand, versionCommand, workerCommand,
 }
 

@@ -31,7 +31,7 @@ func TestRerunCommandParsesBackToTheSpec(t *testing.T) {
 			want := harness.DefaultSpec()
 			tt.change(&want)
 			got := harness.DefaultSpec()
-			fs, opts := runFlags(&got)
+			fs, opts := runFlags(&got, "run")
 			if err := command.Parse(fs, want.Args()); err != nil {
 				t.Fatalf("run refuses %q: %v", want.Args(), err)
 			}

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -38,7 +37,7 @@ with a machine key, under every fault; docs/machines.md).
 ` + nemesisHelp(),
 	Flags: func() *flag.FlagSet {
 		spec := harness.DefaultSpec()
-		fs, _ := runFlags(&spec)
+		fs, _ := runFlags(&spec, "run")
 		return fs
 	},
 	Examples: []string{
@@ -65,17 +64,18 @@ with a machine key, under every fault; docs/machines.md).
 
 // runOptions are run's flags that are not part of the spec.
 type runOptions struct {
-	nemesis, fencing, results, clientCmd string
+	nemesis, fencing, results, clientCmd, schedule string
 	// login is how the machines of --nodes-file are logged in to.
 	login loginFlags
 	// noInstall takes the machines' packages as installed.
 	noInstall bool
 }
 
-// runFlags binds run's flags to spec, whose values are the defaults.
-func runFlags(spec *harness.Spec) (*flag.FlagSet, *runOptions) {
+// runFlags binds run's flags to spec, whose values are the defaults, as flags of command
+// cmd (run, or hunt, which takes them too).
+func runFlags(spec *harness.Spec, cmd string) (*flag.FlagSet, *runOptions) {
 	opts := &runOptions{}
-	fs := command.NewFlags("run")
+	fs := command.NewFlags(cmd)
 	fs.StringVar(&spec.System, "system", spec.System, "lock service: "+strings.Join(system.Names(), ", "))
 	fs.StringVar(&spec.SystemFile, "system-file", spec.SystemFile, "a file describing your own lock service (its name, nodes, command, image...; "+
 		"docs/your-own.md), tested as a built-in system is; it replaces --system")
@@ -124,6 +124,8 @@ func runFlags(spec *harness.Spec) (*flag.FlagSet, *runOptions) {
 	fs.BoolVar(&spec.Undirected, "undirected", spec.Undirected, "targeted faults fire on their schedule and hope: no victim is kept inside its critical section "+
 		"until the fault's hazard occurs, a failover waits for the Sentinels to notice the crash")
 	fs.IntVar(&spec.Faults, "faults", spec.Faults, "stop the nemesis once this many of its faults have begun (a round under way ends as it would); 0: no bound")
+	fs.StringVar(&opts.schedule, "schedule", "", "when, on whom and how long the nemeses strike, instead of their seeded draws: steps FAULT@AT/TARGET/FOR, "+
+		"comma-separated (pause-client@1.2s/3/2.5s: the fourth client, 1.2s after the nemesis began, for 2.5s), as a hunt writes them; empty: drawn from --seed")
 	fs.BoolVar(&spec.StopEarly, "stop-at-first-violation", spec.StopEarly, fmt.Sprintf("end the run %s after two clients are first seen holding the lock at once, "+
 		"rather than at --time-limit (which then bounds it: run until it breaks, at most that long); the whole history is judged as always", runspec.StopGrace))
 	fs.StringVar(&spec.Test, "test", spec.Test, "test name, the run directory's parent; empty: derived from the flags")
@@ -141,27 +143,39 @@ const runGCPercent = 50
 // harness validates the spec itself (Normalize) when it runs it.
 func parseRun(args []string) (harness.Spec, *runOptions, error) {
 	spec := harness.DefaultSpec()
-	fs, opts := runFlags(&spec)
+	fs, opts := runFlags(&spec, "run")
 	if err := command.Parse(fs, args); err != nil {
 		return spec, nil, err
 	}
+	spec, err := specOf(spec, opts, "run")
+	return spec, opts, err
+}
+
+// specOf is spec with what run's flags (opts) say of it beside their bound fields, or the
+// flag that is wrong, named as command cmd's.
+func specOf(spec harness.Spec, opts *runOptions, cmd string) (harness.Spec, error) {
 	switch opts.fencing {
 	case "on":
 		spec.Fencing = true
 	case "off":
 	default:
-		return spec, nil, command.Bad(fmt.Errorf("run: --fencing must be on or off, got %s", quote.Short(opts.fencing)))
+		return spec, command.Bad(fmt.Errorf("%s: --fencing must be on or off, got %s", cmd, quote.Short(opts.fencing)))
 	}
 	if opts.results == "" {
-		return spec, nil, command.Bad(errors.New("run: --results must name a directory, got an empty string"))
+		return spec, command.Bad(fmt.Errorf("%s: --results must name a directory, got an empty string", cmd))
 	}
 	spec.Nemesis = strings.Split(opts.nemesis, ",")
 	cmdWords, err := shellwords.Split(opts.clientCmd)
 	if err != nil {
-		return spec, nil, command.Bad(fmt.Errorf("run: --client-cmd: %w", err))
+		return spec, command.Bad(fmt.Errorf("%s: --client-cmd: %w", cmd, err))
 	}
 	spec.ClientCmd = cmdWords
-	return spec, opts, nil
+	if opts.schedule != "" {
+		if spec.Schedule, err = runspec.ParseSchedule(opts.schedule); err != nil {
+			return spec, command.Bad(fmt.Errorf("%s: %w", cmd, err))
+		}
+	}
+	return spec, nil
 }
 
 func cmdRun(ctx context.Context, args []string, stdout io.Writer) (int, error) {

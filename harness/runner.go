@@ -375,8 +375,21 @@ func (t *trial) nemesisEnv(ctx context.Context, cluster Cluster, rec *history.Re
 		Victims:             t.spec.Victims,
 		ReplicaLag:          t.spec.ReplicaLag(),
 		Reach:               reachOf(t.spec),
+		Script:              scriptOf(t.spec),
 		Halt:                ctx.Done(),
 	}
+}
+
+// scriptOf is a spec's written schedule, each nemesis's steps apart; nil when it has none.
+func scriptOf(s Spec) map[string][]nemesis.Shot {
+	if len(s.Schedule) == 0 {
+		return nil
+	}
+	script := map[string][]nemesis.Shot{}
+	for _, st := range s.Schedule {
+		script[st.Fault] = append(script[st.Fault], nemesis.Shot{At: st.At.Std(), Target: st.Target, For: st.For.Std()})
+	}
+	return script
 }
 
 // reachOf is where a checked spec's link faults strike.

@@ -62,6 +62,9 @@ func (c Checked) Spec() Spec { return c.spec }
 // System is the descriptor of the spec's system.
 func (c Checked) System() system.System { return c.sys }
 
+// Nodes is the cluster's size.
+func (c Checked) Nodes() int { return c.nodes }
+
 // lookUpClients looks up each of the spec's lock clients and refuses one that is not
 // there, does not run on the spec's system, or has no fencing token when the spec fences.
 func lookUpClients(s Spec) ([]workloads.Client, error) {
@@ -176,6 +179,9 @@ func CheckSpec(s Spec) (Checked, error) {
 		return Checked{}, specErrorf("--undirected applies to the nemeses that target a hazard (%s), not to %s",
 			strings.Join(history.TargetingFaults(), ", "), nem.Name())
 	}
+	if err := checkSchedule(s); err != nil {
+		return Checked{}, err
+	}
 	if s.Test == "" {
 		s.Test = s.DerivedTest()
 		if err := s.Validate(); err != nil { // a derived name must name a directory too
@@ -285,6 +291,21 @@ func checkPooler(s Spec, sys system.System) error {
 		return specErrorf("--pooler applies to %s, not %s, which has no pooler in front of it", strings.Join(offers, ", "), s.System)
 	case !slices.Contains(sys.Container.Pooler.Modes, s.Pooler):
 		return specErrorf("--pooler must be %s, got %s", strings.Join(sys.Container.Pooler.Modes, " or "), quote.Short(s.Pooler))
+	}
+	return nil
+}
+
+// checkSchedule refuses a written schedule beside a nemesis that cannot follow one: it
+// would go on drawing its own faults.
+func checkSchedule(s Spec) error {
+	if len(s.Schedule) == 0 {
+		return nil
+	}
+	for _, name := range s.Nemesis {
+		if name != history.NoFaults && !slices.Contains(nemesis.Scripted(), name) {
+			return specErrorf("--schedule: nemesis %s draws its own faults and follows no written schedule; those that do: %s",
+				quote.Short(name), strings.Join(nemesis.Scripted(), ", "))
+		}
 	}
 	return nil
 }

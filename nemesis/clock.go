@@ -57,7 +57,7 @@ func (c clockFault) Run(ctx context.Context, env Env) error {
 		})
 	}
 	w := watch(env.Subscribe())
-	return w.schedule(ctx, env, func(rng *rand.Rand) error {
+	return w.schedule(ctx, env, func(rng draw) error {
 		mode := c.mode
 		if mode == history.Clock {
 			mode = clockModes[rng.Intn(len(clockModes))]

@@ -27,13 +27,15 @@ func (onLinks) Heal(_ context.Context, env Env) error {
 // delayClient delays everything one lock client sends by env.Pause, on a seeded schedule,
 // for twice that: a slow network between one client and the rest. The client is the one
 // just granted the lock, so that its writes meet the delay within its lease (a random one
-// when nobody is granted within two TTLs).
+// when nobody is granted within two TTLs). On a written schedule, it is the step's target,
+// delayed by the step's length at the step's moment.
 type delayClient struct{ onLinks }
 
 func init() { register(func() kind { return delayClient{} }) }
 
 func (delayClient) Kind() history.FaultKind { return history.Delay }
 func (delayClient) reaches()                {}
+func (delayClient) followsScript()          {}
 
 // delayDetail is the detail saying how long a delay is.
 const delayDetail = "delay"
@@ -42,22 +44,25 @@ const delayDetail = "delay"
 // its lease had run out.
 func (delayClient) Run(ctx context.Context, env Env) error {
 	w := watch(env.Subscribe())
-	return w.schedule(ctx, env, func(rng *rand.Rand) error {
-		grant, ok := w.awaitAnyGrant(ctx, 2*env.TTL)
-		if !ok {
-			return nil
+	return w.schedule(ctx, env, func(d draw) error {
+		p, found := 0, false
+		if d.target < 0 {
+			grant, ok := w.awaitAnyGrant(ctx, 2*env.TTL)
+			if !ok {
+				return nil
+			}
+			p, found = grant.Process, grant.Type == history.OK && slices.Contains(env.Workers.Processes(), grant.Process)
 		}
-		p, found := grant.Process, grant.Type == history.OK && slices.Contains(env.Workers.Processes(), grant.Process)
 		if !found {
-			if p, found = randomClient(env, rng); !found {
+			if p, found = randomClient(env, d); !found {
 				return nil // no client running now: the next window may find one
 			}
 		}
-		return oneClient(env, p, history.Delay, reachDetail(env, map[string]string{delayDetail: env.Pause.String()}),
+		return oneClient(env, p, history.Delay, reachDetail(env, map[string]string{delayDetail: d.length.String()}),
 			func(p int) error {
-				return env.Links.Strike(p, LinkFault{Effect: Slow, Latency: env.Pause, Reach: env.Reach})
+				return env.Links.Strike(p, LinkFault{Effect: Slow, Latency: d.length, Reach: env.Reach})
 			},
-			func(p int) { w.seeOverruns(ctx, env, history.Delay, 2*env.Pause, func(q int) bool { return q == p }) })
+			func(p int) { w.seeOverruns(ctx, env, history.Delay, 2*d.length, func(q int) bool { return q == p }) })
 	})
 }
 
@@ -76,13 +81,13 @@ func reachDetail(env Env, detail map[string]string) map[string]string {
 	return detail
 }
 
-// randomClient picks a running client with rng; false when none runs.
-func randomClient(env Env, rng *rand.Rand) (int, bool) {
+// randomClient picks a running client, the draw's target or at random; false when none runs.
+func randomClient(env Env, d draw) (int, bool) {
 	running := env.Workers.Processes()
 	if len(running) == 0 {
 		return 0, false
 	}
-	return running[rng.Intn(len(running))], true
+	return running[d.pick(len(running))], true
 }
 
 // oneClient does to process p's links what act does, records the start of a fault of kind
@@ -210,8 +215,8 @@ func slowness(ttl time.Duration, rng *rand.Rand) (latency, jitter time.Duration)
 
 func (slowNetwork) Run(ctx context.Context, env Env) error {
 	w := watch(env.Subscribe())
-	return w.schedule(ctx, env, func(rng *rand.Rand) error {
-		latency, jitter := slowness(env.TTL, rng)
+	return w.schedule(ctx, env, func(rng draw) error {
+		latency, jitter := slowness(env.TTL, rng.Rand)
 		if _, ok := w.awaitAnyGrant(ctx, 2*env.TTL); !ok {
 			return nil
 		}

@@ -2,7 +2,6 @@ package nemesis
 
 import (
 	"context"
-	"math/rand"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
@@ -14,7 +13,9 @@ import (
 // answered, so an extend that renews the lease for a TTL is heard of a delay later. Its
 // hazard is that danger made real: another client was granted the lock while the holder
 // waited for the answer. A correct extend then says the lease ran out, or cannot say, and
-// the holder does not write; a broken one says yes.
+// the holder does not write; a broken one says yes. On a written schedule, a step's moment
+// is when it waits for the next grant from, and its length the delay; its target is that
+// grant's holder, whatever the step's.
 type delayExtend struct{ onLinks }
 
 func init() { register(func() kind { return delayExtend{} }) }
@@ -22,30 +23,31 @@ func init() { register(func() kind { return delayExtend{} }) }
 func (delayExtend) Kind() history.FaultKind { return history.DelayExtend }
 func (delayExtend) reaches()                {}
 func (delayExtend) onExtends()              {}
+func (delayExtend) followsScript()          {}
 
 func (delayExtend) Run(ctx context.Context, env Env) error {
 	w := watch(env.Subscribe())
 	reach := LinkReach{Node: env.Reach.Node, Answers: true} // the requests go out at once: the renewal is made
-	f := LinkFault{Effect: Slow, Latency: env.Pause, Reach: reach}
-	detail := map[string]string{delayDetail: env.Pause.String(), linkDetail: reach.String()}
-	return w.schedule(ctx, env, func(*rand.Rand) error {
+	return w.schedule(ctx, env, func(d draw) error {
+		f := LinkFault{Effect: Slow, Latency: d.length, Reach: reach}
+		detail := map[string]string{delayDetail: d.length.String(), linkDetail: reach.String()}
 		grant, ok := w.awaitAnyGrant(ctx, 2*env.TTL)
 		if !ok || grant.Type != history.OK || !w.holds(grant.Process) {
 			return nil // nobody granted within two leases, or the holder is done: the next window
 		}
 		return oneClient(env, grant.Process, history.DelayExtend, detail,
 			func(p int) error { return env.Links.Strike(p, f) },
-			func(p int) { w.seeGrantsInExtend(ctx, env, p) })
+			func(p int) { w.seeGrantsInExtend(ctx, env, p, d.length) })
 	})
 }
 
 // seeGrantsInExtend follows the history until holder p's next extend has been answered or
 // p releases, at most two leases and the delay, twice over, and records the hazard of
 // delay-extend for each other client granted the lock while that extend waited.
-func (w *watcher) seeGrantsInExtend(ctx context.Context, env Env, p int) {
+func (w *watcher) seeGrantsInExtend(ctx context.Context, env Env, p int, delay time.Duration) {
 	stop := func() {}
 	defer func() { stop() }()
-	timer := time.NewTimer(2 * (2*env.TTL + env.Pause))
+	timer := time.NewTimer(2 * (2*env.TTL + delay))
 	defer timer.Stop()
 	for {
 		e, ok := w.next(ctx, timer.C)

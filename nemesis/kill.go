@@ -3,7 +3,6 @@ package nemesis
 import (
 	"context"
 	"fmt"
-	"math/rand"
 	"syscall"
 
 	"github.com/lockbreaker/lockbreaker/history"
@@ -14,20 +13,26 @@ import (
 // lands mid-operation: that acquire becomes indeterminate, and a new worker takes the
 // slot under a new process number. A lock the dead client held is freed only by its
 // lease or session running out; the seed claims ZooKeeper frees it safely, and this shows
-// whether it does. With no client waiting it kills one at random.
+// whether it does. With no client waiting it kills one at random. On a written schedule it
+// kills the step's target at the step's moment.
 type killClient struct{ anywhere }
 
 func init() { register(func() kind { return killClient{} }) }
 
 func (killClient) Kind() history.FaultKind { return history.KillClient }
+func (killClient) followsScript()          {}
 
 func (killClient) Run(ctx context.Context, env Env) error {
 	w := watch(env.Subscribe())
-	return w.schedule(ctx, env, func(rng *rand.Rand) error {
-		victim, ok := longestWaiting(w.waiting)
+	return w.schedule(ctx, env, func(d draw) error {
+		victim, ok := 0, false
+		if d.target < 0 {
+			victim, ok = longestWaiting(w.waiting)
+		}
 		if !ok {
-			running := env.Workers.Processes()
-			victim = running[rng.Intn(len(running))]
+			if victim, ok = randomClient(env, d); !ok {
+				return nil // no client running now
+			}
 		}
 		target := history.TargetOfClient(victim)
 		if err := env.Workers.Signal(victim, syscall.SIGKILL); err != nil {

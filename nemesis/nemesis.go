@@ -97,9 +97,15 @@ type Env struct {
 	// RestartAfter even past the run's time limit, but not past an interrupt.
 	Halt <-chan struct{}
 
+	// Script is a written schedule for each nemesis named, followed instead of the seeded
+	// one by the kinds that can (Scripted).
+	Script map[string][]Shot
+
 	// clocks is this part's share of the nodes' clocks in a composition (clockSums); nil:
 	// Nodes's own.
 	clocks Clocks
+	// script is this part's own of Script: none when Script names it not.
+	script []Shot
 }
 
 // Nemesis injects the faults of the kinds chosen (New).
@@ -336,9 +342,10 @@ func (c composed) Run(ctx context.Context, env Env) error {
 	return errors.Join(errs...)
 }
 
-// own is part i's env: its schedule has a seed of its own.
+// own is part i's env: its schedule has a seed of its own, and its written schedule is its own.
 func (c composed) own(env Env, i int) Env {
 	env.Seed += int64(i) * 7919
+	env.script = env.Script[c[i].Kind().Name]
 	return env
 }
 
@@ -376,20 +383,74 @@ func recordDetail(env Env, f history.Func, fault string, detail map[string]strin
 		Time: history.Now(), Fault: fault, Targets: targets, Detail: detail})
 }
 
-// schedule calls inject at seeded random moments, on average env.Interval apart, until
-// ctx ends. inject gets the schedule's own random source.
-func schedule(ctx context.Context, env Env, inject func(*rand.Rand) error) error {
-	rng := rand.New(rand.NewSource(env.Seed))
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(scheduleWait(env, rng)):
+// Shot is one fault of a written schedule (a hunt's, `run --schedule`): when it begins,
+// from the moment Run began (once the fault before it ended, if that is later), on which of
+// the targets the fault chooses from (an index modulo their number), and for how long.
+type Shot struct {
+	At     time.Duration
+	Target int
+	For    time.Duration
+}
+
+// scripted is a kind that follows a written schedule whole: its moments, its targets and
+// its lengths (Shot).
+type scripted interface{ followsScript() }
+
+// Scripted lists the nemeses that follow a written schedule (Env.Script).
+func Scripted() []string {
+	var names []string
+	for _, name := range Names() {
+		if _, ok := kinds[name]().(scripted); ok {
+			names = append(names, name)
 		}
-		if err := inject(rng); err != nil {
+	}
+	return names
+}
+
+// draw is one fault's share of its schedule: the schedule's seeded random source, and,
+// when the schedule is written, the fault's target and length.
+type draw struct {
+	*rand.Rand
+	target int // -1: drawn
+	length time.Duration
+}
+
+// pick is the index of the fault's target among n.
+func (d draw) pick(n int) int {
+	if d.target >= 0 {
+		return d.target % n
+	}
+	return d.Intn(n)
+}
+
+// schedule calls inject at seeded random moments, on average env.Interval apart, until
+// ctx ends, or at the moments of env's written schedule until it is done. inject gets the
+// schedule's random source, and its target and length.
+func schedule(ctx context.Context, env Env, inject func(draw) error) error {
+	return shots(env, func(d time.Duration) bool { sleep(ctx, d); return ctx.Err() == nil }, inject)
+}
+
+// shots calls inject after each wait the schedule asks for, until wait says to stop.
+func shots(env Env, wait func(time.Duration) bool, inject func(draw) error) error {
+	rng := rand.New(rand.NewSource(env.Seed))
+	if env.Script == nil {
+		for wait(scheduleWait(env, rng)) {
+			if err := inject(draw{Rand: rng, target: -1, length: env.Pause}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	began := time.Now()
+	for _, shot := range env.script {
+		if !wait(max(0, shot.At-time.Since(began))) {
+			return nil
+		}
+		if err := inject(draw{Rand: rng, target: shot.Target, length: shot.For}); err != nil {
 			return err
 		}
 	}
+	return nil
 }
 
 // scheduleWait is the seeded time to the next fault: on average env.Interval.

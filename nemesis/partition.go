@@ -59,14 +59,14 @@ func (p partition) Run(ctx context.Context, env Env) error {
 	if clientShapes[p.shape] && env.Clients == nil {
 		return errSharedAddress
 	}
-	return schedule(ctx, env, func(rng *rand.Rand) error {
+	return schedule(ctx, env, func(rng draw) error {
 		shape := p.shape
 		if shape == history.Partition {
 			kinds := shapeKinds(env.Clients != nil)
 			shape = kinds[rng.Intn(len(kinds))]
 		}
 		if shape != history.PartitionLeader {
-			return partitionFor(ctx, env, net, shape, shapes[shape](nodes, clientNames(env), rng))
+			return partitionFor(ctx, env, net, shape, shapes[shape](nodes, clientNames(env), rng.Rand))
 		}
 		leader, ok := awaitLeader(ctx, leaders, env.Pause)
 		if !ok {
@@ -247,13 +247,13 @@ func (p primarySplit) Run(ctx context.Context, env Env) error {
 		return err
 	}
 	w := watch(env.Subscribe())
-	return w.schedule(ctx, env, func(rng *rand.Rand) error {
+	return w.schedule(ctx, env, func(rng draw) error {
 		now, err := roles.Roles(ctx)
 		primary := system.OnePrimary(now)
 		if err != nil || primary == "" {
 			return nil // no answer now, or between primaries (a failover): no split to make now
 		}
-		g, side := p.grudge(env, primary, rng)
+		g, side := p.grudge(env, primary, rng.Rand)
 		return cutFor(ctx, env, net, p.Kind(), g, func() {
 			seen := false
 			stop := w.seeSplitGrants(env, p.Kind().Name, side, func() { seen = true })

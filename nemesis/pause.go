@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand"
 	"syscall"
 	"time"
 
@@ -201,36 +200,43 @@ func (w *watcher) nextReader(ctx context.Context, env Env, deadline <-chan time.
 func (pauseHolder) Heal(_ context.Context, env Env) error { return resumeAllWorkers(env) }
 
 // pauseClient freezes a random lock client on a seeded schedule, holder or not, for
-// env.Pause: the undirected pause. Its hazard, as pause-holder's, occurs only when the
+// env.Pause: the undirected pause. On a written schedule it freezes the step's target at
+// the step's moment for the step's length. Its hazard, as pause-holder's, occurs only when the
 // client it froze held the lock and another was granted it meanwhile.
 type pauseClient struct{ anywhere }
 
 func init() { register(func() kind { return pauseClient{} }) }
 
 func (pauseClient) Kind() history.FaultKind { return history.PauseClient }
+func (pauseClient) followsScript()          {}
 
 func (pauseClient) Run(ctx context.Context, env Env) error {
 	w := watch(env.Subscribe())
-	return w.schedule(ctx, env, func(rng *rand.Rand) error {
-		running := env.Workers.Processes()
-		return pauseHolding(ctx, env, w, history.PauseClient, running[rng.Intn(len(running))], func() { w.wait(ctx, env.Pause) })
+	return w.schedule(ctx, env, func(d draw) error {
+		p, ok := randomClient(env, d)
+		if !ok {
+			return nil // no client running now
+		}
+		return pauseHolding(ctx, env, w, history.PauseClient, p, func() { w.wait(ctx, d.length) })
 	})
 }
 
 func (pauseClient) Heal(_ context.Context, env Env) error { return resumeAllWorkers(env) }
 
 // pauseNode freezes a random lock-service node's server from outside its container (PID 1
-// ignores SIGSTOP sent from inside its own namespace).
+// ignores SIGSTOP sent from inside its own namespace); on a written schedule, the step's
+// target for its length.
 type pauseNode struct{ anywhere }
 
 func init() { register(func() kind { return pauseNode{} }) }
 
 func (pauseNode) Kind() history.FaultKind { return history.PauseNode }
+func (pauseNode) followsScript()          {}
 
 func (pauseNode) Run(ctx context.Context, env Env) error {
 	nodes := env.Nodes.Names()
-	return schedule(ctx, env, func(rng *rand.Rand) error {
-		node := nodes[rng.Intn(len(nodes))]
+	return schedule(ctx, env, func(d draw) error {
+		node := nodes[d.pick(len(nodes))]
 		// The signal is sent whole even when the run ends meanwhile, as every fault is made
 		// (cutFor, crash): one cut short may have landed all the same, and a run whose time
 		// ran out while a busy engine took its time is no failure (issue 35). The pause then
@@ -239,7 +245,7 @@ func (pauseNode) Run(ctx context.Context, env Env) error {
 			return fmt.Errorf("pause node %s: %w", node, err)
 		}
 		record(env, history.Start, history.PauseNode.Name, node)
-		sleep(ctx, env.Pause)
+		sleep(ctx, d.length)
 		// The run's context may be over; the node must be thawed regardless.
 		err := env.Nodes.Signal(context.WithoutCancel(ctx), node, syscall.SIGCONT)
 		record(env, history.Stop, history.PauseNode.Name, node)

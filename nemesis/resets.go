@@ -2,7 +2,6 @@ package nemesis
 
 import (
 	"context"
-	"math/rand"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
@@ -61,7 +60,7 @@ func silence(ttl, window time.Duration) time.Duration {
 func breakOneClient(ctx context.Context, env Env, k history.FaultKind, detail map[string]string, f LinkFault) error {
 	w := watch(env.Subscribe())
 	f.Reach, detail = env.Reach, reachDetail(env, detail)
-	return w.schedule(ctx, env, func(rng *rand.Rand) error {
+	return w.schedule(ctx, env, func(rng draw) error {
 		p, ok := randomClient(env, rng)
 		if !ok {
 			return nil // no client running now: the next window may find one

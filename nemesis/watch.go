@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/rand"
 	"slices"
 	"strings"
 	"sync"
@@ -181,16 +180,10 @@ func (w *watcher) waitUntil(ctx context.Context, d time.Duration, done func() bo
 	return true
 }
 
-// schedule calls inject at seeded random moments, on average env.Interval apart, until
-// ctx ends, following the history meanwhile. inject gets the schedule's random source.
-func (w *watcher) schedule(ctx context.Context, env Env, inject func(*rand.Rand) error) error {
-	rng := rand.New(rand.NewSource(env.Seed))
-	for w.wait(ctx, scheduleWait(env, rng)) {
-		if err := inject(rng); err != nil {
-			return err
-		}
-	}
-	return nil
+// schedule calls inject at the schedule's moments (schedule's), following the history
+// meanwhile.
+func (w *watcher) schedule(ctx context.Context, env Env, inject func(draw) error) error {
+	return shots(env, func(d time.Duration) bool { return w.wait(ctx, d) }, inject)
 }
 
 // leaseEnd is when process p's lease ends at the earliest, on CLOCK_MONOTONIC: the

@@ -80,6 +80,9 @@ func (s Spec) Args() []string {
 	if s.Faults != 0 {
 		args = append(args, "--faults", strconv.Itoa(s.Faults))
 	}
+	if len(s.Schedule) > 0 {
+		args = append(args, "--schedule", ScheduleText(s.Schedule))
+	}
 	if s.StopEarly {
 		args = append(args, "--stop-at-first-violation")
 	}

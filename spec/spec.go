@@ -101,6 +101,9 @@ type Spec struct {
 	// Faults, when not 0, stops the nemesis once that many of its faults have begun, at the
 	// first moment after with no fault on (a round under way ends as it would).
 	Faults int `json:"faults,omitempty"`
+	// Schedule, when set, is when, on whom and for how long the nemeses make their faults
+	// (Step), instead of their seeded draws: a hunt's trial, or a run of one again.
+	Schedule []Step `json:"schedule,omitempty"`
 	// StopEarly ends the run StopGrace after two clients were first seen holding the lock
 	// at once, rather than at its time limit; the run is then judged on its whole history.
 	StopEarly bool `json:"stop_early,omitempty"`
@@ -212,6 +215,9 @@ func (s Spec) Validate() error {
 		return err
 	}
 	if err := s.checkCrashSettings(); err != nil {
+		return err
+	}
+	if err := s.checkSchedule(); err != nil {
 		return err
 	}
 	switch {

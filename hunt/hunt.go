@@ -1,0 +1,219 @@
+// Package hunt looks for a violation by many short trials, each a run whose fault
+// schedule is written (spec.Step) rather than drawn from its seed. With feedback, each
+// trial is scored by what it came near (Measure: dangers made real, how far a fault
+// reached into a lease of a client in the lock's business, states of the lock not met
+// before), and the next schedule is a mutation of one that came near, never one tried
+// before; without, every schedule is drawn afresh, which is the random search it is
+// measured against on equal budgets. It stops at the first violation and makes its
+// schedule as small as still fails. The trials themselves are run by the Trial it is
+// handed (the CLI's runs the harness), so it links no Docker.
+package hunt
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/spec"
+)
+
+// Trial runs s once and says what it found.
+type Trial func(ctx context.Context, s spec.Spec) (Outcome, error)
+
+// Outcome is one trial's run.
+type Outcome struct {
+	// Dir is its run directory.
+	Dir string
+	// Invalid are the checkers that found a violation (lock safety, data safety, fencing).
+	Invalid []string
+	// Events is its history, which it is scored on.
+	Events []history.Event
+}
+
+// Options say how to search and for how long.
+type Options struct {
+	// Feedback steers each schedule by what the trials before came near; off, each is drawn afresh.
+	Feedback bool
+	// Budget bounds the search's wall time, Trials its number of trials (each at least 1).
+	Budget time.Duration
+	Trials int
+	// Seed seeds the schedules drawn and mutated.
+	Seed int64
+	// Progress gets a line per trial.
+	Progress io.Writer
+}
+
+// Record is one trial, as a hunt keeps it: small.
+type Record struct {
+	N        int           `json:"n"`
+	Schedule []spec.Step   `json:"schedule"`
+	Parent   int           `json:"parent,omitempty"` // the trial it mutated, from 1; 0: drawn afresh
+	Score    Score         `json:"score"`
+	Invalid  []string      `json:"invalid,omitempty"`
+	Took     time.Duration `json:"took"`
+	// At is when it ended, from the hunt's start.
+	At time.Duration `json:"at"`
+}
+
+// Result is a hunt's answer.
+type Result struct {
+	Trials []Record `json:"trials"`
+	// Found is the first trial that found a violation, from 1; 0 when none did.
+	Found int `json:"found,omitempty"`
+	// Smallest is the smallest schedule that still failed once tried again (Shrink), and
+	// Spec the whole spec that runs it.
+	Smallest []spec.Step `json:"smallest,omitempty"`
+	Spec     *spec.Spec  `json:"spec,omitempty"`
+	// Spent says the hunt stopped at its budget.
+	Spent bool          `json:"spent,omitempty"`
+	Took  time.Duration `json:"took"`
+}
+
+// FirstFound is the trial that found the violation; false when none did.
+func (r Result) FirstFound() (Record, bool) {
+	if r.Found == 0 {
+		return Record{}, false
+	}
+	return r.Trials[r.Found-1], true
+}
+
+// fresh is how often a feedback search draws a schedule afresh instead of mutating one:
+// the corpus of near ones must not shut out what none of them is near.
+const fresh = 0.2
+
+// Search runs trials of base over space until one finds a violation or the budget is
+// spent. Each trial's spec is base with its schedule and a seed of its own (for what the
+// clients draw).
+func Search(ctx context.Context, base spec.Spec, space Space, trial Trial, opts Options) (Result, error) {
+	began := time.Now()
+	rng := rand.New(rand.NewSource(opts.Seed))
+	var res Result
+	tried := map[string]bool{}
+	met := map[string]bool{}
+	var corpus []int // trials that came near, by index
+	progress := opts.Progress
+	if progress == nil {
+		progress = io.Discard
+	}
+	for n := 1; n <= opts.Trials; n++ {
+		if time.Since(began) >= opts.Budget {
+			res.Spent = true
+			break
+		}
+		schedule, parent := next(space, rng, opts.Feedback, res.Trials, corpus, tried)
+		tried[spec.ScheduleText(schedule)] = true
+		s := base
+		s.Schedule, s.Seed = schedule, base.Seed+int64(n)
+		start := time.Now()
+		out, err := trial(ctx, s)
+		if err != nil {
+			res.Took = time.Since(began)
+			return res, fmt.Errorf("trial %d: %w", n, err)
+		}
+		rec := Record{N: n, Schedule: schedule, Parent: parent, Invalid: out.Invalid,
+			Score: Measure(out.Events, base.TTL.Std()), Took: time.Since(start), At: time.Since(began)}
+		for _, st := range rec.Score.States {
+			if !met[st] {
+				met[st] = true
+				rec.Score.New++
+			}
+		}
+		res.Trials = append(res.Trials, rec)
+		fmt.Fprintln(progress, rec.line())
+		if len(out.Invalid) > 0 {
+			res.Found = n
+			break
+		}
+		if better(rec, res.Trials) {
+			corpus = append(corpus, n-1)
+		}
+	}
+	if !res.Spent && res.Found == 0 && len(res.Trials) >= opts.Trials {
+		res.Spent = true
+	}
+	res.Took = time.Since(began)
+	return res, nil
+}
+
+// better says whether a trial joins the corpus that schedules are mutated from: it came
+// near something, and nearer than the trial it was mutated from, or met a state no trial
+// had; a child no better than its parent would only dilute the corpus.
+func better(rec Record, trials []Record) bool {
+	v := rec.Score.Value()
+	return v > 0 && (rec.Parent == 0 || rec.Score.New > 0 || v > trials[rec.Parent-1].Score.Value())
+}
+
+// next is the next trial's schedule and the trial it mutated (from 1; 0: drawn afresh).
+func next(space Space, rng *rand.Rand, feedback bool, trials []Record, corpus []int, tried map[string]bool) ([]spec.Step, int) {
+	for range 100 {
+		if !feedback || len(corpus) == 0 || rng.Float64() < fresh {
+			if s := space.fresh(rng); !tried[spec.ScheduleText(s)] {
+				return s, 0
+			}
+			continue
+		}
+		parent := pick(trials, corpus, rng)
+		if s := space.mutate(trials[parent].Schedule, trials[parent].Score.Nearest, rng); !tried[spec.ScheduleText(s)] {
+			return s, parent + 1
+		}
+	}
+	return space.fresh(rng), 0 // a space that small is spent; a repeat is all there is
+}
+
+// pick chooses a parent from the corpus: the best of three drawn at random, so the nearest
+// are mutated most without the rest starving.
+func pick(trials []Record, corpus []int, rng *rand.Rand) int {
+	best := corpus[rng.Intn(len(corpus))]
+	for range 2 {
+		if c := corpus[rng.Intn(len(corpus))]; trials[c].Score.Value() > trials[best].Score.Value() {
+			best = c
+		}
+	}
+	return best
+}
+
+// line is a trial's progress line.
+func (r Record) line() string {
+	verdict := "no violation"
+	if len(r.Invalid) > 0 {
+		verdict = "VIOLATION: " + strings.Join(r.Invalid, ", ") + " invalid"
+	}
+	from := "drawn"
+	if r.Parent > 0 {
+		from = fmt.Sprintf("from %d", r.Parent)
+	}
+	return fmt.Sprintf("trial %d (%s, %s): hazards %d, nearness %.2f, new states %d: %s  [%s]",
+		r.N, from, r.Took.Round(100*time.Millisecond), r.Score.Hazards, r.Score.Nearness, r.Score.New, verdict,
+		spec.ScheduleText(r.Schedule))
+}
+
+// Shrink makes a failing schedule smaller: each step taken away in turn and kept away when
+// a fresh trial without it still finds a violation, so that the command it hands the user
+// has only the faults that matter. Real servers never run the same twice, so a step kept
+// may not be needed and one taken away may fail less often; the answer is a schedule that
+// failed once more as it is.
+func Shrink(ctx context.Context, failing spec.Spec, trial Trial, progress io.Writer) ([]spec.Step, error) {
+	steps := slices.Clone(failing.Schedule)
+	for i := len(steps) - 1; i >= 0 && len(steps) > 1; i-- {
+		without := steps[i]
+		s := failing
+		s.Schedule = slices.Delete(slices.Clone(steps), i, i+1)
+		out, err := trial(ctx, s)
+		if err != nil {
+			return steps, err
+		}
+		kept := len(out.Invalid) > 0
+		if kept {
+			steps = s.Schedule
+		}
+		if progress != nil {
+			fmt.Fprintf(progress, "shrink: without %s: %s\n", without, map[bool]string{true: "still fails, taken away", false: "no violation, kept"}[kept])
+		}
+	}
+	return steps, nil
+}

@@ -1,0 +1,209 @@
+package hunt
+
+import (
+	"context"
+	"errors"
+	"math/rand"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/spec"
+)
+
+const ttl = time.Second
+
+func ev(t time.Duration, p int, f history.Func, typ history.Type) history.Event {
+	return history.Event{Time: int64(t), Process: p, Func: f, Type: typ}
+}
+
+func fault(t time.Duration, f history.Func, kind, target string) history.Event {
+	return history.Event{Time: int64(t), Process: history.NemesisProcess, Type: history.Info, Func: f, Fault: kind, Targets: []string{target}}
+}
+
+func TestMeasureSaysHowFarAFaultReachedIntoALease(t *testing.T) {
+	pause := history.PauseClient.Name
+	for _, c := range []struct {
+		name     string
+		events   []history.Event
+		nearness float64
+		states   []string
+		hazards  int
+	}{
+		{"a waiter frozen past its lease while another was granted",
+			[]history.Event{
+				ev(0, 1, history.Acquire, history.Invoke),
+				ev(100*time.Millisecond, 0, history.Acquire, history.Invoke),
+				ev(200*time.Millisecond, 0, history.Acquire, history.OK),
+				fault(300*time.Millisecond, history.Start, pause, history.TargetOfClient(1)),
+				ev(400*time.Millisecond, 0, history.Release, history.Invoke),
+				ev(500*time.Millisecond, 2, history.Acquire, history.OK),
+				fault(1800*time.Millisecond, history.Stop, pause, history.TargetOfClient(1)),
+			}, 0.75, []string{"pause-client waiting 6/4 granted-meanwhile"}, 0},
+		{"a holder frozen for half its lease",
+			[]history.Event{
+				ev(0, 0, history.Acquire, history.Invoke),
+				ev(100*time.Millisecond, 0, history.Acquire, history.OK),
+				fault(200*time.Millisecond, history.Start, pause, history.TargetOfClient(0)),
+				fault(700*time.Millisecond, history.Stop, pause, history.TargetOfClient(0)),
+			}, 0.25, []string{"pause-client holding 2/4"}, 0},
+		{"an idle client frozen long: not near",
+			[]history.Event{
+				ev(0, 0, history.Acquire, history.Invoke),
+				ev(100*time.Millisecond, 0, history.Acquire, history.OK),
+				ev(200*time.Millisecond, 0, history.Release, history.Invoke),
+				fault(300*time.Millisecond, history.Start, pause, history.TargetOfClient(0)),
+				fault(3300*time.Millisecond, history.Stop, pause, history.TargetOfClient(0)),
+			}, 0, []string{"pause-client idle 8/4"}, 0},
+		{"a node paused under a held lock, and a hazard",
+			[]history.Event{
+				ev(0, 0, history.Acquire, history.OK),
+				fault(100*time.Millisecond, history.Start, history.PauseNode.Name, "n2"),
+				fault(600*time.Millisecond, history.Stop, history.PauseNode.Name, "n2"),
+				{Time: int64(700 * time.Millisecond), Process: history.NemesisProcess, Type: history.Info, Func: history.HazardFunc,
+					Fault: pause, Hazard: history.GrantedInPause, Targets: []string{history.TargetOfClient(0)}},
+			}, 0, []string{"pause-node node-under-holding 2/4"}, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := Measure(c.events, ttl)
+			if got.Nearness != c.nearness || !slices.Equal(got.States, c.states) || got.Hazards != c.hazards {
+				t.Errorf("Measure = %+v, want nearness %g, states %q, hazards %d", got, c.nearness, c.states, c.hazards)
+			}
+		})
+	}
+}
+
+var space = Space{Faults: []string{"pause-client", "pause-node"}, Span: 10 * time.Second, Targets: 15,
+	Shortest: 100 * time.Millisecond, Longest: 3 * time.Second, Lease: ttl, MaxSteps: 3}
+
+func TestSchedulesStayInTheirSpace(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	s := space.fresh(rng)
+	for i := range 5000 {
+		if i%2 == 0 {
+			s = space.mutate(s, Nth{Fault: s[0].Fault}, rng)
+		} else {
+			s = space.fresh(rng)
+		}
+		base := spec.Spec{Nemesis: space.Faults, TimeLimit: spec.Duration(space.Span), Schedule: s}
+		if len(s) < 1 || len(s) > space.MaxSteps {
+			t.Fatalf("schedule %s has %d steps, want 1 to %d", spec.ScheduleText(s), len(s), space.MaxSteps)
+		}
+		for _, st := range s {
+			if st.Target >= space.Targets || st.For.Std() < space.Shortest || st.For.Std() > space.Longest {
+				t.Fatalf("step %s out of its space", st)
+			}
+		}
+		if err := base.Validate(); err != nil && !strings.Contains(err.Error(), "--clients") {
+			t.Fatalf("schedule %s: %v", spec.ScheduleText(s), err)
+		}
+	}
+}
+
+// toy is a lock whose bug needs a client frozen for more than 1.2 of its leases while it
+// waits: client c waits from 2c s to 2c+1.5 s of each trial (five clients), and is idle
+// otherwise. Its trials cost nothing, so a search over it is measured in trials.
+func toy(ctx context.Context, s spec.Spec) (Outcome, error) {
+	var out Outcome
+	for c := range 5 {
+		out.Events = append(out.Events, ev(time.Duration(c)*2*time.Second, c, history.Acquire, history.Invoke),
+			ev(time.Duration(c)*2*time.Second+1500*time.Millisecond, c, history.Acquire, history.Fail))
+	}
+	for _, st := range s.Schedule {
+		if st.Fault != history.PauseClient.Name {
+			continue
+		}
+		c := st.Target % 5
+		from, to := st.At.Std(), st.At.Std()+st.For.Std()
+		out.Events = append(out.Events, fault(from, history.Start, st.Fault, history.TargetOfClient(c)),
+			fault(to, history.Stop, st.Fault, history.TargetOfClient(c)))
+		if w := time.Duration(c) * 2 * time.Second; from >= w && from < w+1500*time.Millisecond && st.For.Std() > 1200*time.Millisecond {
+			out.Invalid = []string{"mutual-exclusion"}
+		}
+	}
+	slices.SortStableFunc(out.Events, func(a, b history.Event) int { return int(a.Time - b.Time) })
+	return out, nil
+}
+
+func TestFeedbackFindsTheToysBugInFewerTrialsThanChance(t *testing.T) {
+	base := spec.Spec{TTL: spec.Duration(ttl), TimeLimit: spec.Duration(10 * time.Second), Clients: 5}
+	median := func(feedback bool) int {
+		var trials []int
+		for seed := range int64(101) {
+			res, err := Search(context.Background(), base, space, toy, Options{Feedback: feedback, Budget: time.Hour, Trials: 1000, Seed: seed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Found == 0 {
+				t.Fatalf("seed %d: no violation in 1000 trials", seed)
+			}
+			trials = append(trials, res.Found)
+		}
+		slices.Sort(trials)
+		return trials[len(trials)/2]
+	}
+	withFeedback, random := median(true), median(false)
+	t.Logf("median trials to the violation: %d with feedback, %d by chance", withFeedback, random)
+	if 2*withFeedback > random {
+		t.Errorf("feedback took %d trials at the median, chance %d: want at most half", withFeedback, random)
+	}
+}
+
+func TestSearchNeverRepeatsASchedule(t *testing.T) {
+	seen := map[string]bool{}
+	none := func(ctx context.Context, s spec.Spec) (Outcome, error) {
+		key := spec.ScheduleText(s.Schedule)
+		if seen[key] {
+			t.Fatalf("schedule %s tried twice", key)
+		}
+		seen[key] = true
+		return toyNear(s), nil
+	}
+	base := spec.Spec{TTL: spec.Duration(ttl), TimeLimit: spec.Duration(10 * time.Second), Clients: 5}
+	res, err := Search(context.Background(), base, space, none, Options{Feedback: true, Budget: time.Hour, Trials: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Trials) != 300 || !res.Spent || res.Found != 0 {
+		t.Errorf("%d trials, spent %v, found %d: want 300, spent, none", len(res.Trials), res.Spent, res.Found)
+	}
+}
+
+// toyNear is the toy's history with no violation, so a search goes on.
+func toyNear(s spec.Spec) Outcome {
+	out, _ := toy(context.Background(), s)
+	out.Invalid = nil
+	return out
+}
+
+func TestSearchStopsAtItsBudgetAndOnATrialsError(t *testing.T) {
+	base := spec.Spec{TTL: spec.Duration(ttl), TimeLimit: spec.Duration(10 * time.Second), Clients: 5}
+	res, err := Search(context.Background(), base, space, func(context.Context, spec.Spec) (Outcome, error) { return Outcome{}, nil },
+		Options{Budget: -time.Second, Trials: 10})
+	if err != nil || len(res.Trials) != 0 || !res.Spent {
+		t.Errorf("a budget already spent: %d trials, spent %v, %v; want none, spent", len(res.Trials), res.Spent, err)
+	}
+	broken := errors.New("the cluster is gone")
+	_, err = Search(context.Background(), base, space, func(context.Context, spec.Spec) (Outcome, error) { return Outcome{}, broken },
+		Options{Budget: time.Hour, Trials: 10})
+	if !errors.Is(err, broken) {
+		t.Errorf("a trial's error: %v, want it passed on", err)
+	}
+}
+
+func TestShrinkTakesAwayTheStepsTheViolationDoesNotNeed(t *testing.T) {
+	failing := spec.Spec{Schedule: []spec.Step{
+		{Fault: "pause-node", At: spec.Duration(time.Second), Target: 0, For: spec.Duration(time.Second)},
+		{Fault: "pause-client", At: spec.Duration(2100 * time.Millisecond), Target: 1, For: spec.Duration(2 * time.Second)},
+		{Fault: "pause-client", At: spec.Duration(5 * time.Second), Target: 0, For: spec.Duration(time.Second)},
+	}}
+	got, err := Shrink(context.Background(), failing, toy, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := failing.Schedule[1:2]; !slices.Equal(got, want) {
+		t.Errorf("shrunk to %s, want %s", spec.ScheduleText(got), spec.ScheduleText(want))
+	}
+}
