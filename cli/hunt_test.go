@@ -1,8 +1,15 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lockbreaker/lockbreaker/hunt"
+	"github.com/lockbreaker/lockbreaker/internal/shellwords"
+	"github.com/lockbreaker/lockbreaker/results"
+	runspec "github.com/lockbreaker/lockbreaker/spec"
 )
 
 func TestHuntRefusesBadInputInOneLine(t *testing.T) {
@@ -27,4 +34,77 @@ func TestHuntRefusesBadInputInOneLine(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestHuntStopsAtTheFirstViolationAndKeepsOnlyItsRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the harness's own lock for a few seconds")
+	}
+	out := t.TempDir()
+	code, stdout, stderr := lockbreaker(t, nil, "hunt", "--system", "local-broken", "--nemesis", "pause-client",
+		"--time-limit", "2s", "--results", out)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1 (a violation)\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	dir := onlyRun(t, filepath.Join(out, "hunt-local-broken-local-broken-pause-client-nofence"))
+	h, err := hunt.Read(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Found != 1 || len(h.Trials) != 1 || len(h.Smallest) != 1 || h.Failing == "" {
+		t.Errorf("hunt.json: found in trial %d of %d, smallest %s, failing run %q; want trial 1 of 1, one step, a run",
+			h.Found, len(h.Trials), runspec.ScheduleText(h.Smallest), h.Failing)
+	}
+	if _, err := os.Stat(filepath.Join(dir, h.Failing, results.ReportFile)); err != nil {
+		t.Errorf("the failing run is not kept whole: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, hunt.PageName)); err != nil {
+		t.Errorf("no page: %v", err)
+	}
+	again := "run it again: " + h.Command
+	if !strings.Contains(stdout, again) || !strings.Contains(h.Command, "--schedule "+runspec.ScheduleText(h.Smallest)) {
+		t.Errorf("stdout lacks %q, or its command lacks the smallest schedule\n%s", again, stdout)
+	}
+	// The command runs as it says: the same schedule, and the lock broken again.
+	words, err := shellwords.Split(h.Command)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, stdout, stderr := lockbreaker(t, nil, append(words[1:], "--results", t.TempDir())...); code != 1 {
+		t.Errorf("%s: exit %d, want 1\nstdout %s\nstderr %s", h.Command, code, stdout, stderr)
+	}
+}
+
+func TestHuntThatFindsNothingSaysUnknownAndKeepsNoRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the harness's own lock for a few seconds")
+	}
+	out := t.TempDir()
+	code, stdout, stderr := lockbreaker(t, nil, "hunt", "--system", "local", "--nemesis", "pause-client",
+		"--time-limit", "1s", "--trials", "2", "--random", "--results", out)
+	if code != 2 || !strings.Contains(stdout, "no violation in 2 trials") {
+		t.Fatalf("exit %d, want 2 and no violation in 2 trials\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	dir := onlyRun(t, filepath.Join(out, "hunt-local-local-pause-client-nofence"))
+	h, err := hunt.Read(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Trials) != 2 || h.Feedback || !h.Spent {
+		t.Errorf("hunt.json: %d trials, feedback %v, spent %v; want 2, random, spent", len(h.Trials), h.Feedback, h.Spent)
+	}
+	runs, _ := filepath.Glob(filepath.Join(dir, "trials", "*", "2*"))
+	if len(runs) != 0 {
+		t.Errorf("runs kept %q: a trial with no violation keeps only its line in hunt.json", runs)
+	}
+}
+
+// onlyRun is the one directory in test's directory, failing t otherwise.
+func onlyRun(t *testing.T, test string) string {
+	t.Helper()
+	dirs, err := filepath.Glob(filepath.Join(test, "2*"))
+	if err != nil || len(dirs) != 1 {
+		t.Fatalf("%s holds %q, want one hunt", test, dirs)
+	}
+	return dirs[0]
 }
