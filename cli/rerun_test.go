@@ -2,12 +2,12 @@ package cli
 
 import (
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/cli/command"
 	"github.com/lockbreaker/lockbreaker/harness"
+	runspec "github.com/lockbreaker/lockbreaker/spec"
 )
 
 // The command a report gives to run a test again parses back, through run's own flags, to
@@ -25,6 +25,11 @@ func TestRerunCommandParsesBackToTheSpec(t *testing.T) {
 			s.Key, s.Test = "k2", "mine"
 		}},
 		{"fencing and no nemesis", func(s *harness.Spec) { s.Fencing, s.Nemesis = true, []string{"none"} }},
+		{"a written schedule", func(s *harness.Spec) {
+			s.Nemesis = []string{"pause-client", "pause-node"}
+			s.Schedule = []runspec.Step{{Fault: "pause-node", At: 0, Target: 2, For: runspec.Duration(time.Second)},
+				{Fault: "pause-client", At: runspec.Duration(1234 * time.Millisecond), Target: 14, For: runspec.Duration(2500 * time.Millisecond)}}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -35,7 +40,10 @@ func TestRerunCommandParsesBackToTheSpec(t *testing.T) {
 			if err := command.Parse(fs, want.Args()); err != nil {
 				t.Fatalf("run refuses %q: %v", want.Args(), err)
 			}
-			got.Fencing, got.Nemesis = opts.fencing == "on", strings.Split(opts.nemesis, ",") // as cmdRun reads them
+			got, err := specOf(got, opts, "run") // as cmdRun reads them
+			if err != nil {
+				t.Fatal(err)
+			}
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("%q runs\n%+v\nnot\n%+v", want.Args(), got, want)
 			}

@@ -38,6 +38,10 @@ func TestCheckSpecRefusesWhatDoesNotFit(t *testing.T) {
 		{"even redlock", func(s *Spec) { s.System, s.Nodes = "redlock", 4 }, "redlock: 4 nodes (want an odd number"},
 		{"two redis", func(s *Spec) { s.Nodes = 2 }, "redis: 2 nodes (it has 1)"},
 		{"kleppmann on redis", func(s *Spec) { s.Nemesis = []string{"kleppmann-clock"} }, "needs --system redlock"},
+		{"a schedule beside a nemesis that draws its own", func(s *Spec) {
+			s.Nemesis = []string{"pause-client", "pause-holder"}
+			s.Schedule = []runspec.Step{{Fault: "pause-client", Target: 1, For: Duration(time.Second)}}
+		}, `--schedule: nemesis "pause-holder" draws its own faults and follows no written schedule`},
 		{"leader of redis", func(s *Spec) { s.Nemesis = []string{"partition-leader"} }, "has no leader to isolate"},
 		{"persistence of zookeeper", func(s *Spec) { s.System, s.Persistence = "zookeeper", "none" }, `--persistence of zookeeper is one of force-sync, no-force-sync, got "none"`},
 		{"persistence of the harness's lock", func(s *Spec) { s.System, s.Persistence = "local", "none" }, "--persistence applies to systems that choose what they sync (etcd, postgres, redis, redlock, sentinel, zookeeper), not local"},
