@@ -70,6 +70,12 @@ func Draw(events []history.Event) *Drawing {
 // Add takes the history's next event.
 func (d *Drawing) Add(e history.Event) {
 	if len(d.Events) < TimelineEvents {
+		// Room for them all at once: appended one by one, the events (216 bytes each) were
+		// copied into a larger slice some thirty times, a sixth of check's time at a million
+		// operations. A small history touches only the pages its events fill.
+		if d.Events == nil {
+			d.Events = make([]history.Event, 0, TimelineEvents)
+		}
 		d.Events = append(d.Events, e)
 	}
 	d.Plots.Add(e)
