@@ -124,7 +124,7 @@ func (a byTime) Less(i, j int) bool {
 }
 
 func makeEntries(history []Operation) []entry {
-	var entries []entry = nil
+	entries := make([]entry, 0, 2*len(history))
 	id := 0
 	for _, elem := range history {
 		entries = append(entries, entry{
