@@ -69,8 +69,10 @@ func File(ctx context.Context, dir, path string, s results.Summary, limits check
 			if e.Func == history.Acquire && e.Type == history.Fail && e.Detail[history.ValiditySpent] != "" {
 				spent++
 			}
-			if v, err := time.ParseDuration(e.Detail[history.Validity]); err == nil && e.Func == history.Acquire &&
-				e.Type == history.OK && (leastValidity < 0 || v < leastValidity) {
+			if e.Func != history.Acquire || e.Type != history.OK || e.Detail[history.Validity] == "" {
+				break // parsing no validity would allocate its error, every event
+			}
+			if v, err := time.ParseDuration(e.Detail[history.Validity]); err == nil && (leastValidity < 0 || v < leastValidity) {
 				leastValidity = v
 			}
 		}
