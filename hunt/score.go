@@ -1,6 +1,7 @@
 package hunt
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 	"time"
@@ -74,7 +75,7 @@ func Measure(events []history.Event, ttl time.Duration) Score {
 				f := &open{start: e.Time, victim: "node", grants: grants, nth: Nth{e.Fault, begun[e.Fault]}}
 				begun[e.Fault]++
 				if p, ok := history.ClientTarget(e.Targets[0]); ok {
-					f.victim = or(state[p], idle)
+					f.victim = cmp.Or(state[p], idle)
 				} else if owner >= 0 {
 					f.victim = "node-under-" + holding
 				}
@@ -123,13 +124,6 @@ func State(fault, victim string, lasted, ttl time.Duration, grantedMeanwhile boo
 	s := fmt.Sprintf("%s %s %d/4", fault, victim, quarters)
 	if grantedMeanwhile {
 		s += " granted-meanwhile"
-	}
-	return s
-}
-
-func or(s, otherwise string) string {
-	if s == "" {
-		return otherwise
 	}
 	return s
 }
