@@ -131,7 +131,11 @@ func validityNote(spent int, slowed bool, least time.Duration) string {
 // options are the checkers' options for a run's history.
 func options(dir string, s results.Summary) checkers.Options {
 	faults, hazards := requested(s.Spec)
-	return checkers.Options{Dir: dir, FaultsRequested: faults, Hazards: hazards}
+	opts := checkers.Options{Dir: dir, FaultsRequested: faults, Hazards: hazards}
+	if s.Lease != nil {
+		opts.Lease = *s.Lease
+	}
+	return opts
 }
 
 // finish completes the summary from the verdicts and writes the files, the report drawing

@@ -1,6 +1,7 @@
 // Package checkers decides, from a recorded history alone, whether a run kept its promises:
-// was the lock a mutex (lock-linearizable, mutual-exclusion), did the storage it guards stay
-// correct (data-safety, lost-updates), did fencing tokens do their job (fencing).
+// was the lock a mutex (lock-linearizable, mutual-exclusion), did it keep the leases it
+// granted (lease-safety), did the storage it guards stay correct (data-safety,
+// lost-updates), did fencing tokens do their job (fencing).
 //
 // Checkers are pure: they read []history.Event and never import containers, workers or
 // anything that touches Docker, so `lockbreaker check DIR` can re-run them on a saved run.
@@ -111,6 +112,9 @@ type Options struct {
 	// nemesis that asked for each: a pass needs every one of them to have occurred at least
 	// once (see stats.go). A history checked without its spec is not held to them.
 	Hazards map[string]history.Hazard
+	// Lease is what the run's lock promised its holders; a zero TTL (a history checked
+	// without its run's summary) leaves lease-safety not applicable.
+	Lease history.Lease
 	// Ops are the history's operations as history.Pair made them, given by a caller that
 	// paired it already; nil: RunAll pairs it, once for every checker it runs.
 	Ops []history.Op
@@ -192,6 +196,7 @@ type Name string
 const (
 	LockLinearizable Name = "lock-linearizable"
 	MutualExclusion  Name = "mutual-exclusion"
+	LeaseSafety      Name = "lease-safety"
 	DataSafety       Name = "data-safety"
 	LostUpdates      Name = "lost-updates"
 	Fencing          Name = "fencing"
@@ -200,10 +205,10 @@ const (
 )
 
 // All returns every checker, in the order reports list them: lock safety first
-// (lock-linearizable, mutual-exclusion), then data safety (data-safety, lost-updates),
+// (lock-linearizable, mutual-exclusion, lease-safety), then data safety (data-safety, lost-updates),
 // then fencing, then the herd metric, then the stats precondition.
 func All() []Checker {
-	return []Checker{lockLinearizable, mutualExclusion, dataSafety, lostUpdates, fencing, herd, stats}
+	return []Checker{lockLinearizable, mutualExclusion, leaseSafety, dataSafety, lostUpdates, fencing, herd, stats}
 }
 
 // Worst merges verdicts: invalid beats unknown beats valid. Metrics and verdicts that are

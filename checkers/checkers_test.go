@@ -432,7 +432,7 @@ func TestAllNamesTheCheckersInReportOrder(t *testing.T) {
 	for _, c := range All() {
 		names = append(names, c.Name())
 	}
-	want := []Name{"lock-linearizable", "mutual-exclusion", "data-safety", "lost-updates", "fencing", "herd", "stats"}
+	want := []Name{"lock-linearizable", "mutual-exclusion", "lease-safety", "data-safety", "lost-updates", "fencing", "herd", "stats"}
 	if !slices.Equal(names, want) {
 		t.Errorf("All() = %q, want %q", names, want)
 	}

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/history/histgen"
@@ -111,7 +112,7 @@ func (w workload) simulateKey(k int, t int64, ops int) ([]history.Event, int64) 
 
 func TestGeneratedHistoryIsValid(t *testing.T) {
 	events := workload{ops: 4000, keys: 2, clientsPerKey: 3, seed: 1}.generate()
-	for _, r := range Judge(t.Context(), events, Options{FaultsRequested: true}) {
+	for _, r := range Judge(t.Context(), events, Options{FaultsRequested: true, Lease: history.Lease{TTL: time.Second}}) {
 		if r.Verdict != Valid && r.Property != PropertyMetric {
 			t.Errorf("%s: %s: %s %v", r.Checker, r.Verdict, r.Summary, r.Evidence)
 		}

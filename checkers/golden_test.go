@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/history/histgen"
@@ -20,11 +21,12 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
 
 // goldenOptions are the options every golden history is judged with: plainly, and as a
-// run that asked for faults and a hazard (the stats precondition's other paths).
+// run that asked for faults and a hazard (the stats precondition's other paths) and
+// states its lease (lease-safety's; the other checkers read none).
 var goldenOptions = map[string]func(dir string) Options{
 	"plain": func(dir string) Options { return Options{Dir: dir} },
 	"hazard": func(dir string) Options {
-		return Options{Dir: dir, FaultsRequested: true,
+		return Options{Dir: dir, FaultsRequested: true, Lease: history.Lease{TTL: time.Second},
 			Hazards: map[string]history.Hazard{"pause-holder": history.GrantedInPause}}
 	},
 }

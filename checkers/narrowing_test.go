@@ -114,7 +114,7 @@ func TestGeneratedRunsVerdicts(t *testing.T) {
 		if c.Fencing {
 			data = Valid
 		}
-		want := map[Name]Verdict{"lock-linearizable": Invalid, "mutual-exclusion": Invalid, "data-safety": data,
+		want := map[Name]Verdict{"lock-linearizable": Invalid, "mutual-exclusion": Invalid, "lease-safety": NotApplicable, "data-safety": data,
 			"lost-updates": data, "fencing": Valid, "herd": NotApplicable, "stats": Valid}
 		results := RunAll(t.Context(), All(), histgen.Generate(c), Options{})
 		if len(results) != len(want) {

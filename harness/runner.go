@@ -162,7 +162,7 @@ func (t *trial) execute(ctx context.Context) (results.Summary, error) {
 	}
 
 	summary := results.Summary{Test: t.spec.Test, RunID: t.id, Spec: specJSON, Started: started, Finished: time.Now(),
-		Notes: slices.Concat(t.notes(), t.clientNotes, t.endNotes)}
+		Notes: slices.Concat(t.notes(), t.clientNotes, t.endNotes), Lease: t.lease()}
 	if runErr != nil {
 		summary.Error = runErr.Error()
 	}
@@ -685,6 +685,18 @@ func residentMemory() (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// lease is what the run's lock promises its holders: the TTL, kept as its clients keep
+// their grants when they all keep them alike, else as nobody knows.
+func (t *trial) lease() *history.Lease {
+	kept := t.clients[0].Lease
+	for _, c := range t.clients[1:] {
+		if c.Lease != kept {
+			kept = history.KeptUnknown
+		}
+	}
+	return &history.Lease{TTL: t.spec.TTL.Std(), Kept: kept}
 }
 
 // queueLock says whether the run's lock clients, every one, queue their waiters at the

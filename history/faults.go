@@ -35,7 +35,24 @@ type FaultKind struct {
 	// Telling is what a story and a report say of the kind's faults beyond its words; nil
 	// for a kind they need nothing more of. A pointer, so that a kind stays comparable.
 	Telling *Telling
+	// Stalls says whether and how a fault of this kind stalls the lock clients it strikes
+	// (lease-safety reads it).
+	Stalls Stall
 }
+
+// Stall is how a fault stalls a lock client's process, worker and lock program together:
+// an answer the client had before the fault, it records only once it runs again.
+type Stall int
+
+const (
+	// StallsNone: the client runs on (a network fault delays its messages, not its decisions).
+	StallsNone Stall = iota
+	// StallStops: stopped (SIGSTOP), it decides nothing until it is continued: what it
+	// records then was decided then, or just before it was stopped.
+	StallStops
+	// StallStarves: starved of CPU, it may decide at any moment of the stall and record it late.
+	StallStarves
+)
 
 // Telling is what a story and a report say of one kind's faults that depends on more than
 // the kind: on the hazard it recorded, or on the settings of the run that chose it. It
@@ -97,13 +114,13 @@ func NemesisText(nemeses []string, sep string) string {
 // TestEveryChosenFaultKindHasItsNemesis, and its name spelled out anywhere else fails
 // TestNamesAreDeclaredOnce.
 var (
-	PauseHolder = declare(FaultKind{Name: "pause-holder", Struck: "was paused", Back: "resumed", Hazard: GrantedInPause,
+	PauseHolder = declare(FaultKind{Name: "pause-holder", Stalls: StallStops, Struck: "was paused", Back: "resumed", Hazard: GrantedInPause,
 		Does: "freezes a holder (SIGSTOP) right after its read until another client has taken the lock over: Kleppmann's GC pause"})
-	ThrottleHolder = declare(FaultKind{Name: "throttle-holder", Struck: "was throttled", Back: "ran at full speed again", Hazard: GrantedInThrottle,
+	ThrottleHolder = declare(FaultKind{Name: "throttle-holder", Stalls: StallStarves, Struck: "was throttled", Back: "ran at full speed again", Hazard: GrantedInThrottle,
 		Does: "throttles a holder's whole process, busy in its work, to 1% of a CPU right after its read until another client has taken the lock over: a starved process, not a stopped one"})
-	PauseClient = declare(FaultKind{Name: "pause-client", Struck: "was paused", Back: "resumed", Hazard: GrantedInPause,
+	PauseClient = declare(FaultKind{Name: "pause-client", Stalls: StallStops, Struck: "was paused", Back: "resumed", Hazard: GrantedInPause,
 		Does: "freezes a random client, holder or not, for --pause"})
-	PauseWaiter = declare(FaultKind{Name: "pause-waiter", Struck: "was frozen while it waited for the lock", Back: "went on", Hazard: WaiterLapsed,
+	PauseWaiter = declare(FaultKind{Name: "pause-waiter", Stalls: StallStops, Struck: "was frozen while it waited for the lock", Back: "went on", Hazard: WaiterLapsed,
 		Does:    "freezes a client whose acquire waits behind another's grant until its lease has run out and another client has been granted the lock: etcd 3.4's lock bug",
 		Telling: &Telling{Scene: frozenWaiter, Later: true, Granted: "though its lease had run out while it was frozen"}})
 	PauseNode = declare(FaultKind{Name: "pause-node", Struck: "was paused", Back: "resumed",
@@ -111,10 +128,10 @@ var (
 	// PauseInLease keeps a directed fault's victim inside its critical section, and never
 	// past its lease, while the fault does its work, as a GC pause would. A pause within the
 	// lease breaks no correct lock, so a second holder meanwhile is the fault's doing.
-	PauseInLease = declare(FaultKind{Name: "pause-in-lease", Struck: "was paused", Back: "resumed", Part: true,
+	PauseInLease = declare(FaultKind{Name: "pause-in-lease", Stalls: StallStops, Struck: "was paused", Back: "resumed", Part: true,
 		Does: "keeps a holder within its lease (SIGSTOP) while another fault strikes"})
 	// PauseInSection keeps a holder cut off by partition-holder inside its critical section.
-	PauseInSection = declare(FaultKind{Name: "pause-in-section", Struck: "was paused", Back: "resumed", Part: true,
+	PauseInSection = declare(FaultKind{Name: "pause-in-section", Stalls: StallStops, Struck: "was paused", Back: "resumed", Part: true,
 		Does: "keeps a cut-off holder inside its critical section (SIGSTOP) until the lock has passed on"})
 
 	KillClient = declare(FaultKind{Name: "kill-client", Struck: "was killed",

@@ -26,9 +26,12 @@ type Summary struct {
 	// Spec is the harness's spec as it ran; opaque here, shown pretty-printed in the report.
 	Spec json.RawMessage `json:"spec,omitempty"`
 	// Command is the shell command that runs the spec again.
-	Command  string    `json:"command,omitempty"`
-	Started  time.Time `json:"started"`
-	Finished time.Time `json:"finished"`
+	Command string `json:"command,omitempty"`
+	// Lease is what the run's lock promised its holders (lease-safety's measure); nil in a
+	// run saved before it was written, whose lease-safety is then not applicable.
+	Lease    *history.Lease `json:"lease,omitempty"`
+	Started  time.Time      `json:"started"`
+	Finished time.Time      `json:"finished"`
 	// Verdict is the overall line: the worst of the checkers' verdicts, never valid when
 	// none decided or the harness broke.
 	Verdict checkers.Verdict `json:"verdict"`

@@ -24,62 +24,66 @@ type tableRow struct {
 	// fencing, when set, is what the row says of fencing itself; otherwise it holds
 	// wherever the storage checks tokens (see expect).
 	fencing Expect
+	// lease is what the row says of lease-safety: invalid where the lock itself broke a
+	// lease it granted (a forgotten key, a clock, a second primary), valid where a holder
+	// only outlived its lease (paused, cut off, its write late), as Kleppmann's pause does.
+	lease Expect
 }
 
 var (
-	safe = tableRow{ExpectValid, ExpectValid, "no faults: safe", ""}
+	safe = tableRow{ExpectValid, ExpectValid, "no faults: safe", "", ExpectValid}
 	// Kleppmann's GC pause: the lease expires under a frozen holder, who then writes.
-	pausedUnfenced = tableRow{ExpectInvalid, ExpectInvalid, "holder paused past its lease, no fencing: violation and corruption", ""}
-	pausedFenced   = tableRow{ExpectInvalid, ExpectValid, "holder paused past its lease, fencing: violation, no corruption", ""}
-	clockJump      = tableRow{ExpectInvalid, ExpectEither, "a lock node's clock jumps past the TTL: violation", ""}
-	kleppmannClock = tableRow{ExpectInvalid, ExpectEither, "Kleppmann's A..E example: clock jump combined with a partition: violation", ""}
-	clockIgnored   = tableRow{ExpectValid, ExpectValid, "clock jumps: no effect (session expiry is monotonic)", ""}
-	minority       = tableRow{ExpectValid, ExpectValid, "partition of a minority of lock nodes: safe", ""}
-	brokenLock     = tableRow{ExpectInvalid, ExpectEither, "a lock that grants a held lock: violation", ""}
+	pausedUnfenced = tableRow{ExpectInvalid, ExpectInvalid, "holder paused past its lease, no fencing: violation and corruption", "", ExpectValid}
+	pausedFenced   = tableRow{ExpectInvalid, ExpectValid, "holder paused past its lease, fencing: violation, no corruption", "", ExpectValid}
+	clockJump      = tableRow{ExpectInvalid, ExpectEither, "a lock node's clock jumps past the TTL: violation", "", ExpectInvalid}
+	kleppmannClock = tableRow{ExpectInvalid, ExpectEither, "Kleppmann's A..E example: clock jump combined with a partition: violation", "", ExpectInvalid}
+	clockIgnored   = tableRow{ExpectValid, ExpectValid, "clock jumps: no effect (session expiry is monotonic)", "", ExpectValid}
+	minority       = tableRow{ExpectValid, ExpectValid, "partition of a minority of lock nodes: safe", "", ExpectValid}
+	brokenLock     = tableRow{ExpectInvalid, ExpectEither, "a lock that grants a held lock: violation", "", ExpectInvalid}
 	// Replication's failure: a replica promoted without the lock key grants it again
 	// and counts tokens from where its copy stopped.
-	failover         = tableRow{ExpectInvalid, ExpectEither, "the primary fails before replicating the lock key: violation; its tokens regress: detect", ExpectInvalid}
-	failoverUnfenced = tableRow{ExpectInvalid, ExpectInvalid, "the primary fails before replicating the lock key, no fencing: violation and corruption", ""}
+	failover         = tableRow{ExpectInvalid, ExpectEither, "the primary fails before replicating the lock key: violation; its tokens regress: detect", ExpectInvalid, ExpectInvalid}
+	failoverUnfenced = tableRow{ExpectInvalid, ExpectInvalid, "the primary fails before replicating the lock key, no fencing: violation and corruption", "", ExpectInvalid}
 	// Split brain: the old primary, cut off with some clients, and the promoted replica both grant.
-	splitBrain = tableRow{ExpectInvalid, ExpectInvalid, "the primary and a minority of the clients cut off, a replica promoted: two primaries grant, no fencing: violation and corruption", ""}
+	splitBrain = tableRow{ExpectInvalid, ExpectInvalid, "the primary and a minority of the clients cut off, a replica promoted: two primaries grant, no fencing: violation and corruption", "", ExpectInvalid}
 	// A node that granted the lock crashes and comes back without it while the holder works.
-	crashForgets = tableRow{ExpectInvalid, ExpectInvalid, "the holder's nodes crash and come back without the lock within its lease, no persistence: violation and corruption", ""}
-	crashDelayed = tableRow{ExpectValid, ExpectValid, "the holder's masters crash and stay down for a TTL (antirez's delayed restart): another client asks within the lease and is refused: safe", ""}
-	crashKept    = tableRow{ExpectValid, ExpectValid, "a node crashes under a held lock and comes back with what its log kept: safe", ""}
+	crashForgets = tableRow{ExpectInvalid, ExpectInvalid, "the holder's nodes crash and come back without the lock within its lease, no persistence: violation and corruption", "", ExpectInvalid}
+	crashDelayed = tableRow{ExpectValid, ExpectValid, "the holder's masters crash and stay down for a TTL (antirez's delayed restart): another client asks within the lease and is refused: safe", "", ExpectValid}
+	crashKept    = tableRow{ExpectValid, ExpectValid, "a node crashes under a held lock and comes back with what its log kept: safe", "", ExpectValid}
 	// The holder cut off the lock service, still in its critical section.
-	cutUnfenced = tableRow{ExpectInvalid, ExpectInvalid, "holder cut from the lock service, still in its critical section, no fencing: violation and corruption", ""}
-	cutFenced   = tableRow{ExpectInvalid, ExpectValid, "holder cut from the lock service, still in its critical section, fencing: violation, no corruption", ""}
+	cutUnfenced = tableRow{ExpectInvalid, ExpectInvalid, "holder cut from the lock service, still in its critical section, no fencing: violation and corruption", "", ExpectValid}
+	cutFenced   = tableRow{ExpectInvalid, ExpectValid, "holder cut from the lock service, still in its critical section, fencing: violation, no corruption", "", ExpectValid}
 	// Kleppmann's delayed packet: the network holds a holder's write past its lease and past
 	// the next holder's write.
-	delayedWrite      = tableRow{ExpectInvalid, ExpectInvalid, "holder's write held in the network past its lease and the next holder's write, no fencing: violation and corruption", ""}
-	delayedWriteFence = tableRow{ExpectInvalid, ExpectValid, "holder's write held in the network past its lease and the next holder's write, fencing: violation, the stale write refused", ""}
+	delayedWrite      = tableRow{ExpectInvalid, ExpectInvalid, "holder's write held in the network past its lease and the next holder's write, no fencing: violation and corruption", "", ExpectValid}
+	delayedWriteFence = tableRow{ExpectInvalid, ExpectValid, "holder's write held in the network past its lease and the next holder's write, fencing: violation, the stale write refused", "", ExpectValid}
 	// Slowness everywhere: every client's network slowed from a grant on, often past the
 	// lease, so the holder's write lands after it; everyone else's acquires are slowed too.
 	// Mostly nobody else gets a majority meanwhile, but a write still in the network when
 	// the slowness ends can land after the next grant (1 run in 60, docs/measurements.md).
 	slowedRedlock = tableRow{ExpectEither, ExpectEither, "every client's network slowed from a grant on: the holder's write lands after its lease; " +
 		"a node slower than the client's per-node timeout counts as refusing, so mostly nobody else gets a majority meanwhile, " +
-		"but a write still in the network when the slowness ends can land after the next holder's grant: a violation at times", ""}
+		"but a write still in the network when the slowness ends can land after the next holder's grant: a violation at times", "", ExpectEither}
 	// etcd's lease is kept alive by the client: Jepsen's 2020 finding is the GC pause.
-	etcdPaused      = tableRow{ExpectInvalid, ExpectInvalid, "holder paused past its lease, no fencing: violation and corruption (Jepsen, etcd 3.4.3, 2020)", ""}
-	etcdPausedFence = tableRow{ExpectInvalid, ExpectValid, "holder paused past its lease, fenced by the lock key's create revision: violation, no corruption", ""}
+	etcdPaused      = tableRow{ExpectInvalid, ExpectInvalid, "holder paused past its lease, no fencing: violation and corruption (Jepsen, etcd 3.4.3, 2020)", "", ExpectValid}
+	etcdPausedFence = tableRow{ExpectInvalid, ExpectValid, "holder paused past its lease, fenced by the lock key's create revision: violation, no corruption", "", ExpectValid}
 	// A starved holder, not a stopped one: busy in its critical section and throttled to 1%
 	// of a CPU, its keepalive goroutine runs too late to keep the lease.
-	etcdThrottled      = tableRow{ExpectInvalid, ExpectInvalid, "holder busy in its critical section and throttled to a sliver of a CPU: its keepalive starves and its lease runs out while it works, no fencing: violation and corruption", ""}
-	etcdThrottledFence = tableRow{ExpectInvalid, ExpectValid, "holder busy in its critical section and throttled to a sliver of a CPU, fenced by the lock key's create revision: violation, no corruption", ""}
-	raftCrash          = tableRow{ExpectValid, ExpectValid, "a member crashes under a held lock and comes back with what its log kept; a new leader keeps the leases: safe", ""}
+	etcdThrottled      = tableRow{ExpectInvalid, ExpectInvalid, "holder busy in its critical section and throttled to a sliver of a CPU: its keepalive starves and its lease runs out while it works, no fencing: violation and corruption", "", ExpectValid}
+	etcdThrottledFence = tableRow{ExpectInvalid, ExpectValid, "holder busy in its critical section and throttled to a sliver of a CPU, fenced by the lock key's create revision: violation, no corruption", "", ExpectValid}
+	raftCrash          = tableRow{ExpectValid, ExpectValid, "a member crashes under a held lock and comes back with what its log kept; a new leader keeps the leases: safe", "", ExpectValid}
 	// A Postgres advisory lock is the session's: it ends when the server drops the session.
-	sessionCut      = tableRow{ExpectInvalid, ExpectInvalid, "holder cut from the database, still in its critical section: the server ends its session and another client takes the lock, no fencing: violation and corruption", ""}
-	sessionCutFence = tableRow{ExpectInvalid, ExpectValid, "holder cut from the database, still in its critical section, fenced by a sequence: violation, no corruption", ""}
-	leaseClockFree  = tableRow{ExpectValid, ExpectValid, "the database's clock jumps: no effect (a lease row expires by the waiters' monotonic clocks, not the server's)", ""}
+	sessionCut      = tableRow{ExpectInvalid, ExpectInvalid, "holder cut from the database, still in its critical section: the server ends its session and another client takes the lock, no fencing: violation and corruption", "", ExpectValid}
+	sessionCutFence = tableRow{ExpectInvalid, ExpectValid, "holder cut from the database, still in its critical section, fenced by a sequence: violation, no corruption", "", ExpectValid}
+	leaseClockFree  = tableRow{ExpectValid, ExpectValid, "the database's clock jumps: no effect (a lease row expires by the waiters' monotonic clocks, not the server's)", "", ExpectValid}
 	// A pooler in the path: PgBouncer hands server connections, and the sessions on them,
 	// from client to client.
 	pooledSessionLock = tableRow{ExpectInvalid, ExpectInvalid, "advisory locks through PgBouncer in transaction pooling, no faults: the pooler runs " +
-		"another client's pg_try_advisory_lock in the server session that holds the lock, which grants it again: violation and corruption", ""}
+		"another client's pg_try_advisory_lock in the server session that holds the lock, which grants it again: violation and corruption", "", ExpectInvalid}
 	pooledSessionKept = tableRow{ExpectValid, ExpectValid, "advisory locks through PgBouncer in session pooling, no faults: a server connection " +
-		"is one client's for its whole session, and DISCARD ALL ends its locks before another gets it: safe", ""}
+		"is one client's for its whole session, and DISCARD ALL ends its locks before another gets it: safe", "", ExpectValid}
 	pooledLeaseRow = tableRow{ExpectValid, ExpectValid, "a lease row through PgBouncer in transaction pooling, no faults: each statement " +
-		"stands alone and the lock lives in a table, not in a session: safe", ""}
+		"stands alone and the lock lives in a table, not in a session: safe", "", ExpectValid}
 )
 
 // noTokens are the table's clients whose grants carry no fencing token (workloads.Client
@@ -104,6 +108,7 @@ func (row tableRow) expect(client string, fenced bool) map[checkers.Name]Expect 
 	return map[checkers.Name]Expect{
 		checkers.LockLinearizable: row.lock,
 		checkers.MutualExclusion:  row.lock,
+		checkers.LeaseSafety:      row.lease,
 		checkers.DataSafety:       row.data,
 		checkers.LostUpdates:      row.data,
 		checkers.Fencing:          fencing,

@@ -38,7 +38,7 @@ import (
 // revision.
 
 func init() {
-	register(Client{Name: "etcd", Systems: []string{"etcd"}, Tokens: true, Queues: true, New: newEtcdLock})
+	register(Client{Name: "etcd", Systems: []string{"etcd"}, Lease: history.KeptBySession, Tokens: true, Queues: true, New: newEtcdLock})
 }
 
 type etcdLock struct {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/workloads/locksvc"
 )
 
@@ -17,8 +18,8 @@ import (
 // Redis, the token exists either way), so Config.Fencing changes nothing here.
 
 func init() {
-	register(Client{Name: "local", Systems: []string{"local"}, Tokens: true, Extends: true, New: newLocalLock})
-	register(Client{Name: "local-broken", Systems: []string{"local-broken"}, Tokens: true, Extends: true, New: newLocalLock})
+	register(Client{Name: "local", Systems: []string{"local"}, Lease: history.KeptByKey, Tokens: true, Extends: true, New: newLocalLock})
+	register(Client{Name: "local-broken", Systems: []string{"local-broken"}, Lease: history.KeptByKey, Tokens: true, Extends: true, New: newLocalLock})
 }
 
 type localLock struct {

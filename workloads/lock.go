@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/internal/quote"
 	"github.com/lockbreaker/lockbreaker/system"
 )
@@ -151,7 +152,10 @@ type Client struct {
 	Queues bool
 	// Extends says its locks are Extenders: a run may ask its holders to extend.
 	Extends bool
-	New     func(Config) (Lock, error)
+	// Lease is what keeps its grants alive, which lease-safety judges by; unknown
+	// (history.KeptUnknown) for a lock that does not say.
+	Lease history.Keeping
+	New   func(Config) (Lock, error)
 }
 
 var clients = map[string]Client{}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/lockbreaker/lockbreaker/history"
 )
 
 // A lease row in PostgreSQL, in the design of cirello.io/pglock (the Go module proxy does
@@ -22,7 +23,7 @@ import (
 // holder last renewed, carries a higher number.
 
 func init() {
-	register(Client{Name: "pg-lease", Systems: []string{"postgres"}, Tokens: true, New: newPGLease})
+	register(Client{Name: "pg-lease", Systems: []string{"postgres"}, Lease: history.KeptByKey, Tokens: true, New: newPGLease})
 }
 
 type pgLease struct {

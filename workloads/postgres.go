@@ -29,7 +29,7 @@ import (
 // after the earlier holder's session gave the lock up, so it draws a higher number.
 
 func init() {
-	register(Client{Name: "pg-advisory", Systems: []string{"postgres"}, Tokens: true, New: newPGAdvisory})
+	register(Client{Name: "pg-advisory", Systems: []string{"postgres"}, Lease: history.KeptBySession, Tokens: true, New: newPGAdvisory})
 }
 
 // pgSession is a lock client's connection to the database: made on first use, and again

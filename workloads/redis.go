@@ -37,7 +37,7 @@ return 0`)
 )
 
 func init() {
-	register(Client{Name: "redis", Systems: []string{"redis", "sentinel"}, Tokens: true, New: newRedisLock})
+	register(Client{Name: "redis", Systems: []string{"redis", "sentinel"}, Lease: history.KeptByKey, Tokens: true, New: newRedisLock})
 }
 
 type redisLock struct {

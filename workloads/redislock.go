@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/bsm/redislock"
+	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -19,7 +20,7 @@ type bsmRedisLock struct {
 }
 
 func init() {
-	register(Client{Name: "redislock", Systems: []string{"redis", "sentinel"}, Extends: true, New: newBSMRedisLock,
+	register(Client{Name: "redislock", Systems: []string{"redis", "sentinel"}, Lease: history.KeptByKey, Extends: true, New: newBSMRedisLock,
 		NoTokens: "github.com/bsm/redislock hands out a random value, not a monotonic token"})
 }
 

@@ -32,7 +32,7 @@ func init() {
 		if parallel {
 			name = "redlock-parallel"
 		}
-		register(Client{Name: name, Systems: []string{"redlock"}, NoTokens: redlockNoTokens,
+		register(Client{Name: name, Systems: []string{"redlock"}, Lease: history.KeptByKey, NoTokens: redlockNoTokens,
 			New: func(cfg Config) (Lock, error) { return NewRedlock(cfg, parallel, time.Now) }})
 	}
 }

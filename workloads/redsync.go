@@ -26,7 +26,7 @@ type redsyncLock struct {
 }
 
 func init() {
-	register(Client{Name: "redsync", Systems: []string{"redlock"}, NoTokens: redlockNoTokens, Extends: true, New: newRedsync})
+	register(Client{Name: "redsync", Systems: []string{"redlock"}, Lease: history.KeptByKey, NoTokens: redlockNoTokens, Extends: true, New: newRedsync})
 }
 
 func newRedsync(cfg Config) (Lock, error) {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/lockbreaker/lockbreaker/history"
 )
 
 // zkLibLock adapts go-zookeeper's own zk.NewLock recipe as a third-party client. Its lock
@@ -24,7 +25,7 @@ type zkLibLock struct {
 }
 
 func init() {
-	register(Client{Name: "zk-recipe-lib", Systems: []string{"zookeeper"}, Tokens: true, Queues: true, New: newZKLib})
+	register(Client{Name: "zk-recipe-lib", Systems: []string{"zookeeper"}, Lease: history.KeptBySession, Tokens: true, Queues: true, New: newZKLib})
 }
 
 func newZKLib(cfg Config) (Lock, error) {

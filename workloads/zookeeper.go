@@ -27,7 +27,7 @@ import (
 // ephemeral node, and with it the lock, without noticing until it wakes up.
 
 func init() {
-	register(Client{Name: "zookeeper", Systems: []string{"zookeeper"}, Tokens: true, Queues: true, New: newZKRecipe})
+	register(Client{Name: "zookeeper", Systems: []string{"zookeeper"}, Lease: history.KeptBySession, Tokens: true, Queues: true, New: newZKRecipe})
 }
 
 type zkRecipe struct {

@@ -1,0 +1,312 @@
+package checkers
+
+// lease-safety: was a client ever told it held the lock (an acquire granted, an extend that
+// said yes) while another client's grant surely still ran? Two clients that believed they
+// held the lock at once (mutual-exclusion) may be the limit of any lease, Kleppmann's
+// paused holder: the lock did right, the holder acted late. A client told while another's
+// grant surely ran is the lock's own fault: etcd 3.4's thawed waiter, redsync's late
+// extend, a key a crash forgot.
+//
+// A grant surely runs, at a moment, while its holder has not begun to release it and, as
+// the run's lock keeps it (Options.Lease): a key's time to live has not run out since the
+// holder's last acquire or extend attempt began (at 9/10 of the TTL, for clocks that do
+// not quite agree); a session's client and the service have been untouched by any fault
+// since a lease before the grant; where nothing is known, both.
+//
+// A client records what it was told only while it runs: one stopped (SIGSTOP) just after it
+// was told records it when continued, when another's grant may have come since. So a
+// client is told at the moment it records, or at the start of any stop within its
+// request, and it was told wrong only when another's grant surely ran at every one of
+// them; a client starved of CPU may have been told at any moment, and is never blamed.
+//
+// An extend says the holder held the lock without a break since it was last told so; when
+// another client was granted the lock meanwhile, at every moment it may have been told,
+// it said that wrong too, whatever became of the other's grant.
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/lockbreaker/lockbreaker/history"
+)
+
+// leaseSafety reports every grant and extend told while another client's grant surely ran.
+var leaseSafety = checker{name: LeaseSafety, property: PropertyLockSafety, start: func(opts Options) accumulator {
+	return &leaseState{lease: opts.Lease, ongoing: map[string]int{}}
+}}
+
+// keySlack is the share of a key's TTL a grant is held to run: the service's clock and the
+// harness's need not agree to the millisecond.
+const keySlack = 0.9
+
+// leaseState is what lease-safety found, over the pieces judged so far. Holds never span
+// pieces (see cutter); faults may, so every fault seen is kept.
+type leaseState struct {
+	lease   history.Lease
+	faults  []faultSpan
+	ongoing map[string]int // the faults begun and not yet stopped, by fault and targets: index into faults
+	told    int
+	tl      timeline
+	found   evidence
+	first   earliest
+}
+
+// faultSpan is one fault, from its start to its stop (math.MaxInt64 while it runs).
+type faultSpan struct {
+	from, to int64
+	targets  []string
+	stalls   history.Stall
+}
+
+// leaseHold is a hold with what its holder was told within it: the grant, then every
+// extend that said yes, in order.
+type leaseHold struct {
+	hold
+	told []*history.Op
+	// grant is the acquire that granted it.
+	grant *history.Op
+}
+
+func (st *leaseState) add(_ context.Context, p part) {
+	st.tl = p.tl
+	st.seeFaults(p.events)
+	if st.lease.TTL <= 0 {
+		return
+	}
+	keys, groups := byKey(st.leaseHolds(p.ops, p.events), func(h leaseHold) string { return h.key })
+	for _, key := range keys {
+		hs := groups[key]
+		slices.SortStableFunc(hs, func(a, b leaseHold) int { return compareInt64(a.granted.Time, b.granted.Time) })
+		// untilMax[i] is the latest end of holds[0..i]: no hold granted at or before i runs
+		// past it.
+		untilMax := make([]int64, len(hs))
+		for i, h := range hs {
+			untilMax[i] = h.until.Time
+			if i > 0 {
+				untilMax[i] = max(untilMax[i], untilMax[i-1])
+			}
+		}
+		k := keyLeases{st: st, holds: hs, untilMax: untilMax}
+		for i := range hs {
+			for j, op := range hs[i].told {
+				st.told++
+				if why, wrong := k.toldWrong(i, j); wrong {
+					st.first.see(op.Complete.Time)
+					if st.found.keeps() {
+						st.found.addf("%s was told at %s it held %s (%s, #%d) %s", processName(op.Process()), st.tl.at(op.Complete.Time),
+							key, op.Func(), op.Complete.Index, why)
+					}
+				}
+			}
+		}
+	}
+}
+
+// seeFaults records the faults that start and stop in events.
+func (st *leaseState) seeFaults(events []history.Event) {
+	for _, e := range events {
+		if e.Process != history.NemesisProcess || (e.Func != history.Start && e.Func != history.Stop) {
+			continue
+		}
+		id := e.Fault + "\x00" + strings.Join(e.Targets, ",")
+		if e.Func == history.Stop {
+			if i, ok := st.ongoing[id]; ok {
+				st.faults[i].to = e.Time
+				delete(st.ongoing, id)
+			}
+			continue
+		}
+		kind, _ := history.KindOf(e.Fault)
+		st.ongoing[id] = len(st.faults)
+		st.faults = append(st.faults, faultSpan{from: e.Time, to: math.MaxInt64, targets: e.Targets, stalls: kind.Stalls})
+	}
+}
+
+// leaseHolds are the piece's holds, each with what its holder was told within it.
+func (st *leaseState) leaseHolds(ops []history.Op, events []history.Event) []leaseHold {
+	hs := holds(ops, lastEvents(events))
+	out := make([]leaseHold, len(hs))
+	type holding struct {
+		process int
+		key     string
+	}
+	at := map[holding][]int{} // the holds of each process and key, in the order made
+	for i, h := range hs {
+		out[i].hold = h
+		at[holding{h.process, h.key}] = append(at[holding{h.process, h.key}], i)
+	}
+	for j := range ops {
+		op := &ops[j]
+		if op.Type() != history.OK || (op.Func() != history.Acquire && op.Func() != history.Extend) {
+			continue
+		}
+		for _, i := range at[holding{op.Process(), op.Invoke.Key}] {
+			h := &out[i]
+			switch {
+			case op.Complete == h.granted:
+				h.grant = op
+				h.told = append(h.told, op)
+			case op.Func() == history.Extend && op.Complete.Time > h.granted.Time && op.Complete.Time <= h.until.Time:
+				h.told = append(h.told, op)
+			}
+		}
+	}
+	for i := range out {
+		slices.SortFunc(out[i].told, func(a, b *history.Op) int { return compareInt64(a.Complete.Time, b.Complete.Time) })
+	}
+	return slices.DeleteFunc(out, func(h leaseHold) bool { return h.grant == nil })
+}
+
+// keyLeases are one key's holds, ordered by grant.
+type keyLeases struct {
+	st       *leaseState
+	holds    []leaseHold
+	untilMax []int64
+}
+
+// toldWrong says whether the j-th thing hold i's holder was told was told while another's
+// grant surely ran at every moment it may have been told, and why.
+func (k keyLeases) toldWrong(i, j int) (why string, wrong bool) {
+	h := k.holds[i]
+	op := h.told[j]
+	var reasons []string
+	for n, at := range k.st.toldAt(op) {
+		why, ok := k.conflict(i, j, at)
+		if !ok {
+			return "", false
+		}
+		if n > 0 { // told as it was stopped
+			why = fmt.Sprintf("and, had it been told as it was stopped at %s, %s", k.st.tl.at(at), why)
+		}
+		reasons = append(reasons, why)
+	}
+	return strings.Join(reasons, "; "), len(reasons) > 0
+}
+
+// toldAt are the moments at which op's client may have been told its answer: when it
+// recorded it, and the start of every stop within the request; none when it was starved.
+func (st *leaseState) toldAt(op *history.Op) []int64 {
+	p, from, to := op.Process(), op.Invoke.Time, op.Complete.Time
+	at := []int64{to}
+	for _, f := range st.faults {
+		if f.stalls == history.StallsNone || f.to < from || f.from > to || !strikesClient(f.targets, p) {
+			continue
+		}
+		if f.stalls == history.StallStarves {
+			return nil
+		}
+		at = append(at, max(f.from, from))
+	}
+	return at
+}
+
+// conflict says why, at moment at, hold i's j-th answer was wrong: another's grant surely
+// ran then, or (an extend) another client was granted the lock since its holder was last
+// told it held it.
+func (k keyLeases) conflict(i, j int, at int64) (string, bool) {
+	h := k.holds[i]
+	tl := k.st.tl
+	for g := i - 1; g >= 0 && k.untilMax[g] > at; g-- {
+		other := k.holds[g]
+		if other.process == h.process || other.until.Time <= at || other.granted.Time >= at {
+			continue
+		}
+		if running, how := k.st.running(other, at); running {
+			return fmt.Sprintf("while %s's grant of %s surely ran (%s)", processName(other.process), tl.at(other.granted.Time), how), true
+		}
+	}
+	if j == 0 {
+		return "", false
+	}
+	since := h.told[j-1].Complete.Time
+	first := sort.Search(len(k.holds), func(g int) bool { return k.holds[g].granted.Time > since })
+	for _, other := range k.holds[first:] {
+		if other.granted.Time >= at {
+			break
+		}
+		if other.process == h.process || k.st.stalled(other.grant) {
+			continue
+		}
+		return fmt.Sprintf("though %s was granted it at %s, after %s was last told so at %s", processName(other.process),
+			tl.at(other.granted.Time), processName(h.process), tl.at(since)), true
+	}
+	return "", false
+}
+
+// running says whether hold h's grant surely ran at moment at, and how that is known.
+func (st *leaseState) running(h leaseHold, at int64) (bool, string) {
+	var last *history.Op // the last thing its holder was told before at
+	for _, op := range h.told {
+		if op.Complete.Time < at {
+			last = op
+		}
+	}
+	start := last.Invoke.Time
+	if last.Complete.EffectFrom != 0 {
+		start = last.Complete.EffectFrom
+	}
+	byKey := at < start+int64(keySlack*float64(st.lease.TTL))
+	lease := st.lease.TTL
+	if stated, err := time.ParseDuration(h.grant.Complete.Detail[history.LeaseTTL]); err == nil {
+		lease = max(lease, stated)
+	}
+	bySession := !st.touched(h.process, h.granted.Time-lease.Nanoseconds(), at)
+	keyText := fmt.Sprintf("its key's TTL of %s from %s", st.lease.TTL, st.tl.at(start))
+	sessionText := fmt.Sprintf("no fault touched %s or the service from a lease of %s before its grant on", processName(h.process), lease)
+	switch st.lease.Kept {
+	case history.KeptByKey:
+		return byKey, keyText
+	case history.KeptBySession:
+		return bySession, sessionText
+	}
+	return byKey && bySession, keyText + ", and " + sessionText
+}
+
+// touched says whether a fault struck client p or the service (a node, or everything)
+// within [from, to].
+func (st *leaseState) touched(p int, from, to int64) bool {
+	for _, f := range st.faults {
+		if f.to < from || f.from > to {
+			continue
+		}
+		if len(f.targets) == 0 || slices.ContainsFunc(f.targets, func(t string) bool {
+			q, client := history.ClientTarget(t)
+			return !client || q == p
+		}) {
+			return true
+		}
+	}
+	return false
+}
+
+// stalled says whether op's client was stalled within it: what it records of it may have
+// been told a stall earlier.
+func (st *leaseState) stalled(op *history.Op) bool {
+	return slices.ContainsFunc(st.faults, func(f faultSpan) bool {
+		return f.stalls != history.StallsNone && f.to >= op.Invoke.Time && f.from <= op.Complete.Time && strikesClient(f.targets, op.Process())
+	})
+}
+
+// strikesClient says whether a fault's targets name client p.
+func strikesClient(targets []string, p int) bool {
+	return slices.Contains(targets, history.TargetOfClient(p))
+}
+
+func (st *leaseState) result() Result {
+	r := Result{Evidence: st.found.list(), Counts: map[string]int{"told": st.told, "told-wrong": st.found.count()}}
+	switch {
+	case st.lease.TTL <= 0:
+		r.Verdict, r.Summary = NotApplicable, "the run states no lease to hold the lock to (a run saved before lease-safety)"
+	case st.found.count() > 0:
+		r.Verdict, r.Summary = Invalid, plural(st.found.count(), "answer")+" told while another client's grant surely ran"
+		r.FirstViolation = st.first.since(st.tl)
+	default:
+		r.Verdict, r.Summary = Valid, fmt.Sprintf("no client was told it held the lock while another's grant surely ran (%d grants and extends)", st.told)
+	}
+	return r
+}
