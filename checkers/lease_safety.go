@@ -258,7 +258,11 @@ func (st *leaseState) running(h leaseHold, at int64) (bool, string) {
 	bySession := !st.touched(h.process, h.granted.Time-lease.Nanoseconds(), at)
 	keyText := fmt.Sprintf("its key's TTL of %s from %s", st.lease.TTL, st.tl.at(start))
 	sessionText := fmt.Sprintf("no fault touched %s or the service from a lease of %s before its grant on", processName(h.process), lease)
-	switch st.lease.Kept {
+	kept := st.lease.Kept
+	if said := history.Keeping(h.grant.Complete.Detail[history.KeptDetail]); said == history.KeptByKey || said == history.KeptBySession {
+		kept = said
+	}
+	switch kept {
 	case history.KeptByKey:
 		return byKey, keyText
 	case history.KeptBySession:

@@ -26,6 +26,17 @@ func (h *leaseHistory) op(p int, f history.Func, invoke, complete int64, outcome
 	return h.add(history.Event{Type: outcome, Process: p, Func: f}, complete)
 }
 
+// said marks the first grant as saying what keeps it alive, as an exec program's do.
+func (h *leaseHistory) said(kept history.Keeping) *leaseHistory {
+	for i, e := range h.events {
+		if e.Func == history.Acquire && e.Type == history.OK {
+			h.events[i].Detail = map[string]string{history.KeptDetail: string(kept)}
+			break
+		}
+	}
+	return h
+}
+
 // hold is a grant (asked at invoke, told at granted) and a release at released.
 func (h *leaseHistory) hold(p int, invoke, granted, released int64) *leaseHistory {
 	return h.op(p, history.Acquire, invoke, granted, history.OK).op(p, history.Release, released, released+1, history.OK)
@@ -103,6 +114,8 @@ func TestLeaseSafety(t *testing.T) {
 		{"extends in time keep the key's lease running: a grant then is the lock's fault",
 			h().op(0, history.Acquire, 5, 10, history.OK).op(0, history.Extend, 800, 810, history.OK).
 				op(0, history.Release, 1700, 1701, history.OK).hold(1, 1000, 1400, 1500), byKey, Invalid},
+		{"a grant that says it is a session's stands over the run's unknown: held past the TTL, untouched, still running",
+			h().hold(0, 5, 10, 2000).said(history.KeptBySession).hold(1, 1200, 1500, 1600), unknown, Invalid},
 		{"no lease stated: not judged", h().hold(0, 5, 10, 500).hold(1, 200, 300, 400), history.Lease{}, NotApplicable},
 	}
 	for _, tt := range tests {

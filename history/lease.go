@@ -28,3 +28,8 @@ const (
 	// connection): a grant runs while no fault touches its client or the service.
 	KeptBySession Keeping = "session"
 )
+
+// KeptDetail is the detail of a grant that says what keeps it alive (a Keeping), where its
+// client says so and the run's Lease cannot (a program over the exec protocol); it stands
+// over the run's.
+const KeptDetail = "kept"

@@ -207,7 +207,7 @@ public final class CuratorLock {
             case "semaphore" -> semaphore(client, path);
             default -> new Latch(client, path, mode.equals("leader-latch-owner-check"));
         };
-        answer(result("ready"));
+        answer(result("ready").put("lease", "session"));
 
         String line;
         while ((line = in.readLine()) != null) {

@@ -135,7 +135,7 @@ def main():
         sys.exit("etcdctl_lock.py needs etcdctl 3.4 on PATH (Debian's etcd-client; make deps installs it)")
     cfg = json.loads(sys.stdin.readline())
     lock = Lock(cfg)
-    answer("ready")
+    answer("ready", lease="session")
     for line in sys.stdin:
         request = json.loads(line)
         if request["op"] == "acquire":

@@ -53,7 +53,7 @@ def main():
     host, port = cfg["nodes"][0].rsplit(":", 1)
     client = etcd3.client(host=host, port=int(port), timeout=cfg["request_timeout"])
     lock = client.lock(cfg["key"], ttl=max(1, math.ceil(cfg["ttl"])))
-    answer("ready")
+    answer("ready", lease="session")
     for line in sys.stdin:
         request = json.loads(line)
         try:

@@ -46,7 +46,7 @@ def main():
     zk.start(timeout=5)
     extra = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--extra-lock-pattern=")]
     lock = zk.Lock(f"/locks/{cfg['key']}", cfg["owner"], extra_lock_patterns=extra)
-    answer("ready")
+    answer("ready", lease="session")
     for line in sys.stdin:
         request = json.loads(line)
         try:

@@ -41,7 +41,7 @@ def main():
         answer("refused", message="redis-py's Lock hands out no fencing token")
         return
     lock = connect(cfg).lock(cfg["key"], timeout=cfg["ttl"], sleep=cfg["retry"])
-    answer("ready")
+    answer("ready", lease="key")
     for line in sys.stdin:
         request = json.loads(line)
         try:

@@ -71,6 +71,8 @@ type Lock struct {
 	logged chan struct{}
 	// gone is the error that ended the client: every call after it returns it.
 	gone error
+	// kept is what the program said keeps its grants alive; each grant's detail says it.
+	kept history.Keeping
 }
 
 // line is one line the program wrote, or why no more can be read.
@@ -138,7 +140,10 @@ func (l *Lock) ready() error {
 	switch {
 	case err != nil:
 		return err
+	case a.Result == Ready && a.Lease != history.KeptUnknown && a.Lease != history.KeptByKey && a.Lease != history.KeptBySession:
+		return l.broken("answered its configuration with lease %q; want %q, %q or none", a.Lease, history.KeptByKey, history.KeptBySession)
 	case a.Result == Ready:
+		l.kept = a.Lease
 		return nil
 	case a.Result == Refused:
 		return fmt.Errorf("%w: program %s refused its configuration: %s", workloads.ErrBroken, l.name, orNothing(a.Message))
@@ -225,11 +230,16 @@ func (l *Lock) grant(a Answer) (workloads.Grant, error) {
 	} else if l.cfg.Fencing {
 		return g, l.fail(l.broken("granted the lock with no fencing token, and fencing is on (a lock without tokens refuses the configuration)"))
 	}
-	if a.Validity != nil {
+	if a.Validity != nil || l.kept != history.KeptUnknown {
 		if g.Detail == nil {
 			g.Detail = map[string]string{}
 		}
+	}
+	if a.Validity != nil {
 		g.Detail[history.Validity] = seconds(*a.Validity).String()
+	}
+	if l.kept != history.KeptUnknown {
+		g.Detail[history.KeptDetail] = string(l.kept)
 	}
 	if a.AttemptStarted != nil {
 		g.AttemptStarted = int64(*a.AttemptStarted * float64(time.Second))

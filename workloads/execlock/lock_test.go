@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/workloads"
 )
 
@@ -58,6 +60,14 @@ func runProgram(behaviour string) {
 	case "banner":
 		say("mylock 1.0 starting")
 		ready()
+	case "session-lease":
+		in.Scan()
+		say(`{"result":"ready","lease":"session"}`)
+		request()
+		say(`{"result":"granted","detail":{"node":"n1"}}`)
+	case "odd-lease":
+		in.Scan()
+		say(`{"result":"ready","lease":"forever"}`)
 	case "refuses":
 		in.Scan()
 		say(`{"result":"refused","message":"this lock has no fencing token"}`)
@@ -212,6 +222,7 @@ func TestProtocolAbuse(t *testing.T) {
 	}{
 		{behaviour: "exits-at-once", atStart: true, want: workloads.ErrLost, says: "(exit status 3); its stderr ended: Traceback: ImportError"},
 		{behaviour: "banner", atStart: true, want: workloads.ErrBroken, says: `line "mylock 1.0 starting" is not the protocol's JSON`},
+		{behaviour: "odd-lease", atStart: true, want: workloads.ErrBroken, says: `answered its configuration with lease "forever"; want "key", "session" or none`},
 		{behaviour: "refuses", fencing: true, atStart: true, want: workloads.ErrBroken, says: "refused its configuration: this lock has no fencing token"},
 		{behaviour: "cannot-extend", extend: true, atStart: true, want: workloads.ErrBroken, says: "refused its configuration: this lock cannot extend a lease"},
 		{behaviour: "never-ready", atStart: true, want: workloads.ErrLost, says: "did not answer within 200ms (does it flush stdout after every line?)"},
@@ -278,6 +289,23 @@ func TestProtocolAbuse(t *testing.T) {
 			}
 			t.Logf("%v (%s)", err, time.Since(started).Round(time.Millisecond))
 		})
+	}
+}
+
+// A program that says what keeps its grants alive has every grant say it, beside its own
+// detail: lease-safety judges its grants by it.
+func TestReadySaysWhatKeepsAGrant(t *testing.T) {
+	l, err := Start(config("session-lease", false), testOptions(testLog{t}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	g, err := l.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"node": "n1", history.KeptDetail: string(history.KeptBySession)}; !maps.Equal(g.Detail, want) {
+		t.Errorf("grant detail %v, want %v", g.Detail, want)
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/internal/quote"
 	"github.com/lockbreaker/lockbreaker/system"
 	"github.com/lockbreaker/lockbreaker/workloads"
@@ -80,6 +81,9 @@ type Answer struct {
 	// CLOCK_MONOTONIC (Python's time.monotonic()).
 	AttemptStarted *float64          `json:"attempt_started,omitempty"`
 	Detail         map[string]string `json:"detail,omitempty"`
+	// Lease, optional on ready, says what keeps the program's grants alive
+	// (history.Keeping: "key" or "session"), which lease-safety judges them by.
+	Lease history.Keeping `json:"lease,omitempty"`
 }
 
 // The answers' results: to the configuration, to acquire, to release, to extend, and to

@@ -52,6 +52,8 @@ type request struct {
 type answer struct {
 	Result  string `json:"result"`
 	Message string `json:"message,omitempty"`
+	// Lease, on ready, says what keeps a grant alive: Redlock's keys, each with its TTL.
+	Lease string `json:"lease,omitempty"`
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
@@ -82,7 +84,7 @@ func main() {
 	}
 	rs := redsync.New(pools...)
 	var mutex *redsync.Mutex
-	out.Encode(answer{Result: "ready"})
+	out.Encode(answer{Result: "ready", Lease: "key"})
 	for in.Scan() {
 		var req request
 		if err := json.Unmarshal(in.Bytes(), &req); err != nil {

@@ -50,7 +50,7 @@ def main():
     node = Node(cfg["nodes"][0], cfg["request_timeout"])
     key, owner, ttl_ms = cfg["key"], cfg["owner"], max(1, int(cfg["ttl"] * 1000))
     token = None
-    answer("ready")
+    answer("ready", lease="key")
     for line in sys.stdin:
         request = json.loads(line)
         try:
