@@ -12,10 +12,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/cli/command"
 	"github.com/lockbreaker/lockbreaker/harness"
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/hunt"
+	"github.com/lockbreaker/lockbreaker/internal/quote"
 	"github.com/lockbreaker/lockbreaker/nemesis"
 	"github.com/lockbreaker/lockbreaker/results"
 	"github.com/lockbreaker/lockbreaker/shrink"
@@ -27,13 +29,16 @@ import (
 var huntCommand = command.Command{
 	Name:     "hunt",
 	Synopsis: "look for a violation by many short trials whose faults steer toward the danger",
-	Args:     "[run's flags] [--budget D] [--trials N] [--random]",
+	Args:     "[run's flags] [--for CHECKERS] [--budget D] [--trials N] [--random]",
 	About: `Runs short trials of one test, one after another on one cluster, each with a written
 schedule of the faults --nemesis names (when each strikes, whom, for how long: run's
---schedule), and stops at the first violation. Each trial is scored by what it came near
-(hazards made, how far a fault on a client waiting for the lock or holding it reached into
-a lease, states of the lock not met before); the next schedule is a mutation of one that
-came near, never one tried before. --random draws every schedule afresh instead: the
+--schedule), and stops at the first violation of a checker --for names. Unless it says,
+lease-safety: the lock's own fault, a client told it held the lock while another's grant
+surely ran; a holder that outlived its lease (mutual-exclusion, and data-safety unfenced)
+is what any long pause makes of any lease lock, fixed or not. Each trial is scored by what
+it came near (hazards made, how far a fault on a client waiting for the lock or holding it
+reached into a lease, states of the lock not met before); the next schedule is a mutation
+of one that came near, never one tried before. --random draws every schedule afresh instead: the
 search it is measured against. A line per trial says its score and schedule.
 
 On a violation, the schedule is made as small as still fails (each step taken away in
@@ -64,6 +69,7 @@ type huntOptions struct {
 	budget runspec.Duration
 	trials int
 	random bool
+	want   []string // the checkers whose violation the hunt looks for
 }
 
 // huntTrialTime is a trial's time limit unless --time-limit says: a few leases.
@@ -82,7 +88,31 @@ func huntFlags(s *harness.Spec) (*flag.FlagSet, *huntOptions) {
 	fs.Var((*command.Duration)(&opts.budget), "budget", "how long the hunt may take; it ends at the first violation or here")
 	fs.IntVar(&opts.trials, "trials", opts.trials, "how many trials the hunt may run")
 	fs.BoolVar(&opts.random, "random", false, "draw every schedule afresh, with no feedback: the random search a hunt is measured against")
+	opts.want = []string{string(checkers.LeaseSafety)}
+	fs.Func("for", "the checkers whose violation the hunt looks for, comma-separated (default lease-safety: the lock's own fault, "+
+		"not a holder outliving its lease, which any long pause makes)", func(v string) error {
+		opts.want = nil
+		for _, name := range strings.Split(v, ",") {
+			if !slices.Contains(huntable(), name) {
+				return fmt.Errorf("no checker %s a hunt can look for; those it can: %s", quote.Short(name), strings.Join(huntable(), ", "))
+			}
+			opts.want = append(opts.want, name)
+		}
+		return nil
+	})
 	return fs, opts
+}
+
+// huntable are the checkers whose violation a hunt can look for: those of lock safety, data
+// safety and fencing, not a metric or the precondition.
+func huntable() []string {
+	var names []string
+	for _, c := range checkers.All() {
+		if p := c.Property(); p == checkers.PropertyLockSafety || p == checkers.PropertyDataSafety || p == checkers.PropertyFencing {
+			names = append(names, string(c.Name()))
+		}
+	}
+	return names
 }
 
 // parseHunt makes hunt's base spec and options, starting nothing.
@@ -132,14 +162,15 @@ func cmdHunt(ctx context.Context, args []string, stdout io.Writer) (int, error) 
 	}
 	clusters := harness.NewClusters(base)
 	defer clusters.Close(context.WithoutCancel(ctx))
-	trials := &huntTrials{runner: harness.Runner{ResultsRoot: store.Path("trials"), Progress: io.Discard, Clusters: clusters, Trends: suite.StoreTrends}}
+	trials := &huntTrials{runner: harness.Runner{ResultsRoot: store.Path("trials"), Progress: io.Discard, Clusters: clusters, Trends: suite.StoreTrends},
+		want: opts.want}
 	mode := "feedback"
 	if opts.random {
 		mode = "random search"
 	}
-	fmt.Fprintf(stdout, "hunting %s with %s (%s): at most %d trials of %s, in %s; in %s\n", command.Escape(base.Test),
-		strings.Join(base.Nemesis, ","), mode, opts.trials, base.TimeLimit.Std(), opts.budget.Std(), command.Escape(store.Dir()))
-	saved := hunt.Saved{Base: base, Faults: base.Nemesis, Feedback: !opts.random, Seed: base.Seed}
+	fmt.Fprintf(stdout, "hunting %s with %s (%s) for a violation of %s: at most %d trials of %s, in %s; in %s\n", command.Escape(base.Test),
+		strings.Join(base.Nemesis, ","), mode, strings.Join(opts.want, ","), opts.trials, base.TimeLimit.Std(), opts.budget.Std(), command.Escape(store.Dir()))
+	saved := hunt.Saved{Base: base, Faults: base.Nemesis, For: opts.want, Feedback: !opts.random, Seed: base.Seed}
 	saved.Result, err = hunt.Search(ctx, base, hunt.NewSpace(base, base.Nemesis, checked.Nodes()), trials.run,
 		hunt.Options{Feedback: !opts.random, Budget: opts.budget.Std(), Trials: opts.trials, Seed: base.Seed, Progress: stdout})
 	if err != nil {
@@ -167,9 +198,11 @@ func cmdHunt(ctx context.Context, args []string, stdout io.Writer) (int, error) 
 }
 
 // huntTrials runs a hunt's trials: each a run of the harness, its directory removed once
-// scored unless it found a violation; the last that did is kept whole.
+// scored unless it found a violation of a checker the hunt looks for (want); the last that
+// did is kept whole.
 type huntTrials struct {
 	runner  harness.Runner
+	want    []string
 	failing string          // the last failing trial's run directory
 	failed  results.Summary // its summary
 }
@@ -183,7 +216,12 @@ func (h *huntTrials) run(ctx context.Context, s runspec.Spec) (hunt.Outcome, err
 	if err != nil {
 		return hunt.Outcome{}, err
 	}
-	out := hunt.Outcome{Dir: dir, Invalid: outcomeOf(dir, summary).Invalid, Events: file.Events}
+	out := hunt.Outcome{Dir: dir, Events: file.Events}
+	for _, name := range outcomeOf(dir, summary).Invalid {
+		if slices.Contains(h.want, name) {
+			out.Invalid = append(out.Invalid, name)
+		}
+	}
 	if len(out.Invalid) == 0 {
 		return out, os.RemoveAll(dir)
 	}

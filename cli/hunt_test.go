@@ -29,6 +29,7 @@ func TestHuntRefusesBadInputInOneLine(t *testing.T) {
 		{[]string{"--nemesis", "pause-holder"}, "hunt: nemesis pause-holder draws its own faults, which a hunt cannot steer"},
 		{[]string{"--schedule", "pause-client@1s/0/1s"}, "hunt: --schedule is what a hunt writes"},
 		{[]string{"--system", "redis", "--nemesis", "delay-extend"}, "needs --extend-every"},
+		{[]string{"--for", "stats"}, `no checker "stats" a hunt can look for`},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			code, stdout, stderr := lockbreaker(t, nodocker, append([]string{"hunt", "--results", out}, c.args...)...)

@@ -23,10 +23,12 @@ const (
 // Saved is a hunt as its directory keeps it.
 type Saved struct {
 	// Base is the spec every trial ran, but for its schedule and seed.
-	Base     spec.Spec `json:"base"`
-	Faults   []string  `json:"faults"`
-	Feedback bool      `json:"feedback"`
-	Seed     int64     `json:"seed"`
+	Base   spec.Spec `json:"base"`
+	Faults []string  `json:"faults"`
+	// For are the checkers whose violation the hunt looked for.
+	For      []string `json:"for"`
+	Feedback bool     `json:"feedback"`
+	Seed     int64    `json:"seed"`
 	Result
 	// Command runs the smallest failing schedule again; Failing is its run's directory.
 	Command string `json:"command,omitempty"`
