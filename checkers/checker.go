@@ -148,6 +148,8 @@ type accumulator interface {
 
 // part is one piece of a history as a checker judges it.
 type part struct {
+	// events and ops are lent to add: a Stream fills their room with a later piece once
+	// every checker has judged this one, so an accumulator keeps copies, never pointers.
 	events []history.Event
 	// ops are the piece's operations, paired, shared by every checker: read them, never
 	// change them.

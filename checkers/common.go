@@ -109,6 +109,10 @@ func sweepAfter(before *best, ops []*history.Op, rank func(*history.Op) int64, v
 	}
 	if top >= 0 {
 		before.op, before.rank, before.found = *ops[top], topRank, true
+		if c := before.op.Complete; c != nil { // a streamed piece's room is filled again once judged
+			complete := *c
+			before.op.Complete = &complete
+		}
 	}
 }
 

@@ -95,6 +95,9 @@ type Stream struct {
 
 	pieces chan piece    // to the judge, one at a time
 	judged chan struct{} // closed when the judge has judged every piece sent
+	// spent are pieces the judge is done with, whose room take fills again: a piece's
+	// events and operations, allocated anew at every cut, were most of what check allocated.
+	spent chan piece
 }
 
 // piece is a piece of the history cut off, to judge: its events, in the history's order,
@@ -276,8 +279,13 @@ func (s *Stream) take(t int64) piece {
 			left++
 		}
 	}
-	// Room for those left and as many again as this piece took, so that rest seldom grows.
-	rest := make([]history.Event, 0, left+len(s.events))
+	// Room for those left and as many again as this piece took, so that rest seldom grows:
+	// a spent piece's when it has that much.
+	spent := s.spentPiece()
+	rest := spent.events[:0]
+	if cap(rest) < left+len(s.events) {
+		rest = make([]history.Event, 0, left+len(s.events))
+	}
 	restOf := make([]int32, 0, cap(rest))
 	at := make([]int32, len(s.events)) // each event's place in the piece or in rest
 	n := 0
@@ -292,16 +300,20 @@ func (s *Stream) take(t int64) piece {
 			rest, restOf = append(rest, s.events[i]), append(restOf, op)
 		}
 	}
-	p.events = s.events[:n:n]
+	p.events = s.events[:n] // its room with it, to be filled again once spent
 
 	// The operations: the piece's copied in order, pointing at their completions in it;
 	// the rest moved up in place, their places in events and ops followed.
-	p.ops = make([]history.Op, len(order))
-	for j, i := range order {
-		p.ops[j].Invoke = s.ops[i].Invoke
+	p.ops = spent.ops[:0]
+	if cap(p.ops) < len(order) {
+		p.ops = make([]history.Op, 0, len(order))
+	}
+	for _, i := range order {
+		op := history.Op{Invoke: s.ops[i].Invoke}
 		if d := s.done[i]; d >= 0 {
-			p.ops[j].Complete = &p.events[at[d]]
+			op.Complete = &p.events[at[d]]
 		}
+		p.ops = append(p.ops, op)
 	}
 	moved := make([]int32, len(s.ops)) // each operation left's new place
 	m := 0
@@ -336,6 +348,16 @@ func (s *Stream) take(t int64) piece {
 	}
 	s.events, s.opOf = rest, restOf
 	return p
+}
+
+// spentPiece is a piece the judge is done with, if there is one, for take to fill again.
+func (s *Stream) spentPiece() piece {
+	select {
+	case p := <-s.spent:
+		return p
+	default:
+		return piece{}
+	}
 }
 
 // note says so when a piece is a long stretch without a cut.
@@ -373,11 +395,15 @@ func (s *Stream) cut() {
 	s.place.infinity, s.place.storage = infinity, storage
 	s.note(p.ops)
 	if s.pieces == nil {
-		s.pieces, s.judged = make(chan piece), make(chan struct{})
+		s.pieces, s.judged, s.spent = make(chan piece), make(chan struct{}), make(chan piece, 2)
 		go func() {
 			defer close(s.judged)
 			for p := range s.pieces {
 				s.judge(p)
+				select { // no checker keeps a piece's events or operations once judged
+				case s.spent <- p:
+				default:
+				}
 			}
 		}()
 	}
