@@ -156,18 +156,40 @@ const maxCells = 1 << 15
 // grid counts points by cell: width nanoseconds of time from origin, by height units of a
 // value, and a class. Whenever it holds more than maxCells, the width (and the height,
 // when scaled) doubles and neighbouring cells merge, so it holds a history of any length
-// in bounded memory, the longer the coarser.
+// in bounded memory, the longer the coarser. Its cells are the same whenever it coarsens,
+// as long as it ends with the fewest doublings that leave at most maxCells (counts):
+// merging is exact, and a set of points that needs a doubling needs it with more points.
 type grid struct {
 	origin        int64 // the first point's time
 	width, height int64
 	scaled        bool
 	cells         map[cell]int
 	spare         map[cell]int // the map coarsen fills next, emptied, so that it allocates none
+	// recent are the cells counted last, by slot, with their counts not yet in cells: a
+	// history comes in the order of time, so most points fall in a cell counted just
+	// before, and cells, whose every access at its size misses the processor's caches (most
+	// of the plots' time at a million operations), is written only as a cell leaves.
+	recent []recentCell
 }
 
 type cell struct {
 	x, y  int64
 	class uint8
+}
+
+// recentCell is a cell of grid.recent and its points not yet counted in grid.cells.
+type recentCell struct {
+	cell
+	n int
+}
+
+// recentSlots is how many cells grid.recent holds: more than a column of the latency plot has.
+const recentSlots = 1 << 12
+
+// slot is where c lies in grid.recent.
+func (c cell) slot() int {
+	h := uint64(c.x)*0x9e3779b97f4a7c15 ^ uint64(c.y)*0xc2b2ae3d27d4eb4f ^ uint64(c.class)
+	return int(h >> (64 - 12))
 }
 
 func newGrid(scaled bool) grid {
@@ -176,16 +198,45 @@ func newGrid(scaled bool) grid {
 
 func (g *grid) add(t, v int64, class uint8) {
 	if g.cells == nil {
-		g.cells, g.origin = map[cell]int{}, t
+		g.cells, g.origin, g.recent = map[cell]int{}, t, make([]recentCell, recentSlots)
 	}
-	g.cells[cell{floorDiv(t-g.origin, g.width), floorDiv(v, g.height), class}]++
+	c := cell{floorDiv(t-g.origin, g.width), floorDiv(v, g.height), class}
+	r := &g.recent[c.slot()]
+	if r.n > 0 && r.cell == c {
+		r.n++
+		return
+	}
+	if r.n > 0 {
+		g.cells[r.cell] += r.n
+	}
+	*r = recentCell{c, 1}
 	for len(g.cells) > maxCells {
 		g.coarsen()
 	}
 }
 
+// counts are the grid's cells, every point counted, coarse enough to be at most maxCells.
+func (g *grid) counts() map[cell]int {
+	g.flush()
+	for len(g.cells) > maxCells {
+		g.coarsen()
+	}
+	return g.cells
+}
+
+// flush counts the recent cells' points in cells.
+func (g *grid) flush() {
+	for i, r := range g.recent {
+		if r.n > 0 {
+			g.cells[r.cell] += r.n
+			g.recent[i].n = 0
+		}
+	}
+}
+
 // coarsen doubles the cells' width (and height when scaled), merging their counts.
 func (g *grid) coarsen() {
+	g.flush()
 	g.width *= 2
 	dy := int64(1)
 	if g.scaled {
@@ -284,11 +335,11 @@ func (p *Plots) latencyPlot(f frame) plotView {
 		v.Caption += fmt.Sprintf(" %d never completed and are not drawn.", open)
 	}
 	g := &p.latency
-	if len(g.cells) == 0 {
+	if len(g.counts()) == 0 {
 		return v
 	}
 	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
-	for c := range g.cells {
+	for c := range g.counts() {
 		lo, hi = min(lo, c.y), max(hi, c.y)
 	}
 	decadeLo, decadeHi := math.Floor(float64(lo)/latencyBins), math.Ceil(float64(hi+1)/latencyBins)
@@ -319,7 +370,7 @@ func (p *Plots) latencyPlot(f frame) plotView {
 // sortedCells are a grid's cells in order of time, value and class, so a plot's dots
 // are drawn in the same order every time.
 func sortedCells(g *grid) []cell {
-	cells := slices.Collect(maps.Keys(g.cells))
+	cells := slices.Collect(maps.Keys(g.counts()))
 	slices.SortFunc(cells, func(a, b cell) int {
 		return cmp.Or(cmp.Compare(a.x, b.x), cmp.Compare(a.y, b.y), cmp.Compare(a.class, b.class))
 	})
@@ -345,7 +396,7 @@ func (p *Plots) throughputPlot(f frame) plotView {
 	n := int(f.c.span/bucket) + 1
 	counts := make([][]float64, len(plotFuncs))
 	g := &p.throughput
-	for c, k := range g.cells {
+	for c, k := range g.counts() {
 		if counts[c.class] == nil {
 			counts[c.class] = make([]float64, n)
 		}
@@ -379,11 +430,11 @@ func (p *Plots) throughputPlot(f frame) plotView {
 // tokensPlot is the fencing token every grant carried, by client; nil without tokens.
 func (p *Plots) tokensPlot(f frame) *plotView {
 	g := &p.tokens
-	if len(g.cells) == 0 {
+	if len(g.counts()) == 0 {
 		return nil
 	}
 	top := 0.0
-	for c := range g.cells {
+	for c := range g.counts() {
 		_, token := g.at(c)
 		top = max(top, token)
 	}
