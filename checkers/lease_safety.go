@@ -56,7 +56,8 @@ type leaseState struct {
 	first   earliest
 }
 
-// faultSpan is one fault, from its start to its stop (math.MaxInt64 while it runs).
+// faultSpan is one fault, from its start to its stop (math.MaxInt64 while it runs); its
+// own copy, kept past the piece it came in (a stream fills a judged piece again).
 type faultSpan struct {
 	from, to int64
 	targets  []string
@@ -123,7 +124,7 @@ func (st *leaseState) seeFaults(events []history.Event) {
 		}
 		kind, _ := history.KindOf(e.Fault)
 		st.ongoing[id] = len(st.faults)
-		st.faults = append(st.faults, faultSpan{from: e.Time, to: math.MaxInt64, targets: e.Targets, stalls: kind.Stalls})
+		st.faults = append(st.faults, faultSpan{from: e.Time, to: math.MaxInt64, targets: slices.Clone(e.Targets), stalls: kind.Stalls})
 	}
 }
 
