@@ -26,6 +26,7 @@ package checkers
 import (
 	"context"
 	"fmt"
+	"iter"
 	"math"
 	"slices"
 	"sort"
@@ -50,10 +51,16 @@ type leaseState struct {
 	lease   history.Lease
 	faults  []faultSpan
 	ongoing map[string]int // the faults begun and not yet stopped, by fault and targets: index into faults
-	told    int
-	tl      timeline
-	found   evidence
-	first   earliest
+	// The faults by what they strike, indexed again for each piece: those that name
+	// client p (struck[p]), those of them that stall it (stalls[p]), and those that strike
+	// the service, a node or everything.
+	struck, stalls map[int]*spans
+	service        *spans
+	moments        []int64 // toldAt's answer, its room used again
+	told           int
+	tl             timeline
+	found          evidence
+	first          earliest
 }
 
 // faultSpan is one fault, from its start to its stop (math.MaxInt64 while it runs); its
@@ -79,6 +86,7 @@ func (st *leaseState) add(_ context.Context, p part) {
 	if st.lease.TTL <= 0 {
 		return
 	}
+	st.index()
 	keys, groups := byKey(st.leaseHolds(p.ops, p.events), func(h leaseHold) string { return h.key })
 	for _, key := range keys {
 		hs := groups[key]
@@ -128,6 +136,71 @@ func (st *leaseState) seeFaults(events []history.Event) {
 	}
 }
 
+// index sorts the faults seen so far by what they strike.
+func (st *leaseState) index() {
+	st.struck, st.stalls, st.service = map[int]*spans{}, map[int]*spans{}, &spans{}
+	of := func(m map[int]*spans, p int) *spans {
+		if m[p] == nil {
+			m[p] = &spans{}
+		}
+		return m[p]
+	}
+	for _, f := range st.faults {
+		service := len(f.targets) == 0
+		for _, target := range f.targets {
+			p, client := history.ClientTarget(target)
+			if !client {
+				service = true
+				continue
+			}
+			of(st.struck, p).add(f)
+			if f.stalls != history.StallsNone {
+				of(st.stalls, p).add(f)
+			}
+		}
+		if service {
+			st.service.add(f)
+		}
+	}
+}
+
+// spans are faults in the order they began, with the latest end among each prefix of
+// them, so that those within a window are found without looking at the rest.
+type spans struct {
+	list   []faultSpan
+	maxEnd []int64
+}
+
+func (s *spans) add(f faultSpan) {
+	end := f.to
+	if n := len(s.maxEnd); n > 0 {
+		end = max(end, s.maxEnd[n-1])
+	}
+	s.list, s.maxEnd = append(s.list, f), append(s.maxEnd, end)
+}
+
+// within are the faults that ran at some moment of [from, to], latest begun first.
+func (s *spans) within(from, to int64) iter.Seq[faultSpan] {
+	return func(yield func(faultSpan) bool) {
+		if s == nil {
+			return
+		}
+		for i := sort.Search(len(s.list), func(i int) bool { return s.list[i].from > to }) - 1; i >= 0 && s.maxEnd[i] >= from; i-- {
+			if s.list[i].to >= from && !yield(s.list[i]) {
+				return
+			}
+		}
+	}
+}
+
+// any says whether a fault ran at some moment of [from, to].
+func (s *spans) any(from, to int64) bool {
+	for range s.within(from, to) {
+		return true
+	}
+	return false
+}
+
 // leaseHolds are the piece's holds, each with what its holder was told within it.
 func (st *leaseState) leaseHolds(ops []history.Op, events []history.Event) []leaseHold {
 	hs := holds(ops, lastEvents(events))
@@ -136,24 +209,28 @@ func (st *leaseState) leaseHolds(ops []history.Op, events []history.Event) []lea
 		process int
 		key     string
 	}
-	at := map[holding][]int{} // the holds of each process and key, in the order made
+	granted := make(map[*history.Event]int, len(hs)) // each hold by its grant
+	at := map[holding][]int{}                        // the holds of each process and key, in the order made
 	for i, h := range hs {
 		out[i].hold = h
+		granted[h.granted] = i
 		at[holding{h.process, h.key}] = append(at[holding{h.process, h.key}], i)
 	}
 	for j := range ops {
 		op := &ops[j]
-		if op.Type() != history.OK || (op.Func() != history.Acquire && op.Func() != history.Extend) {
-			continue
-		}
-		for _, i := range at[holding{op.Process(), op.Invoke.Key}] {
-			h := &out[i]
-			switch {
-			case op.Complete == h.granted:
-				h.grant = op
-				h.told = append(h.told, op)
-			case op.Func() == history.Extend && op.Complete.Time > h.granted.Time && op.Complete.Time <= h.until.Time:
-				h.told = append(h.told, op)
+		switch {
+		case op.Type() != history.OK:
+		case op.Func() == history.Acquire:
+			if i, ok := granted[op.Complete]; ok {
+				out[i].grant = op
+				out[i].told = append(out[i].told, op)
+			}
+		case op.Func() == history.Extend:
+			// the last hold granted before the extend's answer, if it still ran then
+			mine := at[holding{op.Process(), op.Invoke.Key}]
+			k := sort.Search(len(mine), func(k int) bool { return out[mine[k]].granted.Time >= op.Complete.Time }) - 1
+			if k >= 0 && op.Complete.Time <= out[mine[k]].until.Time {
+				out[mine[k]].told = append(out[mine[k]].told, op)
 			}
 		}
 	}
@@ -191,18 +268,17 @@ func (k keyLeases) toldWrong(i, j int) (why string, wrong bool) {
 
 // toldAt are the moments at which op's client may have been told its answer: when it
 // recorded it, and the start of every stop within the request; none when it was starved.
+// The answer is good until the next call.
 func (st *leaseState) toldAt(op *history.Op) []int64 {
-	p, from, to := op.Process(), op.Invoke.Time, op.Complete.Time
-	at := []int64{to}
-	for _, f := range st.faults {
-		if f.stalls == history.StallsNone || f.to < from || f.from > to || !strikesClient(f.targets, p) {
-			continue
-		}
+	from, to := op.Invoke.Time, op.Complete.Time
+	at := append(st.moments[:0], to)
+	for f := range st.stalls[op.Process()].within(from, to) {
 		if f.stalls == history.StallStarves {
 			return nil
 		}
 		at = append(at, max(f.from, from))
 	}
+	st.moments = at
 	return at
 }
 
@@ -275,31 +351,13 @@ func (st *leaseState) running(h leaseHold, at int64) (bool, string) {
 // touched says whether a fault struck client p or the service (a node, or everything)
 // within [from, to].
 func (st *leaseState) touched(p int, from, to int64) bool {
-	for _, f := range st.faults {
-		if f.to < from || f.from > to {
-			continue
-		}
-		if len(f.targets) == 0 || slices.ContainsFunc(f.targets, func(t string) bool {
-			q, client := history.ClientTarget(t)
-			return !client || q == p
-		}) {
-			return true
-		}
-	}
-	return false
+	return st.service.any(from, to) || st.struck[p].any(from, to)
 }
 
 // stalled says whether op's client was stalled within it: what it records of it may have
 // been told a stall earlier.
 func (st *leaseState) stalled(op *history.Op) bool {
-	return slices.ContainsFunc(st.faults, func(f faultSpan) bool {
-		return f.stalls != history.StallsNone && f.to >= op.Invoke.Time && f.from <= op.Complete.Time && strikesClient(f.targets, op.Process())
-	})
-}
-
-// strikesClient says whether a fault's targets name client p.
-func strikesClient(targets []string, p int) bool {
-	return slices.Contains(targets, history.TargetOfClient(p))
+	return st.stalls[op.Process()].any(op.Invoke.Time, op.Complete.Time)
 }
 
 func (st *leaseState) result() Result {
