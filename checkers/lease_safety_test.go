@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/history/histgen"
 )
 
 // leaseHistory writes a history by hand in milliseconds: each client's operations, and
@@ -128,5 +129,19 @@ func TestLeaseSafety(t *testing.T) {
 				t.Errorf("invalid without evidence or first violation: %+v", r)
 			}
 		})
+	}
+}
+
+// histgen simulates a correct lease lock: its holders paused, killed or cut off from their
+// releases outlive their leases, and the lock never grants within one.
+func TestACorrectLeaseLockKeepsItsLeases(t *testing.T) {
+	lease := history.Lease{TTL: histgen.TTL, Kept: history.KeptByKey}
+	for _, c := range []histgen.Config{
+		{Ops: 5000, Clients: 5, Effects: true, Seed: 2}, {Ops: 5000, Clients: 20, Fencing: true, Seed: 3},
+		{Ops: 5000, Clients: 5, Kills: true, Effects: true, Seed: 4}, {Ops: 5000, Clients: 5, Unreachable: true, Seed: 5},
+	} {
+		if r := leaseSafety.Check(t.Context(), histgen.Generate(c), Options{Lease: lease}); r.Verdict != Valid {
+			t.Errorf("%+v: %s: %s %q", c, r.Verdict, r.Summary, r.Evidence)
+		}
 	}
 }

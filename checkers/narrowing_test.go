@@ -114,9 +114,9 @@ func TestGeneratedRunsVerdicts(t *testing.T) {
 		if c.Fencing {
 			data = Valid
 		}
-		want := map[Name]Verdict{"lock-linearizable": Invalid, "mutual-exclusion": Invalid, "lease-safety": NotApplicable, "data-safety": data,
+		want := map[Name]Verdict{"lock-linearizable": Invalid, "mutual-exclusion": Invalid, "lease-safety": Valid, "data-safety": data,
 			"lost-updates": data, "fencing": Valid, "herd": NotApplicable, "stats": Valid}
-		results := RunAll(t.Context(), All(), histgen.Generate(c), Options{})
+		results := RunAll(t.Context(), All(), histgen.Generate(c), Options{Lease: history.Lease{TTL: histgen.TTL, Kept: history.KeptByKey}})
 		if len(results) != len(want) {
 			t.Fatalf("%+v: %d results, want one from each of %d checkers", c, len(results), len(want))
 		}

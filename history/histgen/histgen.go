@@ -68,9 +68,13 @@ type Config struct {
 // Key is the one lock key every client contends for.
 const Key = "k"
 
+// TTL is the lease the simulated lock grants, as the harness asks for it by default: a
+// key's time to live (history.KeptByKey), which the lock keeps.
+const TTL = 2 * time.Second
+
 // The workload's timing, as the harness sets it up by default.
 const (
-	ttl            = 2 * time.Second
+	ttl            = TTL
 	acquireTimeout = 2 * ttl
 	retry          = 20 * time.Millisecond
 	pace           = 50 * time.Millisecond

@@ -1,15 +1,19 @@
 // Command histgen writes a run directory holding a generated history (see package
-// histgen), for `lockbreaker check DIR` to judge: `make bench` times that.
+// histgen) and the summary that states its lock's lease, for `lockbreaker check DIR` to
+// judge: `make bench` times that.
 //
 //	histgen -ops 100000 -clients 20 -fencing -effects DIR
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 
+	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/history/histgen"
+	"github.com/lockbreaker/lockbreaker/results"
 )
 
 func main() {
@@ -26,7 +30,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: histgen [-ops N] [-clients N] [-fencing] [-effects=false] [-kills] [-unreachable] [-seed N] DIR")
 		os.Exit(2)
 	}
-	if err := histgen.WriteRun(flag.Arg(0), cfg); err != nil {
+	// The run's summary says what its lock promised, as a run's does: lease-safety judges by it.
+	summary := results.Summary{Test: "histgen", Lease: &history.Lease{TTL: histgen.TTL, Kept: history.KeptByKey}}
+	if err := errors.Join(histgen.WriteRun(flag.Arg(0), cfg), results.WriteSummary(flag.Arg(0), summary)); err != nil {
 		fmt.Fprintln(os.Stderr, "histgen:", err)
 		os.Exit(1)
 	}
