@@ -27,6 +27,7 @@ var mutualExclusion = checker{name: MutualExclusion, property: PropertyLockSafet
 type hold struct {
 	process  int
 	key      string
+	asked    *history.Event // the acquire's invocation
 	granted  *history.Event // the acquire's ok: the hold starts at its time
 	until    *history.Event // the release's invocation, or the process's last event (both the piece's, shared)
 	released bool           // whether until is a release
@@ -101,7 +102,7 @@ func holds(ops []history.Op, last map[int]*history.Event) []hold {
 		switch {
 		case op.Func() == history.Acquire && op.Type() == history.OK && !held:
 			open[h] = len(out)
-			out = append(out, hold{process: h.process, key: h.key, granted: op.Complete})
+			out = append(out, hold{process: h.process, key: h.key, asked: &ops[j].Invoke, granted: op.Complete})
 		case op.Func() == history.Release && held:
 			out[i].until, out[i].released, out[i].release = &ops[j].Invoke, true, j
 			delete(open, h)
@@ -160,13 +161,14 @@ type Overlap struct {
 // Holding is one hold of an Overlap: who, from which event to which.
 type Holding struct {
 	Process int `json:"process"`
-	// Granted is the index of the acquire's ok, Until that of the release's invocation
-	// (Released) or of the process's last event.
+	// Asked is the index of the acquire's invocation, Granted that of its ok, Until that of
+	// the release's invocation (Released) or of the process's last event.
+	Asked    int  `json:"asked"`
 	Granted  int  `json:"granted"`
 	Until    int  `json:"until"`
 	Released bool `json:"released"`
 }
 
 func (h hold) holding() Holding {
-	return Holding{Process: h.process, Granted: h.granted.Index, Until: h.until.Index, Released: h.released}
+	return Holding{Process: h.process, Asked: h.asked.Index, Granted: h.granted.Index, Until: h.until.Index, Released: h.released}
 }

@@ -22,9 +22,9 @@ func TestMutualExclusionKeepsOverlapsUpToItsLimit(t *testing.T) {
 			name:   "three holders",
 			events: readHistory(t, "three-holders.jsonl"),
 			want: []Overlap{
-				{Key: "k", Earlier: Holding{Process: 0, Granted: 1, Until: 11}, Later: Holding{Process: 1, Granted: 3, Until: 6, Released: true}, Length: 9 * time.Millisecond},
-				{Key: "k", Earlier: Holding{Process: 0, Granted: 1, Until: 11}, Later: Holding{Process: 2, Granted: 5, Until: 8, Released: true}, Length: 9 * time.Millisecond},
-				{Key: "k", Earlier: Holding{Process: 1, Granted: 3, Until: 6, Released: true}, Later: Holding{Process: 2, Granted: 5, Until: 8, Released: true}, Length: 7 * time.Millisecond},
+				{Key: "k", Earlier: Holding{Process: 0, Asked: 0, Granted: 1, Until: 11}, Later: Holding{Process: 1, Asked: 2, Granted: 3, Until: 6, Released: true}, Length: 9 * time.Millisecond},
+				{Key: "k", Earlier: Holding{Process: 0, Asked: 0, Granted: 1, Until: 11}, Later: Holding{Process: 2, Asked: 4, Granted: 5, Until: 8, Released: true}, Length: 9 * time.Millisecond},
+				{Key: "k", Earlier: Holding{Process: 1, Asked: 2, Granted: 3, Until: 6, Released: true}, Later: Holding{Process: 2, Asked: 4, Granted: 5, Until: 8, Released: true}, Length: 7 * time.Millisecond},
 			},
 			count: 3, kept: 3,
 		},

@@ -25,8 +25,9 @@ import (
 const maxFaults = 5
 
 // Window is the span of event indexes the story of overlap o reads: from the first of the
-// two grants in the file to the later of the two holds' ends, and a few events past it for
-// the outcome of a last write.
+// two grants in the file, or the later holder's request when it came first (a fault may
+// have struck it while it waited), to the later of the two holds' ends, and a few events
+// past it for the outcome of a last write.
 //
 // The first grant in the file is not always the earlier one: mutual exclusion orders holds
 // by their times, the recorder numbers events as they reach it, and two clients' replies
@@ -34,7 +35,7 @@ const maxFaults = 5
 // two grants in one server session came back that close, and a window opening at the
 // earlier one's index lacked the other grant and told nothing).
 func Window(o checkers.Overlap) (from, to int) {
-	return min(o.Earlier.Granted, o.Later.Granted), max(o.Earlier.Until, o.Later.Until) + windowSlack
+	return min(o.Earlier.Granted, o.Later.Granted, o.Later.Asked), max(o.Earlier.Until, o.Later.Until) + windowSlack
 }
 
 // windowSlack is how many events past the holds' ends a story reads: a write's completion
@@ -76,7 +77,11 @@ func Tell(o checkers.Overlap, events []history.Event, ttl time.Duration, start i
 		}
 	}
 
-	// The second holder, and the hazards that made the overlap possible.
+	// The second holder, stalled while it waited unless a scene told it, and the hazards
+	// that made the overlap possible.
+	if wrong == "" {
+		t.waited(o.Later)
+	}
 	wrote := t.granted(o, earlier, later, ttl, wrong)
 	t.hazards(earlier, later)
 
@@ -456,6 +461,36 @@ func (t *teller) extended(from, granted, to, p int, other string) {
 		t.say(x.Invoke, asked+"was told the lock was no longer its own, so it did not write")
 	default:
 		t.say(x.Invoke, fmt.Sprintf("%sgot no answer it could trust (%s), so it did not write", asked, x.Complete.Message))
+	}
+}
+
+// waited tells the first fault that stalled a holder while it waited for its grant (a
+// client paused then may be told it holds the lock when it runs again): when it asked,
+// when the fault struck, and when it ended, if before the grant.
+func (t *teller) waited(h checkers.Holding) {
+	asked, ok := t.event(h.Asked)
+	if !ok || asked.Process != h.Process || asked.Func != history.Acquire || asked.Type != history.Invoke {
+		return // an overlap saved before requests were named has none
+	}
+	for i, e := range t.events {
+		if e.Index <= h.Asked || e.Index >= h.Granted {
+			continue
+		}
+		if k, _ := history.KindOf(e.Fault); e.Process != history.NemesisProcess || e.Func != history.Start || k.Stalls == history.StallsNone || !strikes(e, h.Process) {
+			continue
+		}
+		text := fmt.Sprintf("%s had asked for the lock at %s and %s (%s) at %s", proc(h.Process), t.at(asked), struck(e.Fault), e.Fault, t.at(e))
+		for _, stop := range t.events[i+1:] {
+			if stop.Index >= h.Granted {
+				break
+			}
+			if stop.Process == history.NemesisProcess && stop.Func == history.Stop && stop.Fault == e.Fault && strikes(stop, h.Process) {
+				text += fmt.Sprintf(", until %s", t.at(stop))
+				break
+			}
+		}
+		t.say(e, text)
+		return
 	}
 }
 

@@ -46,6 +46,23 @@ func TestTellsWhoWhichTokenAndWhichFault(t *testing.T) {
 			"p1 wrote 13 at 2.95 s, and the storage accepted it.",
 			"p1 and p3 both wrote 13: 1 update lost.",
 		}},
+		{"a waiter paused past its lease, told it holds the lock while another does", `
+{"index":0,"type":"invoke","process":4,"f":"acquire","key":"k","time":1500000000}
+{"index":1,"type":"info","process":-1,"f":"start","time":1670000000,"fault":"pause-client","targets":["worker-4"]}
+{"index":2,"type":"info","process":-1,"f":"stop","time":4150000000,"fault":"pause-client","targets":["worker-4"]}
+{"index":3,"type":"invoke","process":0,"f":"acquire","key":"k","time":4700000000}
+{"index":4,"type":"ok","process":0,"f":"acquire","key":"k","time":4800000000}
+{"index":5,"type":"ok","process":4,"f":"acquire","key":"k","time":4890000000}
+{"index":6,"type":"invoke","process":0,"f":"release","key":"k","time":4990000000}
+{"index":7,"type":"ok","process":0,"f":"release","key":"k","time":5000000000}
+{"index":8,"type":"invoke","process":4,"f":"release","key":"k","time":5090000000}
+{"index":9,"type":"ok","process":4,"f":"release","key":"k","time":5100000000}
+`, 2 * time.Second, []string{
+			"p0 was granted the lock at 3.30 s.",
+			"p4 had asked for the lock at 0.00 s and was paused (pause-client) at 0.17 s, until 2.65 s.",
+			"p4 was granted the lock at 3.39 s, 1.91 s before p0's TTL ran out.",
+			"p0 and p4 both held the lock for 100ms.",
+		}},
 		{"a paused holder's hazards, recorded late", `
 {"index":0,"type":"invoke","process":1,"f":"acquire","key":"k","time":1000000000}
 {"index":1,"type":"ok","process":1,"f":"acquire","key":"k","time":1410000000}
