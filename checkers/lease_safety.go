@@ -288,9 +288,10 @@ func (st *leaseState) toldAt(op *history.Op) []int64 {
 func (k keyLeases) conflict(i, j int, at int64) (string, bool) {
 	h := k.holds[i]
 	tl := k.st.tl
-	for g := i - 1; g >= 0 && k.untilMax[g] > at; g-- {
+	granted := sort.Search(len(k.holds), func(g int) bool { return k.holds[g].granted.Time >= at }) // the holds granted before at: [0, granted)
+	for g := granted - 1; g >= 0 && k.untilMax[g] > at; g-- {
 		other := k.holds[g]
-		if other.process == h.process || other.until.Time <= at || other.granted.Time >= at {
+		if other.process == h.process || other.until.Time <= at {
 			continue
 		}
 		if running, how := k.st.running(other, at); running {
@@ -332,20 +333,23 @@ func (st *leaseState) running(h leaseHold, at int64) (bool, string) {
 	if stated, err := time.ParseDuration(h.grant.Complete.Detail[history.LeaseTTL]); err == nil {
 		lease = max(lease, stated)
 	}
-	bySession := !st.touched(h.process, h.granted.Time-lease.Nanoseconds(), at)
-	keyText := fmt.Sprintf("its key's TTL of %s from %s", st.lease.TTL, st.tl.at(start))
-	sessionText := fmt.Sprintf("no fault touched %s or the service from a lease of %s before its grant on", processName(h.process), lease)
 	kept := st.lease.Kept
 	if said := history.Keeping(h.grant.Complete.Detail[history.KeptDetail]); said == history.KeptByKey || said == history.KeptBySession {
 		kept = said
 	}
-	switch kept {
-	case history.KeptByKey:
-		return byKey, keyText
-	case history.KeptBySession:
-		return bySession, sessionText
+	byKey = byKey || kept == history.KeptBySession
+	bySession := kept == history.KeptByKey || !st.touched(h.process, h.granted.Time-lease.Nanoseconds(), at)
+	if !byKey || !bySession {
+		return false, ""
 	}
-	return byKey && bySession, keyText + ", and " + sessionText
+	var how []string
+	if kept != history.KeptBySession {
+		how = append(how, fmt.Sprintf("its key's TTL of %s from %s", st.lease.TTL, st.tl.at(start)))
+	}
+	if kept != history.KeptByKey {
+		how = append(how, fmt.Sprintf("no fault touched %s or the service from a lease of %s before its grant on", processName(h.process), lease))
+	}
+	return true, strings.Join(how, ", and ")
 }
 
 // touched says whether a fault struck client p or the service (a node, or everything)
