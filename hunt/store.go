@@ -96,6 +96,9 @@ func view(h Saved) pageView {
 		mode = "feedback"
 	}
 	v.Title = fmt.Sprintf("hunt: %s, %s (%s)", h.Base.System, strings.Join(h.Faults, ","), mode)
+	if len(h.For) > 0 {
+		v.Title += ", for a violation of " + strings.Join(h.For, ",")
+	}
 	if t, ok := h.FirstFound(); ok {
 		v.Summary = fmt.Sprintf("a violation in trial %d of %d, after %s", t.N, len(h.Trials), t.At.Round(time.Second))
 	} else {
