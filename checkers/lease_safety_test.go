@@ -68,6 +68,9 @@ func TestLeaseSafety(t *testing.T) {
 	bySession := history.Lease{TTL: ttl, Kept: history.KeptBySession}
 	unknown := history.Lease{TTL: ttl}
 	h := func() *leaseHistory { return &leaseHistory{} }
+	// p1 granted while p0 holds, within p0's TTL; and long after it, p0 still holding.
+	withinTTL := func() *leaseHistory { return h().hold(0, 5, 10, 500).hold(1, 200, 300, 400) }
+	pastTTL := func() *leaseHistory { return h().hold(0, 5, 10, 2000).hold(1, 1200, 1500, 1600) }
 	tests := []struct {
 		name    string
 		history *leaseHistory
@@ -77,9 +80,9 @@ func TestLeaseSafety(t *testing.T) {
 		{"Kleppmann's pause: the holder paused past its lease, the next granted after it: the lease's limit, not the lock's fault",
 			h().hold(0, 5, 10, 2100).fault(history.PauseClient, "worker-0", 100, 2000).hold(1, 1300, 1500, 1600), byKey, Valid},
 		{"a key the service forgot: the next granted within the holder's TTL, nothing paused",
-			h().hold(0, 5, 10, 500).hold(1, 200, 300, 400), byKey, Invalid},
+			withinTTL(), byKey, Invalid},
 		{"a session: the next granted while the holder and the service were untouched",
-			h().hold(0, 5, 10, 500).hold(1, 200, 300, 400), bySession, Invalid},
+			withinTTL(), bySession, Invalid},
 		{"a session: the holder was cut off, so its session may have run out",
 			h().hold(0, 5, 10, 500).fault(history.PartitionClient, "worker-0", 100, 200).hold(1, 200, 300, 400), bySession, Valid},
 		{"a session: a node was paused, so any session may have run out",
@@ -87,13 +90,13 @@ func TestLeaseSafety(t *testing.T) {
 		{"a fault on a third client touches neither grant",
 			h().hold(0, 5, 10, 500).fault(history.PauseClient, "worker-2", 100, 200).hold(1, 200, 300, 400), bySession, Invalid},
 		{"a key held past its TTL: its lease ran out, the next grant is the lock doing right",
-			h().hold(0, 5, 10, 2000).hold(1, 1200, 1500, 1600), byKey, Valid},
+			pastTTL(), byKey, Valid},
 		{"a session held past the TTL, untouched: still running",
-			h().hold(0, 5, 10, 2000).hold(1, 1200, 1500, 1600), bySession, Invalid},
+			pastTTL(), bySession, Invalid},
 		{"unknown keeping needs both: a key's TTL run out proves nothing",
-			h().hold(0, 5, 10, 2000).hold(1, 1200, 1500, 1600), unknown, Valid},
+			pastTTL(), unknown, Valid},
 		{"unknown keeping: within the TTL and untouched",
-			h().hold(0, 5, 10, 500).hold(1, 200, 300, 400), unknown, Invalid},
+			withinTTL(), unknown, Invalid},
 		{"etcd 3.4's thawed waiter: frozen while another surely held the lock, told after it went on while a third held it",
 			h().hold(2, 0, 10, 400).op(0, history.Acquire, 50, 1501, history.OK).fault(history.PauseWaiter, "worker-0", 100, 1500).
 				op(0, history.Release, 1600, 1601, history.OK).hold(1, 60, 1200, 1700), bySession, Invalid},
@@ -117,7 +120,7 @@ func TestLeaseSafety(t *testing.T) {
 				op(0, history.Release, 1700, 1701, history.OK).hold(1, 1000, 1400, 1500), byKey, Invalid},
 		{"a grant that says it is a session's stands over the run's unknown: held past the TTL, untouched, still running",
 			h().hold(0, 5, 10, 2000).said(history.KeptBySession).hold(1, 1200, 1500, 1600), unknown, Invalid},
-		{"no lease stated: not judged", h().hold(0, 5, 10, 500).hold(1, 200, 300, 400), history.Lease{}, NotApplicable},
+		{"no lease stated: not judged", withinTTL(), history.Lease{}, NotApplicable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
