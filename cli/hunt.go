@@ -103,6 +103,15 @@ func huntFlags(s *harness.Spec) (*flag.FlagSet, *huntOptions) {
 	return fs, opts
 }
 
+// aimOf is what a hunt for the checkers want looks for: the lock's own fault when it wants
+// lease-safety alone.
+func aimOf(want []string) hunt.Aim {
+	if slices.Equal(want, []string{string(checkers.LeaseSafety)}) {
+		return hunt.LockFault
+	}
+	return hunt.AnyViolation
+}
+
 // huntable are the checkers whose violation a hunt can look for: those of lock safety, data
 // safety and fencing, not a metric or the precondition.
 func huntable() []string {
@@ -172,7 +181,7 @@ func cmdHunt(ctx context.Context, args []string, stdout io.Writer) (int, error) 
 		strings.Join(base.Nemesis, ","), mode, strings.Join(opts.want, ","), opts.trials, base.TimeLimit.Std(), opts.budget.Std(), command.Escape(store.Dir()))
 	saved := hunt.Saved{Base: base, Faults: base.Nemesis, For: opts.want, Feedback: !opts.random, Seed: base.Seed}
 	saved.Result, err = hunt.Search(ctx, base, hunt.NewSpace(base, base.Nemesis, checked.Nodes()), trials.run,
-		hunt.Options{Feedback: !opts.random, Budget: opts.budget.Std(), Trials: opts.trials, Seed: base.Seed, Progress: stdout})
+		hunt.Options{Feedback: !opts.random, Budget: opts.budget.Std(), Trials: opts.trials, Seed: base.Seed, Progress: stdout, Aim: aimOf(opts.want)})
 	if err != nil {
 		return 0, errors.Join(err, hunt.Write(store.Dir(), saved))
 	}

@@ -123,6 +123,17 @@ const (
 	PooledSession Hazard = "pooled-session"
 )
 
+// LeaseLimit says hazard h is a holder outliving its lease (paused, starved, cut off, its
+// write late): the danger every lease lock has, in which the lock itself does right, so
+// lease-safety never fails by it alone.
+func LeaseLimit(h Hazard) bool {
+	switch h {
+	case LeaseExpiredInPause, GrantedInPause, GrantedInThrottle, GrantedInCut, LateWrite, SlowPastLease:
+		return true
+	}
+	return false
+}
+
 // BackendDetail is the detail of a grant that names the server session it was made in
 // (PostgreSQL's backend process id): two grants held at once in one session are a
 // pooler's doing (PooledSession).

@@ -44,6 +44,8 @@ type Options struct {
 	Trials int
 	// Seed seeds the schedules drawn and mutated.
 	Seed int64
+	// Aim is what the trials are scored as near to.
+	Aim Aim
 	// Progress gets a line per trial.
 	Progress io.Writer
 }
@@ -116,7 +118,7 @@ func Search(ctx context.Context, base spec.Spec, space Space, trial Trial, opts 
 			return res, fmt.Errorf("trial %d: %w", n, err)
 		}
 		rec := Record{N: n, Schedule: schedule, Parent: parent, Invalid: out.Invalid,
-			Score: Measure(out.Events, base.TTL.Std()), Took: time.Since(start), At: time.Since(began)}
+			Score: Measure(out.Events, base.TTL.Std(), opts.Aim), Took: time.Since(start), At: time.Since(began)}
 		for _, st := range rec.Score.States {
 			if !met[st] {
 				met[st] = true

@@ -67,7 +67,7 @@ func TestMeasureSaysHowFarAFaultReachedIntoALease(t *testing.T) {
 			}, 0, []string{"pause-node node-under-holding 2/4"}, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got := Measure(c.events, ttl)
+			got := Measure(c.events, ttl, AnyViolation)
 			if got.Nearness != c.nearness || !slices.Equal(got.States, c.states) || got.Hazards != c.hazards {
 				t.Errorf("Measure = %+v, want nearness %g, states %q, hazards %d", got, c.nearness, c.states, c.hazards)
 			}
@@ -205,5 +205,35 @@ func TestShrinkTakesAwayTheStepsTheViolationDoesNotNeed(t *testing.T) {
 	}
 	if want := failing.Schedule[1:2]; !slices.Equal(got, want) {
 		t.Errorf("shrunk to %s, want %s", spec.ScheduleText(got), spec.ScheduleText(want))
+	}
+}
+
+// Looking for the lock's own fault, a paused holder and its hazard are no nearer: only a
+// fault on a client whose answer is to come is, waiting for the lock or for its extend.
+func TestALockFaultIsNearedByWaitersNotHolders(t *testing.T) {
+	pause := history.PauseClient.Name
+	heldThenWaited := []history.Event{
+		ev(0, 0, history.Acquire, history.Invoke),
+		ev(100*time.Millisecond, 0, history.Acquire, history.OK),
+		fault(200*time.Millisecond, history.Start, pause, history.TargetOfClient(0)),
+		fault(1200*time.Millisecond, history.Stop, pause, history.TargetOfClient(0)),
+		{Time: int64(1300 * time.Millisecond), Process: history.NemesisProcess, Type: history.Info, Func: history.HazardFunc,
+			Fault: pause, Hazard: history.GrantedInPause, Targets: []string{history.TargetOfClient(0)}},
+		ev(1400*time.Millisecond, 0, history.Extend, history.Invoke),
+		fault(1500*time.Millisecond, history.Start, history.DelayExtend.Name, history.TargetOfClient(0)),
+		fault(1900*time.Millisecond, history.Stop, history.DelayExtend.Name, history.TargetOfClient(0)),
+		ev(2000*time.Millisecond, 0, history.Extend, history.OK),
+	}
+	for _, c := range []struct {
+		aim      Aim
+		hazards  int
+		nearness float64
+	}{
+		{AnyViolation, 1, 0.5}, // the holder's pause of a lease
+		{LockFault, 0, 0.2},    // the extend's delay of 400 ms
+	} {
+		if got := Measure(heldThenWaited, ttl, c.aim); got.Hazards != c.hazards || got.Nearness != c.nearness {
+			t.Errorf("aim %d: hazards %d, nearness %g; want %d, %g", c.aim, got.Hazards, got.Nearness, c.hazards, c.nearness)
+		}
 	}
 }

@@ -11,11 +11,13 @@ import (
 
 // Score is how near a trial came to the danger, read from its history alone.
 type Score struct {
-	// Hazards is how many dangers its faults made real (history.Hazard events).
+	// Hazards is how many dangers its faults made real (history.Hazard events) of those
+	// near what the hunt looks for (Aim).
 	Hazards int `json:"hazards"`
 	// Nearness is how far its nearest fault reached into a lease: the longest fault on a
-	// client that was waiting for the lock or holding it when struck, in leases, halved and at
-	// most 1 (a fault that outlasted two leases of a client in the lock's business).
+	// client in a state near what the hunt looks for when struck (Aim: waiting for the lock
+	// or an extend, or holding it), in leases, halved and at most 1 (a fault that outlasted
+	// two leases of a client in the lock's business).
 	Nearness float64 `json:"nearness"`
 	// Nearest is that fault, as the how-manieth of its kind (from 0), the schedule's step it
 	// came from; its Fault is "" when no fault came near.
@@ -43,15 +45,40 @@ const nearLeases = 2
 
 // The states a client can be in when a fault strikes it.
 const (
-	idle    = "idle"
-	waiting = "waiting"
-	holding = "holding"
+	idle      = "idle"
+	waiting   = "waiting"
+	holding   = "holding"
+	extending = "extending" // a holder whose extend is under way
 )
 
-// Measure scores a trial's history (its events as recorded) against a TTL: its hazards,
-// how near its faults came, and the states of the lock they met; New is left for the
-// search, which knows what came before.
-func Measure(events []history.Event, ttl time.Duration) Score {
+// Aim is what a hunt looks for, which decides what comes near it.
+type Aim int
+
+const (
+	// AnyViolation: any checker's; every hazard, and a fault on a client waiting for the
+	// lock or holding it, comes near.
+	AnyViolation Aim = iota
+	// LockFault: the lock's own fault (lease-safety). A holder outliving its lease is no
+	// nearer to it, so neither that danger's hazards (history.LeaseLimit) nor a fault on a
+	// holder that asked for nothing count: only one on a client whose answer is to come
+	// (waiting for the lock, or for its extend).
+	LockFault
+)
+
+// near says whether a fault on a client in state victim comes near what aim looks for.
+func (aim Aim) near(victim string) bool {
+	return victim == waiting || victim == extending || victim == holding && aim == AnyViolation
+}
+
+// counts says whether hazard h comes near what aim looks for.
+func (aim Aim) counts(h history.Hazard) bool {
+	return aim == AnyViolation || !history.LeaseLimit(h)
+}
+
+// Measure scores a trial's history (its events as recorded) against a TTL, for what aim
+// looks for: its hazards, how near its faults came, and the states of the lock they met;
+// New is left for the search, which knows what came before.
+func Measure(events []history.Event, ttl time.Duration, aim Aim) Score {
 	var score Score
 	state := map[int]string{} // each client's state
 	owner := -1               // the client that last was granted the lock and holds it
@@ -68,7 +95,9 @@ func Measure(events []history.Event, ttl time.Duration) Score {
 	for _, e := range events {
 		switch {
 		case e.Hazard != "":
-			score.Hazards++
+			if aim.counts(e.Hazard) {
+				score.Hazards++
+			}
 		case e.Process == history.NemesisProcess && (e.Func == history.Start || e.Func == history.Stop) && len(e.Targets) == 1:
 			key := e.Fault + " " + e.Targets[0]
 			if e.Func == history.Start {
@@ -88,7 +117,7 @@ func Measure(events []history.Event, ttl time.Duration) Score {
 			}
 			delete(faults, key)
 			lasted := time.Duration(e.Time - f.start)
-			if near := min(1, float64(lasted)/float64(nearLeases*ttl)); (f.victim == waiting || f.victim == holding) && near > score.Nearness {
+			if near := min(1, float64(lasted)/float64(nearLeases*ttl)); aim.near(f.victim) && near > score.Nearness {
 				score.Nearness, score.Nearest = near, f.nth
 			}
 			seen[State(e.Fault, f.victim, lasted, ttl, grants > f.grants)] = true
@@ -102,6 +131,10 @@ func Measure(events []history.Event, ttl time.Duration) Score {
 			default:
 				state[e.Process] = idle
 			}
+		case e.Process >= 0 && e.Func == history.Extend && state[e.Process] == holding && e.Type == history.Invoke:
+			state[e.Process] = extending
+		case e.Process >= 0 && e.Func == history.Extend && state[e.Process] == extending:
+			state[e.Process] = holding
 		case e.Process >= 0 && e.Func == history.Release && e.Type == history.Invoke:
 			state[e.Process] = idle
 			if owner == e.Process {
