@@ -15,6 +15,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/cli/command"
 )
 
@@ -229,8 +230,8 @@ func TestViolatedReportThroughServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if page.Verdicts != 7 || page.Invalid != 4 {
-		t.Errorf("%d verdict rows with %d invalid, want one per checker (7), 4 invalid", page.Verdicts, page.Invalid)
+	if page.Verdicts != len(checkers.All()) || page.Invalid != 4 {
+		t.Errorf("%d verdict rows with %d invalid, want one per checker (%d), 4 invalid", page.Verdicts, page.Invalid, len(checkers.All()))
 	}
 	if want := "nemesis p0 p1 p2 p3 harness"; strings.Join(page.Lanes, " ") != want {
 		t.Errorf("lanes %q, want %s", page.Lanes, want)
