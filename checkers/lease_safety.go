@@ -71,13 +71,11 @@ type faultSpan struct {
 	stalls   history.Stall
 }
 
-// leaseHold is a hold with what its holder was told within it: the grant, then every
-// extend that said yes, in order.
+// leaseHold is a hold with what its holder was told within it: the grant (the acquire
+// the hold was made from, so every hold has one), then every extend that said yes, in order.
 type leaseHold struct {
 	hold
 	told []*history.Op
-	// grant is the acquire that granted it.
-	grant *history.Op
 }
 
 func (st *leaseState) add(_ context.Context, p part) {
@@ -222,7 +220,6 @@ func (st *leaseState) leaseHolds(ops []history.Op, events []history.Event) []lea
 		case op.Type() != history.OK:
 		case op.Func() == history.Acquire:
 			if i, ok := granted[op.Complete]; ok {
-				out[i].grant = op
 				out[i].told = append(out[i].told, op)
 			}
 		case op.Func() == history.Extend:
@@ -237,7 +234,7 @@ func (st *leaseState) leaseHolds(ops []history.Op, events []history.Event) []lea
 	for i := range out {
 		slices.SortFunc(out[i].told, func(a, b *history.Op) int { return compareInt64(a.Complete.Time, b.Complete.Time) })
 	}
-	return slices.DeleteFunc(out, func(h leaseHold) bool { return h.grant == nil })
+	return out
 }
 
 // keyLeases are one key's holds, ordered by grant.
@@ -307,7 +304,7 @@ func (k keyLeases) conflict(i, j int, at int64) (string, bool) {
 		if other.granted.Time >= at {
 			break
 		}
-		if other.process == h.process || k.st.stalled(other.grant) {
+		if other.process == h.process || k.st.stalled(other.process, other.asked.Time, other.granted.Time) {
 			continue
 		}
 		return fmt.Sprintf("though %s was granted it at %s, after %s was last told so at %s", processName(other.process),
@@ -330,11 +327,11 @@ func (st *leaseState) running(h leaseHold, at int64) (bool, string) {
 	}
 	byKey := at < start+int64(keySlack*float64(st.lease.TTL))
 	lease := st.lease.TTL
-	if stated, err := time.ParseDuration(h.grant.Complete.Detail[history.LeaseTTL]); err == nil {
+	if stated, err := time.ParseDuration(h.granted.Detail[history.LeaseTTL]); err == nil {
 		lease = max(lease, stated)
 	}
 	kept := st.lease.Kept
-	if said := history.Keeping(h.grant.Complete.Detail[history.KeptDetail]); said == history.KeptByKey || said == history.KeptBySession {
+	if said := history.Keeping(h.granted.Detail[history.KeptDetail]); said == history.KeptByKey || said == history.KeptBySession {
 		kept = said
 	}
 	byKey = byKey || kept == history.KeptBySession
@@ -358,10 +355,10 @@ func (st *leaseState) touched(p int, from, to int64) bool {
 	return st.service.any(from, to) || st.struck[p].any(from, to)
 }
 
-// stalled says whether op's client was stalled within it: what it records of it may have
-// been told a stall earlier.
-func (st *leaseState) stalled(op *history.Op) bool {
-	return st.stalls[op.Process()].any(op.Invoke.Time, op.Complete.Time)
+// stalled says whether client p was stalled within [from, to]: what it recorded then may
+// have been told a stall earlier.
+func (st *leaseState) stalled(p int, from, to int64) bool {
+	return st.stalls[p].any(from, to)
 }
 
 func (st *leaseState) result() Result {
