@@ -387,7 +387,8 @@ func scriptOf(s Spec) map[string][]nemesis.Shot {
 	}
 	script := map[string][]nemesis.Shot{}
 	for _, st := range s.Schedule {
-		script[st.Fault] = append(script[st.Fault], nemesis.Shot{At: st.At.Std(), Target: st.Target, For: st.For.Std()})
+		script[st.Fault] = append(script[st.Fault], nemesis.Shot{At: st.At.Std(), Target: st.Target, For: st.For.Std(),
+			When: st.When, HoldOn: st.Until == runspec.Takeover})
 	}
 	return script
 }

@@ -307,5 +307,14 @@ func checkSchedule(s Spec) error {
 				quote.Short(name), strings.Join(nemesis.Scripted(), ", "))
 		}
 	}
+	for i, st := range s.Schedule {
+		scripting, _ := nemesis.ScriptingOf(st.Fault)
+		switch {
+		case st.When != "" && !scripting.Clients:
+			return specErrorf("--schedule: step %d waits for a client %s, but %s strikes no client of its choosing", i+1, st.When, st.Fault)
+		case st.Until != "" && !scripting.HoldsOn:
+			return specErrorf("--schedule: step %d lasts until a %s, but %s cannot hold on past its length", i+1, st.Until, st.Fault)
+		}
+	}
 	return nil
 }

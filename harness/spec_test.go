@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockbreaker/lockbreaker/history"
 	runspec "github.com/lockbreaker/lockbreaker/spec"
 	"github.com/lockbreaker/lockbreaker/system"
 	"github.com/lockbreaker/lockbreaker/workloads"
@@ -42,6 +43,14 @@ func TestCheckSpecRefusesWhatDoesNotFit(t *testing.T) {
 			s.Nemesis = []string{"pause-client", "pause-holder"}
 			s.Schedule = []runspec.Step{{Fault: "pause-client", Target: 1, For: Duration(time.Second)}}
 		}, `--schedule: nemesis "pause-holder" draws its own faults and follows no written schedule`},
+		{"a schedule waiting for a client's state, of a node's fault", func(s *Spec) {
+			s.Nemesis = []string{"pause-node"}
+			s.Schedule = []runspec.Step{{Fault: "pause-node", For: Duration(time.Second), When: history.Waiting}}
+		}, "--schedule: step 1 waits for a client waiting, but pause-node strikes no client of its choosing"},
+		{"a schedule holding a delay on", func(s *Spec) {
+			s.Nemesis = []string{"delay"}
+			s.Schedule = []runspec.Step{{Fault: "delay", For: Duration(time.Second), Until: runspec.Takeover}}
+		}, "--schedule: step 1 lasts until a takeover, but delay cannot hold on past its length"},
 		{"leader of redis", func(s *Spec) { s.Nemesis = []string{"partition-leader"} }, "has no leader to isolate"},
 		{"persistence of zookeeper", func(s *Spec) { s.System, s.Persistence = "zookeeper", "none" }, `--persistence of zookeeper is one of force-sync, no-force-sync, got "none"`},
 		{"persistence of the harness's lock", func(s *Spec) { s.System, s.Persistence = "local", "none" }, "--persistence applies to systems that choose what they sync (etcd, postgres, redis, redlock, sentinel, zookeeper), not local"},

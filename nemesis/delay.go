@@ -35,7 +35,7 @@ func init() { register(func() kind { return delayClient{} }) }
 
 func (delayClient) Kind() history.FaultKind { return history.Delay }
 func (delayClient) reaches()                {}
-func (delayClient) followsScript()          {}
+func (delayClient) scripting() Scripting    { return Scripting{Clients: true} }
 
 // delayDetail is the detail saying how long a delay is.
 const delayDetail = "delay"
@@ -84,6 +84,9 @@ func reachDetail(env Env, detail map[string]string) map[string]string {
 // randomClient picks a running client, the draw's target or at random; false when none runs.
 func randomClient(env Env, d draw) (int, bool) {
 	running := env.Workers.Processes()
+	if d.victims != nil {
+		running = slices.DeleteFunc(slices.Clone(d.victims), func(p int) bool { return !slices.Contains(running, p) })
+	}
 	if len(running) == 0 {
 		return 0, false
 	}

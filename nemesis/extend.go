@@ -23,7 +23,7 @@ func init() { register(func() kind { return delayExtend{} }) }
 func (delayExtend) Kind() history.FaultKind { return history.DelayExtend }
 func (delayExtend) reaches()                {}
 func (delayExtend) onExtends()              {}
-func (delayExtend) followsScript()          {}
+func (delayExtend) scripting() Scripting    { return Scripting{} }
 
 func (delayExtend) Run(ctx context.Context, env Env) error {
 	w := watch(env.Subscribe())

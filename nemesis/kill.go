@@ -20,7 +20,7 @@ type killClient struct{ anywhere }
 func init() { register(func() kind { return killClient{} }) }
 
 func (killClient) Kind() history.FaultKind { return history.KillClient }
-func (killClient) followsScript()          {}
+func (killClient) scripting() Scripting    { return Scripting{Clients: true} }
 
 func (killClient) Run(ctx context.Context, env Env) error {
 	w := watch(env.Subscribe())

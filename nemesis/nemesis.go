@@ -390,29 +390,62 @@ type Shot struct {
 	At     time.Duration
 	Target int
 	For    time.Duration
+	// When, if set, holds the shot back from At until a client is in that state, and Target
+	// then picks among the clients in it (kinds that strike a client: Scripting.Clients).
+	When history.ClientState
+	// HoldOn keeps the fault on past For until another client has taken the lock over, at
+	// most takeoverLeases leases (kinds that can: Scripting.HoldsOn).
+	HoldOn bool
+}
+
+// Scripting says what of a written schedule's step a kind follows besides its moment,
+// target and length.
+type Scripting struct {
+	// Clients: its victim is a lock client, so a step may name the state it must be in.
+	Clients bool
+	// HoldsOn: its fault can last past its length until another client takes the lock over.
+	HoldsOn bool
 }
 
 // scripted is a kind that follows a written schedule whole: its moments, its targets and
-// its lengths (Shot).
-type scripted interface{ followsScript() }
+// its lengths (Shot), and what more its Scripting says.
+type scripted interface{ scripting() Scripting }
 
 // Scripted lists the nemeses that follow a written schedule (Env.Script).
 func Scripted() []string {
 	var names []string
 	for _, name := range Names() {
-		if _, ok := kinds[name]().(scripted); ok {
+		if _, ok := ScriptingOf(name); ok {
 			names = append(names, name)
 		}
 	}
 	return names
 }
 
+// ScriptingOf says what of a written step the nemesis name follows; false when it follows
+// no written schedule, or there is no such nemesis.
+func ScriptingOf(name string) (Scripting, bool) {
+	k, ok := kinds[name]
+	if !ok {
+		return Scripting{}, false
+	}
+	s, ok := k().(scripted)
+	if !ok {
+		return Scripting{}, false
+	}
+	return s.scripting(), true
+}
+
 // draw is one fault's share of its schedule: the schedule's seeded random source, and,
-// when the schedule is written, the fault's target and length.
+// when the schedule is written, the fault's target and length, the clients in the state
+// it waited for, and whether it holds on until a takeover.
 type draw struct {
 	*rand.Rand
 	target int // -1: drawn
 	length time.Duration
+	// victims, when the shot waited for a state, are the clients in it; nil: any.
+	victims []int
+	holdOn  bool
 }
 
 // pick is the index of the fault's target among n.
@@ -425,13 +458,15 @@ func (d draw) pick(n int) int {
 
 // schedule calls inject at seeded random moments, on average env.Interval apart, until
 // ctx ends, or at the moments of env's written schedule until it is done. inject gets the
-// schedule's random source, and its target and length.
+// schedule's random source, and its target and length. It follows no client, so its
+// kinds take no shot's state (Scripting.Clients).
 func schedule(ctx context.Context, env Env, inject func(draw) error) error {
-	return shots(env, func(d time.Duration) bool { sleep(ctx, d); return ctx.Err() == nil }, inject)
+	return shots(env, func(d time.Duration) bool { sleep(ctx, d); return ctx.Err() == nil }, nil, inject)
 }
 
-// shots calls inject after each wait the schedule asks for, until wait says to stop.
-func shots(env Env, wait func(time.Duration) bool, inject func(draw) error) error {
+// shots calls inject after each wait the schedule asks for, until wait says to stop. A
+// written shot with a state waits on for a client in it (find: false to stop).
+func shots(env Env, wait func(time.Duration) bool, find func(history.ClientState) ([]int, bool), inject func(draw) error) error {
 	rng := rand.New(rand.NewSource(env.Seed))
 	if env.Script == nil {
 		for wait(scheduleWait(env, rng)) {
@@ -446,7 +481,14 @@ func shots(env Env, wait func(time.Duration) bool, inject func(draw) error) erro
 		if !wait(max(0, shot.At-time.Since(began))) {
 			return nil
 		}
-		if err := inject(draw{Rand: rng, target: shot.Target, length: shot.For}); err != nil {
+		d := draw{Rand: rng, target: shot.Target, length: shot.For, holdOn: shot.HoldOn}
+		if shot.When != "" && find != nil {
+			var ok bool
+			if d.victims, ok = find(shot.When); !ok {
+				return nil
+			}
+		}
+		if err := inject(d); err != nil {
 			return err
 		}
 	}

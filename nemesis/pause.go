@@ -201,14 +201,15 @@ func (pauseHolder) Heal(_ context.Context, env Env) error { return resumeAllWork
 
 // pauseClient freezes a random lock client on a seeded schedule, holder or not, for
 // env.Pause: the undirected pause. On a written schedule it freezes the step's target at
-// the step's moment for the step's length. Its hazard, as pause-holder's, occurs only when the
+// the step's moment (among the clients in the step's state, once one is) for the step's
+// length, and on until another client has taken the lock over if the step says so. Its hazard, as pause-holder's, occurs only when the
 // client it froze held the lock and another was granted it meanwhile.
 type pauseClient struct{ anywhere }
 
 func init() { register(func() kind { return pauseClient{} }) }
 
 func (pauseClient) Kind() history.FaultKind { return history.PauseClient }
-func (pauseClient) followsScript()          {}
+func (pauseClient) scripting() Scripting    { return Scripting{Clients: true, HoldsOn: true} }
 
 func (pauseClient) Run(ctx context.Context, env Env) error {
 	w := watch(env.Subscribe())
@@ -217,7 +218,11 @@ func (pauseClient) Run(ctx context.Context, env Env) error {
 		if !ok {
 			return nil // no client running now
 		}
-		return pauseHolding(ctx, env, w, history.PauseClient, p, func() { w.wait(ctx, d.length) })
+		return pauseHolding(ctx, env, w, history.PauseClient, p, func() {
+			if w.wait(ctx, d.length) && d.holdOn {
+				w.awaitTakeover(ctx, p, takeoverLeases*env.TTL)
+			}
+		})
 	})
 }
 
@@ -231,7 +236,7 @@ type pauseNode struct{ anywhere }
 func init() { register(func() kind { return pauseNode{} }) }
 
 func (pauseNode) Kind() history.FaultKind { return history.PauseNode }
-func (pauseNode) followsScript()          {}
+func (pauseNode) scripting() Scripting    { return Scripting{} }
 
 func (pauseNode) Run(ctx context.Context, env Env) error {
 	nodes := env.Nodes.Names()

@@ -2,7 +2,10 @@ package nemesis
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -63,4 +66,51 @@ func TestScriptedNamesTheKindsThatFollowASchedule(t *testing.T) {
 	if slices.Contains(got, history.PauseHolder.Name) {
 		t.Errorf("Scripted() = %q: pause-holder waits for a reader, it follows no schedule", got)
 	}
+}
+
+// A shot with a state waits past its moment for a client in that state and picks its target
+// among those; one that holds on lasts past its length until another client took the lock
+// over (granted, then used the storage).
+func TestAWrittenShotWaitsForItsStateAndHoldsOnUntilATakeover(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(3, 1)
+		env := f.env()
+		env.TTL = time.Second
+		env.Script = map[string][]Shot{history.PauseClient.Name: {{At: 10 * time.Millisecond, Target: 0, For: 100 * time.Millisecond, When: history.Waiting, HoldOn: true}}}
+		n, _ := New([]string{history.PauseClient.Name})
+		stop := func(p int) string { return fmt.Sprintf("worker-%d %s", p, strings.ToUpper(syscall.SIGSTOP.String())) }
+		cont := func(p int) string { return fmt.Sprintf("worker-%d %s", p, strings.ToUpper(syscall.SIGCONT.String())) }
+		done := make(chan error, 1)
+		go func() { done <- n.Run(context.Background(), env) }()
+		send := func(p int, fn history.Func, ty history.Type) {
+			f.events <- history.Event{Process: p, Func: fn, Type: ty}
+		}
+		send(0, history.Acquire, history.Invoke)
+		send(0, history.Acquire, history.OK) // p0 holds
+		time.Sleep(50 * time.Millisecond)
+		synctest.Wait()
+		if got := f.did(); len(got) != 0 {
+			t.Fatalf("actions %q before any client waited", got)
+		}
+		send(2, history.Acquire, history.Invoke)
+		synctest.Wait()
+		if got, want := f.did(), []string{stop(2)}; !slices.Equal(got, want) {
+			t.Fatalf("actions %q, want %q: target 0 among the waiting is p2", got, want)
+		}
+		time.Sleep(200 * time.Millisecond) // past its length: it holds on
+		send(0, history.Release, history.Invoke)
+		send(1, history.Acquire, history.Invoke)
+		send(1, history.Acquire, history.OK)
+		synctest.Wait()
+		if got := f.did(); len(got) != 1 {
+			t.Fatalf("actions %q: thawed at a grant, before the new holder used the storage", got)
+		}
+		send(1, history.Read, history.OK)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if got, want := f.did(), []string{stop(2), cont(2)}; !slices.Equal(got, want) {
+			t.Errorf("actions %q, want %q", got, want)
+		}
+	})
 }

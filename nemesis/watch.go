@@ -35,6 +35,8 @@ type watcher struct {
 	lastWrite history.Event
 	// latest is the index of each process's last event followed.
 	latest map[int]int
+	// states are the clients' states.
+	states history.States
 	// granted, when set, sees every grant as it is followed: how a fault sees its hazard.
 	granted func(grant history.Event)
 	// selfStopped are the clients that stopped themselves for the watcher (nextReader),
@@ -51,7 +53,7 @@ type watcher struct {
 
 func watch(events <-chan history.Event) *watcher {
 	return &watcher{events: events, holding: map[int]history.Event{}, began: map[int]int64{}, acquiring: map[int]int64{},
-		waiting: map[int]int64{}, writing: map[int]bool{}, latest: map[int]int{}, selfStopped: map[int]int64{}}
+		waiting: map[int]int64{}, writing: map[int]bool{}, latest: map[int]int{}, states: history.States{}, selfStopped: map[int]int64{}}
 }
 
 // holds reports whether process p holds the lock by its own account.
@@ -104,6 +106,7 @@ func (w *watcher) queued() (history.Event, bool) {
 // follow takes e into the watcher's account of the clients.
 func (w *watcher) follow(e history.Event) {
 	w.latest[e.Process] = e.Index
+	w.states.Follow(e)
 	if e.Func == history.Acquire && e.IsCompletion() {
 		delete(w.waiting, e.Process)
 	}
@@ -183,8 +186,18 @@ func (w *watcher) waitUntil(ctx context.Context, d time.Duration, done func() bo
 // schedule calls inject at the schedule's moments (schedule's), following the history
 // meanwhile.
 func (w *watcher) schedule(ctx context.Context, env Env, inject func(draw) error) error {
-	return shots(env, func(d time.Duration) bool { return w.wait(ctx, d) }, inject)
+	return shots(env, func(d time.Duration) bool { return w.wait(ctx, d) }, func(st history.ClientState) ([]int, bool) {
+		var in []int
+		ok := w.waitUntil(ctx, never, func() bool {
+			in = w.states.In(st, env.Workers.Processes())
+			return len(in) > 0
+		})
+		return in, ok
+	}, inject)
 }
+
+// never bounds a wait that only the run's end ends.
+const never = time.Duration(1<<63 - 1)
 
 // leaseEnd is when process p's lease ends at the earliest, on CLOCK_MONOTONIC: the
 // validity its grant states (Redlock clients state it) from the grant on, else a TTL from

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/internal/quote"
 )
 
@@ -25,14 +26,40 @@ type Step struct {
 	Target int `json:"target"`
 	// For is how long it lasts, where the fault has a length (--pause's meaning).
 	For Duration `json:"for"`
+	// When, if set, holds the step back from its moment until a client is in that state,
+	// and Target then picks among the clients in it: a fault steered by what the lock's
+	// clients do, as a hunt learns to (faults that strike a client only).
+	When history.ClientState `json:"when,omitempty"`
+	// Until, if set, keeps the fault on past its length until that event (faults that can
+	// hold on only).
+	Until Until `json:"until,omitempty"`
 }
+
+// Until is an event a step's fault lasts until, once its length is over.
+type Until string
+
+// Takeover: another client was granted the lock and used the storage, as a pause of a
+// client that waited or held the lock lasts until the danger is there.
+const Takeover Until = "takeover"
+
+// untilWord is how a step's text writes Until.
+const untilWord = "until-"
 
 // maxSteps bounds a schedule: a hunt's trial has a few faults, a run at most one a millisecond.
 const maxSteps = 10_000
 
-// String is the step as --schedule writes it: FAULT@AT/TARGET/FOR, e.g. pause-client@1.2s/3/2.5s.
+// String is the step as --schedule writes it: FAULT@AT/TARGET/FOR, e.g. pause-client@1.2s/3/2.5s,
+// then /STATE when it has one and /until-EVENT when it has one, e.g.
+// pause-client@1.2s/3/2.5s/waiting/until-takeover.
 func (st Step) String() string {
-	return fmt.Sprintf("%s@%s/%d/%s", st.Fault, st.At.Std(), st.Target, st.For.Std())
+	s := fmt.Sprintf("%s@%s/%d/%s", st.Fault, st.At.Std(), st.Target, st.For.Std())
+	if st.When != "" {
+		s += "/" + string(st.When)
+	}
+	if st.Until != "" {
+		s += "/" + untilWord + string(st.Until)
+	}
+	return s
 }
 
 // ScheduleText is the schedule as --schedule takes it: its steps, comma-separated.
@@ -50,7 +77,7 @@ func ParseSchedule(text string) ([]Step, error) {
 	for _, word := range strings.Split(text, ",") {
 		st, err := parseStep(word)
 		if err != nil {
-			return nil, errorf("--schedule: %s: want FAULT@AT/TARGET/FOR, e.g. pause-client@1.2s/3/2.5s", err)
+			return nil, errorf("--schedule: %s: want FAULT@AT/TARGET/FOR[/STATE][/until-takeover], e.g. pause-client@1.2s/3/2.5s", err)
 		}
 		steps = append(steps, st)
 	}
@@ -60,7 +87,7 @@ func ParseSchedule(text string) ([]Step, error) {
 func parseStep(word string) (Step, error) {
 	fault, rest, ok := strings.Cut(strings.TrimSpace(word), "@")
 	parts := strings.Split(rest, "/")
-	if !ok || fault == "" || len(parts) != 3 {
+	if !ok || fault == "" || len(parts) < 3 || len(parts) > 5 {
 		return Step{}, fmt.Errorf("step %s", quote.Short(word))
 	}
 	at, err := time.ParseDuration(parts[0])
@@ -75,7 +102,22 @@ func parseStep(word string) (Step, error) {
 	if err != nil {
 		return Step{}, fmt.Errorf("step %s: its length %s", quote.Short(word), quote.Short(parts[2]))
 	}
-	return Step{Fault: fault, At: Duration(at), Target: target, For: Duration(length)}, nil
+	st := Step{Fault: fault, At: Duration(at), Target: target, For: Duration(length)}
+	for _, part := range parts[3:] {
+		if event, ok := strings.CutPrefix(part, untilWord); ok && st.Until == "" {
+			if Until(event) != Takeover {
+				return Step{}, fmt.Errorf("step %s: it lasts until %s; the event it can last until is %s", quote.Short(word), quote.Short(event), Takeover)
+			}
+			st.Until = Takeover
+			continue
+		}
+		state, err := history.ParseClientState(part)
+		if err != nil || st.When != "" || st.Until != "" {
+			return Step{}, fmt.Errorf("step %s: %s is neither a client's state (%v) nor until-%s, in that order", quote.Short(word), quote.Short(part), history.ClientStates, Takeover)
+		}
+		st.When = state
+	}
+	return st, nil
 }
 
 // checkSchedule refuses a schedule whose steps are out of order or out of the run, or made
