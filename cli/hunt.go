@@ -35,11 +35,14 @@ schedule of the faults --nemesis names (when each strikes, whom, for how long: r
 --schedule), and stops at the first violation of a checker --for names. Unless it says,
 lease-safety: the lock's own fault, a client told it held the lock while another's grant
 surely ran; a holder that outlived its lease (mutual-exclusion, and data-safety unfenced)
-is what any long pause makes of any lease lock, fixed or not. Each trial is scored by what
-it came near (hazards made, how far a fault on a client waiting for the lock or holding it
-reached into a lease, states of the lock not met before); the next schedule is a mutation
-of one that came near, never one tried before. --random draws every schedule afresh instead: the
-search it is measured against. A line per trial says its score and schedule.
+is what any long pause makes of any lease lock, fixed or not. A step may wait for a client
+in a state of the lock's business and strike one of those, and a pause may hold on until
+another client took the lock over. Each trial is scored by what it came near (hazards
+made; of a fault on a client waiting for the lock or holding it, how far into a lease it
+reached, whether another client was granted meanwhile or held the lock at its end; states
+of the lock not met before); the next schedule is a mutation of one that came near, never
+one tried before. --random draws every schedule blind instead, as a run's nemesis does:
+the search it is measured against. A line per trial says its score and schedule.
 
 On a violation, the schedule is made as small as still fails (each step taken away in
 turn, kept away when a fresh trial still fails), and the hunt ends with what happened and
@@ -180,8 +183,8 @@ func cmdHunt(ctx context.Context, args []string, stdout io.Writer) (int, error) 
 	fmt.Fprintf(stdout, "hunting %s with %s (%s) for a violation of %s: at most %d trials of %s, in %s; in %s\n", command.Escape(base.Test),
 		strings.Join(base.Nemesis, ","), mode, strings.Join(opts.want, ","), opts.trials, base.TimeLimit.Std(), opts.budget.Std(), command.Escape(store.Dir()))
 	saved := hunt.Saved{Base: base, Faults: base.Nemesis, For: opts.want, Feedback: !opts.random, Seed: base.Seed}
-	saved.Result, err = hunt.Search(ctx, base, hunt.NewSpace(base, base.Nemesis, checked.Nodes()), trials.run,
-		hunt.Options{Feedback: !opts.random, Budget: opts.budget.Std(), Trials: opts.trials, Seed: base.Seed, Progress: stdout, Aim: aimOf(opts.want)})
+	saved.Result, err = hunt.Search(ctx, base, hunt.NewSpace(base, base.Nemesis, checked.Nodes(), aimOf(opts.want)), trials.run,
+		hunt.Options{Feedback: !opts.random, Budget: opts.budget.Std(), Trials: opts.trials, Seed: base.Seed, Progress: stdout})
 	if err != nil {
 		return 0, errors.Join(err, hunt.Write(store.Dir(), saved))
 	}

@@ -125,7 +125,8 @@ func runFlags(spec *harness.Spec, cmd string) (*flag.FlagSet, *runOptions) {
 		"until the fault's hazard occurs, a failover waits for the Sentinels to notice the crash")
 	fs.IntVar(&spec.Faults, "faults", spec.Faults, "stop the nemesis once this many of its faults have begun (a round under way ends as it would); 0: no bound")
 	fs.StringVar(&opts.schedule, "schedule", "", "when, on whom and how long the nemeses strike, instead of their seeded draws: steps FAULT@AT/TARGET/FOR, "+
-		"comma-separated (pause-client@1.2s/3/2.5s: the fourth client, 1.2s after the nemesis began, for 2.5s), as a hunt writes them; empty: drawn from --seed")
+		"comma-separated (pause-client@1.2s/3/2.5s: the fourth client, 1.2s after the nemesis began, for 2.5s), as a hunt writes them; "+
+		"/STATE after a step waits for a client in it (idle, waiting, holding, extending) and targets one of those, /until-takeover holds a pause on until another client took the lock over; empty: drawn from --seed")
 	fs.BoolVar(&spec.StopEarly, "stop-at-first-violation", spec.StopEarly, fmt.Sprintf("end the run %s after two clients are first seen holding the lock at once, "+
 		"rather than at --time-limit (which then bounds it: run until it breaks, at most that long); the whole history is judged as always", runspec.StopGrace))
 	fs.StringVar(&spec.Test, "test", spec.Test, "test name, the run directory's parent; empty: derived from the flags")

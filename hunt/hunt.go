@@ -1,10 +1,12 @@
 // Package hunt looks for a violation by many short trials, each a run whose fault
-// schedule is written (spec.Step) rather than drawn from its seed. With feedback, each
-// trial is scored by what it came near (Measure: dangers made real, how far a fault
-// reached into a lease of a client in the lock's business, states of the lock not met
-// before), and the next schedule is a mutation of one that came near, never one tried
-// before; without, every schedule is drawn afresh, which is the random search it is
-// measured against on equal budgets. It stops at the first violation and makes its
+// schedule is written (spec.Step) rather than drawn from its seed. With feedback, steps
+// are steered by what the lock's clients do (a step waits for its victim in a state near
+// the danger, a pause holds on until a takeover), each trial is scored by what it came
+// near (Measure: dangers made real, how far a fault on a client in the lock's business
+// reached into a lease and beside whom it ended, states of the lock not met before), and
+// the next schedule is a mutation of one that came near, never one tried before; without,
+// every schedule is drawn blind, as a run's nemesis draws its faults, which is the random
+// search it is measured against on equal budgets. It stops at the first violation and makes its
 // schedule as small as still fails. The trials themselves are run by the Trial it is
 // handed (the CLI's runs the harness), so it links no Docker.
 package hunt
@@ -35,7 +37,7 @@ type Outcome struct {
 	Events []history.Event
 }
 
-// Options say how to search and for how long.
+// Options say how to search and for how long (what for, the Space says).
 type Options struct {
 	// Feedback steers each schedule by what the trials before came near; off, each is drawn afresh.
 	Feedback bool
@@ -44,8 +46,6 @@ type Options struct {
 	Trials int
 	// Seed seeds the schedules drawn and mutated.
 	Seed int64
-	// Aim is what the trials are scored as near to.
-	Aim Aim
 	// Progress gets a line per trial.
 	Progress io.Writer
 }
@@ -118,7 +118,7 @@ func Search(ctx context.Context, base spec.Spec, space Space, trial Trial, opts 
 			return res, fmt.Errorf("trial %d: %w", n, err)
 		}
 		rec := Record{N: n, Schedule: schedule, Parent: parent, Invalid: out.Invalid,
-			Score: Measure(out.Events, base.TTL.Std(), opts.Aim), Took: time.Since(start), At: time.Since(began)}
+			Score: Measure(out.Events, base.TTL.Std(), space.Aim), Took: time.Since(start), At: time.Since(began)}
 		for _, st := range rec.Score.States {
 			if !met[st] {
 				met[st] = true
@@ -142,18 +142,26 @@ func Search(ctx context.Context, base spec.Spec, space Space, trial Trial, opts 
 	return res, nil
 }
 
-// better says whether a trial joins the corpus that schedules are mutated from: it came
-// near something, and nearer than the trial it was mutated from, or met a state no trial
-// had; a child no better than its parent would only dilute the corpus.
+// better says whether a trial joins the corpus that schedules are mutated from: a fault of
+// it came near (a hazard, a fault on a client in the lock's business), and nearer than the
+// trial it was mutated from, or it met a state no trial had; a child no better than its
+// parent would only dilute the corpus, and one that came near nothing is no better a
+// parent than a schedule drawn afresh.
 func better(rec Record, trials []Record) bool {
-	v := rec.Score.Value()
-	return v > 0 && (rec.Parent == 0 || rec.Score.New > 0 || v > trials[rec.Parent-1].Score.Value())
+	s := rec.Score
+	return (s.Hazards > 0 || s.Nearness > 0) && (rec.Parent == 0 || s.New > 0 || s.Value() > trials[rec.Parent-1].Score.Value())
 }
 
 // next is the next trial's schedule and the trial it mutated (from 1; 0: drawn afresh).
 func next(space Space, rng *rand.Rand, feedback bool, trials []Record, corpus []int, tried map[string]bool) ([]spec.Step, int) {
 	for range 100 {
-		if !feedback || len(corpus) == 0 || rng.Float64() < fresh {
+		if !feedback {
+			if s := space.blind(rng); !tried[spec.ScheduleText(s)] {
+				return s, 0
+			}
+			continue
+		}
+		if len(corpus) == 0 || rng.Float64() < fresh {
 			if s := space.fresh(rng); !tried[spec.ScheduleText(s)] {
 				return s, 0
 			}

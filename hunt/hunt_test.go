@@ -41,14 +41,14 @@ func TestMeasureSaysHowFarAFaultReachedIntoALease(t *testing.T) {
 				ev(400*time.Millisecond, 0, history.Release, history.Invoke),
 				ev(500*time.Millisecond, 2, history.Acquire, history.OK),
 				fault(1800*time.Millisecond, history.Stop, pause, history.TargetOfClient(1)),
-			}, 0.75, []string{"pause-client waiting 6/4 granted-meanwhile"}, 0},
+			}, 0.875, []string{"pause-client waiting 6/4 granted-meanwhile"}, 0}, // 0.375 of its length, granted, another holds
 		{"a holder frozen for half its lease",
 			[]history.Event{
 				ev(0, 0, history.Acquire, history.Invoke),
 				ev(100*time.Millisecond, 0, history.Acquire, history.OK),
 				fault(200*time.Millisecond, history.Start, pause, history.TargetOfClient(0)),
 				fault(700*time.Millisecond, history.Stop, pause, history.TargetOfClient(0)),
-			}, 0.25, []string{"pause-client holding 2/4"}, 0},
+			}, 0.125, []string{"pause-client holding 2/4"}, 0}, // of its length only
 		{"an idle client frozen long: not near",
 			[]history.Event{
 				ev(0, 0, history.Acquire, history.Invoke),
@@ -82,10 +82,18 @@ func TestSchedulesStayInTheirSpace(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
 	s := space.fresh(rng)
 	for i := range 5000 {
-		if i%2 == 0 {
-			s = space.mutate(s, Nth{Fault: s[0].Fault}, rng)
-		} else {
+		switch i % 3 {
+		case 0:
+			s = space.mutate(s, Nth{Fault: s[0].Fault, Met: history.Waiting}, rng)
+		case 1:
 			s = space.fresh(rng)
+		default:
+			s = space.blind(rng)
+			for _, st := range s {
+				if st.When != "" || st.Until != "" {
+					t.Fatalf("blind step %s waits for a state or holds on", st)
+				}
+			}
 		}
 		base := spec.Spec{Nemesis: space.Faults, TimeLimit: spec.Duration(space.Span), Schedule: s}
 		if len(s) < 1 || len(s) > space.MaxSteps {
@@ -94,6 +102,9 @@ func TestSchedulesStayInTheirSpace(t *testing.T) {
 		for _, st := range s {
 			if st.Target >= space.Targets || st.For.Std() < space.Shortest || st.For.Std() > space.Longest {
 				t.Fatalf("step %s out of its space", st)
+			}
+			if scripting := scripting(st.Fault); st.When != "" && !scripting.Clients || st.Until != "" && !scripting.HoldsOn || !slices.Contains(space.states(), st.When) {
+				t.Fatalf("step %s waits for a state or holds on where its fault cannot, or for a state not near", st)
 			}
 		}
 		if err := base.Validate(); err != nil && !strings.Contains(err.Error(), "--clients") {
@@ -104,9 +115,16 @@ func TestSchedulesStayInTheirSpace(t *testing.T) {
 
 // toy is a lock whose bug needs a client frozen for more than 1.2 of its leases while it
 // waits: client c waits from 2c s to 2c+1.5 s of each trial (five clients), and is idle
-// otherwise. Its trials cost nothing, so a search over it is measured in trials.
+// otherwise; nobody is ever granted the lock. A step that waits for a state begins once a
+// client is in it, on one of those; one that holds on until a takeover waits five leases
+// more for one, as the nemesis does. Its trials cost nothing, so a search over it is
+// measured in trials.
 func toy(ctx context.Context, s spec.Spec) (Outcome, error) {
 	var out Outcome
+	waits := func(c int, at time.Duration) bool {
+		w := time.Duration(c) * 2 * time.Second
+		return at >= w && at < w+1500*time.Millisecond
+	}
 	for c := range 5 {
 		out.Events = append(out.Events, ev(time.Duration(c)*2*time.Second, c, history.Acquire, history.Invoke),
 			ev(time.Duration(c)*2*time.Second+1500*time.Millisecond, c, history.Acquire, history.Fail))
@@ -115,16 +133,43 @@ func toy(ctx context.Context, s spec.Spec) (Outcome, error) {
 		if st.Fault != history.PauseClient.Name {
 			continue
 		}
-		c := st.Target % 5
-		from, to := st.At.Std(), st.At.Std()+st.For.Std()
+		from, c, ok := toyVictim(st, waits)
+		if !ok {
+			continue
+		}
+		length := st.For.Std()
+		if st.Until == spec.Takeover {
+			length += 5 * ttl
+		}
 		out.Events = append(out.Events, fault(from, history.Start, st.Fault, history.TargetOfClient(c)),
-			fault(to, history.Stop, st.Fault, history.TargetOfClient(c)))
-		if w := time.Duration(c) * 2 * time.Second; from >= w && from < w+1500*time.Millisecond && st.For.Std() > 1200*time.Millisecond {
+			fault(from+length, history.Stop, st.Fault, history.TargetOfClient(c)))
+		if waits(c, from) && length > 1200*time.Millisecond {
 			out.Invalid = []string{"mutual-exclusion"}
 		}
 	}
 	slices.SortStableFunc(out.Events, func(a, b history.Event) int { return int(a.Time - b.Time) })
 	return out, nil
+}
+
+// toyVictim is when a step of the toy strikes and whom: at its moment its target, or, if
+// it waits for a state, the first moment from then on that a client is in it (waiting or
+// idle; nobody holds the toy's lock) and its target among those.
+func toyVictim(st spec.Step, waits func(c int, at time.Duration) bool) (time.Duration, int, bool) {
+	for at := st.At.Std(); at < 10*time.Second; at += time.Millisecond {
+		var in []int
+		for c := range 5 {
+			if w := waits(c, at); st.When == "" || w && st.When == history.Waiting || !w && st.When == history.Idle {
+				in = append(in, c)
+			}
+		}
+		if len(in) > 0 {
+			return at, in[st.Target%len(in)], true
+		}
+		if st.When != history.Waiting {
+			return 0, 0, false
+		}
+	}
+	return 0, 0, false
 }
 
 func TestFeedbackFindsTheToysBugInFewerTrialsThanChance(t *testing.T) {
@@ -229,8 +274,8 @@ func TestALockFaultIsNearedByWaitersNotHolders(t *testing.T) {
 		hazards  int
 		nearness float64
 	}{
-		{AnyViolation, 1, 0.5}, // the holder's pause of a lease
-		{LockFault, 0, 0.2},    // the extend's delay of 400 ms
+		{AnyViolation, 1, 0.25}, // the holder's pause of a lease
+		{LockFault, 0, 0.1},     // the extend's delay of 400 ms
 	} {
 		if got := Measure(heldThenWaited, ttl, c.aim); got.Hazards != c.hazards || got.Nearness != c.nearness {
 			t.Errorf("aim %d: hazards %d, nearness %g; want %d, %g", c.aim, got.Hazards, got.Nearness, c.hazards, c.nearness)

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/nemesis"
 	"github.com/lockbreaker/lockbreaker/spec"
 )
 
@@ -26,11 +28,17 @@ type Space struct {
 	Lease time.Duration
 	// MaxSteps bounds a schedule's steps.
 	MaxSteps int
+	// Extends says the holders extend their leases, so a step may wait for an extend.
+	Extends bool
+	// Aim is what the hunt looks for: the states a steered step waits for are those in
+	// which a fault comes near it.
+	Aim Aim
 }
 
-// NewSpace is the space of a trial of base with faults: lengths from a tenth of the TTL to
-// three TTLs (within the time limit), targets telling apart every client and every node.
-func NewSpace(base spec.Spec, faults []string, nodes int) Space {
+// NewSpace is the space of a trial of base with faults, for a hunt that looks for what aim
+// says: lengths from a tenth of the TTL to three TTLs (within the time limit), targets
+// telling apart every client and every node.
+func NewSpace(base spec.Spec, faults []string, nodes int, aim Aim) Space {
 	ttl := base.TTL.Std()
 	return Space{
 		Faults:   faults,
@@ -40,26 +48,87 @@ func NewSpace(base spec.Spec, faults []string, nodes int) Space {
 		Longest:  min(3*ttl, base.TimeLimit.Std()),
 		Lease:    ttl,
 		MaxSteps: 3,
+		Extends:  base.ExtendEvery > 0,
+		Aim:      aim,
 	}
 }
 
-// fresh draws a schedule afresh: one to MaxSteps steps, each a fault, moment, target and
-// length drawn evenly (the length evenly on a log scale, so short and long are as likely).
+// fresh draws a steered schedule afresh: one to MaxSteps steps, each a fault, moment,
+// target and length drawn evenly (the length evenly on a log scale, so short and long are
+// as likely), and, where its fault takes them, a state of the lock's business its victim
+// must be in (or none) and whether it holds on until a takeover, drawn evenly too. Steered
+// by what the lock's clients do, a step finds a waiter or a holder in a run that goes
+// otherwise, as a step at a moment alone may not.
 func (sp Space) fresh(rng *rand.Rand) []spec.Step {
+	steps := sp.blind(rng)
+	for i := range steps {
+		sp.restate(&steps[i], rng)
+		sp.rehold(&steps[i], rng)
+	}
+	return steps
+}
+
+// blind draws a schedule as Jepsen's nemesis does, blind to what the clients do: its
+// steps' moments, targets and lengths only. It is what random search draws.
+func (sp Space) blind(rng *rand.Rand) []spec.Step {
 	steps := make([]spec.Step, 1+rng.Intn(sp.MaxSteps))
 	for i := range steps {
-		steps[i] = sp.step(rng)
+		steps[i] = spec.Step{
+			Fault:  sp.Faults[rng.Intn(len(sp.Faults))],
+			At:     spec.Duration(rng.Int63n(int64(sp.Span))),
+			Target: rng.Intn(sp.Targets),
+			For:    spec.Duration(sp.length(rng)),
+		}
 	}
 	return sp.tidy(steps)
 }
 
+// step draws one steered step, as fresh does.
 func (sp Space) step(rng *rand.Rand) spec.Step {
-	return spec.Step{
+	st := spec.Step{
 		Fault:  sp.Faults[rng.Intn(len(sp.Faults))],
 		At:     spec.Duration(rng.Int63n(int64(sp.Span))),
 		Target: rng.Intn(sp.Targets),
 		For:    spec.Duration(sp.length(rng)),
 	}
+	sp.restate(&st, rng)
+	sp.rehold(&st, rng)
+	return st
+}
+
+// states are the states a steered step may wait for its victim to be in: none ("", its
+// moment's), or one in which a fault comes near what the hunt looks for (Aim.near).
+func (sp Space) states() []history.ClientState {
+	states := []history.ClientState{""}
+	for _, st := range history.ClientStates {
+		if sp.Aim.near(st) && (st != history.Extending || sp.Extends) {
+			states = append(states, st)
+		}
+	}
+	return states
+}
+
+// restate draws the state st waits for, if its fault takes one.
+func (sp Space) restate(st *spec.Step, rng *rand.Rand) {
+	st.When = ""
+	if scripting(st.Fault).Clients {
+		states := sp.states()
+		st.When = states[rng.Intn(len(states))]
+	}
+}
+
+// rehold draws whether st holds on until a takeover, if its fault can.
+func (sp Space) rehold(st *spec.Step, rng *rand.Rand) {
+	st.Until = ""
+	if scripting(st.Fault).HoldsOn {
+		st.Until = []spec.Until{"", spec.Takeover}[rng.Intn(2)]
+	}
+}
+
+// scripting is what of a step fault follows.
+func scripting(fault string) nemesis.Scripting {
+	s, _ := nemesis.ScriptingOf(fault)
+	return s
 }
 
 // length draws a step's length evenly on a log scale between Shortest and Longest.
@@ -70,10 +139,12 @@ func (sp Space) length(rng *rand.Rand) time.Duration {
 
 // mutate changes one to three things of a schedule that came near: of a step its moment
 // (by up to a twentieth of the span either way), its target, its length (half to twice),
-// its fault, or a step added or taken away. Most changes are of the step that came
-// nearest, and of that one mostly a longer length (once to twice, or one to two leases):
-// its moment and target found a client in the lock's business, and nearness is how far
-// its length reached into a lease.
+// its fault, the state it waits for, whether it holds on, or a step added or taken away.
+// Most changes are of the step that came nearest, and of that one mostly a longer length
+// (once to twice, or one to two leases), or the state it waits for made the one its victim
+// was in: its moment and target found a client in the lock's business, which waiting for
+// that state finds again in a run that goes otherwise, and nearness is mostly how far its
+// length reached into a lease.
 func (sp Space) mutate(parent []spec.Step, nearest Nth, rng *rand.Rand) []spec.Step {
 	steps := slices.Clone(parent)
 	for range changes(rng) {
@@ -81,7 +152,7 @@ func (sp Space) mutate(parent []spec.Step, nearest Nth, rng *rand.Rand) []spec.S
 		if near, ok := stepOf(steps, nearest); ok && rng.Float64() < focus {
 			i, weights = near, nearly
 		}
-		steps = sp.change(steps, i, pickChange(weights, rng), rng)
+		steps = sp.change(steps, i, pickChange(weights, rng), nearest.Met, rng)
 	}
 	return sp.tidy(steps)
 }
@@ -108,14 +179,17 @@ const (
 	dropIt
 	lengthen
 	pastLease
+	restate
+	rehold
+	pin
 )
 
 // How often each change is made (by the changes' order): of any step evenly, of the one
 // that came nearest mostly a longer length, which reaches further into the lease it met,
-// or past it.
+// or past it, or the state its victim was in pinned.
 var (
-	evenly = []int{1, 1, 1, 1, 1, 1, 0, 0}
-	nearly = []int{2, 1, 2, 1, 2, 0, 6, 6}
+	evenly = []int{1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0}
+	nearly = []int{2, 1, 2, 1, 2, 0, 6, 6, 1, 2, 6}
 )
 
 func pickChange(weights []int, rng *rand.Rand) int {
@@ -152,8 +226,9 @@ func stepOf(steps []spec.Step, nth Nth) (int, bool) {
 	return 0, false
 }
 
-// change makes one change to step i of steps.
-func (sp Space) change(steps []spec.Step, i, change int, rng *rand.Rand) []spec.Step {
+// change makes one change to step i of steps; met is the state the nearest fault's victim
+// was in, which pin makes the step wait for.
+func (sp Space) change(steps []spec.Step, i, change int, met history.ClientState, rng *rand.Rand) []spec.Step {
 	st := &steps[i]
 	switch change {
 	case moveIt:
@@ -174,6 +249,16 @@ func (sp Space) change(steps []spec.Step, i, change int, rng *rand.Rand) []spec.
 		st.For = spec.Duration(min(max(sp.Shortest, length), sp.Longest))
 	case refault:
 		st.Fault = sp.Faults[rng.Intn(len(sp.Faults))]
+		sp.restate(st, rng)
+		sp.rehold(st, rng)
+	case restate:
+		sp.restate(st, rng)
+	case rehold:
+		sp.rehold(st, rng)
+	case pin:
+		if scripting(st.Fault).Clients {
+			st.When = met
+		}
 	case addOne:
 		if len(steps) < sp.MaxSteps {
 			steps = append(steps, sp.step(rng))

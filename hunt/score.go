@@ -1,7 +1,6 @@
 package hunt
 
 import (
-	"cmp"
 	"fmt"
 	"sort"
 	"time"
@@ -14,10 +13,11 @@ type Score struct {
 	// Hazards is how many dangers its faults made real (history.Hazard events) of those
 	// near what the hunt looks for (Aim).
 	Hazards int `json:"hazards"`
-	// Nearness is how far its nearest fault reached into a lease: the longest fault on a
-	// client in a state near what the hunt looks for when struck (Aim: waiting for the lock
-	// or an extend, or holding it), in leases, halved and at most 1 (a fault that outlasted
-	// two leases of a client in the lock's business).
+	// Nearness is how near its nearest fault came, from 0 to 1, of the faults on a client in
+	// a state near what the hunt looks for when struck (Aim: waiting for the lock or an
+	// extend, or holding it): half for its length (two leases and more: all of it), a
+	// quarter for another client granted the lock while it lasted, a quarter for another
+	// holding it when it ended.
 	Nearness float64 `json:"nearness"`
 	// Nearest is that fault, as the how-manieth of its kind (from 0), the schedule's step it
 	// came from; its Fault is "" when no fault came near.
@@ -34,21 +34,30 @@ func (s Score) Value() float64 {
 	return 4*float64(s.Hazards) + 2*s.Nearness + 0.02*float64(s.New)
 }
 
-// Nth is the n-th fault of a kind, from 0.
+// Nth is the n-th fault of a kind, from 0, and the state of the client it struck when
+// it did ("" for a node).
 type Nth struct {
-	Fault string `json:"fault,omitempty"`
-	N     int    `json:"n,omitempty"`
+	Fault string              `json:"fault,omitempty"`
+	N     int                 `json:"n,omitempty"`
+	Met   history.ClientState `json:"met,omitempty"`
 }
 
 // nearLeases is how many leases a fault must outlast to be as near as can be.
 const nearLeases = 2
 
-// The states a client can be in when a fault strikes it.
+// What a fault's nearness is made of: how far its length reached, up to nearLeases leases;
+// another client granted the lock while it lasted; and another client holding it when the
+// fault ended, so that its victim went on beside a holder.
 const (
-	idle      = "idle"
-	waiting   = "waiting"
-	holding   = "holding"
-	extending = "extending" // a holder whose extend is under way
+	lengthPart  = 0.5
+	grantedPart = 0.25
+	besidePart  = 0.25
+)
+
+// What a fault on a node met, in its State.
+const (
+	nodeVictim    = "node"
+	nodeUnderLock = "node-under-holding"
 )
 
 // Aim is what a hunt looks for, which decides what comes near it.
@@ -66,8 +75,8 @@ const (
 )
 
 // near says whether a fault on a client in state victim comes near what aim looks for.
-func (aim Aim) near(victim string) bool {
-	return victim == waiting || victim == extending || victim == holding && aim == AnyViolation
+func (aim Aim) near(victim history.ClientState) bool {
+	return victim == history.Waiting || victim == history.Extending || victim == history.Holding && aim == AnyViolation
 }
 
 // counts says whether hazard h comes near what aim looks for.
@@ -80,19 +89,21 @@ func (aim Aim) counts(h history.Hazard) bool {
 // New is left for the search, which knows what came before.
 func Measure(events []history.Event, ttl time.Duration, aim Aim) Score {
 	var score Score
-	state := map[int]string{} // each client's state
-	owner := -1               // the client that last was granted the lock and holds it
+	states := history.States{}
+	owner := -1 // the client that last was granted the lock and holds it
 	type open struct {
 		start  int64
-		victim string // the client's state, or "node"
-		grants int    // grants to other clients since
+		victim int // the client struck; -1: a node
+		grants int // grants to other clients before
 		nth    Nth
+		struck string // the victim's state, or what a node's fault met
 	}
 	faults := map[string]*open{} // by fault and target
 	grants := 0
 	seen := map[string]bool{}
 	begun := map[string]int{} // faults begun, by kind
 	for _, e := range events {
+		states.Follow(e)
 		switch {
 		case e.Hazard != "":
 			if aim.counts(e.Hazard) {
@@ -101,12 +112,13 @@ func Measure(events []history.Event, ttl time.Duration, aim Aim) Score {
 		case e.Process == history.NemesisProcess && (e.Func == history.Start || e.Func == history.Stop) && len(e.Targets) == 1:
 			key := e.Fault + " " + e.Targets[0]
 			if e.Func == history.Start {
-				f := &open{start: e.Time, victim: "node", grants: grants, nth: Nth{e.Fault, begun[e.Fault]}}
+				f := &open{start: e.Time, victim: -1, grants: grants, nth: Nth{Fault: e.Fault, N: begun[e.Fault]}, struck: nodeVictim}
 				begun[e.Fault]++
 				if p, ok := history.ClientTarget(e.Targets[0]); ok {
-					f.victim = cmp.Or(state[p], idle)
+					f.victim, f.nth.Met = p, states.Of(p)
+					f.struck = string(f.nth.Met)
 				} else if owner >= 0 {
-					f.victim = "node-under-" + holding
+					f.struck = nodeUnderLock
 				}
 				faults[key] = f
 				continue
@@ -117,29 +129,16 @@ func Measure(events []history.Event, ttl time.Duration, aim Aim) Score {
 			}
 			delete(faults, key)
 			lasted := time.Duration(e.Time - f.start)
-			if near := min(1, float64(lasted)/float64(nearLeases*ttl)); aim.near(f.victim) && near > score.Nearness {
+			granted := grants > f.grants
+			if near := nearness(lasted, ttl, granted, owner >= 0 && owner != f.victim); aim.near(f.nth.Met) && near > score.Nearness {
 				score.Nearness, score.Nearest = near, f.nth
 			}
-			seen[State(e.Fault, f.victim, lasted, ttl, grants > f.grants)] = true
-		case e.Process >= 0 && e.Func == history.Acquire:
-			switch e.Type {
-			case history.Invoke:
-				state[e.Process] = waiting
-			case history.OK:
-				state[e.Process], owner = holding, e.Process
-				grants++
-			default:
-				state[e.Process] = idle
-			}
-		case e.Process >= 0 && e.Func == history.Extend && state[e.Process] == holding && e.Type == history.Invoke:
-			state[e.Process] = extending
-		case e.Process >= 0 && e.Func == history.Extend && state[e.Process] == extending:
-			state[e.Process] = holding
-		case e.Process >= 0 && e.Func == history.Release && e.Type == history.Invoke:
-			state[e.Process] = idle
-			if owner == e.Process {
-				owner = -1
-			}
+			seen[State(e.Fault, f.struck, lasted, ttl, granted)] = true
+		case e.Process >= 0 && e.Func == history.Acquire && e.Type == history.OK:
+			owner = e.Process
+			grants++
+		case e.Process >= 0 && e.Func == history.Release && e.Type == history.Invoke && owner == e.Process:
+			owner = -1
 		}
 	}
 	for s := range seen {
@@ -147,6 +146,19 @@ func Measure(events []history.Event, ttl time.Duration, aim Aim) Score {
 	}
 	sort.Strings(score.States)
 	return score
+}
+
+// nearness is a fault's: of its length against the TTL, another client granted the lock
+// while it lasted, and another holding it when it ended.
+func nearness(lasted, ttl time.Duration, granted, beside bool) float64 {
+	near := lengthPart * min(1, float64(lasted)/float64(nearLeases*ttl))
+	if granted {
+		near += grantedPart
+	}
+	if beside {
+		near += besidePart
+	}
+	return near
 }
 
 // State names what a fault met: its kind, its victim's state when struck, its length in
