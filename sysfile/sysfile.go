@@ -213,6 +213,8 @@ func Parse(data []byte, dir string) (system.System, error) {
 	peerPort := f.PeerPort
 	if peerPort == 0 {
 		peerPort = f.Port
+	} else if peerPort != f.Port {
+		c.PeerPorts = []int{peerPort}
 	}
 	command, files := slices.Clone(f.Command), slices.Clone(f.Files)
 	c.Node = func(cluster system.Cluster, id int) system.NodeSetup {

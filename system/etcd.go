@@ -41,13 +41,14 @@ func init() {
 		FixedClock:   "etcd is a Go program, which reads the time without libc, where libfaketime moves it",
 		Persistences: []Persistence{PersistFsync, PersistUnsafeNoFsync},
 		Container: &Container{
-			Port:  etcdPort,
-			Node:  etcdNode,
-			Ready: etcdHealthy,
-			Role:  etcdRole,
-			Data:  etcdDataDir,
-			Image: &Image{Packages: []string{"etcd-server"}},
-			Notes: etcdNotes,
+			Port:      etcdPort,
+			PeerPorts: []int{etcdPeerPort},
+			Node:      etcdNode,
+			Ready:     etcdHealthy,
+			Role:      etcdRole,
+			Data:      etcdDataDir,
+			Image:     &Image{Packages: []string{"etcd-server"}},
+			Notes:     etcdNotes,
 		},
 	})
 }

@@ -92,6 +92,10 @@ func Majority(n int) int { return n/2 + 1 }
 type Container struct {
 	// Port is the server's client port inside the container.
 	Port int
+	// PeerPorts are the other ports a node's server listens on, for the other nodes (an
+	// ensemble's quorum and election, a Raft cluster's peers). On a machine each must be
+	// free, as Port must.
+	PeerPorts []int
 	// Node is the command and files of node id (1..cluster.Nodes).
 	Node func(cluster Cluster, id int) NodeSetup
 	// Ready succeeds once the node at addr serves (for an ensemble: once a quorum does).
@@ -178,6 +182,16 @@ func (c *Container) ClientPort(pooler string) int {
 		return c.Pooler.Port
 	}
 	return c.Port
+}
+
+// Listens are the TCP ports a node of this recipe listens on: its client port, its peers',
+// and the pooler's when pooler names one.
+func (c *Container) Listens(pooler string) []int {
+	ports := append([]int{c.Port}, c.PeerPorts...)
+	if p := c.ClientPort(pooler); p != c.Port {
+		ports = append(ports, p)
+	}
+	return ports
 }
 
 // Image is a system's own layer on the node image.

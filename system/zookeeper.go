@@ -9,7 +9,13 @@ import (
 	"github.com/lockbreaker/lockbreaker/internal/quote"
 )
 
-const zookeeperPort = 2181
+// zookeeperPort is a server's client port; zookeeperQuorumPort and zookeeperElectionPort are
+// where the other servers reach it (server.N=host:quorum:election).
+const (
+	zookeeperPort         = 2181
+	zookeeperQuorumPort   = 2888
+	zookeeperElectionPort = 3888
+)
 
 func init() {
 	register(System{
@@ -20,11 +26,12 @@ func init() {
 		Leader:        true,
 		Persistences:  []Persistence{PersistForceSync, PersistNoForceSync},
 		Container: &Container{
-			Port:  zookeeperPort,
-			Node:  zookeeperNode,
-			Ready: zookeeperServing,
-			Role:  zookeeperRole,
-			Data:  zookeeperData,
+			Port:      zookeeperPort,
+			PeerPorts: []int{zookeeperQuorumPort, zookeeperElectionPort},
+			Node:      zookeeperNode,
+			Ready:     zookeeperServing,
+			Role:      zookeeperRole,
+			Data:      zookeeperData,
 			// Debian's zookeeper brings a JRE: a layer of its own keeps the node image, which
 			// the default run needs, small and quick to build.
 			Image: &Image{Packages: []string{"zookeeper"}, Prepare: "mkdir -p " + zookeeperData},
@@ -95,7 +102,7 @@ admin.enableServer=false
 		cfg.WriteString("forceSync=no\n") // a key ZooKeeper does not know becomes its zookeeper.forceSync property
 	}
 	for i := 1; i <= cluster.Nodes; i++ {
-		fmt.Fprintf(&cfg, "server.%d=%s:2888:3888\n", i, cluster.Host(i))
+		fmt.Fprintf(&cfg, "server.%d=%s:%d:%d\n", i, cluster.Host(i), zookeeperQuorumPort, zookeeperElectionPort)
 	}
 	return NodeSetup{Cmd: zookeeperCmd, Files: []File{
 		{Path: "/lockbreaker/zk/zoo.cfg", Content: cfg.String()},
