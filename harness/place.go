@@ -127,11 +127,12 @@ type machinePlace struct {
 }
 
 // preflight asks the machines of a checked spec, one for each of its nodes, whether they
-// can serve (machines.Preflight), changing nothing on them but the system's packages,
-// installed where missing when install says so; a machine that cannot serve is the
-// user's input.
+// can serve (machines.Preflight), the ports its servers take free included, changing
+// nothing on them but the system's packages, installed where missing when install says
+// so; a machine that cannot serve is the user's input.
 func (p *machinePlace) preflight(ctx context.Context, c Checked) error {
-	tools := machines.Tools(c.sys, serverSettingsOf(c.spec).cluster(c.nodes, c.spec.TTL.Std()))
+	setup := serverSettingsOf(c.spec).cluster(c.nodes, c.spec.TTL.Std())
+	tools := machines.Tools(c.sys, setup)
 	if c.nemesis.Needs().Network {
 		tools = append(tools, "iptables")
 	}
@@ -139,7 +140,8 @@ func (p *machinePlace) preflight(ctx context.Context, c Checked) error {
 	if clocks == nodes.Faketime {
 		tools = append(tools, machines.FaketimeLib)
 	}
-	needs := machines.Needs{Tools: tools, MaxClockOffset: time.Second, SetClock: clocks == nodes.SystemClock, FUSE: c.nemesis.Needs().Disks}
+	needs := machines.Needs{Tools: tools, MaxClockOffset: time.Second, SetClock: clocks == nodes.SystemClock, FUSE: c.nemesis.Needs().Disks,
+		Ports: machines.ServerPorts(c.sys, setup)}
 	if p.install {
 		needs.Install = machines.Packages(c.sys)
 	}

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -228,20 +230,29 @@ func TestPutAndGet(t *testing.T) {
 }
 
 // Preflight refuses, one line each, every machine that cannot serve, and hands out no
-// connection; when all can, it hands out one each, in order.
+// connection; when all can, it hands out one each, in order. A machine refused is left as
+// it was: no package is installed on it.
 func TestPreflight(t *testing.T) {
 	signer, file := machinestest.Key(t)
-	needs := Needs{Tools: []string{"iptables", "redis-server"}, MaxClockOffset: time.Second, SetClock: true}
+	needs := Needs{Install: []string{"redis-server"}, Tools: []string{"iptables", "redis-server"}, MaxClockOffset: time.Second,
+		SetClock: true, Ports: Ports{Nodes: 6, Node: []int{6379}}}
 	var addrs []Address
-	servers := make([]*machinestest.Server, 5)
+	servers := make([]*machinestest.Server, 6)
 	for i := range servers {
 		servers[i] = machinestest.Serve(t, signer.PublicKey())
 		addrs = append(addrs, address(t, servers[i]))
+	}
+	// The good machine's 6379 is held by the server an earlier run left, which the run stops.
+	servers[0].Listening = []string{
+		`LISTEN 0      128          0.0.0.0:22        0.0.0.0:*    users:(("sshd",pid=500,fd=3))`,
+		`LISTEN 0      511          0.0.0.0:6379      0.0.0.0:*    users:(("redis-server",pid=700,fd=6))`,
+		"# group 500 500", "# group 700 700", "# lockbreaker 700",
 	}
 	servers[1].Sudo = false
 	servers[2].Missing = []string{"redis-server"}
 	servers[3].Skew = -time.Minute
 	servers[4].NoClockRights = true
+	servers[5].Listening = []string{`LISTEN 0      511        127.0.0.1:6379      0.0.0.0:*    users:(("redis-server",pid=812,fd=6))`, "# group 812 812"}
 	ms, err := Preflight(context.Background(), addrs, login(file), needs)
 	if ms != nil {
 		t.Errorf("preflight with failures handed out %d connections", len(ms))
@@ -252,6 +263,7 @@ func TestPreflight(t *testing.T) {
 		addrs[2].String() + ": lacks redis-server (not on root's PATH, or no such file)",
 		addrs[3].String() + ": its clock is ", // a minute, give or take the round trip: "59.999s behind" on a busy machine
 		addrs[4].String() + ": root cannot set its system clock (no CAP_SYS_TIME",
+		"machine " + addrs[5].String() + ": port 6379 is taken by redis-server (pid 812): the run's servers listen there; stop what listens, or use another machine",
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("preflight said %q, want %d lines", lines, len(want))
@@ -264,12 +276,117 @@ func TestPreflight(t *testing.T) {
 	if !strings.Contains(lines[2], "behind this machine's, more than 1s") {
 		t.Errorf("line 3: %q, want the clock behind, by more than 1s", lines[2])
 	}
+	// A machine refused before the install is left as it was: the port's above all. The
+	// tools are looked for once installed, on the machine that lacks one too.
+	for i, s := range servers {
+		if n := s.Installs.Load(); (i == 0 || i == 2) != (n > 0) {
+			t.Errorf("machine %d (%s) was asked to install %d times", i, addrs[i], n)
+		}
+	}
 	ms, err = Preflight(context.Background(), []Address{addrs[0], addrs[0]}, login(file), needs)
 	if err != nil || len(ms) != 2 {
 		t.Fatalf("preflight of good machines: %d, %v", len(ms), err)
 	}
 	for _, m := range ms {
 		m.Close()
+	}
+}
+
+// A port counts as taken when another process listens on it, on any address, named when
+// ss names it; a server an earlier run left (its pidfile's process group) does not count,
+// nor a port the run's servers do not take.
+func TestTakenPorts(t *testing.T) {
+	listening := []string{
+		`LISTEN 0      128          0.0.0.0:22        0.0.0.0:*    users:(("sshd",pid=500,fd=3))`,
+		`LISTEN 0      511          0.0.0.0:6379      0.0.0.0:*    users:(("redis-server",pid=812,fd=6))`,
+		`LISTEN 0      511             [::]:6379         [::]:*    users:(("redis-server",pid=812,fd=7))`,
+		`LISTEN 0      4096               *:2380            *:*`,
+		`LISTEN 0      511          0.0.0.0:16379     0.0.0.0:*    users:(("redis-server",pid=813,fd=6))`,
+		`LISTEN 0      128    127.0.0.1%lo:5432      0.0.0.0:*    users:(("postgres",pid=900,fd=5))`,
+		`LISTEN 0      128          0.0.0.0:6432      0.0.0.0:*    users:(("pgbouncer",pid=901,fd=5))`,
+		`LISTEN 0      128          0.0.0.0:2181      0.0.0.0:*    users:(("java",pid=950,fd=9),("java",pid=951,fd=9))`,
+		"# group 500 500", "# group 812 812", "# group 813 813", "# group 900 900", "# group 901 900",
+		"# group 950 950", "# group 951 950",
+	}
+	for _, tt := range []struct {
+		name  string
+		ours  []string // the "# lockbreaker" lines
+		ports []int
+		want  []string
+	}{
+		{"nothing asked", nil, nil, nil},
+		{"free", nil, []int{2379, 26379}, nil},
+		{"taken on every address, named once", nil, []int{6379}, []string{"port 6379 is taken by redis-server (pid 812)"}},
+		{"a process ss cannot name", nil, []int{2380}, []string{"port 2380 is taken"}},
+		{"in the order asked", nil, []int{2380, 2181, 6379}, []string{"port 2380 is taken",
+			"port 2181 is taken by java (pid 950) and java (pid 951)", "port 6379 is taken by redis-server (pid 812)"}},
+		{"an earlier run's server and its process group", []string{"# lockbreaker 900"}, []int{5432, 6432, 6379},
+			[]string{"port 6379 is taken by redis-server (pid 812)"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := takenPorts(strings.Join(append(slices.Clone(listening), tt.ours...), "\n")+"\n", tt.ports)
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// The listing runs as written under this host's sh and ss: a port this test listens on is
+// taken, by this process.
+func TestListingPortsHere(t *testing.T) {
+	if _, err := exec.LookPath("ss"); err != nil {
+		t.Skip("no ss here (iproute2)")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	out, err := exec.Command("sh", "-c", listening).Output()
+	if err != nil {
+		t.Fatalf("sh -c listening: %v", err)
+	}
+	comm, err := os.ReadFile("/proc/self/comm") // the name ss gives
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := takenPorts(string(out), []int{port})
+	if want := fmt.Sprintf("port %d is taken by %s (pid %d)", port, strings.TrimSpace(string(comm)), os.Getpid()); !slices.Equal(got, []string{want}) {
+		t.Errorf("listing %d while this test listens on it: %q, want %q\n%s", port, got, want, out)
+	}
+	if !strings.Contains(string(out), fmt.Sprintf("# group %d %d\n", os.Getpid(), syscall.Getpgrp())) {
+		t.Errorf("no process group of this process's in the listing:\n%s", out)
+	}
+}
+
+// A run's servers take their client ports, their peers' and the pooler's when it has one:
+// the nodes' on the first machines, the monitors' on those after them.
+func TestServerPorts(t *testing.T) {
+	for _, tt := range []struct {
+		system, pooler string
+		nodes          int
+		want           [][]int // by machine
+	}{
+		{"redis", "", 1, [][]int{{6379}}},
+		{"redlock", "", 5, [][]int{{6379}, {6379}, {6379}, {6379}, {6379}}},
+		{"sentinel", "", 3, [][]int{{6379}, {6379}, {6379}, {26379}, {26379}, {26379}}},
+		{"zookeeper", "", 3, [][]int{{2181, 2888, 3888}, {2181, 2888, 3888}, {2181, 2888, 3888}}},
+		{"etcd", "", 3, [][]int{{2379, 2380}, {2379, 2380}, {2379, 2380}}},
+		{"postgres", "", 1, [][]int{{5432}}},
+		{"postgres", "pgbouncer-transaction", 1, [][]int{{5432, 6432}}},
+	} {
+		sys, err := system.Lookup(tt.system)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := ServerPorts(sys, system.Cluster{Nodes: tt.nodes, TTL: 2 * time.Second, Pooler: tt.pooler})
+		for i, want := range tt.want {
+			if got := p.On(i); !slices.Equal(got, want) {
+				t.Errorf("%s %s: machine %d's ports %v, want %v", tt.system, tt.pooler, i, got, want)
+			}
+		}
 	}
 }
 

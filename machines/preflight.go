@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/internal/shellwords"
+	"github.com/lockbreaker/lockbreaker/system"
 )
 
 // Needs is what a run asks of every machine before it changes anything on one.
@@ -26,12 +29,42 @@ type Needs struct {
 	SetClock bool
 	// FUSE: the machine must have /dev/fuse, for the disks its nodes' data is served on.
 	FUSE bool
+	// Ports are the TCP ports the run's servers will listen on, by machine. Each must be
+	// free there: another process listening on one, on any address, refuses the machine.
+	// None: not looked at.
+	Ports Ports
+}
+
+// Ports are the TCP ports a run's servers listen on, by the machine each runs on: a node
+// on each of the first Nodes machines, then a monitor (a Sentinel) on each machine after
+// them, as StartCluster places them.
+type Ports struct {
+	Nodes   int
+	Node    []int // each node's server's
+	Monitor []int // each monitor's
+}
+
+// On are the ports the server on the i-th machine listens on.
+func (p Ports) On(i int) []int {
+	if i < p.Nodes {
+		return p.Node
+	}
+	return p.Monitor
+}
+
+// ServerPorts are the ports sys's servers listen on when setup starts them on machines.
+func ServerPorts(sys system.System, setup system.Cluster) Ports {
+	p := Ports{Nodes: setup.Nodes, Node: sys.Container.Listens(setup.Pooler)}
+	if m := sys.Container.Monitors; m != nil {
+		p.Monitor = []int{m.Port}
+	}
+	return p
 }
 
 // Preflight asks every machine at once whether it can serve the run: that it can be
 // reached and logged in to, that root's commands can be run (Sudo), that each of the
-// tools is there (once the packages to install are), and that its clock is within the
-// bound. It changes nothing on any machine but the packages it installs. It returns the connections, in the order of addrs, when every machine can;
+// tools is there (once the packages to install are), that its clock is within the
+// bound, and that no other process listens on the ports its server will. It changes nothing on any machine but the packages it installs. It returns the connections, in the order of addrs, when every machine can;
 // otherwise none, and an error of one line per machine that cannot, naming it and why.
 func Preflight(ctx context.Context, addrs []Address, login Login, needs Needs) ([]*Machine, error) {
 	ms := make([]*Machine, len(addrs))
@@ -41,7 +74,7 @@ func Preflight(ctx context.Context, addrs []Address, login Login, needs Needs) (
 		wg.Go(func() {
 			m, err := Dial(ctx, a, login)
 			if err == nil {
-				ms[i], err = m, m.preflight(ctx, needs)
+				ms[i], err = m, m.preflight(ctx, needs, needs.Ports.On(i))
 			}
 			errs[i] = err
 		})
@@ -58,8 +91,8 @@ func Preflight(ctx context.Context, addrs []Address, login Login, needs Needs) (
 	return ms, nil
 }
 
-// preflight asks one machine what Preflight asks.
-func (m *Machine) preflight(ctx context.Context, needs Needs) error {
+// preflight asks one machine what Preflight asks, its server to listen on ports.
+func (m *Machine) preflight(ctx context.Context, needs Needs, ports []int) error {
 	if _, err := m.Sudo(ctx, "true"); err != nil {
 		return fmt.Errorf("machine %s: cannot run commands as root (sudo): %w", m.Name(), unwrapped(err))
 	}
@@ -78,6 +111,9 @@ func (m *Machine) preflight(ctx context.Context, needs Needs) error {
 		if _, err := m.Sudo(ctx, "test -c /dev/fuse"); err != nil {
 			return fmt.Errorf("machine %s: has no /dev/fuse, which the faults on the nodes' disks serve them through", m.Name())
 		}
+	}
+	if err := m.checkPorts(ctx, ports); err != nil {
+		return err
 	}
 	if err := m.install(ctx, needs.Install); err != nil {
 		return err
@@ -98,6 +134,96 @@ func (m *Machine) preflight(ctx context.Context, needs Needs) error {
 		}
 	}
 	return nil
+}
+
+// listening lists the machine's listening TCP sockets, with the processes that hold them
+// (ss -ltnpH, of Debian's iproute2), then a line "# group PID PGID" for each of those
+// processes, then "# lockbreaker PGID" for each server a run started there (its pidfile
+// under Dir). It reads and changes nothing else.
+const listening = `listening=$(ss -ltnpH) || exit
+printf '%s\n' "$listening"
+for pid in $(printf '%s\n' "$listening" | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u); do
+	echo "# group $pid $(sed 's/.*) //' /proc/$pid/stat 2>/dev/null | cut -d' ' -f3)"
+done
+for p in ` + Dir + `/*/pid; do [ -f "$p" ] && echo "# lockbreaker $(cat "$p")"; done
+true`
+
+// checkPorts refuses a machine where another process listens on one of ports, on any of
+// its addresses, so that the run's server could not. A server an earlier run left there
+// (in a process group its pidfile names) does not count: the run stops it first.
+func (m *Machine) checkPorts(ctx context.Context, ports []int) error {
+	if len(ports) == 0 {
+		return nil
+	}
+	r, err := m.Sudo(ctx, listening)
+	if err != nil {
+		return fmt.Errorf("machine %s: cannot list the ports in use with ss (Debian's iproute2): %w", m.Name(), unwrapped(err))
+	}
+	if taken := takenPorts(string(r.Stdout), ports); len(taken) > 0 {
+		return fmt.Errorf("machine %s: %s: the run's servers listen there; stop what listens, or use another machine",
+			m.Name(), strings.Join(taken, ", "))
+	}
+	return nil
+}
+
+// ssProcess is a process ss -p names as holding a socket: users:(("name",pid=N,fd=M),...).
+var ssProcess = regexp.MustCompile(`\("([^"]*)",pid=(\d+),`)
+
+// takenPorts reads what listening printed and says which of ports another process listens
+// on: "port 6379 is taken by redis-server (pid 812)", or without the process when ss
+// cannot say, in the order of ports.
+func takenPorts(out string, ports []int) []string {
+	group, ours := map[string]string{}, map[string]bool{}
+	var sockets []string
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 4 && f[0] == "#" && f[1] == "group":
+			group[f[2]] = f[3]
+		case len(f) == 3 && f[0] == "#" && f[1] == "lockbreaker":
+			ours[f[2]] = true
+		case len(f) > 0 && f[0] != "#":
+			sockets = append(sockets, line)
+		}
+	}
+	taken, named := map[int]bool{}, map[int][]string{}
+	for _, line := range sockets {
+		port, ok := localPort(line)
+		if !ok || !slices.Contains(ports, port) {
+			continue
+		}
+		procs := ssProcess.FindAllStringSubmatch(line, -1)
+		if slices.ContainsFunc(procs, func(p []string) bool { return ours[p[2]] || ours[group[p[2]]] }) {
+			continue // a server of an earlier run's, which this one stops
+		}
+		taken[port] = true
+		for _, p := range procs {
+			named[port] = append(named[port], fmt.Sprintf("%s (pid %s)", p[1], p[2]))
+		}
+	}
+	var said []string
+	for _, port := range ports {
+		switch names := slices.Compact(slices.Sorted(slices.Values(named[port]))); {
+		case !taken[port]:
+		case len(names) == 0:
+			said = append(said, fmt.Sprintf("port %d is taken", port))
+		default:
+			said = append(said, fmt.Sprintf("port %d is taken by %s", port, strings.Join(names, " and ")))
+		}
+	}
+	return said
+}
+
+// localPort is the port of the local address of a line of ss: its first word with a colon
+// (0.0.0.0:6379, [::]:6379, *:6379, 127.0.0.1%lo:53).
+func localPort(line string) (int, bool) {
+	for _, w := range strings.Fields(line) {
+		if i := strings.LastIndexByte(w, ':'); i >= 0 {
+			port, err := strconv.Atoi(w[i+1:])
+			return port, err == nil
+		}
+	}
+	return 0, false
 }
 
 // install installs the packages the machine lacks (dpkg says which), from its own apt

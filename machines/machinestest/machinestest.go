@@ -42,6 +42,11 @@ type Server struct {
 	Skew          time.Duration
 	NoClockRights bool
 	NoFUSE        bool
+	// Listening are the lines its listing of the ports in use prints: ss -ltnpH's, then
+	// "# group PID PGID" and "# lockbreaker PGID" lines. None: no port is in use.
+	Listening []string
+	// Installs counts the package installs asked of it: the one change a preflight makes.
+	Installs atomic.Int32
 
 	// Open and MaxOpen count the sessions open now and at most.
 	Open, MaxOpen atomic.Int32
@@ -121,8 +126,9 @@ func (s *Server) handle(sess gssh.Session) {
 }
 
 // run answers one command and says its exit code: echo hi, exit 3, hold, block, true,
-// date +%s%N, root's capabilities (grep '^CapEff:'), /dev/fuse (test -c), a tools check (for t in ...), and any
-// of them through sudo.
+// date +%s%N, root's capabilities (grep '^CapEff:'), /dev/fuse (test -c), the ports in use
+// (listening=$(ss -ltnpH) ...), a package install (missing= ...), a tools check (for t in
+// ...), and any of them through sudo.
 func (s *Server) run(sess gssh.Session, cmd string, in *bufio.Reader) int {
 	switch {
 	case cmd == "echo hi":
@@ -151,6 +157,12 @@ func (s *Server) run(sess gssh.Session, cmd string, in *bufio.Reader) int {
 		if s.NoFUSE {
 			return 1
 		}
+	case strings.HasPrefix(cmd, "listening=$(ss -ltnpH)"):
+		for _, l := range s.Listening {
+			fmt.Fprintln(sess, l)
+		}
+	case strings.HasPrefix(cmd, "missing=\n"):
+		s.Installs.Add(1)
 	case strings.HasPrefix(cmd, "for t in "):
 		for _, t := range s.Missing {
 			fmt.Fprintln(sess, t)
