@@ -223,47 +223,48 @@ func leftOn(t *testing.T, ms []containers.StandIn, key string) {
 	}
 }
 
-// A disk fault on a machine without /dev/fuse is refused in one line naming the machine,
-// with 254, before anything is made.
-func TestDiskFaultOnAMachineWithoutFUSEIsOneLineAnd254(t *testing.T) {
-	signer, key := machinestest.Key(t)
-	m := machinestest.Serve(t, signer.PublicKey())
-	m.NoFUSE = true
-	file := filepath.Join(t.TempDir(), "machines.txt")
-	if err := os.WriteFile(file, []byte(m.Address()+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	results := filepath.Join(t.TempDir(), "results")
-	code, _, stderr := lockbreaker(t, nil, "run", "--system", "redis", "--nemesis", "power-loss", "--nodes-file", file,
-		"--ssh-private-key", key, "--no-install", "--results", results)
-	want := "lockbreaker: machine " + m.Address() + ": has no /dev/fuse, which the faults on the nodes' disks serve them through\n"
-	if code != 254 || stderr != want {
-		t.Errorf("exit %d, stderr %q; want 254 and %q", code, stderr, want)
-	}
-	if _, err := os.Stat(results); !os.IsNotExist(err) {
-		t.Errorf("the refused run made %s (stat: %v)", results, err)
-	}
-}
-
-// A run told to take the machines' packages as installed (--no-install) is refused in one
-// line naming the machine and what it lacks, with 254, before it makes anything: no run
-// directory, nothing on the machine.
-func TestRunOnAMachineLackingAPackageIsOneLineAnd254(t *testing.T) {
-	signer, key := machinestest.Key(t)
-	m := machinestest.Serve(t, signer.PublicKey())
-	m.Missing = []string{"/usr/lib/postgresql/15/bin/postgres"}
-	file := filepath.Join(t.TempDir(), "machines.txt")
-	if err := os.WriteFile(file, []byte(m.Address()+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	results := filepath.Join(t.TempDir(), "results")
-	code, _, stderr := lockbreaker(t, nil, "run", "--system", "postgres", "--nodes-file", file, "--ssh-private-key", key,
-		"--no-install", "--results", results)
-	want := "lockbreaker: machine " + m.Address() + ": lacks /usr/lib/postgresql/15/bin/postgres (not on root's PATH, or no such file)\n"
-	if code != 254 || stderr != want {
-		t.Errorf("exit %d, stderr %q; want 254 and %q", code, stderr, want)
-	}
-	if _, err := os.Stat(results); !os.IsNotExist(err) {
-		t.Errorf("the refused run made %s (stat: %v)", results, err)
+// A run on a machine that cannot serve it is refused in one line naming the machine and
+// why, with 254, before it makes anything: no run directory, nothing installed on the
+// machine. A disk fault needs /dev/fuse; with --no-install the packages must be there; the
+// ports the run's servers take must be free.
+func TestRunRefusedOnAMachineIsOneLineAnd254(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		machine func(*machinestest.Server)
+		args    []string
+		says    string
+	}{
+		{"a disk fault without FUSE", func(m *machinestest.Server) { m.NoFUSE = true },
+			[]string{"run", "--system", "redis", "--nemesis", "power-loss", "--no-install"},
+			"has no /dev/fuse, which the faults on the nodes' disks serve them through"},
+		{"a package lacking", func(m *machinestest.Server) { m.Missing = []string{"/usr/lib/postgresql/15/bin/postgres"} },
+			[]string{"run", "--system", "postgres", "--no-install"},
+			"lacks /usr/lib/postgresql/15/bin/postgres (not on root's PATH, or no such file)"},
+		{"a port taken", func(m *machinestest.Server) {
+			m.Listening = []string{`LISTEN 0 511 0.0.0.0:6379 0.0.0.0:* users:(("redis-server",pid=812,fd=6))`, "# group 812 812"}
+		}, []string{"run", "--system", "redis"},
+			"port 6379 is taken by redis-server (pid 812): the run's servers listen there; stop what listens, or use another machine"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			signer, key := machinestest.Key(t)
+			m := machinestest.Serve(t, signer.PublicKey())
+			c.machine(m)
+			file := filepath.Join(t.TempDir(), "machines.txt")
+			if err := os.WriteFile(file, []byte(m.Address()+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			results := filepath.Join(t.TempDir(), "results")
+			code, _, stderr := lockbreaker(t, nil, append(c.args, "--nodes-file", file, "--ssh-private-key", key, "--results", results)...)
+			want := "lockbreaker: machine " + m.Address() + ": " + c.says + "\n"
+			if code != 254 || stderr != want {
+				t.Errorf("exit %d, stderr %q; want 254 and %q", code, stderr, want)
+			}
+			if _, err := os.Stat(results); !os.IsNotExist(err) {
+				t.Errorf("the refused run made %s (stat: %v)", results, err)
+			}
+			if n := m.Installs.Load(); n > 0 {
+				t.Errorf("the refused run installed packages on the machine %d times", n)
+			}
+		})
 	}
 }
