@@ -110,8 +110,9 @@ func markdown(t *testing.T, root, page string) (code, prose []docLine) {
 }
 
 // commandLines are the commands a code line holds: its words without a trailing comment,
-// split at &&, || and ;, each without the variable assignments before it. A line that is
-// no shell command (output, YAML) gives words the caller does not look at.
+// split at &&, || and ;, each without the variable assignments before it, nor the sudo or
+// env that runs it (with their options). A line that is no shell command (output, YAML)
+// gives words the caller does not look at.
 func commandLines(text string) ([][]string, error) {
 	text = strings.TrimPrefix(strings.TrimSpace(text), "$ ")
 	words, err := shellwords.Split(withoutComment(text))
@@ -120,14 +121,17 @@ func commandLines(text string) ([][]string, error) {
 	}
 	var cmds [][]string
 	var cmd []string
+	wrapped := false // after a sudo or env, before the command it runs
 	for _, w := range append(words, ";") {
 		switch {
 		case w == "&&" || w == "||" || w == ";" || w == "|":
 			if len(cmd) > 0 {
 				cmds = append(cmds, cmd)
 			}
-			cmd = nil
-		case len(cmd) == 0 && assignment.MatchString(w):
+			cmd, wrapped = nil, false
+		case len(cmd) == 0 && (w == "sudo" || w == "env"):
+			wrapped = true
+		case len(cmd) == 0 && (assignment.MatchString(w) || wrapped && strings.HasPrefix(w, "-")):
 		default:
 			cmd = append(cmd, w)
 		}
@@ -401,6 +405,8 @@ func TestDocsCommandLinesSplit(t *testing.T) {
 		{"$ lockbreaker run --client-cmd 'python3 my#lock.py'", [][]string{{"lockbreaker", "run", "--client-cmd", "python3 my#lock.py"}}},
 		{"make build && make -C examples/own-service images", [][]string{{"make", "build"}, {"make", "-C", "examples/own-service", "images"}}},
 		{"LOCKBREAKER_APT_MIRROR=http://m/debian lockbreaker images", [][]string{{"lockbreaker", "images"}}},
+		{`sudo env "PATH=$PATH" lockbreaker images --system redis | tee out`, [][]string{{"lockbreaker", "images", "--system", "redis"}, {"tee", "out"}}},
+		{"sudo -E make deps-run", [][]string{{"make", "deps-run"}}},
 		{"# only a comment", nil},
 	} {
 		got, err := commandLines(c.line)
