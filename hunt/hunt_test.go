@@ -42,6 +42,15 @@ func TestMeasureSaysHowFarAFaultReachedIntoALease(t *testing.T) {
 				ev(500*time.Millisecond, 2, history.Acquire, history.OK),
 				fault(1800*time.Millisecond, history.Stop, pause, history.TargetOfClient(1)),
 			}, 0.875, []string{"pause-client waiting 6/4 granted-meanwhile"}, 0}, // 0.375 of its length, granted, another holds
+		{"a waiter frozen for half its lease while another was granted: the lock at work",
+			[]history.Event{
+				ev(0, 1, history.Acquire, history.Invoke),
+				ev(100*time.Millisecond, 0, history.Acquire, history.OK),
+				fault(200*time.Millisecond, history.Start, pause, history.TargetOfClient(1)),
+				ev(300*time.Millisecond, 0, history.Release, history.Invoke),
+				ev(400*time.Millisecond, 2, history.Acquire, history.OK),
+				fault(700*time.Millisecond, history.Stop, pause, history.TargetOfClient(1)),
+			}, 0.125, []string{"pause-client waiting 2/4 granted-meanwhile"}, 0}, // of its length only
 		{"a holder frozen for half its lease",
 			[]history.Event{
 				ev(0, 0, history.Acquire, history.Invoke),
@@ -280,5 +289,24 @@ func TestALockFaultIsNearedByWaitersNotHolders(t *testing.T) {
 		if got := Measure(heldThenWaited, ttl, c.aim); got.Hazards != c.hazards || got.Nearness != c.nearness {
 			t.Errorf("aim %d: hazards %d, nearness %g; want %d, %g", c.aim, got.Hazards, got.Nearness, c.hazards, c.nearness)
 		}
+	}
+}
+
+// A fault's victim is taken in the nearest state it was in while struck: a holder whose
+// extend began under a delay was extending, which a hunt for the lock's fault comes near.
+func TestAHolderWhoseExtendBeganUnderAFaultWasExtending(t *testing.T) {
+	delayed := []history.Event{
+		ev(0, 0, history.Acquire, history.Invoke),
+		ev(100*time.Millisecond, 0, history.Acquire, history.OK),
+		fault(200*time.Millisecond, history.Start, history.DelayExtend.Name, history.TargetOfClient(0)),
+		ev(300*time.Millisecond, 0, history.Extend, history.Invoke),
+		ev(400*time.Millisecond, 1, history.Acquire, history.Invoke),
+		ev(1500*time.Millisecond, 1, history.Acquire, history.OK),
+		ev(1600*time.Millisecond, 0, history.Extend, history.OK),
+		fault(1700*time.Millisecond, history.Stop, history.DelayExtend.Name, history.TargetOfClient(0)),
+	}
+	got := Measure(delayed, ttl, LockFault)
+	if want := (Nth{Fault: history.DelayExtend.Name, Met: history.Extending}); got.Nearest != want || got.Nearness != 0.875 {
+		t.Errorf("nearest %+v, nearness %g; want %+v, 0.875 (0.375 of its length, granted, another holds)", got.Nearest, got.Nearness, want)
 	}
 }

@@ -14,10 +14,10 @@ type Score struct {
 	// near what the hunt looks for (Aim).
 	Hazards int `json:"hazards"`
 	// Nearness is how near its nearest fault came, from 0 to 1, of the faults on a client in
-	// a state near what the hunt looks for when struck (Aim: waiting for the lock or an
-	// extend, or holding it): half for its length (two leases and more: all of it), a
-	// quarter for another client granted the lock while it lasted, a quarter for another
-	// holding it when it ended.
+	// a state near what the hunt looks for while struck (Aim: waiting for the lock or an
+	// extend, or holding it): half for its length (two leases and more: all of it), and once
+	// it outlasted a lease, a quarter for another client granted the lock while it lasted,
+	// a quarter for another holding it when it ended.
 	Nearness float64 `json:"nearness"`
 	// Nearest is that fault, as the how-manieth of its kind (from 0), the schedule's step it
 	// came from; its Fault is "" when no fault came near.
@@ -34,8 +34,8 @@ func (s Score) Value() float64 {
 	return 4*float64(s.Hazards) + 2*s.Nearness + 0.02*float64(s.New)
 }
 
-// Nth is the n-th fault of a kind, from 0, and the state of the client it struck when
-// it did ("" for a node).
+// Nth is the n-th fault of a kind, from 0, and the nearest state the client it struck was
+// in while struck ("" for a node).
 type Nth struct {
 	Fault string              `json:"fault,omitempty"`
 	N     int                 `json:"n,omitempty"`
@@ -104,6 +104,12 @@ func Measure(events []history.Event, ttl time.Duration, aim Aim) Score {
 	begun := map[string]int{} // faults begun, by kind
 	for _, e := range events {
 		states.Follow(e)
+		for _, f := range faults {
+			if f.victim == e.Process && nearer(states.Of(e.Process), f.nth.Met) {
+				f.nth.Met = states.Of(e.Process)
+				f.struck = string(f.nth.Met)
+			}
+		}
 		switch {
 		case e.Hazard != "":
 			if aim.counts(e.Hazard) {
@@ -148,10 +154,15 @@ func Measure(events []history.Event, ttl time.Duration, aim Aim) Score {
 	return score
 }
 
-// nearness is a fault's: of its length against the TTL, another client granted the lock
-// while it lasted, and another holding it when it ended.
+// nearness is a fault's: of its length against the TTL, and, once it outlasted a lease,
+// another client granted the lock while it lasted and another holding it when it ended.
+// A shorter fault leaves its victim's lease running, so grants beside it are the lock
+// working as it should.
 func nearness(lasted, ttl time.Duration, granted, beside bool) float64 {
 	near := lengthPart * min(1, float64(lasted)/float64(nearLeases*ttl))
+	if lasted < ttl {
+		return near
+	}
 	if granted {
 		near += grantedPart
 	}
@@ -159,6 +170,22 @@ func nearness(lasted, ttl time.Duration, granted, beside bool) float64 {
 		near += besidePart
 	}
 	return near
+}
+
+// nearer says whether a client in state now is nearer the lock's business than in was:
+// a fault's victim is taken in the nearest state it was in while struck (a holder whose
+// extend began under a delay was extending).
+func nearer(now, was history.ClientState) bool {
+	rank := func(s history.ClientState) int {
+		switch s {
+		case history.Waiting, history.Extending:
+			return 2
+		case history.Holding:
+			return 1
+		}
+		return 0
+	}
+	return rank(now) > rank(was)
 }
 
 // State names what a fault met: its kind, its victim's state when struck, its length in
