@@ -507,14 +507,11 @@ func TestDocsNameFilesThatExist(t *testing.T) {
 const longSentence = 40
 
 // The docs read in short sentences: none of their prose runs to longSentence words or
-// more. ARCHITECTURE.md, the contributors' map, is not yet held to it.
+// more.
 func TestDocsSentencesAreShort(t *testing.T) {
 	root := repoRoot(t)
 	counted := 0
 	for _, page := range docPages(t, root) {
-		if page == "ARCHITECTURE.md" {
-			continue
-		}
 		_, prose := markdown(t, root, page)
 		for _, unit := range proseUnits(prose) {
 			for _, s := range sentencesOf(unit) {
