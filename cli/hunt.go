@@ -106,6 +106,16 @@ func huntFlags(s *harness.Spec) (*flag.FlagSet, *huntOptions) {
 	return fs, opts
 }
 
+// takes says what more of a step each of faults follows, as its nemesis says.
+func takes(faults []string) map[string]hunt.Takes {
+	takes := map[string]hunt.Takes{}
+	for _, name := range faults {
+		s, _ := nemesis.ScriptingOf(name)
+		takes[name] = hunt.Takes{State: s.Clients, HoldOn: s.HoldsOn}
+	}
+	return takes
+}
+
 // aimOf is what a hunt for the checkers want looks for: the lock's own fault when it wants
 // lease-safety alone.
 func aimOf(want []string) hunt.Aim {
@@ -183,7 +193,7 @@ func cmdHunt(ctx context.Context, args []string, stdout io.Writer) (int, error) 
 	fmt.Fprintf(stdout, "hunting %s with %s (%s) for a violation of %s: at most %d trials of %s, in %s; in %s\n", command.Escape(base.Test),
 		strings.Join(base.Nemesis, ","), mode, strings.Join(opts.want, ","), opts.trials, base.TimeLimit.Std(), opts.budget.Std(), command.Escape(store.Dir()))
 	saved := hunt.Saved{Base: base, Faults: base.Nemesis, For: opts.want, Feedback: !opts.random, Seed: base.Seed}
-	saved.Result, err = hunt.Search(ctx, base, hunt.NewSpace(base, base.Nemesis, checked.Nodes(), aimOf(opts.want)), trials.run,
+	saved.Result, err = hunt.Search(ctx, base, hunt.NewSpace(base, base.Nemesis, takes(base.Nemesis), checked.Nodes(), aimOf(opts.want)), trials.run,
 		hunt.Options{Feedback: !opts.random, Budget: opts.budget.Std(), Trials: opts.trials, Seed: base.Seed, Progress: stdout})
 	if err != nil {
 		return 0, errors.Join(err, hunt.Write(store.Dir(), saved))

@@ -84,7 +84,7 @@ func TestMeasureSaysHowFarAFaultReachedIntoALease(t *testing.T) {
 	}
 }
 
-var space = Space{Faults: []string{"pause-client", "pause-node"}, Span: 10 * time.Second, Targets: 15,
+var space = Space{Faults: []string{"pause-client", "pause-node"}, Takes: map[string]Takes{"pause-client": {State: true, HoldOn: true}}, Span: 10 * time.Second, Targets: 15,
 	Shortest: 100 * time.Millisecond, Longest: 3 * time.Second, Lease: ttl, MaxSteps: 3}
 
 func TestSchedulesStayInTheirSpace(t *testing.T) {
@@ -112,7 +112,7 @@ func TestSchedulesStayInTheirSpace(t *testing.T) {
 			if st.Target >= space.Targets || st.For.Std() < space.Shortest || st.For.Std() > space.Longest {
 				t.Fatalf("step %s out of its space", st)
 			}
-			if scripting := scripting(st.Fault); st.When != "" && !scripting.Clients || st.Until != "" && !scripting.HoldsOn || !slices.Contains(space.states(), st.When) {
+			if takes := space.Takes[st.Fault]; st.When != "" && !takes.State || st.Until != "" && !takes.HoldOn || !slices.Contains(space.states(), st.When) {
 				t.Fatalf("step %s waits for a state or holds on where its fault cannot, or for a state not near", st)
 			}
 		}

@@ -8,15 +8,16 @@ import (
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
-	"github.com/lockbreaker/lockbreaker/nemesis"
 	"github.com/lockbreaker/lockbreaker/spec"
 )
 
 // Space is what a trial's schedule is drawn from: the faults, when they may begin, whom
 // they may strike and how long they may last.
 type Space struct {
-	// Faults are the nemeses a step may be a fault of.
+	// Faults are the nemeses a step may be a fault of, and Takes what more of a step each
+	// follows (none when it is not there).
 	Faults []string
+	Takes  map[string]Takes
 	// Span is the trial's time limit: a step begins within it.
 	Span time.Duration
 	// Targets is how many victims a step's target tells apart (spec.Step.Target is taken
@@ -35,13 +36,14 @@ type Space struct {
 	Aim Aim
 }
 
-// NewSpace is the space of a trial of base with faults, for a hunt that looks for what aim
-// says: lengths from a tenth of the TTL to three TTLs (within the time limit), targets
-// telling apart every client and every node.
-func NewSpace(base spec.Spec, faults []string, nodes int, aim Aim) Space {
+// NewSpace is the space of a trial of base with faults, which take what takes says, for a
+// hunt that looks for what aim says: lengths from a tenth of the TTL to three TTLs (within
+// the time limit), targets telling apart every client and every node.
+func NewSpace(base spec.Spec, faults []string, takes map[string]Takes, nodes int, aim Aim) Space {
 	ttl := base.TTL.Std()
 	return Space{
 		Faults:   faults,
+		Takes:    takes,
 		Span:     base.TimeLimit.Std(),
 		Targets:  max(1, base.Clients*max(1, nodes)),
 		Shortest: max(time.Millisecond, ttl/10),
@@ -111,7 +113,7 @@ func (sp Space) states() []history.ClientState {
 // restate draws the state st waits for, if its fault takes one.
 func (sp Space) restate(st *spec.Step, rng *rand.Rand) {
 	st.When = ""
-	if scripting(st.Fault).Clients {
+	if sp.Takes[st.Fault].State {
 		states := sp.states()
 		st.When = states[rng.Intn(len(states))]
 	}
@@ -120,15 +122,18 @@ func (sp Space) restate(st *spec.Step, rng *rand.Rand) {
 // rehold draws whether st holds on until a takeover, if its fault can.
 func (sp Space) rehold(st *spec.Step, rng *rand.Rand) {
 	st.Until = ""
-	if scripting(st.Fault).HoldsOn {
+	if sp.Takes[st.Fault].HoldOn {
 		st.Until = []spec.Until{"", spec.Takeover}[rng.Intn(2)]
 	}
 }
 
-// scripting is what of a step fault follows.
-func scripting(fault string) nemesis.Scripting {
-	s, _ := nemesis.ScriptingOf(fault)
-	return s
+// Takes is what more of a step a fault follows than its moment, target and length: the
+// caller's to say (the nemeses' Scripting), so that a hunt links no nemesis.
+type Takes struct {
+	// State: its victim is a lock client, so a step may wait for one in a state.
+	State bool
+	// HoldOn: a fault of it can hold on until another client took the lock over.
+	HoldOn bool
 }
 
 // length draws a step's length evenly on a log scale between Shortest and Longest.
@@ -256,7 +261,7 @@ func (sp Space) change(steps []spec.Step, i, change int, met history.ClientState
 	case rehold:
 		sp.rehold(st, rng)
 	case pin:
-		if scripting(st.Fault).Clients {
+		if sp.Takes[st.Fault].State {
 			st.When = met
 		}
 	case addOne:
