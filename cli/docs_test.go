@@ -830,3 +830,39 @@ func TestTutorialShowsTheWholeGoInterface(t *testing.T) {
 		}
 	}
 }
+
+// contentsAfter is how long a page may run before it needs a table of contents, in lines.
+const contentsAfter = 200
+
+// A long page opens with its contents: a **Contents** list that links each of its `## `
+// sections, in order (the README, the front page, is exempt: its first screen says how to
+// get lockbreaker).
+func TestLongDocsHaveContents(t *testing.T) {
+	root := repoRoot(t)
+	for _, page := range docPages(t, root) {
+		code, prose := markdown(t, root, page)
+		if page == "README.md" || len(code)+len(prose) <= contentsAfter {
+			continue
+		}
+		var sections, listed []string
+		inContents := false
+		for _, l := range prose {
+			switch {
+			case strings.HasPrefix(l.text, "## "):
+				sections = append(sections, slug(strings.TrimPrefix(l.text, "## ")))
+				inContents = false
+			case strings.TrimSpace(l.text) == "**Contents**":
+				inContents = true
+			case inContents:
+				for _, m := range link.FindAllStringSubmatch(l.text, -1) {
+					if anchor, ok := strings.CutPrefix(m[1], "#"); ok {
+						listed = append(listed, anchor)
+					}
+				}
+			}
+		}
+		if !slices.Equal(listed, sections) {
+			t.Errorf("%s runs to %d lines: its **Contents** list links %q, want its sections %q", page, len(code)+len(prose), listed, sections)
+		}
+	}
+}
