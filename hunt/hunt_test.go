@@ -42,7 +42,7 @@ func TestMeasureSaysHowFarAFaultReachedIntoALease(t *testing.T) {
 				ev(500*time.Millisecond, 2, history.Acquire, history.OK),
 				fault(1800*time.Millisecond, history.Stop, pause, history.TargetOfClient(1)),
 			}, 0.875, []string{"pause-client waiting 6/4 granted-meanwhile"}, 0}, // 0.375 of its length, granted, another holds
-		{"a waiter frozen for half its lease while another was granted: the lock at work",
+		{"a waiter frozen for half its lease while another was granted, thawed beside its holder",
 			[]history.Event{
 				ev(0, 1, history.Acquire, history.Invoke),
 				ev(100*time.Millisecond, 0, history.Acquire, history.OK),
@@ -50,7 +50,7 @@ func TestMeasureSaysHowFarAFaultReachedIntoALease(t *testing.T) {
 				ev(300*time.Millisecond, 0, history.Release, history.Invoke),
 				ev(400*time.Millisecond, 2, history.Acquire, history.OK),
 				fault(700*time.Millisecond, history.Stop, pause, history.TargetOfClient(1)),
-			}, 0.125, []string{"pause-client waiting 2/4 granted-meanwhile"}, 0}, // of its length only
+			}, 0.625, []string{"pause-client waiting 2/4 granted-meanwhile"}, 0}, // 0.125 of its length, granted, another holds
 		{"a holder frozen for half its lease",
 			[]history.Event{
 				ev(0, 0, history.Acquire, history.Invoke),

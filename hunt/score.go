@@ -15,9 +15,9 @@ type Score struct {
 	Hazards int `json:"hazards"`
 	// Nearness is how near its nearest fault came, from 0 to 1, of the faults on a client in
 	// a state near what the hunt looks for while struck (Aim: waiting for the lock or an
-	// extend, or holding it): half for its length (two leases and more: all of it), and once
-	// it outlasted a lease, a quarter for another client granted the lock while it lasted,
-	// a quarter for another holding it when it ended.
+	// extend, or holding it): half for its length (two leases and more: all of it), a
+	// quarter for another client granted the lock while it lasted, a quarter for another
+	// holding it when it ended.
 	Nearness float64 `json:"nearness"`
 	// Nearest is that fault, as the how-manieth of its kind (from 0), the schedule's step it
 	// came from; its Fault is "" when no fault came near.
@@ -154,15 +154,12 @@ func Measure(events []history.Event, ttl time.Duration, aim Aim) Score {
 	return score
 }
 
-// nearness is a fault's: of its length against the TTL, and, once it outlasted a lease,
-// another client granted the lock while it lasted and another holding it when it ended.
-// A shorter fault leaves its victim's lease running, so grants beside it are the lock
-// working as it should.
+// nearness is a fault's: of its length against the TTL, another client granted the lock
+// while it lasted, and another holding it when it ended. A grant beside a fault shorter
+// than a lease counts too: it says the victim was struck where the lock changed hands,
+// which a longer fault there makes the danger (measured: docs/hunting.md).
 func nearness(lasted, ttl time.Duration, granted, beside bool) float64 {
 	near := lengthPart * min(1, float64(lasted)/float64(nearLeases*ttl))
-	if lasted < ttl {
-		return near
-	}
 	if granted {
 		near += grantedPart
 	}
