@@ -256,6 +256,9 @@ func TestCIWorkflowCommandsParse(t *testing.T) {
 // artifact's paths find them. The suite file of the tutorial itself runs in
 // examples/python's TestTutorial, on Redis.
 func TestCIWorkflowRunsHere(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a suite of the harness's own lock for seconds")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("the workflow runs lockbreaker as root (sudo)")
 	}
