@@ -96,7 +96,7 @@ func (l linksLever) Strike(p int, f nemesis.LinkFault) error {
 	if w == nil {
 		return err // one that has exited sends nothing more
 	}
-	reach := links.Reach{Node: f.Reach.Node, Answers: f.Reach.Answers}
+	reach := links.Reach{Node: f.Reach.Node, Answers: f.Reach.Answers, LockOnly: f.Reach.LockOnly}
 	switch f.Effect {
 	case nemesis.Slow:
 		return l.set.Slow(w.slot, reach, f.Latency, f.Jitter)

@@ -75,11 +75,13 @@ func (s *Set) Storage(slot int) string {
 // what the client sends, on every link.
 type Reach struct {
 	// Node is the node whose link is struck, 1 for the first; 0 strikes every link, the
-	// storage's too.
+	// storage's too unless LockOnly.
 	Node int
 	// Answers strikes what comes back to the client (Toxiproxy's downstream) instead of
 	// what it sends (upstream).
 	Answers bool
+	// LockOnly spares the storage's link when Node is 0: the fault is on the lock service.
+	LockOnly bool
 }
 
 // Slow adds latency, give or take jitter, to what r reaches of slot's client's links,
@@ -94,8 +96,11 @@ func (s *Set) addToSlot(slot int, r Reach, name, typ, attrs string) error {
 	if r.Node < 0 || r.Node >= len(ps) { // the storage's proxy is last
 		return fmt.Errorf("links: no node %d (the client has links to %d nodes)", r.Node, len(ps)-1)
 	}
-	if r.Node > 0 {
+	switch {
+	case r.Node > 0:
 		ps = ps[r.Node-1 : r.Node]
+	case r.LockOnly:
+		ps = ps[:len(ps)-1]
 	}
 	stream := "upstream"
 	if r.Answers {

@@ -273,20 +273,7 @@ func TestSilenceOfNoLengthLastsUntilHealed(t *testing.T) {
 // A fault reaching one node's link and its answers: a request to that node is applied at
 // once and answered a latency later; a reach beyond the client's nodes is refused.
 func TestSlowAnswersOfOneNode(t *testing.T) {
-	var addrs []string
-	for range 3 {
-		store, err := storage.Listen("127.0.0.1:0", false, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { store.Close() })
-		addrs = append(addrs, store.Addr())
-	}
-	set, err := Open(netip.MustParseAddr("127.0.0.1"), 1, addrs[:2], addrs[2])
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(set.Close)
+	set := twoNodes(t)
 	const latency = 200 * time.Millisecond
 	if err := set.Slow(0, Reach{Node: 1, Answers: true}, latency, 0); err != nil {
 		t.Fatal(err)
@@ -308,4 +295,40 @@ func TestSlowAnswersOfOneNode(t *testing.T) {
 		t.Errorf("n1 applied the read %s before its answer came, less than the answers' latency %s",
 			time.Duration(answered-resp.Applied), latency)
 	}
+}
+
+// A fault on the lock's links alone (LockOnly) slows every node's link and spares the
+// storage's, so a holder it strikes still reads and writes in time.
+func TestALockOnlyReachSparesTheStoragesLink(t *testing.T) {
+	set := twoNodes(t)
+	if err := set.Slow(0, Reach{Answers: true, LockOnly: true}, time.Second, 0); err != nil {
+		t.Fatal(err)
+	}
+	ps := set.proxies[0]
+	for i, p := range ps {
+		slowed := p.Toxics.GetToxic(slowToxic+"-answers") != nil
+		if storage := i == len(ps)-1; slowed == storage {
+			t.Errorf("link %d of %d (the storage's is last) slowed: %t", i+1, len(ps), slowed)
+		}
+	}
+}
+
+// twoNodes is one client's links to two nodes and the storage, all three storage servers.
+func twoNodes(t *testing.T) *Set {
+	t.Helper()
+	var addrs []string
+	for range 3 {
+		store, err := storage.Listen("127.0.0.1:0", false, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { store.Close() })
+		addrs = append(addrs, store.Addr())
+	}
+	set, err := Open(netip.MustParseAddr("127.0.0.1"), 1, addrs[:2], addrs[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(set.Close)
+	return set
 }

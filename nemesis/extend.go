@@ -9,10 +9,11 @@ import (
 
 // delayExtend slows the answers to a holder's extend (--extend-every), the slow path of
 // redsync v4.3.0's bug: from a grant on, what the holder receives (from every node, or
-// from --link-node's alone) is delayed by env.Pause until its next extend has been
-// answered, so an extend that renews the lease for a TTL is heard of a delay later. Its
-// hazard is that danger made real: another client was granted the lock while the holder
-// waited for the answer. A correct extend then says the lease ran out, or cannot say, and
+// from --link-node's alone; never the storage's, which would hold the holder back from
+// asking in time) is delayed by env.Pause until its next extend has been answered, so an
+// extend that renews the lease for a TTL is heard of a delay later. Its hazard is that
+// danger made real: another client was granted the lock while the holder waited for the
+// answer to an extend it asked within its lease. A correct extend then says the lease ran out, or cannot say, and
 // the holder does not write; a broken one says yes. On a written schedule, a step's moment
 // is when it waits for the next grant from, and its length the delay; its target is that
 // grant's holder, whatever the step's.
@@ -27,7 +28,7 @@ func (delayExtend) scripting() Scripting    { return Scripting{} }
 
 func (delayExtend) Run(ctx context.Context, env Env) error {
 	w := watch(env.Subscribe())
-	reach := LinkReach{Node: env.Reach.Node, Answers: true} // the requests go out at once: the renewal is made
+	reach := LinkReach{Node: env.Reach.Node, Answers: true, LockOnly: true} // the requests go out at once: the renewal is made
 	return w.schedule(ctx, env, func(d draw) error {
 		f := LinkFault{Effect: Slow, Latency: d.length, Reach: reach}
 		detail := map[string]string{delayDetail: d.length.String(), linkDetail: reach.String()}
@@ -43,7 +44,8 @@ func (delayExtend) Run(ctx context.Context, env Env) error {
 
 // seeGrantsInExtend follows the history until holder p's next extend has been answered or
 // p releases, at most two leases and the delay, twice over, and records the hazard of
-// delay-extend for each other client granted the lock while that extend waited.
+// delay-extend for each other client granted the lock while that extend waited, if it was
+// asked within p's lease: one asked later renewed nothing, and is rightly refused.
 func (w *watcher) seeGrantsInExtend(ctx context.Context, env Env, p int, delay time.Duration) {
 	stop := func() {}
 	defer func() { stop() }()
@@ -56,6 +58,9 @@ func (w *watcher) seeGrantsInExtend(ctx context.Context, env Env, p int, delay t
 			return
 		case e.Process != p:
 		case e.Func == history.Extend && e.Type == history.Invoke:
+			if e.Time >= w.leaseEnd(p, env.TTL) {
+				return
+			}
 			stop = w.seeTakeovers(env, history.DelayExtend.Name, history.GrantedInExtend, p)
 		case e.Func == history.Extend, e.Func == history.Release:
 			return

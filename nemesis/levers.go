@@ -303,6 +303,8 @@ type LinkReach struct {
 	Node int
 	// Answers strikes what comes back to the client instead of what it sends.
 	Answers bool
+	// LockOnly spares the storage's link when Node is 0: the fault is on the lock service.
+	LockOnly bool
 }
 
 // String says where r strikes, for logs and details: "" for the zero LinkReach.
@@ -310,6 +312,9 @@ func (r LinkReach) String() string {
 	var where []string
 	if r.Node > 0 {
 		where = append(where, "n"+strconv.Itoa(r.Node)+"'s link")
+	}
+	if r.Node == 0 && r.LockOnly {
+		where = append(where, "the lock's links")
 	}
 	if r.Answers {
 		where = append(where, "answers")
