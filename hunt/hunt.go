@@ -168,7 +168,7 @@ func next(space Space, rng *rand.Rand, feedback bool, trials []Record, corpus []
 			continue
 		}
 		parent := pick(trials, corpus, rng)
-		if s := space.mutate(trials[parent].Schedule, trials[parent].Score.Nearest, rng); !tried[spec.ScheduleText(s)] {
+		if s := space.mutate(trials[parent].Schedule, trials[parent].Score, rng); !tried[spec.ScheduleText(s)] {
 			return s, parent + 1
 		}
 	}

@@ -93,7 +93,7 @@ func TestSchedulesStayInTheirSpace(t *testing.T) {
 	for i := range 5000 {
 		switch i % 3 {
 		case 0:
-			s = space.mutate(s, Nth{Fault: s[0].Fault, Met: history.Waiting}, rng)
+			s = space.mutate(s, Score{Nearest: Nth{Fault: s[0].Fault, Met: history.Waiting}}, rng)
 		case 1:
 			s = space.fresh(rng)
 		default:
@@ -119,6 +119,39 @@ func TestSchedulesStayInTheirSpace(t *testing.T) {
 		if err := base.Validate(); err != nil && !strings.Contains(err.Error(), "--clients") {
 			t.Fatalf("schedule %s: %v", spec.ScheduleText(s), err)
 		}
+	}
+}
+
+// A mutation that takes the nearest step past a lease takes every step that came near
+// with it: the score's nearest need not be the step the danger needs. (Other changes of the
+// same mutation may change either again, so this holds of most such children, not all.)
+func TestTakingTheNearestPastALeaseTakesEveryNearStep(t *testing.T) {
+	parent := []spec.Step{
+		{Fault: "pause-client", At: spec.Duration(time.Second), Target: 1, For: spec.Duration(100 * time.Millisecond)},
+		{Fault: "pause-node", At: spec.Duration(3 * time.Second), Target: 2, For: spec.Duration(100 * time.Millisecond)},
+		{Fault: "pause-client", At: spec.Duration(5 * time.Second), Target: 3, For: spec.Duration(100 * time.Millisecond)},
+	}
+	nearest, other := Nth{Fault: "pause-client", N: 1, Met: history.Waiting}, Nth{Fault: "pause-client", N: 0, Met: history.Extending}
+	score := Score{Nearest: nearest, Near: []Nth{other, nearest}}
+	past := func(st spec.Step) bool { return st.For.Std() >= ttl && st.For.Std() <= 2*ttl }
+	rng := rand.New(rand.NewSource(1))
+	var nearestPast, bothPast, thirdPast int
+	for range 2000 {
+		child := space.mutate(parent, score, rng)
+		if len(child) != len(parent) || !past(child[2]) {
+			continue
+		}
+		nearestPast++
+		if past(child[0]) {
+			bothPast++
+		}
+		if past(child[1]) {
+			thirdPast++
+		}
+	}
+	if nearestPast < 100 || bothPast < nearestPast*8/10 || thirdPast > nearestPast/10 {
+		t.Errorf("of %d children whose nearest step went past a lease, the other near step did in %d, the step not near in %d: want most, few",
+			nearestPast, bothPast, thirdPast)
 	}
 }
 

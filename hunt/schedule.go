@@ -142,22 +142,34 @@ func (sp Space) length(rng *rand.Rand) time.Duration {
 	return time.Duration(math.Exp(lo + rng.Float64()*(hi-lo)))
 }
 
-// mutate changes one to three things of a schedule that came near: of a step its moment
-// (by up to a twentieth of the span either way), its target, its length (half to twice),
-// its fault, the state it waits for, whether it holds on, or a step added or taken away.
-// Most changes are of the step that came nearest, and of that one mostly a longer length
-// (once to twice, or one to two leases), or the state it waits for made the one its victim
-// was in: its moment and target found a client in the lock's business, which waiting for
-// that state finds again in a run that goes otherwise, and nearness is mostly how far its
-// length reached into a lease.
-func (sp Space) mutate(parent []spec.Step, nearest Nth, rng *rand.Rand) []spec.Step {
+// mutate changes one to three things of a schedule that came near (as score says): of a
+// step its moment (by up to a twentieth of the span either way), its target, its length
+// (half to twice), its fault, the state it waits for, whether it holds on, or a step added
+// or taken away. Most changes are of the step that came nearest, and of that one mostly a
+// longer length (once to twice, or one to two leases, which every step that came near
+// is made too), or the state it waits for made the one its victim was in: its moment and
+// target found a client in the lock's business, which waiting for that state finds again
+// in a run that goes otherwise, and nearness is mostly how far its length reached into a
+// lease. The nearest by the score need not be the one the danger needs (a delayed waiter
+// is granted beside others as a rule, a delayed extend only near the danger), so each
+// that came near is taken past a lease with it.
+func (sp Space) mutate(parent []spec.Step, score Score, rng *rand.Rand) []spec.Step {
 	steps := slices.Clone(parent)
 	for range changes(rng) {
 		i, weights := rng.Intn(len(steps)), evenly
-		if near, ok := stepOf(steps, nearest); ok && rng.Float64() < focus {
+		near, ok := stepOf(steps, score.Nearest)
+		if ok && rng.Float64() < focus {
 			i, weights = near, nearly
 		}
-		steps = sp.change(steps, i, pickChange(weights, rng), nearest.Met, rng)
+		change := pickChange(weights, rng)
+		if change == pastLease && ok && i == near {
+			for _, nth := range score.Near {
+				if j, ok := stepOf(steps, nth); ok && j != i {
+					steps = sp.change(steps, j, pastLease, score.Nearest.Met, rng)
+				}
+			}
+		}
+		steps = sp.change(steps, i, change, score.Nearest.Met, rng)
 	}
 	return sp.tidy(steps)
 }

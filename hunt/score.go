@@ -22,6 +22,8 @@ type Score struct {
 	// Nearest is that fault, as the how-manieth of its kind (from 0), the schedule's step it
 	// came from; its Fault is "" when no fault came near.
 	Nearest Nth `json:"nearest,omitempty"`
+	// Near are the faults that came near at all, Nearest among them, in the order they ended.
+	Near []Nth `json:"near,omitempty"`
 	// States are the states of the lock its faults met (State), sorted.
 	States []string `json:"states,omitempty"`
 	// New is how many of States no trial before had met.
@@ -136,8 +138,11 @@ func Measure(events []history.Event, ttl time.Duration, aim Aim) Score {
 			delete(faults, key)
 			lasted := time.Duration(e.Time - f.start)
 			granted := grants > f.grants
-			if near := nearness(lasted, ttl, granted, owner >= 0 && owner != f.victim); aim.near(f.nth.Met) && near > score.Nearness {
-				score.Nearness, score.Nearest = near, f.nth
+			if near := nearness(lasted, ttl, granted, owner >= 0 && owner != f.victim); aim.near(f.nth.Met) && near > 0 {
+				score.Near = append(score.Near, f.nth)
+				if near > score.Nearness {
+					score.Nearness, score.Nearest = near, f.nth
+				}
 			}
 			seen[State(e.Fault, f.struck, lasted, ttl, granted)] = true
 		case e.Process >= 0 && e.Func == history.Acquire && e.Type == history.OK:
