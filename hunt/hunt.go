@@ -97,7 +97,8 @@ func Search(ctx context.Context, base spec.Spec, space Space, trial Trial, opts 
 	var res Result
 	tried := map[string]bool{}
 	met := map[string]bool{}
-	var corpus []int // trials that came near, by index
+	var corpus []int           // trials that came near, by index
+	deepened := map[int]bool{} // the corpus's trials already taken past a lease (deepen)
 	progress := opts.Progress
 	if progress == nil {
 		progress = io.Discard
@@ -107,7 +108,7 @@ func Search(ctx context.Context, base spec.Spec, space Space, trial Trial, opts 
 			res.Spent = true
 			break
 		}
-		schedule, parent := next(space, rng, opts.Feedback, res.Trials, corpus, tried)
+		schedule, parent := next(space, rng, opts.Feedback, res.Trials, corpus, tried, deepened)
 		tried[spec.ScheduleText(schedule)] = true
 		s := base
 		s.Schedule, s.Seed = schedule, base.Seed+int64(n)
@@ -153,7 +154,19 @@ func better(rec Record, trials []Record) bool {
 }
 
 // next is the next trial's schedule and the trial it mutated (from 1; 0: drawn afresh).
-func next(space Space, rng *rand.Rand, feedback bool, trials []Record, corpus []int, tried map[string]bool) ([]spec.Step, int) {
+// With feedback, the newest trial that came near and was not yet taken past a lease is
+// first (deepen): a lease lock's dangers lie past its lease, so that is the child most
+// likely to find one; then mutations of the corpus, and a fifth drawn afresh.
+func next(space Space, rng *rand.Rand, feedback bool, trials []Record, corpus []int, tried map[string]bool, deepened map[int]bool) ([]spec.Step, int) {
+	for _, parent := range slices.Backward(corpus) {
+		if !feedback || deepened[parent] {
+			continue
+		}
+		deepened[parent] = true
+		if s := space.deepen(trials[parent].Schedule, trials[parent].Score, rng); !tried[spec.ScheduleText(s)] {
+			return s, parent + 1
+		}
+	}
 	for range 100 {
 		if !feedback {
 			if s := space.blind(rng); !tried[spec.ScheduleText(s)] {

@@ -155,6 +155,67 @@ func TestTakingTheNearestPastALeaseTakesEveryNearStep(t *testing.T) {
 	}
 }
 
+// deepen takes each step that came near and fell short of a lease past one, and nothing else.
+func TestDeepenTakesTheNearStepsPastALease(t *testing.T) {
+	parent := []spec.Step{
+		{Fault: "pause-client", At: spec.Duration(time.Second), Target: 1, For: spec.Duration(100 * time.Millisecond)},
+		{Fault: "pause-node", At: spec.Duration(3 * time.Second), Target: 2, For: spec.Duration(100 * time.Millisecond)},
+		{Fault: "pause-client", At: spec.Duration(5 * time.Second), Target: 3, For: spec.Duration(3 * ttl / 2)},
+	}
+	score := Score{Nearest: Nth{Fault: "pause-client", N: 1}, Near: []Nth{{Fault: "pause-client"}, {Fault: "pause-client", N: 1}}}
+	rng := rand.New(rand.NewSource(1))
+	for range 100 {
+		child := space.deepen(parent, score, rng)
+		if d := child[0].For.Std(); d < ttl || d > 2*ttl {
+			t.Fatalf("a near step of %s made %s long, want one to two leases", parent[0].For.Std(), d)
+		}
+		if !slices.Equal(child[1:], parent[1:]) {
+			t.Fatalf("deepen changed a step not near or already past a lease: %s from %s", spec.ScheduleText(child), spec.ScheduleText(parent))
+		}
+	}
+}
+
+// With feedback, the trial after one that came near, short of a lease, is that trial with
+// its near steps taken past a lease.
+func TestATrialThatCameNearIsFirstTakenPastALease(t *testing.T) {
+	base := spec.Spec{TTL: spec.Duration(ttl), TimeLimit: spec.Duration(10 * time.Second), Clients: 5}
+	checked := 0
+	for seed := range int64(40) {
+		res, err := Search(context.Background(), base, space, func(ctx context.Context, s spec.Spec) (Outcome, error) { return toyNear(s), nil },
+			Options{Feedback: true, Budget: time.Hour, Trials: 2, Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, second := res.Trials[0], res.Trials[1]
+		short := map[int]bool{}
+		for _, nth := range first.Score.Near {
+			if i, ok := stepOf(first.Schedule, nth); ok && first.Schedule[i].For.Std() < ttl {
+				short[i] = true
+			}
+		}
+		if len(short) == 0 {
+			continue
+		}
+		checked++
+		if second.Parent != 1 || len(second.Schedule) != len(first.Schedule) {
+			t.Fatalf("seed %d: trial 2 is %s from %d, want trial 1's %s deepened", seed, spec.ScheduleText(second.Schedule), second.Parent, spec.ScheduleText(first.Schedule))
+		}
+		for i, st := range second.Schedule {
+			was := first.Schedule[i]
+			if short[i] && (st.For.Std() < ttl || st.For.Std() > 2*ttl) || !short[i] && st.For != was.For {
+				t.Errorf("seed %d: step %s became %s", seed, was, st)
+			}
+			st.For, was.For = 0, 0
+			if st != was {
+				t.Errorf("seed %d: step %s became %s: only a length may change", seed, was, st)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no first trial came near short of a lease")
+	}
+}
+
 // toy is a lock whose bug needs a client frozen for more than 1.2 of its leases while it
 // waits: client c waits from 2c s to 2c+1.5 s of each trial (five clients), and is idle
 // otherwise; nobody is ever granted the lock. A step that waits for a state begins once a

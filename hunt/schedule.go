@@ -174,6 +174,18 @@ func (sp Space) mutate(parent []spec.Step, score Score, rng *rand.Rand) []spec.S
 	return sp.tidy(steps)
 }
 
+// deepen takes every step of a schedule that came near (as score says) past a lease, one
+// that already outlasted one kept as it is, and changes nothing else.
+func (sp Space) deepen(parent []spec.Step, score Score, rng *rand.Rand) []spec.Step {
+	steps := slices.Clone(parent)
+	for _, nth := range score.Near {
+		if i, ok := stepOf(steps, nth); ok && steps[i].For.Std() < sp.Lease {
+			steps = sp.change(steps, i, pastLease, nth.Met, rng)
+		}
+	}
+	return sp.tidy(steps)
+}
+
 // changes is how many changes a mutation makes: one half the time, two or three the rest,
 // so that most children keep most of what made their parent near.
 func changes(rng *rand.Rand) int {
