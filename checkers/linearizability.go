@@ -199,6 +199,11 @@ func (st *searchState) add(ctx context.Context, p part) {
 		}
 	}
 	st.operations += len(modelled) // the history's; extra ones are the model's own
+	// A key found illegal in a piece before is not searched again (below): a piece of such
+	// keys alone needs none of what a search is made from (its extra operations, its page).
+	if !slices.ContainsFunc(modelled, func(op *history.Op) bool { return !st.illegal[op.Invoke.Key] }) {
+		return
+	}
 	if l.extra != nil {
 		if extra := l.extra(p); len(extra) > 0 {
 			// After the history's operations invoked at the same time: operations wants
@@ -209,10 +214,7 @@ func (st *searchState) add(ctx context.Context, p part) {
 	}
 	keys, groups := byKey(modelled, func(op *history.Op) string { return op.Invoke.Key })
 	infinity, tl := p.infinity, p.tl
-	var page visualisation
-	if st.dir != "" {
-		page = newVisualisation(p.events, tl, infinity)
-	}
+	var page *visualisation // made for the first key drawn
 
 	proof, doubt := &st.proof, &st.doubt
 	for _, key := range keys {
@@ -241,6 +243,9 @@ func (st *searchState) add(ctx context.Context, p part) {
 		}
 		// A history judged in pieces draws only where a search found it illegal.
 		if draw && s.verbose && (!p.streamed || s.result == porcupine.Illegal) {
+			if page == nil {
+				page = newVisualisation(p.events, tl, infinity)
+			}
 			name := st.files.next(string(st.name), key)
 			if err := page.write(filepath.Join(st.dir, name), s.model, s); err != nil {
 				doubt.addf("key %s: %v", key, err)

@@ -39,8 +39,8 @@ type visualisation struct {
 	infinity int64 // an indeterminate operation's return time (see operations)
 }
 
-func newVisualisation(events []history.Event, tl timeline, infinity int64) visualisation {
-	return visualisation{faults: faultAnnotations(history.Faults(events), tl), tl: tl, infinity: infinity}
+func newVisualisation(events []history.Event, tl timeline, infinity int64) *visualisation {
+	return &visualisation{faults: faultAnnotations(history.Faults(events), tl), tl: tl, infinity: infinity}
 }
 
 // visualiseLimit caps the operations a page shows: a key with more is drawn around where
