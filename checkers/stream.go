@@ -380,11 +380,7 @@ func (s *Stream) cut() {
 		return
 	}
 	s.point()
-	ops := make([]*history.Op, len(s.ops))
-	for i := range s.ops {
-		ops[i] = &s.ops[i]
-	}
-	t, storage, ok := findCut(ops, s.place.storage)
+	t, storage, ok := findCut(s.ops, s.place.storage)
 	if !ok {
 		s.tryAt = len(s.ops) + max(s.limits.PieceOps/4, 1)
 		return
