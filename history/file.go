@@ -223,16 +223,71 @@ func parse(r io.Reader, path string, lines int) (File, error) {
 
 // Scan reads a history file as ReadFile does, but hands each event to visit as it is read
 // and keeps none, so that a history larger than memory can be judged (checkers.Stream). It
-// refuses what ReadFile refuses, possibly after visit has seen the events before the bad
-// line; the note is File.Note's. An error from visit stops the scan and is returned.
+// refuses what ReadFile refuses, after visit has seen the events before the bad line; the
+// note is File.Note's. An error from visit stops the scan and is returned.
+//
+// The file is read, decoded and checked in a goroutine of its own, a few batches of events
+// ahead of visit, so that on two cores reading overlaps what visit does with the events.
 func Scan(path string, visit func(Event) error) (note string, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", fmt.Errorf("read history: %w", err)
 	}
 	defer f.Close()
-	return scan(bufio.NewReaderSize(f, 1<<20), path, visit)
+	batches := make(chan []Event, scanAhead)
+	spent := make(chan []Event, scanAhead+1) // batches visited, to fill again
+	stop := make(chan struct{})              // closed when visit fails
+	var scanErr error
+	go func() {
+		defer close(batches)
+		batch := make([]Event, 0, scanBatch)
+		send := func() error {
+			select {
+			case batches <- batch:
+			case <-stop:
+				return errScanStopped
+			}
+			select {
+			case batch = <-spent:
+				batch = batch[:0]
+			default:
+				batch = make([]Event, 0, scanBatch)
+			}
+			return nil
+		}
+		note, scanErr = scan(bufio.NewReaderSize(f, 1<<20), path, func(e Event) error {
+			if batch = append(batch, e); len(batch) == scanBatch {
+				return send()
+			}
+			return nil
+		})
+		if len(batch) > 0 { // the events before the end, or before a bad line
+			send()
+		}
+	}()
+	for batch := range batches {
+		for i := range batch {
+			if err := visit(batch[i]); err != nil {
+				close(stop)
+				for range batches { // let the reader go
+				}
+				return "", err
+			}
+		}
+		select {
+		case spent <- batch:
+		default:
+		}
+	}
+	return note, scanErr
 }
+
+// scanBatch is how many events Scan's reader hands over at once, and scanAhead how many
+// batches it may read ahead of visit.
+const scanBatch, scanAhead = 1024, 4
+
+// errScanStopped stops Scan's reader once visit failed.
+var errScanStopped = errors.New("history scan stopped")
 
 // scan reads JSON lines, refusing what Parse refuses, and hands every event to visit.
 func scan(r io.Reader, path string, visit func(Event) error) (note string, err error) {
