@@ -11,11 +11,11 @@ import (
 // never is the end of an operation that may still take effect at any time.
 const never = math.MaxInt64
 
-// findCut finds the latest time t at which ops (the operations since the last cut, in the
+// findCut finds the latest time t at which the operations since the last cut (cs, in the
 // order invoked) may be cut, and each key's storage there; storage is each key's at the
 // last cut.
-func findCut(ops []history.Op, storage map[string]guarded) (t int64, after map[string]guarded, ok bool) {
-	cs, keyNames := cutOps(ops)
+func findCut(cs []cutOp, storage map[string]guarded) (t int64, after map[string]guarded, ok bool) {
+	keyNames := numberKeys(cs)
 	ends := blockingEnds(cs, len(keyNames))
 	starts := make([]int64, len(cs))
 	for i := range cs {
@@ -29,7 +29,7 @@ func findCut(ops []history.Op, storage map[string]guarded) (t int64, after map[s
 	// see takes in the n-th operation to start.
 	see := func(n int) {
 		c := &cs[order[n]]
-		k := &keys[c.key]
+		k := &keys[c.k]
 		wasKnown := k.known && k.fenceKnown()
 		k.see(c, ends[order[n]])
 		if isKnown := k.known && k.fenceKnown(); wasKnown != isKnown {
@@ -75,11 +75,12 @@ func findCut(ops []history.Op, storage map[string]guarded) (t int64, after map[s
 	return t, after, true
 }
 
-// cutOp is what findCut needs of an operation, read in one pass: its passes after that
-// read these alone, not the operation and its completion, which lie apart in memory.
+// cutOp is what findCut needs of an operation, read from its events as they come: its
+// passes read these alone, not the operation and its completion, which lie apart in memory.
 type cutOp struct {
 	start, end int64 // its window (history.Op.Window)
-	key        int   // its key's place in the keys cutOps names
+	key        string
+	k          int // its key's place in the keys numberKeys names
 	process    int
 	f          history.Func
 	o          outcome
@@ -91,14 +92,12 @@ type cutOp struct {
 	tokened bool
 }
 
-// cutOps reads ops for findCut, and names their keys, each once.
-func cutOps(ops []history.Op) (cs []cutOp, keys []string) {
-	cs = make([]cutOp, len(ops))
+// numberKeys names the keys of cs, each once, and gives each operation its key's place.
+func numberKeys(cs []cutOp) (keys []string) {
 	places := map[string]int{}
 	last := -1 // the key of the operation before: most often this one's
-	for i := range ops {
-		key := ops[i].Invoke.Key
-		if last < 0 || keys[last] != key {
+	for i := range cs {
+		if key := cs[i].key; last < 0 || keys[last] != key {
 			var ok bool
 			if last, ok = places[key]; !ok {
 				last = len(keys)
@@ -106,23 +105,32 @@ func cutOps(ops []history.Op) (cs []cutOp, keys []string) {
 				keys = append(keys, key)
 			}
 		}
-		cs[i] = newCutOp(&ops[i], last)
+		cs[i].k = last
 	}
-	return cs, keys
+	return keys
 }
 
-func newCutOp(op *history.Op, key int) cutOp {
-	c := cutOp{key: key, process: op.Process(), f: op.Func(), o: outcomeOf(*op), completed: op.Complete != nil}
-	c.start, c.end = op.Window()
+// newCutOp is an operation's facts from its invocation: one that never completes.
+func newCutOp(invoke *history.Event) cutOp {
+	c := cutOp{start: invoke.Time, key: invoke.Key, process: invoke.Process, f: invoke.Func, o: indeterminate}
 	if c.f == history.Write {
-		c.value = valueOf(op.Invoke.Value)
-	} else if c.completed {
-		c.value = valueOf(op.Complete.Value)
+		c.value = valueOf(invoke.Value)
 	}
-	if t := op.Invoke.Token; t != nil {
+	if t := invoke.Token; t != nil {
 		c.token, c.tokened = *t, true
 	}
 	return c
+}
+
+// complete takes in the operation's completion, by the rules history.Op and outcomeOf
+// read an operation by, given what they read of its invocation.
+func (c *cutOp) complete(e *history.Event) {
+	op := history.Op{Invoke: history.Event{Func: c.f, Time: c.start}, Complete: e}
+	c.start, c.end = op.Window()
+	c.o, c.completed = outcomeOf(op), true
+	if c.f != history.Write {
+		c.value = valueOf(e.Value)
+	}
 }
 
 // storageFacts is what is known of a key's register and fence, following its operations
@@ -180,7 +188,7 @@ func blockingEnds(cs []cutOp, keys int) []int64 {
 	for i := range cs {
 		c := &cs[i]
 		end := c.end
-		h := holding{c.process, c.key}
+		h := holding{c.process, c.k}
 		switch f, o := c.f, c.o; {
 		case !c.completed: // it may yet complete in any way
 			end = never
@@ -196,7 +204,7 @@ func blockingEnds(cs []cutOp, keys int) []int64 {
 			}
 		}
 		ends[i] = end
-		byKey[c.key].add(c)
+		byKey[c.k].add(c)
 	}
 	for _, s := range byKey {
 		s.acquires.sort()
@@ -208,7 +216,7 @@ func blockingEnds(cs []cutOp, keys int) []int64 {
 		if c.f != history.Write || c.o != indeterminate || !c.completed {
 			continue
 		}
-		s := &byKey[c.key]
+		s := &byKey[c.k]
 		bound, ok := s.acquires.earliestAbove(c.start)
 		if c.tokened {
 			bound, ok = s.accepted.earliestAbove(c.token)

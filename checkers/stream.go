@@ -81,8 +81,10 @@ type Stream struct {
 	// ops are the operations since the last cut, in the order they were invoked, each with
 	// its completion's place in events (done; -1: none yet); an op's Complete points into
 	// events only once pointed (point).
-	ops     []history.Op
-	done    []int32
+	ops  []history.Op
+	done []int32
+	// facts are what findCut reads of each operation in ops, gathered as its events come.
+	facts   []cutOp
 	open    map[int]int32 // each process's operation not yet completed, by its place in ops
 	seen    bool          // whether an event came
 	lastCut int64         // the last cut's time; 0 before the first
@@ -147,6 +149,7 @@ func (s *Stream) Add(e history.Event) {
 		}
 		op := int32(len(s.ops))
 		s.ops, s.done = append(s.ops, history.Op{Invoke: e}), append(s.done, -1)
+		s.facts = append(s.facts, newCutOp(&e))
 		s.events, s.opOf = append(s.events, e), append(s.opOf, op)
 		s.open[e.Process] = op
 	default:
@@ -158,6 +161,7 @@ func (s *Stream) Add(e history.Event) {
 		s.done[op] = int32(len(s.events))
 		s.events, s.opOf = append(s.events, e), append(s.opOf, op)
 		delete(s.open, e.Process)
+		s.facts[op].complete(&s.events[len(s.events)-1])
 	}
 	if len(s.ops) >= s.tryAt {
 		s.cut()
@@ -170,7 +174,7 @@ func (s *Stream) Add(e history.Event) {
 
 func (s *Stream) fail(why string) {
 	s.failed = why
-	s.events, s.opOf, s.ops, s.done, s.open = nil, nil, nil, nil, nil
+	s.events, s.opOf, s.ops, s.done, s.facts, s.open = nil, nil, nil, nil, nil, nil
 }
 
 // heapFull fails the stream once the guard stopped the judging of a piece, and says
@@ -264,7 +268,7 @@ func (s *Stream) take(t int64) piece {
 	taken := make([]bool, len(s.ops))
 	var order []int // the operations taken, in the order history.Pair gives
 	for i := range s.ops {
-		if start, _ := s.ops[i].Window(); start <= t {
+		if s.facts[i].start <= t {
 			taken[i] = true
 			order = append(order, i)
 		}
@@ -322,7 +326,7 @@ func (s *Stream) take(t int64) piece {
 			continue
 		}
 		if m != i {
-			s.ops[m].Invoke = s.ops[i].Invoke
+			s.ops[m].Invoke, s.facts[m] = s.ops[i].Invoke, s.facts[i]
 		}
 		s.ops[m].Complete = nil // pointed again into rest when needed
 		if d := s.done[i]; d >= 0 {
@@ -333,7 +337,7 @@ func (s *Stream) take(t int64) piece {
 		moved[i], m = int32(m), m+1
 	}
 	clear(s.ops[m:]) // let the piece's operations go once judged
-	s.ops, s.done = s.ops[:m], s.done[:m]
+	s.ops, s.done, s.facts = s.ops[:m], s.done[:m], s.facts[:m]
 	for i, op := range restOf {
 		if op >= 0 {
 			restOf[i] = moved[op]
@@ -379,8 +383,7 @@ func (s *Stream) cut() {
 	if s.heapFull() {
 		return
 	}
-	s.point()
-	t, storage, ok := findCut(s.ops, s.place.storage)
+	t, storage, ok := findCut(s.facts, s.place.storage)
 	if !ok {
 		s.tryAt = len(s.ops) + max(s.limits.PieceOps/4, 1)
 		return
