@@ -437,11 +437,14 @@ func (d *decoder) event(b []byte, e *Event) (ok, indexed bool) {
 	}
 	next := 0 // json.Marshal writes the fields in Event's order: the one after the last is looked at first
 	for {
-		name, ok := d.rawString()
-		if !ok || !d.byte(':') {
-			return false, false
+		field := d.markedField(next)
+		if field < 0 {
+			name, ok := d.rawString()
+			if !ok || !d.byte(':') {
+				return false, false
+			}
+			field = fieldNamed(name, next)
 		}
-		field := fieldNamed(name, next)
 		if field < 0 || seen&(1<<field) != 0 || !d.field(field, e) {
 			return false, false
 		}
@@ -468,6 +471,28 @@ func fieldNamed(name []byte, from int) int {
 	}
 	return -1
 }
+
+// markedField reads a field's name and its colon as json.Marshal writes them, when they
+// are one of eventFields from from on, and says which; -1: read nothing.
+func (d *decoder) markedField(from int) int {
+	rest := d.b[d.i:]
+	for i := from; i < len(markedFields); i++ {
+		if bytes.HasPrefix(rest, markedFields[i]) {
+			d.i += len(markedFields[i])
+			return i
+		}
+	}
+	return -1
+}
+
+// markedFields are eventFields quoted and followed by a colon: `"index":`.
+var markedFields = func() [][]byte {
+	marked := make([][]byte, len(eventFields))
+	for i, name := range eventFields {
+		marked[i] = []byte(`"` + name + `":`)
+	}
+	return marked
+}()
 
 // indexField is where "index" is in eventFields.
 var indexField = slices.Index(eventFields, "index")
