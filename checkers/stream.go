@@ -39,6 +39,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/lockbreaker/lockbreaker/history"
@@ -64,7 +65,7 @@ type Limits struct {
 var DefaultLimits = Limits{PieceOps: 10_000, MaxOps: 1_000_000, LongOps: 200_000, MaxHeap: 2 << 30}
 
 // Stream judges a history fed to it event by event (history.Scan), piece by piece. A
-// piece is judged while the next one is read: two pieces are held at most, besides the
+// piece is judged while the next ones are read: three pieces are held at most, besides the
 // operations not yet cut.
 type Stream struct {
 	ctx    context.Context
@@ -95,9 +96,12 @@ type Stream struct {
 	// overHeap is the guard's reason when it stopped the judging of a piece (guard.go).
 	overHeap atomic.Pointer[memoryLimit]
 
-	pieces chan piece    // to the judge, one at a time
-	judged chan struct{} // closed when the judge has judged every piece sent
-	// spent are pieces the judge is done with, whose room take fills again: a piece's
+	// judges take the pieces cut, one after another, to the two goroutines that judge
+	// them: one with the checkers that search (porcupine), one with the others, so that
+	// neither waits for the other at every piece. judged waits for both.
+	judges [2]chan piece
+	judged sync.WaitGroup
+	// spent are pieces both judges are done with, whose room take fills again: a piece's
 	// events and operations, allocated anew at every cut, were most of what check allocated.
 	spent chan piece
 }
@@ -108,6 +112,8 @@ type piece struct {
 	events []history.Event
 	ops    []history.Op
 	place  place
+	// unjudged counts the judges not yet done with it.
+	unjudged *atomic.Int32
 }
 
 // place is where a piece lies in its history.
@@ -197,13 +203,15 @@ func (s *Stream) Notes() []string { return s.notes }
 // Results judges what is left and returns every checker's verdict on the whole history,
 // held to the stats precondition as Judge holds them.
 func (s *Stream) Results() []Result {
-	if s.pieces != nil {
-		close(s.pieces)
-		<-s.judged
-		s.pieces = nil
+	if s.judges[0] != nil {
+		for _, j := range s.judges {
+			close(j)
+		}
+		s.judged.Wait()
+		s.judges = [2]chan piece{}
 	}
 	if s.heapFull() {
-		s.judge(piece{place: s.place})
+		s.guard(func(ctx context.Context) { addAll(ctx, s.judging, piece{place: s.place}.part()) })
 		return s.givenUp(resultsOf(s.judging))
 	}
 	last := s.take(math.MaxInt64)
@@ -214,7 +222,7 @@ func (s *Stream) Results() []Result {
 		s.guard(func(ctx context.Context) { results = Judge(ctx, last.events, opts) })
 	} else {
 		s.note(last.ops)
-		s.judge(last)
+		s.guard(func(ctx context.Context) { addAll(ctx, s.judging, last.part()) })
 		results = precondition(resultsOf(s.judging))
 	}
 	if s.heapFull() {
@@ -234,12 +242,10 @@ func (s *Stream) givenUp(results []Result) []Result {
 	return results
 }
 
-// judge adds one piece to every checker's judging, after the pieces before.
-func (s *Stream) judge(p piece) {
-	judged := part{events: p.events, ops: p.ops, tl: timeline{start: p.place.start}, infinity: p.place.infinity,
+// part is the piece as the checkers judge it, after the pieces before.
+func (p piece) part() part {
+	return part{events: p.events, ops: p.ops, tl: timeline{start: p.place.start}, infinity: p.place.infinity,
 		streamed: true, storage: p.place.storage}
-	p.events, p.ops = nil, nil // held once, as judged
-	s.guard(func(ctx context.Context) { addAll(ctx, s.judging, judged) })
 }
 
 // guard runs judge under the heap limit, and keeps the reason when the guard stopped it.
@@ -393,20 +399,29 @@ func (s *Stream) cut() {
 	p := s.take(t)
 	s.place.infinity, s.place.storage = infinity, storage
 	s.note(p.ops)
-	if s.pieces == nil {
-		s.pieces, s.judged, s.spent = make(chan piece), make(chan struct{}), make(chan piece, 2)
-		go func() {
-			defer close(s.judged)
-			for p := range s.pieces {
-				s.judge(p)
-				select { // no checker keeps a piece's events or operations once judged
-				case s.spent <- p:
-				default:
+	if s.judges[0] == nil {
+		s.spent = make(chan piece, 3)
+		for i, search := range []bool{true, false} {
+			s.judges[i] = make(chan piece, 1)
+			s.judged.Go(func() {
+				for p := range s.judges[i] {
+					s.guard(func(ctx context.Context) { addSome(ctx, s.judging, p.part(), search) })
+					if p.unjudged.Add(-1) > 0 {
+						continue
+					}
+					select { // no checker keeps a piece's events or operations once judged
+					case s.spent <- p:
+					default:
+					}
 				}
-			}
-		}()
+			})
+		}
 	}
-	s.pieces <- p
+	p.unjudged = new(atomic.Int32)
+	p.unjudged.Store(int32(len(s.judges)))
+	for _, j := range s.judges {
+		j <- p
+	}
 	s.lastCut, s.tryAt = t, len(s.ops)+s.limits.PieceOps
 	s.cuts++
 }
