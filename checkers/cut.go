@@ -127,7 +127,7 @@ func newCutOp(invoke *history.Event) cutOp {
 func (c *cutOp) complete(e *history.Event) {
 	op := history.Op{Invoke: history.Event{Func: c.f, Time: c.start}, Complete: e}
 	c.start, c.end = op.Window()
-	c.o, c.completed = outcomeOf(op), true
+	c.o, c.completed = outcomeOf(&op), true
 	if c.f != history.Write {
 		c.value = valueOf(e.Value)
 	}

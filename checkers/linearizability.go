@@ -98,7 +98,7 @@ func (o outcome) String() string {
 	return [...]string{"ok", string(history.ErrNotHeld), "info", "fail"}[o]
 }
 
-func outcomeOf(op history.Op) outcome {
+func outcomeOf(op *history.Op) outcome {
 	switch op.Type() {
 	case history.OK:
 		return succeeded
@@ -133,7 +133,7 @@ type linearizability struct {
 	// (part.storage); a key's first piece starts where a whole history does.
 	model func(p part, key string) porcupine.Model
 	// models says whether op takes part in the search; any other op is left out.
-	models func(op history.Op, o outcome) bool
+	models func(op *history.Op, o outcome) bool
 	// extra are operations the model needs that no event records, made from the piece
 	// (lock-linearizable's lapses); nil: none.
 	extra func(p part) []*history.Op
@@ -194,7 +194,7 @@ func (st *searchState) add(ctx context.Context, p part) {
 	l, ops := st.l, p.ops
 	var modelled []*history.Op // the shared operations, never copied
 	for i := range ops {
-		if l.models(ops[i], outcomeOf(ops[i])) {
+		if l.models(&ops[i], outcomeOf(&ops[i])) {
 			modelled = append(modelled, &ops[i])
 		}
 	}
@@ -401,7 +401,7 @@ func operations(ops []*history.Op, infinity int64) []porcupine.Operation {
 			clientID[op.Process()] = id
 		}
 		caller := identity{op.Process(), lives[op.Process()]}
-		o := outcomeOf(*op)
+		o := outcomeOf(op)
 		switch held, holding := granted[op.Process()]; {
 		case op.Func() == lapse: // it ends the hold, as a release does
 			if holding {

@@ -96,7 +96,8 @@ func holds(ops []history.Op, last map[int]*history.Event) []hold {
 	}
 	open := map[holding]int{} // index into out
 	var out []hold
-	for j, op := range ops {
+	for j := range ops {
+		op := &ops[j]
 		h := holding{op.Process(), op.Invoke.Key}
 		i, held := open[h]
 		switch {

@@ -19,7 +19,7 @@ type Op struct {
 }
 
 // Type is the operation's outcome; Info when it never completed.
-func (o Op) Type() Type {
+func (o *Op) Type() Type {
 	if o.Complete == nil {
 		return Info
 	}
@@ -27,13 +27,13 @@ func (o Op) Type() Type {
 }
 
 // Process is the client that ran the operation.
-func (o Op) Process() int { return o.Invoke.Process }
+func (o *Op) Process() int { return o.Invoke.Process }
 
 // Func is what the operation did.
-func (o Op) Func() Func { return o.Invoke.Func }
+func (o *Op) Func() Func { return o.Invoke.Func }
 
 // Value is the completion's value when it has one, else the invocation's.
-func (o Op) Value() *int64 {
+func (o *Op) Value() *int64 {
 	if o.Complete != nil && o.Complete.Value != nil {
 		return o.Complete.Value
 	}
@@ -41,7 +41,7 @@ func (o Op) Value() *int64 {
 }
 
 // Token is the completion's token when it has one (an acquire's grant), else the invocation's.
-func (o Op) Token() *int64 {
+func (o *Op) Token() *int64 {
 	if o.Complete != nil && o.Complete.Token != nil {
 		return o.Complete.Token
 	}
@@ -50,7 +50,7 @@ func (o Op) Token() *int64 {
 
 // Window is when op can have taken effect: from its invocation (or EffectFrom) to its
 // completion (or EffectTo). An operation that never completed has no end: end is 0.
-func (o Op) Window() (start, end int64) {
+func (o *Op) Window() (start, end int64) {
 	start = o.Invoke.Time
 	if o.Complete == nil {
 		return start, 0
