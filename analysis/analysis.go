@@ -81,6 +81,13 @@ func File(ctx context.Context, dir, path string, s results.Summary, limits check
 	if err != nil {
 		return s, err
 	}
+	// The timeline's events are read again while the last pieces are judged.
+	var timelineErr error
+	timelineRead := make(chan struct{})
+	go func() {
+		defer close(timelineRead)
+		drawing.Events, timelineErr = timeline(path, drawing.Total)
+	}()
 	for _, f := range open { // never completed: indeterminate, as the checkers count it
 		counts.Add(f, history.Info)
 	}
@@ -99,6 +106,10 @@ func File(ctx context.Context, dir, path string, s results.Summary, limits check
 	notes = append(notes, stream.Notes()...)
 	if n := drawing.Note(); n != "" {
 		notes = append(notes, n)
+	}
+	<-timelineRead
+	if timelineErr != nil {
+		notes = append(notes, "the report's timeline could not be read: "+timelineErr.Error())
 	}
 	for _, n := range notes { // a check run again finds the notes of the last one
 		if !slices.Contains(s.Notes, n) {
