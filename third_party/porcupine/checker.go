@@ -259,7 +259,9 @@ func checkSingle(ctx context.Context, model Model, history []entry, computeParti
 	entry := makeLinkedEntries(history)
 	n := len(history) / 2
 	linearized := newBitset(uint(n))
-	cache := make(map[uint64][]cacheEntry) // map from hash to cache entry
+	// map from hash to cache entry; a search that goes straight through adds an entry
+	// an operation, so room for them is made at once, up to a bound
+	cache := make(map[uint64][]cacheEntry, min(n, 1<<16))
 	var calls []callsEntry
 	// longest linearizable prefix that includes the given entry
 	longest := make([]*[]int, n)
