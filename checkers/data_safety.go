@@ -108,7 +108,7 @@ func guardedFrom(s guarded) porcupine.Model {
 	return (&porcupine.NondeterministicModel{
 		Init: func() []any { return []any{s} },
 		Step: func(state, in, out any) []any {
-			return guardedStep(state.(guarded), in.(request), out.(response))
+			return guardedStep(state.(guarded), *in.(*request), *out.(*response))
 		},
 		Hash: func(state any) uint64 {
 			s := state.(guarded)

@@ -385,7 +385,9 @@ func steps(n int64) string {
 
 // operations converts one key's operations (in invocation order) to porcupine's, applying
 // the infinity and fresh-client-id rules described at the top of this file. Operation i is
-// ops[i], which porcupine's partial linearizations refer to by index.
+// ops[i], which porcupine's partial linearizations refer to by index. Its input and output
+// are a *request and a *response, into two slices made at once: boxed one by one, they
+// were two allocations an operation.
 func operations(ops []*history.Op, infinity int64) []porcupine.Operation {
 	clientID := map[int]int{} // process -> its current porcupine client id
 	lives := map[int]int{}    // process -> its current incarnation
@@ -394,6 +396,7 @@ func operations(ops []*history.Op, infinity int64) []porcupine.Operation {
 	granted := map[int]identity{}
 	fresh := 0
 	out := make([]porcupine.Operation, len(ops))
+	reqs, resps := make([]request, len(ops)), make([]response, len(ops))
 	for i, op := range ops {
 		id, ok := clientID[op.Process()]
 		if !ok {
@@ -426,15 +429,17 @@ func operations(ops []*history.Op, infinity int64) []porcupine.Operation {
 		if o == succeeded {
 			read = valueOf(op.Complete.Value)
 		}
-		req := request{f: op.Func(), caller: caller, value: valueOf(op.Invoke.Value)}
+		req := &reqs[i]
+		*req = request{f: op.Func(), caller: caller, value: valueOf(op.Invoke.Value)}
 		if t := op.Invoke.Token; t != nil && (req.f == history.Read || req.f == history.Write) {
 			req.token, req.tokened = *t, true
 		}
+		resps[i] = response{outcome: o, value: read}
 		out[i] = porcupine.Operation{
 			ClientId: id,
 			Input:    req,
 			Call:     call,
-			Output:   response{outcome: o, value: read},
+			Output:   &resps[i],
 			Return:   ret,
 			Metadata: op,
 		}
@@ -468,7 +473,7 @@ func operations(ops []*history.Op, infinity int64) []porcupine.Operation {
 func settle(out []porcupine.Operation, ops []*history.Op) {
 	var acquires, accepted returnsAbove // ok acquires by call; accepted tokened requests by token
 	for _, op := range out {
-		req, resp := op.Input.(request), op.Output.(response)
+		req, resp := op.Input.(*request), op.Output.(*response)
 		switch {
 		case resp.outcome != succeeded:
 		case req.f == history.Acquire:
@@ -481,8 +486,8 @@ func settle(out []porcupine.Operation, ops []*history.Op) {
 	accepted.sort()
 	for i := range out {
 		op := &out[i]
-		req := op.Input.(request)
-		if op.Output.(response).outcome != indeterminate || ops[i].Complete == nil && req.f != history.Write {
+		req := op.Input.(*request)
+		if op.Output.(*response).outcome != indeterminate || ops[i].Complete == nil && req.f != history.Write {
 			continue
 		}
 		bound, ok := int64(0), false
@@ -574,7 +579,7 @@ func (s keySearch) stuck() (longest []int, stuck int) {
 	}
 	// An indeterminate operation can always come next (settle): it is never the one stuck.
 	returns := func(op porcupine.Operation) int64 {
-		if op.Output.(response).outcome == indeterminate {
+		if op.Output.(*response).outcome == indeterminate {
 			return math.MaxInt64
 		}
 		return op.Return
@@ -613,7 +618,7 @@ func (used fileNames) next(checker, key string) string {
 
 // describeRequest is the models' DescribeOperation: "p1 write 3 -> info".
 func describeRequest(in, out any) string {
-	req, resp := in.(request), out.(response)
+	req, resp := in.(*request), out.(*response)
 	if req.f == lapse {
 		return req.caller.String() + "'s hold lapses"
 	}

@@ -129,7 +129,7 @@ func isLockOp(op *history.Op, o outcome) bool {
 var strictMutex = (&porcupine.NondeterministicModel{
 	Init: func() []any { return []any{nobody} },
 	Step: func(state, in, out any) []any {
-		return mutexStep(state.(identity), in.(request), out.(response))
+		return mutexStep(state.(identity), *in.(*request), *out.(*response))
 	},
 	Hash:                      func(state any) uint64 { return state.(identity).hash() },
 	DescribeOperation:         describeRequest,

@@ -44,7 +44,7 @@ func TestSettleLosesNoLegalOrder(t *testing.T) {
 			settled := operations(modelled, infinity)
 			open := slices.Clone(settled)
 			for j := range open {
-				if open[j].Output.(response).outcome == indeterminate {
+				if open[j].Output.(*response).outcome == indeterminate {
 					open[j].Return = infinity
 				}
 				if open[j].Return != settled[j].Return {

@@ -111,7 +111,7 @@ func rowNames(ops []porcupine.Operation) []porcupine.Annotation {
 			continue
 		}
 		named[op.ClientId] = true
-		caller := op.Input.(request).caller
+		caller := op.Input.(*request).caller
 		details := fmt.Sprintf("process %d", caller.process)
 		if caller.life > 0 {
 			details += fmt.Sprintf(", its life %d: it carries on after an operation whose outcome is unknown", caller.life)
