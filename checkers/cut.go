@@ -94,20 +94,11 @@ type cutOp struct {
 
 // numberKeys names the keys of cs, each once, and gives each operation its key's place.
 func numberKeys(cs []cutOp) (keys []string) {
-	places := map[string]int{}
-	last := -1 // the key of the operation before: most often this one's
+	var numbers keyNumbers
 	for i := range cs {
-		if key := cs[i].key; last < 0 || keys[last] != key {
-			var ok bool
-			if last, ok = places[key]; !ok {
-				last = len(keys)
-				places[key] = last
-				keys = append(keys, key)
-			}
-		}
-		cs[i].k = last
+		cs[i].k = numbers.number(cs[i].key)
 	}
-	return keys
+	return numbers.keys
 }
 
 // newCutOp is an operation's facts from its invocation: one that never completes.

@@ -90,20 +90,18 @@ func (st *exclusionState) result() Result {
 // the order it made them). A second acquire while holding extends nothing. The holds point
 // into ops and last's events, which they share.
 func holds(ops []history.Op, last lastOf) []hold {
-	type holding struct {
-		process int
-		key     string
-	}
+	type holding struct{ process, key int } // a key by its number
+	var keys keyNumbers
 	open := map[holding]int{} // index into out
 	var out []hold
 	for j := range ops {
 		op := &ops[j]
-		h := holding{op.Process(), op.Invoke.Key}
+		h := holding{op.Process(), keys.number(op.Invoke.Key)}
 		i, held := open[h]
 		switch {
 		case op.Func() == history.Acquire && op.Type() == history.OK && !held:
 			open[h] = len(out)
-			out = append(out, hold{process: h.process, key: h.key, asked: &ops[j].Invoke, granted: op.Complete})
+			out = append(out, hold{process: h.process, key: op.Invoke.Key, asked: &ops[j].Invoke, granted: op.Complete})
 		case op.Func() == history.Release && held:
 			out[i].until, out[i].released, out[i].release = &ops[j].Invoke, true, j
 			delete(open, h)
