@@ -33,8 +33,19 @@ import (
 // are s's, as given; events are drawn, never judged. Every value comes through
 // html/template, and the page's policy lets no script run but its own.
 func WriteReport(dir string, s Summary, d *Drawing) error {
+	return writeReport(dir, s, d, nil)
+}
+
+// writeReport writes report.html, listing the run's files once written is closed (when
+// not nil).
+func writeReport(dir string, s Summary, d *Drawing, written <-chan struct{}) error {
+	r := newReport(s, d.Events, d.Plots)
+	if written != nil {
+		<-written
+	}
+	r.Artifacts = artifacts(dir)
 	var buf bytes.Buffer
-	if err := reportTemplate.Execute(&buf, newReport(dir, s, d.Events, d.Plots)); err != nil {
+	if err := reportTemplate.Execute(&buf, r); err != nil {
 		return fmt.Errorf("render %s: %w", ReportFile, err)
 	}
 	return WriteAtomic(filepath.Join(dir, ReportFile), buf.Bytes())
@@ -172,7 +183,7 @@ type opRow struct {
 	Outcomes
 }
 
-func newReport(dir string, s Summary, events []history.Event, plots *Plots) report {
+func newReport(s Summary, events []history.Event, plots *Plots) report {
 	r := report{Policy: reportPolicy, Script: template.JS(reportScript), Test: s.Test, RunID: s.RunID, Overall: viewVerdict(s.Verdict), Error: s.Error, Notes: s.Notes,
 		Command: s.Command, MaxLabels: maxLabels}
 	if !s.Started.IsZero() {
@@ -239,7 +250,6 @@ func newReport(dir string, s Summary, events []history.Event, plots *Plots) repo
 		r.Checkers = append(r.Checkers, c)
 	}
 	r.Story = newStoryView(s.Results, events, pairErr == nil)
-	r.Artifacts = artifacts(dir)
 	r.Spec = prettySpec(s.Spec)
 	r.Faults = faultViews(events)
 	r.HazardCounts = hazardViews(s.Hazards)
