@@ -389,32 +389,32 @@ func steps(n int64) string {
 // are a *request and a *response, into two slices made at once: boxed one by one, they
 // were two allocations an operation.
 func operations(ops []*history.Op, infinity int64) []porcupine.Operation {
-	clientID := map[int]int{} // process -> its current porcupine client id
-	lives := map[int]int{}    // process -> its current incarnation
+	var clientID, lives history.ByProcess[int] // each process's current porcupine client id, and incarnation
 	// granted is who holds by its own account, by process (as holds counts them): a lapse
 	// ends that identity's hold, whatever lives came after.
-	granted := map[int]identity{}
+	var granted history.ByProcess[identity]
 	fresh := 0
 	out := make([]porcupine.Operation, len(ops))
 	reqs, resps := make([]request, len(ops)), make([]response, len(ops))
 	for i, op := range ops {
-		id, ok := clientID[op.Process()]
+		id, ok := clientID.Get(op.Process())
 		if !ok {
 			id, fresh = fresh, fresh+1
-			clientID[op.Process()] = id
+			clientID.Set(op.Process(), id)
 		}
-		caller := identity{op.Process(), lives[op.Process()]}
+		life, _ := lives.Get(op.Process())
+		caller := identity{op.Process(), life}
 		o := outcomeOf(op)
-		switch held, holding := granted[op.Process()]; {
+		switch held, holding := granted.Get(op.Process()); {
 		case op.Func() == lapse: // it ends the hold, as a release does
 			if holding {
 				caller = held
 			}
-			delete(granted, op.Process())
+			granted.Delete(op.Process())
 		case op.Func() == history.Acquire && o == succeeded && !holding:
-			granted[op.Process()] = caller
+			granted.Set(op.Process(), caller)
 		case op.Func() == history.Release:
-			delete(granted, op.Process())
+			granted.Delete(op.Process())
 		}
 		// What the servers saw narrows the operation (Op.Window): the search then tries
 		// far fewer orders. An indeterminate operation may take effect at any time after
@@ -422,8 +422,8 @@ func operations(ops []*history.Op, infinity int64) []porcupine.Operation {
 		call, ret := op.Window()
 		if o == indeterminate {
 			ret = infinity
-			delete(clientID, op.Process())
-			lives[op.Process()]++
+			clientID.Delete(op.Process())
+			lives.Set(op.Process(), life+1)
 		}
 		var read int64
 		if o == succeeded {

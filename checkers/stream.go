@@ -86,9 +86,9 @@ type Stream struct {
 	done []int32
 	// facts are what findCut reads of each operation in ops, gathered as its events come.
 	facts   []cutOp
-	open    map[int]int32 // each process's operation not yet completed, by its place in ops
-	seen    bool          // whether an event came
-	lastCut int64         // the last cut's time; 0 before the first
+	open    history.ByProcess[int32] // each process's operation not yet completed, by its place in ops
+	seen    bool                     // whether an event came
+	lastCut int64                    // the last cut's time; 0 before the first
 	cuts    int
 	tryAt   int // look for a cut when this many operations are held
 	notes   []string
@@ -129,7 +129,7 @@ type place struct {
 
 // NewStream starts judging a history with every checker (All), as Judge does.
 func NewStream(ctx context.Context, opts Options, limits Limits) *Stream {
-	return &Stream{ctx: ctx, opts: opts, limits: limits, open: map[int]int32{}, tryAt: limits.PieceOps,
+	return &Stream{ctx: ctx, opts: opts, limits: limits, tryAt: limits.PieceOps,
 		judging: begin(All(), opts)}
 }
 
@@ -157,16 +157,16 @@ func (s *Stream) Add(e history.Event) {
 		s.ops, s.done = append(s.ops, history.Op{Invoke: e}), append(s.done, -1)
 		s.facts = append(s.facts, newCutOp(&e))
 		s.events, s.opOf = append(s.events, e), append(s.opOf, op)
-		s.open[e.Process] = op
+		s.open.Set(e.Process, op)
 	default:
-		op, ok := s.open[e.Process]
+		op, ok := s.open.Get(e.Process)
 		if !ok {
 			s.fail(fmt.Sprintf("event #%d completes no operation", e.Index))
 			return
 		}
 		s.done[op] = int32(len(s.events))
 		s.events, s.opOf = append(s.events, e), append(s.opOf, op)
-		delete(s.open, e.Process)
+		s.open.Delete(e.Process)
 		s.facts[op].complete(&s.events[len(s.events)-1])
 	}
 	if len(s.ops) >= s.tryAt {
@@ -180,7 +180,7 @@ func (s *Stream) Add(e history.Event) {
 
 func (s *Stream) fail(why string) {
 	s.failed = why
-	s.events, s.opOf, s.ops, s.done, s.facts, s.open = nil, nil, nil, nil, nil, nil
+	s.events, s.opOf, s.ops, s.done, s.facts, s.open = nil, nil, nil, nil, nil, history.ByProcess[int32]{}
 }
 
 // heapFull fails the stream once the guard stopped the judging of a piece, and says
@@ -349,11 +349,11 @@ func (s *Stream) take(t int64) piece {
 			restOf[i] = moved[op]
 		}
 	}
-	for process, op := range s.open {
+	for process, op := range s.open.All() {
 		if taken[op] { // never, but for the last piece: no operation open can be cut
-			delete(s.open, process)
+			s.open.Delete(process)
 		} else {
-			s.open[process] = moved[op]
+			s.open.Set(process, moved[op])
 		}
 	}
 	s.events, s.opOf = rest, restOf

@@ -79,7 +79,7 @@ func paletteIndex(i int) int { return ((i % len(palette)) + len(palette)) % len(
 type Plots struct {
 	start, end int64 // the earliest and latest event times
 	seen       bool
-	open       map[int]invoked // each process's invocation not yet completed
+	open       history.ByProcess[invoked] // each process's invocation not yet completed
 	// latency counts acquires and releases by invocation time and latencyBins of their
 	// duration, classed by outcome and function (latencyClass); throughput counts ok
 	// operations by completion time, classed by funcIndex; tokens counts grants by their
@@ -91,7 +91,7 @@ type Plots struct {
 
 // NewPlots returns an empty Plots.
 func NewPlots() *Plots {
-	return &Plots{open: map[int]invoked{}, latency: newGrid(false), throughput: newGrid(false), tokens: newGrid(true),
+	return &Plots{latency: newGrid(false), throughput: newGrid(false), tokens: newGrid(true),
 		processes: map[int]bool{}}
 }
 
@@ -120,14 +120,14 @@ func (p *Plots) Add(e history.Event) {
 		}
 		return
 	case e.Type == history.Invoke:
-		p.open[e.Process] = invoked{e.Func, e.Time}
+		p.open.Set(e.Process, invoked{e.Func, e.Time})
 		return
 	}
-	inv, ok := p.open[e.Process]
+	inv, ok := p.open.Get(e.Process)
 	if !ok {
 		return
 	}
-	delete(p.open, e.Process)
+	p.open.Delete(e.Process)
 	f := inv.Func
 	if e.Type == history.OK && slices.Contains(plotFuncs, f) {
 		p.throughput.add(e.Time, 0, uint8(slices.Index(plotFuncs, f)))
@@ -377,7 +377,7 @@ func linearY(top float64) (func(float64) float64, []tick) {
 func (p *Plots) latencyPlot(f frame) plotView {
 	v := f.plot("Lock latency", "Each acquire (circle) and release (square) at its invocation, by how long it took; log scale.")
 	open := 0
-	for _, inv := range p.open {
+	for _, inv := range p.open.All() {
 		if inv.Func == history.Acquire || inv.Func == history.Release {
 			open++
 		}
