@@ -475,24 +475,37 @@ func fieldNamed(name []byte, from int) int {
 // markedField reads a field's name and its colon as json.Marshal writes them, when they
 // are one of eventFields from from on, and says which; -1: read nothing.
 func (d *decoder) markedField(from int) int {
+	return d.marked(markedFields, from)
+}
+
+// marked reads the first of marks from from on that comes next, and says which; -1: read
+// nothing.
+func (d *decoder) marked(marks [][]byte, from int) int {
 	rest := d.b[d.i:]
-	for i := from; i < len(markedFields); i++ {
-		if bytes.HasPrefix(rest, markedFields[i]) {
-			d.i += len(markedFields[i])
+	if len(rest) < 2 {
+		return -1
+	}
+	for i := from; i < len(marks); i++ {
+		// Each mark starts with a quote: its second byte tells most apart at once.
+		if m := marks[i]; rest[1] == m[1] && bytes.HasPrefix(rest, m) {
+			d.i += len(m)
 			return i
 		}
 	}
 	return -1
 }
 
-// markedFields are eventFields quoted and followed by a colon: `"index":`.
-var markedFields = func() [][]byte {
-	marked := make([][]byte, len(eventFields))
-	for i, name := range eventFields {
-		marked[i] = []byte(`"` + name + `":`)
+// quoted are strings as json.Marshal writes them, each followed by after.
+func quoted[T ~string](strings []T, after string) [][]byte {
+	marks := make([][]byte, len(strings))
+	for i, s := range strings {
+		marks[i] = []byte(`"` + string(s) + `"` + after)
 	}
-	return marked
-}()
+	return marks
+}
+
+// markedFields are eventFields quoted and followed by a colon: `"index":`.
+var markedFields = quoted(eventFields, ":")
 
 // indexField is where "index" is in eventFields.
 var indexField = slices.Index(eventFields, "index")
@@ -507,11 +520,11 @@ func (d *decoder) field(i int, e *Event) (ok bool) {
 	case 0:
 		e.Index, ok = d.int()
 	case 1:
-		e.Type, ok = oneOf(d, Invoke, OK, Fail, Info)
+		e.Type, ok = oneOf(d, types)
 	case 2:
 		e.Process, ok = d.int()
 	case 3:
-		e.Func, ok = oneOf(d, Acquire, Release, Read, Write, FinalRead, Start, Stop, Roles, HazardFunc)
+		e.Func, ok = oneOf(d, funcs)
 	case 4:
 		e.Key, ok = d.shared()
 	case 5:
@@ -525,9 +538,9 @@ func (d *decoder) field(i int, e *Event) (ok bool) {
 	case 9:
 		e.EffectTo, ok = d.int64()
 	case 10:
-		e.Error, ok = oneOf(d, errorKinds...)
+		e.Error, ok = oneOf(d, errorKindsKnown)
 	case 11:
-		e.Message, ok = oneOf[string](d)
+		e.Message, ok = oneOf(d, known[string]{})
 	case 12:
 		var v int
 		v, ok = d.int()
@@ -592,13 +605,34 @@ func (d *decoder) detail() (map[string]string, bool) {
 	}
 }
 
-// oneOf reads a string, as one of those given when it is one, so that it takes no memory
+// known are the strings a field holds most, which oneOf reads without allocating them,
+// with their marks (quoted).
+type known[T ~string] struct {
+	strings []T
+	marks   [][]byte
+}
+
+func knowing[T ~string](strings ...T) known[T] {
+	return known[T]{strings, quoted(strings, "")}
+}
+
+var (
+	types           = knowing(Invoke, OK, Fail, Info)
+	funcs           = knowing(Acquire, Release, Extend, Read, Write, FinalRead, Start, Stop, Roles, HazardFunc)
+	errorKindsKnown = knowing(errorKinds...)
+)
+
+// oneOf reads a string, as one of those known when it is one, so that it takes no memory
 // of its own.
-func oneOf[T ~string](d *decoder, known ...T) (T, bool) {
+func oneOf[T ~string](d *decoder, k known[T]) (T, bool) {
+	d.space()
+	if i := d.marked(k.marks, 0); i >= 0 {
+		return k.strings[i], true
+	}
 	s, ok := d.rawString()
-	for _, k := range known {
-		if string(s) == string(k) {
-			return k, ok
+	for _, known := range k.strings {
+		if string(s) == string(known) {
+			return known, ok
 		}
 	}
 	return T(s), ok
@@ -645,9 +679,11 @@ func (d *decoder) shared() (string, bool) {
 }
 
 func (d *decoder) space() {
-	for d.i < len(d.b) && (d.b[d.i] == ' ' || d.b[d.i] == '\t' || d.b[d.i] == '\r' || d.b[d.i] == '\n') {
-		d.i++
+	b, i := d.b, d.i // in locals, not reloaded through d at every byte
+	for i < len(b) && b[i] <= ' ' && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
+		i++
 	}
+	d.i = i
 }
 
 func (d *decoder) peek(c byte) bool {
@@ -703,19 +739,21 @@ func (d *decoder) int() (int, bool) {
 // at most 18 digits, which no int64 overflows.
 func (d *decoder) int64() (int64, bool) {
 	d.space()
-	neg := d.i < len(d.b) && d.b[d.i] == '-'
+	b, i := d.b, d.i // in locals, not reloaded through d at every digit
+	neg := i < len(b) && b[i] == '-'
 	if neg {
-		d.i++
+		i++
 	}
-	start, v := d.i, int64(0)
-	for ; d.i < len(d.b) && d.b[d.i] >= '0' && d.b[d.i] <= '9'; d.i++ {
-		v = v*10 + int64(d.b[d.i]-'0')
+	start, v := i, int64(0)
+	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+		v = v*10 + int64(b[i]-'0')
 	}
-	digits := d.i - start
-	if digits == 0 || digits > 18 || digits > 1 && d.b[start] == '0' {
+	d.i = i
+	digits := i - start
+	if digits == 0 || digits > 18 || digits > 1 && b[start] == '0' {
 		return 0, false
 	}
-	if d.i < len(d.b) && (d.b[d.i] == '.' || d.b[d.i] == 'e' || d.b[d.i] == 'E') {
+	if i < len(b) && (b[i] == '.' || b[i] == 'e' || b[i] == 'E') {
 		return 0, false
 	}
 	if neg {
