@@ -272,14 +272,17 @@ func (s *Stream) take(t int64) piece {
 	p := piece{place: s.place}
 	s.point()
 	taken := make([]bool, len(s.ops))
-	var order []int // the operations taken, in the order history.Pair gives
+	order := make([]int, 0, len(s.ops)) // the operations taken, in the order history.Pair gives
 	for i := range s.ops {
 		if s.facts[i].start <= t {
 			taken[i] = true
 			order = append(order, i)
 		}
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return compareInt64(s.ops[a].Invoke.Time, s.ops[b].Invoke.Time) })
+	byInvocation := func(a, b int) int { return compareInt64(s.ops[a].Invoke.Time, s.ops[b].Invoke.Time) }
+	if !slices.IsSortedFunc(order, byInvocation) { // held in the order invoked, they seldom are not
+		slices.SortStableFunc(order, byInvocation)
+	}
 
 	// The events: the piece's moved up, the rest copied out, each op's completion followed.
 	inPiece := func(i int) bool { op := s.opOf[i]; return op < 0 && s.events[i].Time <= t || op >= 0 && taken[op] }
