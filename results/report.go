@@ -40,12 +40,14 @@ func WriteReport(dir string, s Summary, d *Drawing) error {
 // not nil).
 func writeReport(dir string, s Summary, d *Drawing, written <-chan struct{}) error {
 	r := newReport(s, d.Events, d.Plots)
+	// The timeline and the plots, most of the page, are executed while the rest is.
+	r.timeline, r.plots = executeSection("timeline", r), executeSection("plots", r)
 	if written != nil {
 		<-written
 	}
 	r.Artifacts = artifacts(dir)
 	var buf bytes.Buffer
-	if err := reportTemplate.Execute(&buf, r); err != nil {
+	if err := reportTemplate.Execute(&buf, &r); err != nil {
 		return fmt.Errorf("render %s: %w", ReportFile, err)
 	}
 	return WriteAtomic(filepath.Join(dir, ReportFile), buf.Bytes())
@@ -125,6 +127,41 @@ type report struct {
 	Ops               []opRow
 	OpsTotal          opRow
 	MaxLabels         int
+	// timeline and plots are the page's sections of those names (TimelineSection,
+	// PlotsSection).
+	timeline, plots *section
+}
+
+// TimelineSection is the page's timeline, executed apart.
+func (r *report) TimelineSection() (template.HTML, error) { return r.timeline.get() }
+
+// PlotsSection is the page's plots, executed apart.
+func (r *report) PlotsSection() (template.HTML, error) { return r.plots.get() }
+
+// section is a part of the page, a template of its own executed in a goroutine of its
+// own while the rest is.
+type section struct {
+	done chan struct{}
+	html template.HTML
+	err  error
+}
+
+// executeSection starts executing the template named name on r.
+func executeSection(name string, r report) *section {
+	s := &section{done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		var buf bytes.Buffer
+		s.err = reportTemplate.ExecuteTemplate(&buf, name, r)
+		s.html = template.HTML(buf.String())
+	}()
+	return s
+}
+
+// get waits for the section.
+func (s *section) get() (template.HTML, error) {
+	<-s.done
+	return s.html, s.err
 }
 
 // fact is one item of the "what ran" line: "ttl 500ms".
@@ -194,6 +231,8 @@ func newReport(s Summary, events []history.Event, plots *Plots) report {
 	}
 	r.Setup = ReadSetup(s.Spec).facts()
 	r.Headline, r.Lesson = headline(s.Results)
+	views := make(chan []plotView, 1) // made while the history is paired and its timeline drawn
+	go func() { views <- plots.views() }()
 	ops, pairErr := history.Pair(events)
 	var overlaps []checkers.Overlap
 	focus := firstTime(events) // the earliest violation any checker found, or the start
@@ -215,7 +254,7 @@ func newReport(s Summary, events []history.Event, plots *Plots) report {
 	default:
 		tl := newTimeline(events, ops, overlaps, focus)
 		r.Timeline = &tl
-		r.Plots = plots.views()
+		r.Plots = <-views
 	}
 	base := 0 // the first of a checker's overlaps among all of them
 	for _, res := range s.Results {
