@@ -481,26 +481,45 @@ func (d *decoder) markedField(from int) int {
 
 // marked reads the first of marks from from on that comes next, and says which; -1: read
 // nothing.
-func (d *decoder) marked(marks [][]byte, from int) int {
+func (d *decoder) marked(marks []mark, from int) int {
 	rest := d.b[d.i:]
-	if len(rest) < 2 {
+	if len(rest) < 8 {
+		for i := from; i < len(marks); i++ {
+			if bytes.HasPrefix(rest, marks[i].bytes) {
+				d.i += len(marks[i].bytes)
+				return i
+			}
+		}
 		return -1
 	}
+	first := binary.LittleEndian.Uint64(rest)
 	for i := from; i < len(marks); i++ {
-		// Each mark starts with a quote: its second byte tells most apart at once.
-		if m := marks[i]; rest[1] == m[1] && bytes.HasPrefix(rest, m) {
-			d.i += len(m)
+		if m := &marks[i]; first&m.mask == m.first && (len(m.rest) == 0 || bytes.HasPrefix(rest[8:], m.rest)) {
+			d.i += len(m.bytes)
 			return i
 		}
 	}
 	return -1
 }
 
+// mark is a string as json.Marshal writes it, which marked compares with what comes next
+// eight bytes at once, as a word, and then the rest.
+type mark struct {
+	bytes       []byte
+	first, mask uint64 // its first eight bytes (little-endian), and which of them it has
+	rest        []byte // its bytes after those eight
+}
+
 // quoted are strings as json.Marshal writes them, each followed by after.
-func quoted[T ~string](strings []T, after string) [][]byte {
-	marks := make([][]byte, len(strings))
+func quoted[T ~string](strings []T, after string) []mark {
+	marks := make([]mark, len(strings))
 	for i, s := range strings {
-		marks[i] = []byte(`"` + string(s) + `"` + after)
+		m := mark{bytes: []byte(`"` + string(s) + `"` + after)}
+		var word [8]byte
+		n := copy(word[:], m.bytes)
+		m.first, m.mask = binary.LittleEndian.Uint64(word[:]), ^uint64(0)>>(64-8*n)
+		m.rest = m.bytes[n:]
+		marks[i] = m
 	}
 	return marks
 }
@@ -541,7 +560,7 @@ func (d *decoder) field(i int, e *Event) (ok bool) {
 	case 10:
 		e.Error, ok = oneOf(d, errorKindsKnown)
 	case 11:
-		e.Message, ok = oneOf(d, known[string]{})
+		e.Message, ok = oneOf(d, anyMessage)
 	case 12:
 		var v int
 		v, ok = d.int()
@@ -610,7 +629,7 @@ func (d *decoder) detail() (map[string]string, bool) {
 // with their marks (quoted).
 type known[T ~string] struct {
 	strings []T
-	marks   [][]byte
+	marks   []mark
 }
 
 func knowing[T ~string](strings ...T) known[T] {
@@ -621,6 +640,7 @@ var (
 	types           = knowing(Invoke, OK, Fail, Info)
 	funcs           = knowing(Acquire, Release, Extend, Read, Write, FinalRead, Start, Stop, Roles, HazardFunc)
 	errorKindsKnown = knowing(errorKinds...)
+	anyMessage      = knowing[string]()
 )
 
 // oneOf reads a string, as one of those known when it is one, so that it takes no memory
