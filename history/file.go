@@ -256,7 +256,7 @@ func Scan(path string, visit func(Event) error) (note string, err error) {
 			}
 			return nil
 		}
-		note, scanErr = scan(bufio.NewReaderSize(f, 1<<20), path, func(e Event) error {
+		note, scanErr = scan(f, path, func(e Event) error {
 			if batch = append(batch, e); len(batch) == scanBatch {
 				return send()
 			}
@@ -294,7 +294,7 @@ var errScanStopped = errors.New("history scan stopped")
 func scan(r io.Reader, path string, visit func(Event) error) (note string, err error) {
 	unterminated := false // the last line read had no newline
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), maxLine)
+	sc.Buffer(make([]byte, 256<<10), maxLine) // large enough to read a file into straight, not through a second buffer
 	sc.Split(func(data []byte, atEOF bool) (int, []byte, error) {
 		advance, token, err := bufio.ScanLines(data, atEOF)
 		unterminated = advance > 0 && data[advance-1] != '\n'
