@@ -40,8 +40,6 @@ func WriteReport(dir string, s Summary, d *Drawing) error {
 // not nil).
 func writeReport(dir string, s Summary, d *Drawing, written <-chan struct{}) error {
 	r := newReport(s, d.Events, d.Plots)
-	// The timeline and the plots, most of the page, are executed while the rest is.
-	r.timeline, r.plots = executeSection("timeline", r), executeSection("plots", r)
 	if written != nil {
 		<-written
 	}
@@ -256,6 +254,9 @@ func newReport(s Summary, events []history.Event, plots *Plots) report {
 		r.Timeline = &tl
 		r.Plots = <-views
 	}
+	// The timeline and the plots, most of the page, are executed while the rest is made
+	// and executed.
+	r.timeline, r.plots = executeSection("timeline", r), executeSection("plots", r)
 	base := 0 // the first of a checker's overlaps among all of them
 	for _, res := range s.Results {
 		c := checkerView{Name: string(res.Checker), Property: string(res.Property), Verdict: viewVerdict(res.Verdict), Summary: res.Summary,
