@@ -211,7 +211,8 @@ bench: deps image
 	    printf 'check ops=%-8s clients=%-3s fencing=%-6s %s; %s%s\n' $$ops $$clients $$fencing "$$(cat $$dir/time | tail -1)" "$$verdicts" "$$same"; \
 	  done; done
 	@# The judge keeps up: check of a million fenced operations against one sha256sum pass over
-	@# the same history (issue 58: at most 3 times).
+	@# the same history (issue 58: at most 3 times). One pass each varies on a shared machine;
+	@# docs/performance.md gives medians of rounds of both, one after another.
 	@dir=$(BENCHDIR)/run-1000000-5-true; \
 	test -f $$dir/history.jsonl || $(BENCHDIR)/histgen -ops 1000000 -clients 5 -fencing=true $$dir || exit 1; \
 	/usr/bin/time -f %e -o $$dir/sha.time sha256sum $$dir/history.jsonl >/dev/null; \

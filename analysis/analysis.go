@@ -44,7 +44,8 @@ func File(ctx context.Context, dir, path string, s results.Summary, limits check
 	stream := checkers.NewStream(ctx, opts, limits)
 	var nemesis []history.Event
 	drawing := results.NewDrawing()
-	counts, open := results.OpCounts{}, map[int]history.Func{}
+	counts := results.OpCounts{}
+	var open history.ByProcess[history.Func]
 	faults, spent := 0, 0
 	var slowed bool                    // the network was slowed (slow-network)
 	leastValidity := time.Duration(-1) // the least validity a grant stated; -1: none did
@@ -62,9 +63,9 @@ func File(ctx context.Context, dir, path string, s results.Summary, limits check
 				faults++
 			}
 		case e.Type == history.Invoke:
-			open[e.Process] = e.Func
+			open.Set(e.Process, e.Func)
 		default:
-			delete(open, e.Process)
+			open.Delete(e.Process)
 			counts.Add(e.Func, e.Type)
 			if e.Func == history.Acquire && e.Type == history.Fail && e.Detail[history.ValiditySpent] != "" {
 				spent++
@@ -81,7 +82,14 @@ func File(ctx context.Context, dir, path string, s results.Summary, limits check
 	if err != nil {
 		return s, err
 	}
-	for _, f := range open { // never completed: indeterminate, as the checkers count it
+	// The timeline's events are read again while the last pieces are judged.
+	var timelineErr error
+	timelineRead := make(chan struct{})
+	go func() {
+		defer close(timelineRead)
+		drawing.Events, timelineErr = timeline(path, drawing.Total)
+	}()
+	for _, f := range open.All() { // never completed: indeterminate, as the checkers count it
 		counts.Add(f, history.Info)
 	}
 	s.Results, s.Ops = stream.Results(), counts
@@ -99,6 +107,10 @@ func File(ctx context.Context, dir, path string, s results.Summary, limits check
 	notes = append(notes, stream.Notes()...)
 	if n := drawing.Note(); n != "" {
 		notes = append(notes, n)
+	}
+	<-timelineRead
+	if timelineErr != nil {
+		notes = append(notes, "the report's timeline could not be read: "+timelineErr.Error())
 	}
 	for _, n := range notes { // a check run again finds the notes of the last one
 		if !slices.Contains(s.Notes, n) {

@@ -25,7 +25,7 @@ func searchOnce(t *testing.T, l linearizability, events []history.Event, bound i
 	p := whole(events, ops)
 	var modelled []*history.Op
 	for i := range ops {
-		if l.models(ops[i], outcomeOf(ops[i])) {
+		if l.models(&ops[i], outcomeOf(&ops[i])) {
 			modelled = append(modelled, &ops[i])
 		}
 	}

@@ -306,22 +306,25 @@ func begin(cs []Checker, opts Options) []*judging {
 // searches (checker.search) run one after another beside the other checkers: checkers
 // only read the piece, and two searches at once would need twice the memory of one.
 func addAll(ctx context.Context, js []*judging, p part) {
-	run := func(search bool) {
-		for _, j := range js {
-			if c, _ := j.c.(checker); c.search == search {
-				j.guard(func() { j.acc.add(ctx, p) })
-			}
-		}
-	}
 	if runtime.GOMAXPROCS(0) == 1 {
-		run(true)
-		run(false)
+		addSome(ctx, js, p, true)
+		addSome(ctx, js, p, false)
 		return
 	}
 	var wg sync.WaitGroup
-	wg.Go(func() { run(true) })
-	run(false)
+	wg.Go(func() { addSome(ctx, js, p, true) })
+	addSome(ctx, js, p, false)
 	wg.Wait()
+}
+
+// addSome judges the next piece with the checkers that search, one after another, or
+// with the others.
+func addSome(ctx context.Context, js []*judging, p part, search bool) {
+	for _, j := range js {
+		if c, _ := j.c.(checker); c.search == search {
+			j.guard(func() { j.acc.add(ctx, p) })
+		}
+	}
 }
 
 // resultsOf is every checker's result on the pieces added.

@@ -32,13 +32,17 @@ func corrupt(err error) Result {
 // that reports list them the same way every time. A group may be items itself: callers
 // sort or change a group only when items is their own.
 func byKey[T any](items []T, keyOf func(T) string) (keys []string, groups map[string][]T) {
+	// One key, the usual case: its group is items, not a copy, found without hashing the
+	// key of every item.
+	if len(items) > 0 {
+		k := keyOf(items[0])
+		if !slices.ContainsFunc(items, func(item T) bool { return keyOf(item) != k }) {
+			return []string{k}, map[string][]T{k: slices.Clip(items)}
+		}
+	}
 	sizes := map[string]int{}
 	for _, item := range items {
 		sizes[keyOf(item)]++
-	}
-	if len(sizes) == 1 { // one key, the usual case: its group is items, not a copy
-		k := keyOf(items[0])
-		return []string{k}, map[string][]T{k: slices.Clip(items)}
 	}
 	groups = make(map[string][]T, len(sizes))
 	for k, n := range sizes {
@@ -51,6 +55,32 @@ func byKey[T any](items []T, keyOf func(T) string) (keys []string, groups map[st
 	}
 	slices.Sort(keys)
 	return keys, groups
+}
+
+// keyNumbers numbers lock keys in the order met. A history's operations are most often on
+// the key of the one before, which is looked at first, without hashing the key.
+type keyNumbers struct {
+	numbers map[string]int
+	keys    []string // by number
+	last    int      // the number given last
+}
+
+// number is key's number.
+func (k *keyNumbers) number(key string) int {
+	if len(k.keys) > 0 && k.keys[k.last] == key {
+		return k.last
+	}
+	n, ok := k.numbers[key]
+	if !ok {
+		if k.numbers == nil {
+			k.numbers = map[string]int{}
+		}
+		n = len(k.keys)
+		k.numbers[key] = n
+		k.keys = append(k.keys, key)
+	}
+	k.last = n
+	return n
 }
 
 func opKey(op history.Op) string { return op.Invoke.Key }

@@ -57,7 +57,7 @@ func (st *safetyState) result() Result {
 // isGuardedOp keeps what may have changed the lock or the register, and the reads that
 // saw it. Rejected requests and failed acquires changed nothing; a read whose result is
 // unknown tells nothing.
-func isGuardedOp(op history.Op, o outcome) bool {
+func isGuardedOp(op *history.Op, o outcome) bool {
 	switch op.Func() {
 	case history.Acquire, history.Release, history.Write:
 		return o != rejected
@@ -108,7 +108,7 @@ func guardedFrom(s guarded) porcupine.Model {
 	return (&porcupine.NondeterministicModel{
 		Init: func() []any { return []any{s} },
 		Step: func(state, in, out any) []any {
-			return guardedStep(state.(guarded), in.(request), out.(response))
+			return guardedStep(state.(guarded), *in.(*request), *out.(*response))
 		},
 		Hash: func(state any) uint64 {
 			s := state.(guarded)

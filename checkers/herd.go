@@ -40,7 +40,8 @@ type herdState struct {
 // all.
 func (st *herdState) add(_ context.Context, p part) {
 	granted := st.granted
-	for _, op := range p.ops {
+	for i := range p.ops {
+		op := &p.ops[i]
 		if op.Func() != history.Acquire || op.Type() != history.OK || op.Complete.WatchEvents == nil {
 			continue
 		}

@@ -98,7 +98,7 @@ func (o outcome) String() string {
 	return [...]string{"ok", string(history.ErrNotHeld), "info", "fail"}[o]
 }
 
-func outcomeOf(op history.Op) outcome {
+func outcomeOf(op *history.Op) outcome {
 	switch op.Type() {
 	case history.OK:
 		return succeeded
@@ -133,7 +133,7 @@ type linearizability struct {
 	// (part.storage); a key's first piece starts where a whole history does.
 	model func(p part, key string) porcupine.Model
 	// models says whether op takes part in the search; any other op is left out.
-	models func(op history.Op, o outcome) bool
+	models func(op *history.Op, o outcome) bool
 	// extra are operations the model needs that no event records, made from the piece
 	// (lock-linearizable's lapses); nil: none.
 	extra func(p part) []*history.Op
@@ -194,11 +194,16 @@ func (st *searchState) add(ctx context.Context, p part) {
 	l, ops := st.l, p.ops
 	var modelled []*history.Op // the shared operations, never copied
 	for i := range ops {
-		if l.models(ops[i], outcomeOf(ops[i])) {
+		if l.models(&ops[i], outcomeOf(&ops[i])) {
 			modelled = append(modelled, &ops[i])
 		}
 	}
 	st.operations += len(modelled) // the history's; extra ones are the model's own
+	// A key found illegal in a piece before is not searched again (below): a piece of such
+	// keys alone needs none of what a search is made from (its extra operations, its page).
+	if !slices.ContainsFunc(modelled, func(op *history.Op) bool { return !st.illegal[op.Invoke.Key] }) {
+		return
+	}
 	if l.extra != nil {
 		if extra := l.extra(p); len(extra) > 0 {
 			// After the history's operations invoked at the same time: operations wants
@@ -209,10 +214,7 @@ func (st *searchState) add(ctx context.Context, p part) {
 	}
 	keys, groups := byKey(modelled, func(op *history.Op) string { return op.Invoke.Key })
 	infinity, tl := p.infinity, p.tl
-	var page visualisation
-	if st.dir != "" {
-		page = newVisualisation(p.events, tl, infinity)
-	}
+	var page *visualisation // made for the first key drawn
 
 	proof, doubt := &st.proof, &st.doubt
 	for _, key := range keys {
@@ -241,6 +243,9 @@ func (st *searchState) add(ctx context.Context, p part) {
 		}
 		// A history judged in pieces draws only where a search found it illegal.
 		if draw && s.verbose && (!p.streamed || s.result == porcupine.Illegal) {
+			if page == nil {
+				page = newVisualisation(p.events, tl, infinity)
+			}
 			name := st.files.next(string(st.name), key)
 			if err := page.write(filepath.Join(st.dir, name), s.model, s); err != nil {
 				doubt.addf("key %s: %v", key, err)
@@ -380,33 +385,36 @@ func steps(n int64) string {
 
 // operations converts one key's operations (in invocation order) to porcupine's, applying
 // the infinity and fresh-client-id rules described at the top of this file. Operation i is
-// ops[i], which porcupine's partial linearizations refer to by index.
+// ops[i], which porcupine's partial linearizations refer to by index. Its input and output
+// are a *request and a *response, into two slices made at once: boxed one by one, they
+// were two allocations an operation.
 func operations(ops []*history.Op, infinity int64) []porcupine.Operation {
-	clientID := map[int]int{} // process -> its current porcupine client id
-	lives := map[int]int{}    // process -> its current incarnation
+	var clientID, lives history.ByProcess[int] // each process's current porcupine client id, and incarnation
 	// granted is who holds by its own account, by process (as holds counts them): a lapse
 	// ends that identity's hold, whatever lives came after.
-	granted := map[int]identity{}
+	var granted history.ByProcess[identity]
 	fresh := 0
 	out := make([]porcupine.Operation, len(ops))
+	reqs, resps := make([]request, len(ops)), make([]response, len(ops))
 	for i, op := range ops {
-		id, ok := clientID[op.Process()]
+		id, ok := clientID.Get(op.Process())
 		if !ok {
 			id, fresh = fresh, fresh+1
-			clientID[op.Process()] = id
+			clientID.Set(op.Process(), id)
 		}
-		caller := identity{op.Process(), lives[op.Process()]}
-		o := outcomeOf(*op)
-		switch held, holding := granted[op.Process()]; {
+		life, _ := lives.Get(op.Process())
+		caller := identity{op.Process(), life}
+		o := outcomeOf(op)
+		switch held, holding := granted.Get(op.Process()); {
 		case op.Func() == lapse: // it ends the hold, as a release does
 			if holding {
 				caller = held
 			}
-			delete(granted, op.Process())
+			granted.Delete(op.Process())
 		case op.Func() == history.Acquire && o == succeeded && !holding:
-			granted[op.Process()] = caller
+			granted.Set(op.Process(), caller)
 		case op.Func() == history.Release:
-			delete(granted, op.Process())
+			granted.Delete(op.Process())
 		}
 		// What the servers saw narrows the operation (Op.Window): the search then tries
 		// far fewer orders. An indeterminate operation may take effect at any time after
@@ -414,22 +422,24 @@ func operations(ops []*history.Op, infinity int64) []porcupine.Operation {
 		call, ret := op.Window()
 		if o == indeterminate {
 			ret = infinity
-			delete(clientID, op.Process())
-			lives[op.Process()]++
+			clientID.Delete(op.Process())
+			lives.Set(op.Process(), life+1)
 		}
 		var read int64
 		if o == succeeded {
 			read = valueOf(op.Complete.Value)
 		}
-		req := request{f: op.Func(), caller: caller, value: valueOf(op.Invoke.Value)}
+		req := &reqs[i]
+		*req = request{f: op.Func(), caller: caller, value: valueOf(op.Invoke.Value)}
 		if t := op.Invoke.Token; t != nil && (req.f == history.Read || req.f == history.Write) {
 			req.token, req.tokened = *t, true
 		}
+		resps[i] = response{outcome: o, value: read}
 		out[i] = porcupine.Operation{
 			ClientId: id,
 			Input:    req,
 			Call:     call,
-			Output:   response{outcome: o, value: read},
+			Output:   &resps[i],
 			Return:   ret,
 			Metadata: op,
 		}
@@ -463,7 +473,7 @@ func operations(ops []*history.Op, infinity int64) []porcupine.Operation {
 func settle(out []porcupine.Operation, ops []*history.Op) {
 	var acquires, accepted returnsAbove // ok acquires by call; accepted tokened requests by token
 	for _, op := range out {
-		req, resp := op.Input.(request), op.Output.(response)
+		req, resp := op.Input.(*request), op.Output.(*response)
 		switch {
 		case resp.outcome != succeeded:
 		case req.f == history.Acquire:
@@ -476,8 +486,8 @@ func settle(out []porcupine.Operation, ops []*history.Op) {
 	accepted.sort()
 	for i := range out {
 		op := &out[i]
-		req := op.Input.(request)
-		if op.Output.(response).outcome != indeterminate || ops[i].Complete == nil && req.f != history.Write {
+		req := op.Input.(*request)
+		if op.Output.(*response).outcome != indeterminate || ops[i].Complete == nil && req.f != history.Write {
 			continue
 		}
 		bound, ok := int64(0), false
@@ -569,7 +579,7 @@ func (s keySearch) stuck() (longest []int, stuck int) {
 	}
 	// An indeterminate operation can always come next (settle): it is never the one stuck.
 	returns := func(op porcupine.Operation) int64 {
-		if op.Output.(response).outcome == indeterminate {
+		if op.Output.(*response).outcome == indeterminate {
 			return math.MaxInt64
 		}
 		return op.Return
@@ -608,7 +618,7 @@ func (used fileNames) next(checker, key string) string {
 
 // describeRequest is the models' DescribeOperation: "p1 write 3 -> info".
 func describeRequest(in, out any) string {
-	req, resp := in.(request), out.(response)
+	req, resp := in.(*request), out.(*response)
 	if req.f == lapse {
 		return req.caller.String() + "'s hold lapses"
 	}

@@ -92,7 +92,8 @@ func failedReleases(ops []history.Op) map[int]string {
 		}
 		failed[i] = why
 	}
-	for i, op := range ops {
+	for i := range ops {
+		op := &ops[i]
 		f, o := op.Func(), outcomeOf(op)
 		if f != history.Acquire && f != history.Release {
 			continue
@@ -120,7 +121,7 @@ func failedReleases(ops []history.Op) map[int]string {
 // isLockOp keeps acquires and releases that may have had an effect. A failed acquire
 // changed nothing; a release failing "not-held" is kept, as it tells that the caller's
 // lease ended.
-func isLockOp(op history.Op, o outcome) bool {
+func isLockOp(op *history.Op, o outcome) bool {
 	return (op.Func() == history.Acquire || op.Func() == history.Release) && o != rejected
 }
 
@@ -128,7 +129,7 @@ func isLockOp(op history.Op, o outcome) bool {
 var strictMutex = (&porcupine.NondeterministicModel{
 	Init: func() []any { return []any{nobody} },
 	Step: func(state, in, out any) []any {
-		return mutexStep(state.(identity), in.(request), out.(response))
+		return mutexStep(state.(identity), *in.(*request), *out.(*response))
 	},
 	Hash:                      func(state any) uint64 { return state.(identity).hash() },
 	DescribeOperation:         describeRequest,

@@ -89,39 +89,56 @@ func (st *exclusionState) result() Result {
 // holds finds every hold in ops (ordered by invocation, so a process's operations come in
 // the order it made them). A second acquire while holding extends nothing. The holds point
 // into ops and last's events, which they share.
-func holds(ops []history.Op, last map[int]*history.Event) []hold {
-	type holding struct {
-		process int
-		key     string
-	}
+func holds(ops []history.Op, last lastOf) []hold {
+	type holding struct{ process, key int } // a key by its number
+	var keys keyNumbers
 	open := map[holding]int{} // index into out
 	var out []hold
-	for j, op := range ops {
-		h := holding{op.Process(), op.Invoke.Key}
+	for j := range ops {
+		op := &ops[j]
+		h := holding{op.Process(), keys.number(op.Invoke.Key)}
 		i, held := open[h]
 		switch {
 		case op.Func() == history.Acquire && op.Type() == history.OK && !held:
 			open[h] = len(out)
-			out = append(out, hold{process: h.process, key: h.key, asked: &ops[j].Invoke, granted: op.Complete})
+			out = append(out, hold{process: h.process, key: op.Invoke.Key, asked: &ops[j].Invoke, granted: op.Complete})
 		case op.Func() == history.Release && held:
 			out[i].until, out[i].released, out[i].release = &ops[j].Invoke, true, j
 			delete(open, h)
 		}
 	}
+	if len(open) == 0 {
+		return out
+	}
+	processes := map[int]bool{}
+	for h := range open {
+		processes[h.process] = true
+	}
+	ends := last.find(processes)
 	for h, i := range open {
-		if out[i].until = last[h.process]; out[i].until == nil {
+		if out[i].until = ends[h.process]; out[i].until == nil {
 			out[i].until = &history.Event{}
 		}
 	}
 	return out
 }
 
-// lastEvents maps every process to its last event, in events.
-func lastEvents(events []history.Event) map[int]*history.Event {
+// lastEvents is events, in which holds finds the last event of a process whose hold is
+// left open: most pieces have none, so none is looked for until one is.
+func lastEvents(events []history.Event) lastOf { return lastOf(events) }
+
+// lastOf is events to find processes' last events in.
+type lastOf []history.Event
+
+// find maps each of processes to its last event, the latest (of equal times, the later
+// one); a process with none has none.
+func (l lastOf) find(processes map[int]bool) map[int]*history.Event {
 	last := map[int]*history.Event{}
-	for i := range events {
-		if l, ok := last[events[i].Process]; !ok || events[i].Time >= l.Time {
-			last[events[i].Process] = &events[i]
+	for i := range l {
+		if e := &l[i]; processes[e.Process] {
+			if p, ok := last[e.Process]; !ok || e.Time >= p.Time {
+				last[e.Process] = e
+			}
 		}
 	}
 	return last

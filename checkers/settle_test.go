@@ -20,7 +20,7 @@ func TestSettleLosesNoLegalOrder(t *testing.T) {
 	models := []struct {
 		name   string
 		model  porcupine.Model
-		models func(history.Op, outcome) bool
+		models func(*history.Op, outcome) bool
 	}{{"lock-linearizable", strictMutex, isLockOp}, {"data-safety", guardedRegister, isGuardedOp}}
 	legal, moved := map[string]int{}, 0
 	histories := 10000
@@ -37,14 +37,14 @@ func TestSettleLosesNoLegalOrder(t *testing.T) {
 		for _, m := range models {
 			var modelled []*history.Op
 			for j := range ops {
-				if m.models(ops[j], outcomeOf(ops[j])) {
+				if m.models(&ops[j], outcomeOf(&ops[j])) {
 					modelled = append(modelled, &ops[j])
 				}
 			}
 			settled := operations(modelled, infinity)
 			open := slices.Clone(settled)
 			for j := range open {
-				if open[j].Output.(response).outcome == indeterminate {
+				if open[j].Output.(*response).outcome == indeterminate {
 					open[j].Return = infinity
 				}
 				if open[j].Return != settled[j].Return {

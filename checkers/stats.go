@@ -34,8 +34,8 @@ type statsState struct {
 }
 
 func (st *statsState) add(_ context.Context, p part) {
-	for _, op := range p.ops {
-		if op.Type() == history.OK {
+	for i := range p.ops {
+		if op := &p.ops[i]; op.Type() == history.OK {
 			switch op.Func() {
 			case history.Acquire:
 				st.acquired++

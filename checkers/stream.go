@@ -39,6 +39,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/lockbreaker/lockbreaker/history"
@@ -64,7 +65,7 @@ type Limits struct {
 var DefaultLimits = Limits{PieceOps: 10_000, MaxOps: 1_000_000, LongOps: 200_000, MaxHeap: 2 << 30}
 
 // Stream judges a history fed to it event by event (history.Scan), piece by piece. A
-// piece is judged while the next one is read: two pieces are held at most, besides the
+// piece is judged while the next ones are read: three pieces are held at most, besides the
 // operations not yet cut.
 type Stream struct {
 	ctx    context.Context
@@ -81,11 +82,13 @@ type Stream struct {
 	// ops are the operations since the last cut, in the order they were invoked, each with
 	// its completion's place in events (done; -1: none yet); an op's Complete points into
 	// events only once pointed (point).
-	ops     []history.Op
-	done    []int32
-	open    map[int]int32 // each process's operation not yet completed, by its place in ops
-	seen    bool          // whether an event came
-	lastCut int64         // the last cut's time; 0 before the first
+	ops  []history.Op
+	done []int32
+	// facts are what findCut reads of each operation in ops, gathered as its events come.
+	facts   []cutOp
+	open    history.ByProcess[int32] // each process's operation not yet completed, by its place in ops
+	seen    bool                     // whether an event came
+	lastCut int64                    // the last cut's time; 0 before the first
 	cuts    int
 	tryAt   int // look for a cut when this many operations are held
 	notes   []string
@@ -93,9 +96,12 @@ type Stream struct {
 	// overHeap is the guard's reason when it stopped the judging of a piece (guard.go).
 	overHeap atomic.Pointer[memoryLimit]
 
-	pieces chan piece    // to the judge, one at a time
-	judged chan struct{} // closed when the judge has judged every piece sent
-	// spent are pieces the judge is done with, whose room take fills again: a piece's
+	// judges take the pieces cut, one after another, to the two goroutines that judge
+	// them: one with the checkers that search (porcupine), one with the others, so that
+	// neither waits for the other at every piece. judged waits for both.
+	judges [2]chan piece
+	judged sync.WaitGroup
+	// spent are pieces both judges are done with, whose room take fills again: a piece's
 	// events and operations, allocated anew at every cut, were most of what check allocated.
 	spent chan piece
 }
@@ -106,6 +112,8 @@ type piece struct {
 	events []history.Event
 	ops    []history.Op
 	place  place
+	// unjudged counts the judges not yet done with it.
+	unjudged *atomic.Int32
 }
 
 // place is where a piece lies in its history.
@@ -121,7 +129,7 @@ type place struct {
 
 // NewStream starts judging a history with every checker (All), as Judge does.
 func NewStream(ctx context.Context, opts Options, limits Limits) *Stream {
-	return &Stream{ctx: ctx, opts: opts, limits: limits, open: map[int]int32{}, tryAt: limits.PieceOps,
+	return &Stream{ctx: ctx, opts: opts, limits: limits, tryAt: limits.PieceOps,
 		judging: begin(All(), opts)}
 }
 
@@ -147,17 +155,19 @@ func (s *Stream) Add(e history.Event) {
 		}
 		op := int32(len(s.ops))
 		s.ops, s.done = append(s.ops, history.Op{Invoke: e}), append(s.done, -1)
+		s.facts = append(s.facts, newCutOp(&e))
 		s.events, s.opOf = append(s.events, e), append(s.opOf, op)
-		s.open[e.Process] = op
+		s.open.Set(e.Process, op)
 	default:
-		op, ok := s.open[e.Process]
+		op, ok := s.open.Get(e.Process)
 		if !ok {
 			s.fail(fmt.Sprintf("event #%d completes no operation", e.Index))
 			return
 		}
 		s.done[op] = int32(len(s.events))
 		s.events, s.opOf = append(s.events, e), append(s.opOf, op)
-		delete(s.open, e.Process)
+		s.open.Delete(e.Process)
+		s.facts[op].complete(&s.events[len(s.events)-1])
 	}
 	if len(s.ops) >= s.tryAt {
 		s.cut()
@@ -170,7 +180,7 @@ func (s *Stream) Add(e history.Event) {
 
 func (s *Stream) fail(why string) {
 	s.failed = why
-	s.events, s.opOf, s.ops, s.done, s.open = nil, nil, nil, nil, nil
+	s.events, s.opOf, s.ops, s.done, s.facts, s.open = nil, nil, nil, nil, nil, history.ByProcess[int32]{}
 }
 
 // heapFull fails the stream once the guard stopped the judging of a piece, and says
@@ -193,13 +203,15 @@ func (s *Stream) Notes() []string { return s.notes }
 // Results judges what is left and returns every checker's verdict on the whole history,
 // held to the stats precondition as Judge holds them.
 func (s *Stream) Results() []Result {
-	if s.pieces != nil {
-		close(s.pieces)
-		<-s.judged
-		s.pieces = nil
+	if s.judges[0] != nil {
+		for _, j := range s.judges {
+			close(j)
+		}
+		s.judged.Wait()
+		s.judges = [2]chan piece{}
 	}
 	if s.heapFull() {
-		s.judge(piece{place: s.place})
+		s.guard(func(ctx context.Context) { addAll(ctx, s.judging, piece{place: s.place}.part()) })
 		return s.givenUp(resultsOf(s.judging))
 	}
 	last := s.take(math.MaxInt64)
@@ -210,7 +222,7 @@ func (s *Stream) Results() []Result {
 		s.guard(func(ctx context.Context) { results = Judge(ctx, last.events, opts) })
 	} else {
 		s.note(last.ops)
-		s.judge(last)
+		s.guard(func(ctx context.Context) { addAll(ctx, s.judging, last.part()) })
 		results = precondition(resultsOf(s.judging))
 	}
 	if s.heapFull() {
@@ -230,12 +242,10 @@ func (s *Stream) givenUp(results []Result) []Result {
 	return results
 }
 
-// judge adds one piece to every checker's judging, after the pieces before.
-func (s *Stream) judge(p piece) {
-	judged := part{events: p.events, ops: p.ops, tl: timeline{start: p.place.start}, infinity: p.place.infinity,
+// part is the piece as the checkers judge it, after the pieces before.
+func (p piece) part() part {
+	return part{events: p.events, ops: p.ops, tl: timeline{start: p.place.start}, infinity: p.place.infinity,
 		streamed: true, storage: p.place.storage}
-	p.events, p.ops = nil, nil // held once, as judged
-	s.guard(func(ctx context.Context) { addAll(ctx, s.judging, judged) })
 }
 
 // guard runs judge under the heap limit, and keeps the reason when the guard stopped it.
@@ -262,14 +272,17 @@ func (s *Stream) take(t int64) piece {
 	p := piece{place: s.place}
 	s.point()
 	taken := make([]bool, len(s.ops))
-	var order []int // the operations taken, in the order history.Pair gives
+	order := make([]int, 0, len(s.ops)) // the operations taken, in the order history.Pair gives
 	for i := range s.ops {
-		if start, _ := s.ops[i].Window(); start <= t {
+		if s.facts[i].start <= t {
 			taken[i] = true
 			order = append(order, i)
 		}
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return compareInt64(s.ops[a].Invoke.Time, s.ops[b].Invoke.Time) })
+	byInvocation := func(a, b int) int { return compareInt64(s.ops[a].Invoke.Time, s.ops[b].Invoke.Time) }
+	if !slices.IsSortedFunc(order, byInvocation) { // held in the order invoked, they seldom are not
+		slices.SortStableFunc(order, byInvocation)
+	}
 
 	// The events: the piece's moved up, the rest copied out, each op's completion followed.
 	inPiece := func(i int) bool { op := s.opOf[i]; return op < 0 && s.events[i].Time <= t || op >= 0 && taken[op] }
@@ -322,7 +335,7 @@ func (s *Stream) take(t int64) piece {
 			continue
 		}
 		if m != i {
-			s.ops[m].Invoke = s.ops[i].Invoke
+			s.ops[m].Invoke, s.facts[m] = s.ops[i].Invoke, s.facts[i]
 		}
 		s.ops[m].Complete = nil // pointed again into rest when needed
 		if d := s.done[i]; d >= 0 {
@@ -333,17 +346,17 @@ func (s *Stream) take(t int64) piece {
 		moved[i], m = int32(m), m+1
 	}
 	clear(s.ops[m:]) // let the piece's operations go once judged
-	s.ops, s.done = s.ops[:m], s.done[:m]
+	s.ops, s.done, s.facts = s.ops[:m], s.done[:m], s.facts[:m]
 	for i, op := range restOf {
 		if op >= 0 {
 			restOf[i] = moved[op]
 		}
 	}
-	for process, op := range s.open {
+	for process, op := range s.open.All() {
 		if taken[op] { // never, but for the last piece: no operation open can be cut
-			delete(s.open, process)
+			s.open.Delete(process)
 		} else {
-			s.open[process] = moved[op]
+			s.open.Set(process, moved[op])
 		}
 	}
 	s.events, s.opOf = rest, restOf
@@ -379,12 +392,7 @@ func (s *Stream) cut() {
 	if s.heapFull() {
 		return
 	}
-	s.point()
-	ops := make([]*history.Op, len(s.ops))
-	for i := range s.ops {
-		ops[i] = &s.ops[i]
-	}
-	t, storage, ok := findCut(ops, s.place.storage)
+	t, storage, ok := findCut(s.facts, s.place.storage)
 	if !ok {
 		s.tryAt = len(s.ops) + max(s.limits.PieceOps/4, 1)
 		return
@@ -394,20 +402,29 @@ func (s *Stream) cut() {
 	p := s.take(t)
 	s.place.infinity, s.place.storage = infinity, storage
 	s.note(p.ops)
-	if s.pieces == nil {
-		s.pieces, s.judged, s.spent = make(chan piece), make(chan struct{}), make(chan piece, 2)
-		go func() {
-			defer close(s.judged)
-			for p := range s.pieces {
-				s.judge(p)
-				select { // no checker keeps a piece's events or operations once judged
-				case s.spent <- p:
-				default:
+	if s.judges[0] == nil {
+		s.spent = make(chan piece, 3)
+		for i, search := range []bool{true, false} {
+			s.judges[i] = make(chan piece, 1)
+			s.judged.Go(func() {
+				for p := range s.judges[i] {
+					s.guard(func(ctx context.Context) { addSome(ctx, s.judging, p.part(), search) })
+					if p.unjudged.Add(-1) > 0 {
+						continue
+					}
+					select { // no checker keeps a piece's events or operations once judged
+					case s.spent <- p:
+					default:
+					}
 				}
-			}
-		}()
+			})
+		}
 	}
-	s.pieces <- p
+	p.unjudged = new(atomic.Int32)
+	p.unjudged.Store(int32(len(s.judges)))
+	for _, j := range s.judges {
+		j <- p
+	}
 	s.lastCut, s.tryAt = t, len(s.ops)+s.limits.PieceOps
 	s.cuts++
 }

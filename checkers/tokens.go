@@ -13,10 +13,15 @@ const recentGrants = 100_000
 
 // grantedTokens is every token granted on one key.
 type grantedTokens struct {
-	runs   []tokenRun // sorted, disjoint and not adjacent
-	recent map[int64]grantOf
-	order  []int64 // recent's tokens, a ring in the order granted
-	next   int     // where order's next token goes
+	runs []tokenRun // sorted, disjoint and not adjacent
+	// recent are the latest recentGrants grants, a ring in the order granted, whose next
+	// one goes at next.
+	recent []recentGrant
+	next   int
+	// byToken finds a recent grant by its token. It is made when a token is first granted
+	// again: a history whose tokens never repeat (most) needs none, and filling a map on
+	// every grant was most of fencing's time.
+	byToken map[int64]grantOf
 }
 
 // tokenRun is the tokens from lo to hi, both granted.
@@ -25,24 +30,37 @@ type tokenRun struct{ lo, hi int64 }
 // grantOf is a token's first grant: to whom, at which event.
 type grantOf struct{ process, index int }
 
+// recentGrant is a token and its first grant.
+type recentGrant struct {
+	token int64
+	grantOf
+}
+
 // grant records token t's grant g, and says whether t was granted before and, when that
 // grant is among the recent ones, which it was.
 func (k *grantedTokens) grant(t int64, g grantOf) (before bool, earlier grantOf, known bool) {
 	if !k.add(t) {
-		earlier, known = k.recent[t]
+		if k.byToken == nil {
+			k.byToken = make(map[int64]grantOf, len(k.recent))
+			for _, r := range k.recent {
+				k.byToken[r.token] = r.grantOf
+			}
+		}
+		earlier, known = k.byToken[t]
 		return true, earlier, known
 	}
-	if k.recent == nil {
-		k.recent = map[int64]grantOf{}
-	}
-	if len(k.order) < recentGrants {
-		k.order = append(k.order, t)
+	if len(k.recent) < recentGrants {
+		k.recent = append(k.recent, recentGrant{t, g})
 	} else {
-		delete(k.recent, k.order[k.next])
-		k.order[k.next] = t
+		if k.byToken != nil {
+			delete(k.byToken, k.recent[k.next].token)
+		}
+		k.recent[k.next] = recentGrant{t, g}
 		k.next = (k.next + 1) % recentGrants
 	}
-	k.recent[t] = g
+	if k.byToken != nil {
+		k.byToken[t] = g
+	}
 	return false, grantOf{}, false
 }
 

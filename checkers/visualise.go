@@ -39,8 +39,8 @@ type visualisation struct {
 	infinity int64 // an indeterminate operation's return time (see operations)
 }
 
-func newVisualisation(events []history.Event, tl timeline, infinity int64) visualisation {
-	return visualisation{faults: faultAnnotations(history.Faults(events), tl), tl: tl, infinity: infinity}
+func newVisualisation(events []history.Event, tl timeline, infinity int64) *visualisation {
+	return &visualisation{faults: faultAnnotations(history.Faults(events), tl), tl: tl, infinity: infinity}
 }
 
 // visualiseLimit caps the operations a page shows: a key with more is drawn around where
@@ -111,7 +111,7 @@ func rowNames(ops []porcupine.Operation) []porcupine.Annotation {
 			continue
 		}
 		named[op.ClientId] = true
-		caller := op.Input.(request).caller
+		caller := op.Input.(*request).caller
 		details := fmt.Sprintf("process %d", caller.process)
 		if caller.life > 0 {
 			details += fmt.Sprintf(", its life %d: it carries on after an operation whose outcome is unknown", caller.life)

@@ -3,6 +3,7 @@ package history
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -223,22 +224,77 @@ func parse(r io.Reader, path string, lines int) (File, error) {
 
 // Scan reads a history file as ReadFile does, but hands each event to visit as it is read
 // and keeps none, so that a history larger than memory can be judged (checkers.Stream). It
-// refuses what ReadFile refuses, possibly after visit has seen the events before the bad
-// line; the note is File.Note's. An error from visit stops the scan and is returned.
+// refuses what ReadFile refuses, after visit has seen the events before the bad line; the
+// note is File.Note's. An error from visit stops the scan and is returned.
+//
+// The file is read, decoded and checked in a goroutine of its own, a few batches of events
+// ahead of visit, so that on two cores reading overlaps what visit does with the events.
 func Scan(path string, visit func(Event) error) (note string, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", fmt.Errorf("read history: %w", err)
 	}
 	defer f.Close()
-	return scan(bufio.NewReaderSize(f, 1<<20), path, visit)
+	batches := make(chan []Event, scanAhead)
+	spent := make(chan []Event, scanAhead+1) // batches visited, to fill again
+	stop := make(chan struct{})              // closed when visit fails
+	var scanErr error
+	go func() {
+		defer close(batches)
+		batch := make([]Event, 0, scanBatch)
+		send := func() error {
+			select {
+			case batches <- batch:
+			case <-stop:
+				return errScanStopped
+			}
+			select {
+			case batch = <-spent:
+				batch = batch[:0]
+			default:
+				batch = make([]Event, 0, scanBatch)
+			}
+			return nil
+		}
+		note, scanErr = scan(f, path, func(e Event) error {
+			if batch = append(batch, e); len(batch) == scanBatch {
+				return send()
+			}
+			return nil
+		})
+		if len(batch) > 0 { // the events before the end, or before a bad line
+			send()
+		}
+	}()
+	for batch := range batches {
+		for i := range batch {
+			if err := visit(batch[i]); err != nil {
+				close(stop)
+				for range batches { // let the reader go
+				}
+				return "", err
+			}
+		}
+		select {
+		case spent <- batch:
+		default:
+		}
+	}
+	return note, scanErr
 }
+
+// scanBatch is how many events Scan's reader hands over at once, and scanAhead how many
+// batches it may read ahead of visit.
+const scanBatch, scanAhead = 1024, 4
+
+// errScanStopped stops Scan's reader once visit failed.
+var errScanStopped = errors.New("history scan stopped")
 
 // scan reads JSON lines, refusing what Parse refuses, and hands every event to visit.
 func scan(r io.Reader, path string, visit func(Event) error) (note string, err error) {
 	unterminated := false // the last line read had no newline
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), maxLine)
+	sc.Buffer(make([]byte, 256<<10), maxLine) // large enough to read a file into straight, not through a second buffer
 	sc.Split(func(data []byte, atEOF bool) (int, []byte, error) {
 		advance, token, err := bufio.ScanLines(data, atEOF)
 		unterminated = advance > 0 && data[advance-1] != '\n'
@@ -382,11 +438,14 @@ func (d *decoder) event(b []byte, e *Event) (ok, indexed bool) {
 	}
 	next := 0 // json.Marshal writes the fields in Event's order: the one after the last is looked at first
 	for {
-		name, ok := d.rawString()
-		if !ok || !d.byte(':') {
-			return false, false
+		field := d.markedField(next)
+		if field < 0 {
+			name, ok := d.rawString()
+			if !ok || !d.byte(':') {
+				return false, false
+			}
+			field = fieldNamed(name, next)
 		}
-		field := fieldNamed(name, next)
 		if field < 0 || seen&(1<<field) != 0 || !d.field(field, e) {
 			return false, false
 		}
@@ -414,6 +473,60 @@ func fieldNamed(name []byte, from int) int {
 	return -1
 }
 
+// markedField reads a field's name and its colon as json.Marshal writes them, when they
+// are one of eventFields from from on, and says which; -1: read nothing.
+func (d *decoder) markedField(from int) int {
+	return d.marked(markedFields, from)
+}
+
+// marked reads the first of marks from from on that comes next, and says which; -1: read
+// nothing.
+func (d *decoder) marked(marks []mark, from int) int {
+	rest := d.b[d.i:]
+	if len(rest) < 8 {
+		for i := from; i < len(marks); i++ {
+			if bytes.HasPrefix(rest, marks[i].bytes) {
+				d.i += len(marks[i].bytes)
+				return i
+			}
+		}
+		return -1
+	}
+	first := binary.LittleEndian.Uint64(rest)
+	for i := from; i < len(marks); i++ {
+		if m := &marks[i]; first&m.mask == m.first && (len(m.rest) == 0 || bytes.HasPrefix(rest[8:], m.rest)) {
+			d.i += len(m.bytes)
+			return i
+		}
+	}
+	return -1
+}
+
+// mark is a string as json.Marshal writes it, which marked compares with what comes next
+// eight bytes at once, as a word, and then the rest.
+type mark struct {
+	bytes       []byte
+	first, mask uint64 // its first eight bytes (little-endian), and which of them it has
+	rest        []byte // its bytes after those eight
+}
+
+// quoted are strings as json.Marshal writes them, each followed by after.
+func quoted[T ~string](strings []T, after string) []mark {
+	marks := make([]mark, len(strings))
+	for i, s := range strings {
+		m := mark{bytes: []byte(`"` + string(s) + `"` + after)}
+		var word [8]byte
+		n := copy(word[:], m.bytes)
+		m.first, m.mask = binary.LittleEndian.Uint64(word[:]), ^uint64(0)>>(64-8*n)
+		m.rest = m.bytes[n:]
+		marks[i] = m
+	}
+	return marks
+}
+
+// markedFields are eventFields quoted and followed by a colon: `"index":`.
+var markedFields = quoted(eventFields, ":")
+
 // indexField is where "index" is in eventFields.
 var indexField = slices.Index(eventFields, "index")
 
@@ -427,11 +540,11 @@ func (d *decoder) field(i int, e *Event) (ok bool) {
 	case 0:
 		e.Index, ok = d.int()
 	case 1:
-		e.Type, ok = oneOf(d, Invoke, OK, Fail, Info)
+		e.Type, ok = oneOf(d, types)
 	case 2:
 		e.Process, ok = d.int()
 	case 3:
-		e.Func, ok = oneOf(d, Acquire, Release, Read, Write, FinalRead, Start, Stop, Roles, HazardFunc)
+		e.Func, ok = oneOf(d, funcs)
 	case 4:
 		e.Key, ok = d.shared()
 	case 5:
@@ -445,9 +558,9 @@ func (d *decoder) field(i int, e *Event) (ok bool) {
 	case 9:
 		e.EffectTo, ok = d.int64()
 	case 10:
-		e.Error, ok = oneOf(d, errorKinds...)
+		e.Error, ok = oneOf(d, errorKindsKnown)
 	case 11:
-		e.Message, ok = oneOf[string](d)
+		e.Message, ok = oneOf(d, anyMessage)
 	case 12:
 		var v int
 		v, ok = d.int()
@@ -512,13 +625,35 @@ func (d *decoder) detail() (map[string]string, bool) {
 	}
 }
 
-// oneOf reads a string, as one of those given when it is one, so that it takes no memory
+// known are the strings a field holds most, which oneOf reads without allocating them,
+// with their marks (quoted).
+type known[T ~string] struct {
+	strings []T
+	marks   []mark
+}
+
+func knowing[T ~string](strings ...T) known[T] {
+	return known[T]{strings, quoted(strings, "")}
+}
+
+var (
+	types           = knowing(Invoke, OK, Fail, Info)
+	funcs           = knowing(Acquire, Release, Extend, Read, Write, FinalRead, Start, Stop, Roles, HazardFunc)
+	errorKindsKnown = knowing(errorKinds...)
+	anyMessage      = knowing[string]()
+)
+
+// oneOf reads a string, as one of those known when it is one, so that it takes no memory
 // of its own.
-func oneOf[T ~string](d *decoder, known ...T) (T, bool) {
+func oneOf[T ~string](d *decoder, k known[T]) (T, bool) {
+	d.space()
+	if i := d.marked(k.marks, 0); i >= 0 {
+		return k.strings[i], true
+	}
 	s, ok := d.rawString()
-	for _, k := range known {
-		if string(s) == string(k) {
-			return k, ok
+	for _, known := range k.strings {
+		if string(s) == string(known) {
+			return known, ok
 		}
 	}
 	return T(s), ok
@@ -565,9 +700,11 @@ func (d *decoder) shared() (string, bool) {
 }
 
 func (d *decoder) space() {
-	for d.i < len(d.b) && (d.b[d.i] == ' ' || d.b[d.i] == '\t' || d.b[d.i] == '\r' || d.b[d.i] == '\n') {
-		d.i++
+	b, i := d.b, d.i // in locals, not reloaded through d at every byte
+	for i < len(b) && b[i] <= ' ' && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
+		i++
 	}
+	d.i = i
 }
 
 func (d *decoder) peek(c byte) bool {
@@ -619,23 +756,48 @@ func (d *decoder) int() (int, bool) {
 	return int(v), ok && int64(int(v)) == v
 }
 
+// eightDigits says whether the eight bytes of x (little-endian) are all ASCII digits:
+// each is 0x30 to 0x3f, and adding 6 to it leaves it so (none is above '9').
+func eightDigits(x uint64) bool {
+	const high, threes = 0xf0f0f0f0f0f0f0f0, 0x3030303030303030
+	return x&high == threes && (x+0x0606060606060606)&high == threes
+}
+
+// eightDigitsValue is the number eight ASCII digits (little-endian in x) write: pairs of
+// digits, then of pairs, then of fours, combined by multiplication.
+func eightDigitsValue(x uint64) uint64 {
+	x -= 0x3030303030303030
+	x = (x * 10) + (x >> 8)
+	x = ((x & 0x000000FF000000FF) * (100 + (1000000 << 32))) + (((x >> 16) & 0x000000FF000000FF) * (1 + (10000 << 32)))
+	return x >> 32
+}
+
 // int64 reads an integer as JSON writes it (no fraction, no exponent, no leading zero) of
 // at most 18 digits, which no int64 overflows.
 func (d *decoder) int64() (int64, bool) {
 	d.space()
-	neg := d.i < len(d.b) && d.b[d.i] == '-'
+	b, i := d.b, d.i // in locals, not reloaded through d at every digit
+	neg := i < len(b) && b[i] == '-'
 	if neg {
-		d.i++
+		i++
 	}
-	start, v := d.i, int64(0)
-	for ; d.i < len(d.b) && d.b[d.i] >= '0' && d.b[d.i] <= '9'; d.i++ {
-		v = v*10 + int64(d.b[d.i]-'0')
+	start, v := i, int64(0)
+	for i+8 <= len(b) { // eight digits at a time (times have 10 to 19)
+		x := binary.LittleEndian.Uint64(b[i:])
+		if !eightDigits(x) {
+			break
+		}
+		v, i = v*100_000_000+int64(eightDigitsValue(x)), i+8 // past 18 digits it is refused below
 	}
-	digits := d.i - start
-	if digits == 0 || digits > 18 || digits > 1 && d.b[start] == '0' {
+	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+		v = v*10 + int64(b[i]-'0')
+	}
+	d.i = i
+	digits := i - start
+	if digits == 0 || digits > 18 || digits > 1 && b[start] == '0' {
 		return 0, false
 	}
-	if d.i < len(d.b) && (d.b[d.i] == '.' || d.b[d.i] == 'e' || d.b[d.i] == 'E') {
+	if i < len(b) && (b[i] == '.' || b[i] == 'e' || b[i] == 'E') {
 		return 0, false
 	}
 	if neg {

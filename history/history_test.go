@@ -395,3 +395,52 @@ func TestClientTarget(t *testing.T) {
 		t.Errorf("KnownHazards = %v", known)
 	}
 }
+
+// Scan reads in a goroutine of its own, batches ahead of visit: visit still sees every
+// event before a bad line, in order, and nothing after a visit that failed.
+func TestScanVisitsInOrderUpToWhatStopsIt(t *testing.T) {
+	const n = 3*scanBatch + 5
+	var ls []string
+	for i := range n {
+		ls = append(ls, ev(i, Invoke, i, Acquire, int64(i+1)))
+	}
+	stopped := errors.New("visit stops")
+	cases := []struct {
+		name    string
+		bad     int // the line made corrupt; 0: none
+		failAt  int // the event whose visit fails; -1: none
+		visited int
+		err     string
+	}{
+		{"whole", 0, -1, n, ""},
+		{"bad line in the third batch", 2*scanBatch + 7, -1, 2*scanBatch + 6, fmt.Sprintf(":%d: not a JSON event", 2*scanBatch+7)},
+		{"visit fails in the second batch", 0, scanBatch + 3, scanBatch + 4, stopped.Error()},
+		{"visit fails before a bad line", 2*scanBatch + 7, scanBatch + 3, scanBatch + 4, stopped.Error()},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			text := slices.Clone(ls)
+			if c.bad > 0 {
+				text[c.bad-1] = "{oops"
+			}
+			path := filepath.Join(t.TempDir(), FileName)
+			if err := os.WriteFile(path, []byte(lines(text...)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			visited := 0
+			_, err := Scan(path, func(e Event) error {
+				if e.Index != visited {
+					t.Fatalf("visit %d got event #%d", visited, e.Index)
+				}
+				visited++
+				if e.Index == c.failAt {
+					return stopped
+				}
+				return nil
+			})
+			if visited != c.visited || c.err == "" && err != nil || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+				t.Fatalf("visited %d events, error %v; want %d, %q", visited, err, c.visited, c.err)
+			}
+		})
+	}
+}

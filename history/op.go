@@ -19,7 +19,7 @@ type Op struct {
 }
 
 // Type is the operation's outcome; Info when it never completed.
-func (o Op) Type() Type {
+func (o *Op) Type() Type {
 	if o.Complete == nil {
 		return Info
 	}
@@ -27,13 +27,13 @@ func (o Op) Type() Type {
 }
 
 // Process is the client that ran the operation.
-func (o Op) Process() int { return o.Invoke.Process }
+func (o *Op) Process() int { return o.Invoke.Process }
 
 // Func is what the operation did.
-func (o Op) Func() Func { return o.Invoke.Func }
+func (o *Op) Func() Func { return o.Invoke.Func }
 
 // Value is the completion's value when it has one, else the invocation's.
-func (o Op) Value() *int64 {
+func (o *Op) Value() *int64 {
 	if o.Complete != nil && o.Complete.Value != nil {
 		return o.Complete.Value
 	}
@@ -41,7 +41,7 @@ func (o Op) Value() *int64 {
 }
 
 // Token is the completion's token when it has one (an acquire's grant), else the invocation's.
-func (o Op) Token() *int64 {
+func (o *Op) Token() *int64 {
 	if o.Complete != nil && o.Complete.Token != nil {
 		return o.Complete.Token
 	}
@@ -50,7 +50,7 @@ func (o Op) Token() *int64 {
 
 // Window is when op can have taken effect: from its invocation (or EffectFrom) to its
 // completion (or EffectTo). An operation that never completed has no end: end is 0.
-func (o Op) Window() (start, end int64) {
+func (o *Op) Window() (start, end int64) {
 	start = o.Invoke.Time
 	if o.Complete == nil {
 		return start, 0
@@ -149,7 +149,7 @@ var clientFuncs = []Func{Acquire, Release, Extend, Read, Write, FinalRead}
 // process's invocation is completed by that process's next completion, with the same f,
 // no earlier; nemesis events are not paired.
 type pairing struct {
-	open map[int]pending // process -> its invocation not yet completed
+	open ByProcess[pending] // each process's invocation not yet completed
 	// name says where the invocation given place at is, for messages ("line 3").
 	name func(at int) string
 }
@@ -167,15 +167,12 @@ func (p *pairing) next(e Event, at int) (invokedAt int, err error) {
 	if e.Process == NemesisProcess {
 		return 0, nil
 	}
-	inv, open := p.open[e.Process]
+	inv, open := p.open.Get(e.Process)
 	if e.Type == Invoke {
 		if open {
 			return 0, fmt.Errorf("process %d invoked %s before completing its %s (%s)", e.Process, e.Func, inv.f, p.name(inv.at))
 		}
-		if p.open == nil {
-			p.open = map[int]pending{}
-		}
-		p.open[e.Process] = pending{f: e.Func, time: e.Time, at: at}
+		p.open.Set(e.Process, pending{f: e.Func, time: e.Time, at: at})
 		return 0, nil
 	}
 	switch {
@@ -190,7 +187,7 @@ func (p *pairing) next(e Event, at int) (invokedAt int, err error) {
 	case e.EffectTo != 0 && (e.EffectTo < max(inv.time, e.EffectFrom) || e.EffectTo > e.Time):
 		return 0, fmt.Errorf("effect_to %d outside the operation [%d, %d] or before effect_from (%s)", e.EffectTo, max(inv.time, e.EffectFrom), e.Time, p.name(inv.at))
 	}
-	delete(p.open, e.Process)
+	p.open.Delete(e.Process)
 	return inv.at, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -78,7 +79,7 @@ func paletteIndex(i int) int { return ((i % len(palette)) + len(palette)) % len(
 type Plots struct {
 	start, end int64 // the earliest and latest event times
 	seen       bool
-	open       map[int]invoked // each process's invocation not yet completed
+	open       history.ByProcess[invoked] // each process's invocation not yet completed
 	// latency counts acquires and releases by invocation time and latencyBins of their
 	// duration, classed by outcome and function (latencyClass); throughput counts ok
 	// operations by completion time, classed by funcIndex; tokens counts grants by their
@@ -90,7 +91,7 @@ type Plots struct {
 
 // NewPlots returns an empty Plots.
 func NewPlots() *Plots {
-	return &Plots{open: map[int]invoked{}, latency: newGrid(false), throughput: newGrid(false), tokens: newGrid(true),
+	return &Plots{latency: newGrid(false), throughput: newGrid(false), tokens: newGrid(true),
 		processes: map[int]bool{}}
 }
 
@@ -119,14 +120,14 @@ func (p *Plots) Add(e history.Event) {
 		}
 		return
 	case e.Type == history.Invoke:
-		p.open[e.Process] = invoked{e.Func, e.Time}
+		p.open.Set(e.Process, invoked{e.Func, e.Time})
 		return
 	}
-	inv, ok := p.open[e.Process]
+	inv, ok := p.open.Get(e.Process)
 	if !ok {
 		return
 	}
-	delete(p.open, e.Process)
+	p.open.Delete(e.Process)
 	f := inv.Func
 	if e.Type == history.OK && slices.Contains(plotFuncs, f) {
 		p.throughput.add(e.Time, 0, uint8(slices.Index(plotFuncs, f)))
@@ -163,13 +164,13 @@ type grid struct {
 	origin        int64 // the first point's time
 	width, height int64
 	scaled        bool
-	cells         map[cell]int
-	spare         map[cell]int // the map coarsen fills next, emptied, so that it allocates none
+	cells         cellTable
+	spare         cellTable // the table coarsen fills next, emptied, so that it allocates none
 	// recent are the cells counted last, by slot, with their counts not yet in cells: a
 	// history comes in the order of time, so most points fall in a cell counted just
-	// before, and cells, whose every access at its size misses the processor's caches (most
-	// of the plots' time at a million operations), is written only as a cell leaves.
-	recent []recentCell
+	// before, and cells, whose every access at its size misses the processor's caches, is
+	// written only as a cell leaves.
+	recent []cellCount
 }
 
 type cell struct {
@@ -177,8 +178,13 @@ type cell struct {
 	class uint8
 }
 
-// recentCell is a cell of grid.recent and its points not yet counted in grid.cells.
-type recentCell struct {
+// hash spreads a cell's fields over the high bits, where recent and cellTable take a slot.
+func (c cell) hash() uint64 {
+	return (uint64(c.x)*0x9e3779b97f4a7c15^uint64(c.y))*0xc2b2ae3d27d4eb4f ^ uint64(c.class)*0x165667b19e3779f9
+}
+
+// cellCount is a cell and the points counted in it; none (n 0) is an empty slot.
+type cellCount struct {
 	cell
 	n int
 }
@@ -186,10 +192,50 @@ type recentCell struct {
 // recentSlots is how many cells grid.recent holds: more than a column of the latency plot has.
 const recentSlots = 1 << 12
 
-// slot is where c lies in grid.recent.
-func (c cell) slot() int {
-	h := uint64(c.x)*0x9e3779b97f4a7c15 ^ uint64(c.y)*0xc2b2ae3d27d4eb4f ^ uint64(c.class)
-	return int(h >> (64 - 12))
+// cellTable counts points by cell, in a hash table of its own (open addressing, linear
+// probing): a Go map of cells, hashing each cell field by field, took most of the plots'
+// time at a million operations, in the cells made and merged at every doubling.
+type cellTable struct {
+	slots []cellCount // a power of two, at most three quarters full
+	shift uint        // 64 less the bits of a slot's index
+	len   int
+}
+
+// add counts n points in c.
+func (t *cellTable) add(c cell, n int) {
+	if 4*(t.len+1) > 3*len(t.slots) {
+		t.grow()
+	}
+	mask := len(t.slots) - 1
+	for i := int(c.hash() >> t.shift); ; i = (i + 1) & mask {
+		s := &t.slots[i]
+		if s.n == 0 {
+			*s, t.len = cellCount{c, n}, t.len+1
+			return
+		}
+		if s.cell == c {
+			s.n += n
+			return
+		}
+	}
+}
+
+// grow doubles the slots, counting every cell again.
+func (t *cellTable) grow() {
+	old := t.slots
+	size := max(2*len(old), 1<<10)
+	t.slots, t.shift, t.len = make([]cellCount, size), uint(64-bits.TrailingZeros(uint(size))), 0
+	for _, s := range old {
+		if s.n > 0 {
+			t.add(s.cell, s.n)
+		}
+	}
+}
+
+// clear empties the table, keeping its slots.
+func (t *cellTable) clear() {
+	clear(t.slots)
+	t.len = 0
 }
 
 func newGrid(scaled bool) grid {
@@ -197,38 +243,45 @@ func newGrid(scaled bool) grid {
 }
 
 func (g *grid) add(t, v int64, class uint8) {
-	if g.cells == nil {
-		g.cells, g.origin, g.recent = map[cell]int{}, t, make([]recentCell, recentSlots)
+	if g.recent == nil {
+		g.origin, g.recent = t, make([]cellCount, recentSlots)
 	}
 	c := cell{floorDiv(t-g.origin, g.width), floorDiv(v, g.height), class}
-	r := &g.recent[c.slot()]
+	r := &g.recent[c.hash()>>(64-12)]
 	if r.n > 0 && r.cell == c {
 		r.n++
 		return
 	}
 	if r.n > 0 {
-		g.cells[r.cell] += r.n
+		g.cells.add(r.cell, r.n)
 	}
-	*r = recentCell{c, 1}
-	for len(g.cells) > maxCells {
+	*r = cellCount{c, 1}
+	for g.cells.len > maxCells {
 		g.coarsen()
 	}
 }
 
-// counts are the grid's cells, every point counted, coarse enough to be at most maxCells.
-func (g *grid) counts() map[cell]int {
+// counts are the grid's cells with their points, every point counted, coarse enough to
+// be at most maxCells, in no order.
+func (g *grid) counts() []cellCount {
 	g.flush()
-	for len(g.cells) > maxCells {
+	for g.cells.len > maxCells {
 		g.coarsen()
 	}
-	return g.cells
+	var counts []cellCount
+	for _, s := range g.cells.slots {
+		if s.n > 0 {
+			counts = append(counts, s)
+		}
+	}
+	return counts
 }
 
 // flush counts the recent cells' points in cells.
 func (g *grid) flush() {
 	for i, r := range g.recent {
 		if r.n > 0 {
-			g.cells[r.cell] += r.n
+			g.cells.add(r.cell, r.n)
 			g.recent[i].n = 0
 		}
 	}
@@ -242,15 +295,13 @@ func (g *grid) coarsen() {
 	if g.scaled {
 		g.height, dy = g.height*2, 2
 	}
-	cells := g.spare
-	if cells == nil {
-		cells = make(map[cell]int, maxCells+1)
+	for _, s := range g.cells.slots {
+		if s.n > 0 {
+			g.spare.add(cell{floorDiv(s.x, 2), floorDiv(s.y, dy), s.class}, s.n)
+		}
 	}
-	for c, n := range g.cells {
-		cells[cell{floorDiv(c.x, 2), floorDiv(c.y, dy), c.class}] += n
-	}
-	clear(g.cells)
-	g.cells, g.spare = cells, g.cells
+	g.cells.clear()
+	g.cells, g.spare = g.spare, g.cells
 }
 
 // at is the middle of a cell's times and of its values: a value itself in a cell of one.
@@ -326,7 +377,7 @@ func linearY(top float64) (func(float64) float64, []tick) {
 func (p *Plots) latencyPlot(f frame) plotView {
 	v := f.plot("Lock latency", "Each acquire (circle) and release (square) at its invocation, by how long it took; log scale.")
 	open := 0
-	for _, inv := range p.open {
+	for _, inv := range p.open.All() {
 		if inv.Func == history.Acquire || inv.Func == history.Release {
 			open++
 		}
@@ -335,11 +386,12 @@ func (p *Plots) latencyPlot(f frame) plotView {
 		v.Caption += fmt.Sprintf(" %d never completed and are not drawn.", open)
 	}
 	g := &p.latency
-	if len(g.counts()) == 0 {
+	cells := g.counts()
+	if len(cells) == 0 {
 		return v
 	}
 	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
-	for c := range g.counts() {
+	for _, c := range cells {
 		lo, hi = min(lo, c.y), max(hi, c.y)
 	}
 	decadeLo, decadeHi := math.Floor(float64(lo)/latencyBins), math.Ceil(float64(hi+1)/latencyBins)
@@ -353,8 +405,8 @@ func (p *Plots) latencyPlot(f frame) plotView {
 		v.YTicks = append(v.YTicks, tick{X: y(d), Text: formatMS(math.Pow(10, d))})
 	}
 	classes := []string{outcomeClass(history.OK), outcomeClass(history.Fail), outcomeClass(history.Info)}
-	for _, c := range sortedCells(g) {
-		t, bin := g.at(c)
+	for _, c := range sortedCells(cells) {
+		t, bin := g.at(c.cell)
 		d := dot{X: f.x(t), Y: y(bin / latencyBins), Class: classes[c.class>>1], Square: c.class&1 == 1}
 		if d.Square { // a square's place is its corner
 			d.X, d.Y = d.X-2, d.Y-2
@@ -367,11 +419,10 @@ func (p *Plots) latencyPlot(f frame) plotView {
 	return v
 }
 
-// sortedCells are a grid's cells in order of time, value and class, so a plot's dots
+// sortedCells sorts a grid's cells in order of time, value and class, so a plot's dots
 // are drawn in the same order every time.
-func sortedCells(g *grid) []cell {
-	cells := slices.Collect(maps.Keys(g.counts()))
-	slices.SortFunc(cells, func(a, b cell) int {
+func sortedCells(cells []cellCount) []cellCount {
+	slices.SortFunc(cells, func(a, b cellCount) int {
 		return cmp.Or(cmp.Compare(a.x, b.x), cmp.Compare(a.y, b.y), cmp.Compare(a.class, b.class))
 	})
 	return cells
@@ -396,12 +447,12 @@ func (p *Plots) throughputPlot(f frame) plotView {
 	n := int(f.c.span/bucket) + 1
 	counts := make([][]float64, len(plotFuncs))
 	g := &p.throughput
-	for c, k := range g.counts() {
+	for _, c := range g.counts() {
 		if counts[c.class] == nil {
 			counts[c.class] = make([]float64, n)
 		}
-		t, _ := g.at(c)
-		counts[c.class][min(max(t-f.c.start, 0)/bucket, int64(n-1))] += float64(k)
+		t, _ := g.at(c.cell)
+		counts[c.class][min(max(t-f.c.start, 0)/bucket, int64(n-1))] += float64(c.n)
 	}
 	perSecond := 1e9 / float64(bucket)
 	top := 0.0
@@ -430,19 +481,20 @@ func (p *Plots) throughputPlot(f frame) plotView {
 // tokensPlot is the fencing token every grant carried, by client; nil without tokens.
 func (p *Plots) tokensPlot(f frame) *plotView {
 	g := &p.tokens
-	if len(g.counts()) == 0 {
+	cells := g.counts()
+	if len(cells) == 0 {
 		return nil
 	}
 	top := 0.0
-	for c := range g.counts() {
-		_, token := g.at(c)
+	for _, c := range cells {
+		_, token := g.at(c.cell)
 		top = max(top, token)
 	}
 	v := f.plot("Fencing tokens", "The token each granted acquire carried, at its grant, by client: tokens should only go up.")
 	y, yticks := linearY(top)
 	v.YTicks = yticks
-	for _, c := range sortedCells(g) {
-		t, token := g.at(c)
+	for _, c := range sortedCells(cells) {
+		t, token := g.at(c.cell)
 		v.Dots = append(v.Dots, dot{X: f.x(t), Y: y(token), Class: paletteClass(int(c.class))})
 	}
 	v.Dots = distinct(&v, v.Dots)

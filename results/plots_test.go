@@ -28,15 +28,16 @@ func TestPlotsOfALongHistoryAreBoundedAndWhole(t *testing.T) {
 		add(history.OK, history.Release, at+3*step, nil)
 	}
 	for name, g := range map[string]*grid{"latency": &p.latency, "throughput": &p.throughput, "tokens": &p.tokens} {
-		if len(g.counts()) > maxCells {
-			t.Errorf("%s holds %d cells, more than %d", name, len(g.counts()), maxCells)
+		cells := g.counts()
+		if len(cells) > maxCells {
+			t.Errorf("%s holds %d cells, more than %d", name, len(cells), maxCells)
 		}
 		if g.width == int64(time.Microsecond) {
 			t.Errorf("%s never grew coarser", name)
 		}
 		total := 0
-		for _, n := range g.counts() {
-			total += n
+		for _, c := range cells {
+			total += c.n
 		}
 		if want := map[string]int{"latency": 2 * cycles, "throughput": 2 * cycles, "tokens": cycles}[name]; total != want {
 			t.Errorf("%s counts %d, want %d", name, total, want)
@@ -64,8 +65,8 @@ func TestGridKeepsAShortHistoryExact(t *testing.T) {
 	g := newGrid(true)
 	g.add(1000, 7, 0)
 	g.add(1000+int64(time.Second), 9, 0)
-	for c := range g.counts() {
-		at, token := g.at(c)
+	for _, c := range g.counts() {
+		at, token := g.at(c.cell)
 		if (at-1000)%int64(time.Microsecond) != (int64(time.Microsecond)-1)/2 || token != 7 && token != 9 {
 			t.Errorf("cell %+v is at %d, token %g", c, at, token)
 		}

@@ -33,8 +33,19 @@ import (
 // are s's, as given; events are drawn, never judged. Every value comes through
 // html/template, and the page's policy lets no script run but its own.
 func WriteReport(dir string, s Summary, d *Drawing) error {
+	return writeReport(dir, s, d, nil)
+}
+
+// writeReport writes report.html, listing the run's files once written is closed (when
+// not nil).
+func writeReport(dir string, s Summary, d *Drawing, written <-chan struct{}) error {
+	r := newReport(s, d.Events, d.Plots)
+	if written != nil {
+		<-written
+	}
+	r.Artifacts = artifacts(dir)
 	var buf bytes.Buffer
-	if err := reportTemplate.Execute(&buf, newReport(dir, s, d.Events, d.Plots)); err != nil {
+	if err := reportTemplate.Execute(&buf, &r); err != nil {
 		return fmt.Errorf("render %s: %w", ReportFile, err)
 	}
 	return WriteAtomic(filepath.Join(dir, ReportFile), buf.Bytes())
@@ -47,8 +58,12 @@ func WriteReport(dir string, s Summary, d *Drawing) error {
 const TimelineEvents = 200_000
 
 // Drawing is what a report draws of a history read one event at a time, in bounded
-// memory: its first TimelineEvents events for the timeline, and the plots of all of it.
+// memory: the plots of all of it, and its first TimelineEvents events for the timeline.
+// Those are not gathered as the history is read but given by its reader (a file's are
+// read again at the end, analysis.File): held all along, they were a third of what check
+// of a long history kept, and its heap grew three times as much with them.
 type Drawing struct {
+	// Events are the history's first TimelineEvents events, all of a shorter one.
 	Events []history.Event
 	Plots  *Plots
 	// Total counts the history's events.
@@ -64,30 +79,23 @@ func Draw(events []history.Event) *Drawing {
 	for _, e := range events {
 		d.Add(e)
 	}
+	d.Events = events[:min(len(events), TimelineEvents)]
 	return d
 }
 
-// Add takes the history's next event.
+// Add takes the history's next event into the plots and the count, not the timeline's
+// events (Events).
 func (d *Drawing) Add(e history.Event) {
-	if len(d.Events) < TimelineEvents {
-		// Room for them all at once: appended one by one, the events (216 bytes each) were
-		// copied into a larger slice some thirty times, a sixth of check's time at a million
-		// operations. A small history touches only the pages its events fill.
-		if d.Events == nil {
-			d.Events = make([]history.Event, 0, TimelineEvents)
-		}
-		d.Events = append(d.Events, e)
-	}
 	d.Plots.Add(e)
 	d.Total++
 }
 
 // Note says that the timeline is of only the first events, or is "" when it is of all.
 func (d *Drawing) Note() string {
-	if d.Total <= len(d.Events) {
+	if d.Total <= TimelineEvents {
 		return ""
 	}
-	return fmt.Sprintf("the report's timeline is drawn from the first %d of the history's %d events; verdicts, counts and plots are of them all", len(d.Events), d.Total)
+	return fmt.Sprintf("the report's timeline is drawn from the first %d of the history's %d events; verdicts, counts and plots are of them all", TimelineEvents, d.Total)
 }
 
 type report struct {
@@ -117,6 +125,41 @@ type report struct {
 	Ops               []opRow
 	OpsTotal          opRow
 	MaxLabels         int
+	// timeline and plots are the page's sections of those names (TimelineSection,
+	// PlotsSection).
+	timeline, plots *section
+}
+
+// TimelineSection is the page's timeline, executed apart.
+func (r *report) TimelineSection() (template.HTML, error) { return r.timeline.get() }
+
+// PlotsSection is the page's plots, executed apart.
+func (r *report) PlotsSection() (template.HTML, error) { return r.plots.get() }
+
+// section is a part of the page, a template of its own executed in a goroutine of its
+// own while the rest is.
+type section struct {
+	done chan struct{}
+	html template.HTML
+	err  error
+}
+
+// executeSection starts executing the template named name on r.
+func executeSection(name string, r report) *section {
+	s := &section{done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		var buf bytes.Buffer
+		s.err = reportTemplate.ExecuteTemplate(&buf, name, r)
+		s.html = template.HTML(buf.String())
+	}()
+	return s
+}
+
+// get waits for the section.
+func (s *section) get() (template.HTML, error) {
+	<-s.done
+	return s.html, s.err
 }
 
 // fact is one item of the "what ran" line: "ttl 500ms".
@@ -175,7 +218,7 @@ type opRow struct {
 	Outcomes
 }
 
-func newReport(dir string, s Summary, events []history.Event, plots *Plots) report {
+func newReport(s Summary, events []history.Event, plots *Plots) report {
 	r := report{Policy: reportPolicy, Script: template.JS(reportScript), Test: s.Test, RunID: s.RunID, Overall: viewVerdict(s.Verdict), Error: s.Error, Notes: s.Notes,
 		Command: s.Command, MaxLabels: maxLabels}
 	if !s.Started.IsZero() {
@@ -186,6 +229,8 @@ func newReport(dir string, s Summary, events []history.Event, plots *Plots) repo
 	}
 	r.Setup = ReadSetup(s.Spec).facts()
 	r.Headline, r.Lesson = headline(s.Results)
+	views := make(chan []plotView, 1) // made while the history is paired and its timeline drawn
+	go func() { views <- plots.views() }()
 	ops, pairErr := history.Pair(events)
 	var overlaps []checkers.Overlap
 	focus := firstTime(events) // the earliest violation any checker found, or the start
@@ -207,8 +252,11 @@ func newReport(dir string, s Summary, events []history.Event, plots *Plots) repo
 	default:
 		tl := newTimeline(events, ops, overlaps, focus)
 		r.Timeline = &tl
-		r.Plots = plots.views()
+		r.Plots = <-views
 	}
+	// The timeline and the plots, most of the page, are executed while the rest is made
+	// and executed.
+	r.timeline, r.plots = executeSection("timeline", r), executeSection("plots", r)
 	base := 0 // the first of a checker's overlaps among all of them
 	for _, res := range s.Results {
 		c := checkerView{Name: string(res.Checker), Property: string(res.Property), Verdict: viewVerdict(res.Verdict), Summary: res.Summary,
@@ -242,7 +290,6 @@ func newReport(dir string, s Summary, events []history.Event, plots *Plots) repo
 		r.Checkers = append(r.Checkers, c)
 	}
 	r.Story = newStoryView(s.Results, events, pairErr == nil)
-	r.Artifacts = artifacts(dir)
 	r.Spec = prettySpec(s.Spec)
 	r.Faults = faultViews(events)
 	r.HazardCounts = hazardViews(s.Hazards)

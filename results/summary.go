@@ -184,12 +184,17 @@ func (c OpCounts) Add(f history.Func, t history.Type) {
 	c[f] = o
 }
 
-// WriteAll writes results.json, junit.xml and report.html (in that order, so the report
-// links the other two) from s as given, and returns every error, not just the first.
+// WriteAll writes results.json, junit.xml and report.html from s as given, and returns
+// every error, not just the first. The report is made while the other two are written,
+// and links them once they are.
 func WriteAll(dir string, s Summary, d *Drawing) error {
-	return errors.Join(
-		WriteSummary(dir, s),
-		WriteJUnit(dir, s),
-		WriteReport(dir, s, d),
-	)
+	var summaryErr, junitErr error
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		summaryErr, junitErr = WriteSummary(dir, s), WriteJUnit(dir, s)
+	}()
+	reportErr := writeReport(dir, s, d, written)
+	<-written
+	return errors.Join(summaryErr, junitErr, reportErr)
 }

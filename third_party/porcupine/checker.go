@@ -189,19 +189,21 @@ func convertEntries(events []Event) []entry {
 
 func makeLinkedEntries(entries []entry) *node {
 	var root *node = nil
-	match := make(map[int]*node)
+	// The nodes in one allocation, and the returns found by id in a slice (ids are
+	// 0..n-1 for n operations), rather than a node and a map entry each.
+	nodes := make([]node, len(entries))
+	match := make([]*node, len(entries))
 	for i := len(entries) - 1; i >= 0; i-- {
 		elem := entries[i]
+		entry := &nodes[i]
 		if elem.kind == returnEntry {
-			entry := &node{value: elem.value, match: nil, id: elem.id}
+			*entry = node{value: elem.value, match: nil, id: elem.id}
 			match[elem.id] = entry
-			insertBefore(entry, root)
-			root = entry
 		} else {
-			entry := &node{value: elem.value, match: match[elem.id], id: elem.id}
-			insertBefore(entry, root)
-			root = entry
+			*entry = node{value: elem.value, match: match[elem.id], id: elem.id}
 		}
+		insertBefore(entry, root)
+		root = entry
 	}
 	return root
 }
@@ -257,7 +259,9 @@ func checkSingle(ctx context.Context, model Model, history []entry, computeParti
 	entry := makeLinkedEntries(history)
 	n := len(history) / 2
 	linearized := newBitset(uint(n))
-	cache := make(map[uint64][]cacheEntry) // map from hash to cache entry
+	// map from hash to cache entry; a search that goes straight through adds an entry
+	// an operation, so room for them is made at once, up to a bound
+	cache := make(map[uint64][]cacheEntry, min(n, 1<<16))
 	var calls []callsEntry
 	// longest linearizable prefix that includes the given entry
 	longest := make([]*[]int, n)

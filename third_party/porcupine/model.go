@@ -187,6 +187,9 @@ type NondeterministicModel struct {
 }
 
 func merge(states []interface{}, eq func(state1, state2 interface{}) bool) []interface{} {
+	if len(states) == 1 { // nothing to merge: no copy
+		return states
+	}
 	var uniqueStates []interface{}
 	for _, state := range states {
 		unique := true
@@ -247,7 +250,12 @@ func (nm *NondeterministicModel) ToModel() Model {
 			if ctx.Err() != nil {
 				return false, nil
 			}
-			allNextStates = append(allNextStates, nondeterministicStepContext(ctx, state, input, output)...)
+			next := nondeterministicStepContext(ctx, state, input, output)
+			if len(states) == 1 { // the one state's next states, not a copy
+				allNextStates = next
+				break
+			}
+			allNextStates = append(allNextStates, next...)
 		}
 		if ctx.Err() != nil {
 			return false, nil
