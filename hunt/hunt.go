@@ -15,6 +15,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"math/rand"
 	"slices"
 	"strings"
@@ -99,6 +100,7 @@ func Search(ctx context.Context, base spec.Spec, space Space, trial Trial, opts 
 	met := map[string]bool{}
 	var corpus []int           // trials that came near, by index
 	deepened := map[int]bool{} // the corpus's trials already taken past a lease (deepen)
+	spent := spentKinds{}
 	progress := opts.Progress
 	if progress == nil {
 		progress = io.Discard
@@ -108,7 +110,7 @@ func Search(ctx context.Context, base spec.Spec, space Space, trial Trial, opts 
 			res.Spent = true
 			break
 		}
-		schedule, parent := next(space, rng, opts.Feedback, res.Trials, corpus, tried, deepened)
+		schedule, parent := next(space, rng, opts.Feedback, res.Trials, corpus, tried, deepened, spent)
 		tried[spec.ScheduleText(schedule)] = true
 		s := base
 		s.Schedule, s.Seed = schedule, base.Seed+int64(n)
@@ -132,6 +134,7 @@ func Search(ctx context.Context, base spec.Spec, space Space, trial Trial, opts 
 			res.Found = n
 			break
 		}
+		spent.see(rec.Score)
 		if better(rec, res.Trials) {
 			corpus = append(corpus, n-1)
 		}
@@ -153,11 +156,31 @@ func better(rec Record, trials []Record) bool {
 	return (s.Hazards > 0 || s.Nearness > 0) && (rec.Parent == 0 || s.New > 0 || s.Value() > trials[rec.Parent-1].Score.Value())
 }
 
+// spentKinds counts, by kind of fault (its name and the state its victim met), the trials
+// whose nearest fault was of that kind and came as near as the score can say, with no
+// violation: there, nearness is evidently not what the danger needs.
+type spentKinds map[Nth]int
+
+func (sk spentKinds) see(s Score) {
+	if s.Nearness >= 1 {
+		sk[Nth{Fault: s.Nearest.Fault, Met: s.Nearest.Met}]++
+	}
+}
+
+// trust is how much a trial whose nearest fault was of nearest's kind is still worth
+// mutating: halved by each trial of that kind that came as near as can be in vain.
+func (sk spentKinds) trust(nearest Nth) float64 {
+	return math.Pow(0.5, float64(sk[Nth{Fault: nearest.Fault, Met: nearest.Met}]))
+}
+
 // next is the next trial's schedule and the trial it mutated (from 1; 0: drawn afresh).
 // With feedback, the newest trial that came near and was not yet taken past a lease is
 // first (deepen): a lease lock's dangers lie past its lease, so that is the child most
-// likely to find one; then mutations of the corpus, and a fifth drawn afresh.
-func next(space Space, rng *rand.Rand, feedback bool, trials []Record, corpus []int, tried map[string]bool, deepened map[int]bool) ([]spec.Step, int) {
+// likely to find one; then mutations of the corpus, each parent mutated only as far as its
+// kind of fault is still trusted (spentKinds), and otherwise, and a fifth of the time, a
+// schedule drawn afresh: a corpus of one kind that came as near as can be in vain must not
+// shut out every other.
+func next(space Space, rng *rand.Rand, feedback bool, trials []Record, corpus []int, tried map[string]bool, deepened map[int]bool, spent spentKinds) ([]spec.Step, int) {
 	for _, parent := range slices.Backward(corpus) {
 		if !feedback || deepened[parent] {
 			continue
@@ -181,6 +204,12 @@ func next(space Space, rng *rand.Rand, feedback bool, trials []Record, corpus []
 			continue
 		}
 		parent := pick(trials, corpus, rng)
+		if rng.Float64() >= spent.trust(trials[parent].Score.Nearest) {
+			if s := space.fresh(rng); !tried[spec.ScheduleText(s)] {
+				return s, 0
+			}
+			continue
+		}
 		if s := space.mutate(trials[parent].Schedule, trials[parent].Score, rng); !tried[spec.ScheduleText(s)] {
 			return s, parent + 1
 		}

@@ -216,6 +216,40 @@ func TestATrialThatCameNearIsFirstTakenPastALease(t *testing.T) {
 	}
 }
 
+// A hunt whose every trial comes as near as the score can say by one kind of fault, with
+// no violation, stops trusting that kind: it draws schedules afresh instead of mutating
+// them, but for the first child of each, which takes it past a lease (deepen). Without
+// the distrust, a fifth are drawn afresh.
+func TestAKindThatCameAsNearAsCanBeInVainIsDrawnAwayFrom(t *testing.T) {
+	asNear := func(ctx context.Context, s spec.Spec) (Outcome, error) {
+		// worker-0 waits, is paused two leases, worker-1 is granted meanwhile and holds on
+		return Outcome{Events: []history.Event{
+			ev(0, 0, history.Acquire, history.Invoke),
+			fault(100*time.Millisecond, history.Start, "pause-client", history.TargetOfClient(0)),
+			ev(200*time.Millisecond, 1, history.Acquire, history.Invoke),
+			ev(300*time.Millisecond, 1, history.Acquire, history.OK),
+			fault(100*time.Millisecond+2*ttl, history.Stop, "pause-client", history.TargetOfClient(0)),
+		}}, nil
+	}
+	base := spec.Spec{TTL: spec.Duration(ttl), TimeLimit: spec.Duration(10 * time.Second), Clients: 5}
+	res, err := Search(context.Background(), base, space, asNear, Options{Feedback: true, Budget: time.Hour, Trials: 60, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first := res.Trials[0].Score; first.Nearness != 1 {
+		t.Fatalf("the trials came %g near, want 1", first.Nearness)
+	}
+	drawn := 0
+	for _, rec := range res.Trials[30:] {
+		if rec.Parent == 0 {
+			drawn++
+		}
+	}
+	if drawn < 15 {
+		t.Errorf("%d of the last 30 trials drawn afresh, want half or more: the kind was spent", drawn)
+	}
+}
+
 // toy is a lock whose bug needs a client frozen for more than 1.2 of its leases while it
 // waits: client c waits from 2c s to 2c+1.5 s of each trial (five clients), and is idle
 // otherwise; nobody is ever granted the lock. A step that waits for a state begins once a
