@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/checkers"
@@ -29,12 +30,13 @@ import (
 var huntCommand = command.Command{
 	Name:     "hunt",
 	Synopsis: "look for a violation by many short trials whose faults steer toward the danger",
-	Args:     "[run's flags] [--for CHECKERS] [--budget D] [--trials N] [--random]",
-	About: `Runs short trials of one test, one after another on one cluster, each with a written
-schedule of the faults --nemesis names (when each strikes, whom, for how long: run's
---schedule), and stops at the first violation of a checker --for names. Unless it says,
-lease-safety: the lock's own fault, a client told it held the lock while another's grant
-surely ran; a holder that outlived its lease (mutual-exclusion, and data-safety unfenced)
+	Args:     "[run's flags] [--for CHECKERS] [--budget D] [--trials N] [--parallel N] [--random]",
+	About: `Runs short trials of one test, one after another on one cluster (--parallel: that
+many at once, each on a cluster of its own), each with a written schedule of the faults
+--nemesis names (when each strikes, whom, for how long: run's --schedule), and stops at
+the first violation of a checker --for names (awaiting the trials still running). Unless
+it says, lease-safety: the lock's own fault, a client told it held the lock while another's
+grant surely ran; a holder that outlived its lease (mutual-exclusion, and data-safety unfenced)
 is what any long pause makes of any lease lock, fixed or not. A step may wait for a client
 in a state of the lock's business and strike one of those, and a pause may hold on until
 another client took the lock over. Each trial is scored by what it came near (hazards
@@ -68,11 +70,12 @@ The faults it steers: ` + strings.Join(nemesis.Scripted(), ", ") + `.`,
 }
 
 type huntOptions struct {
-	run    *runOptions
-	budget runspec.Duration
-	trials int
-	random bool
-	want   []string // the checkers whose violation the hunt looks for
+	run      *runOptions
+	budget   runspec.Duration
+	trials   int
+	parallel int
+	random   bool
+	want     []string // the checkers whose violation the hunt looks for
 }
 
 // huntTrialTime is a trial's time limit unless --time-limit says: a few leases.
@@ -87,9 +90,11 @@ func huntDefaults() harness.Spec {
 
 func huntFlags(s *harness.Spec) (*flag.FlagSet, *huntOptions) {
 	fs, run := runFlags(s, "hunt")
-	opts := &huntOptions{run: run, budget: runspec.Duration(10 * time.Minute), trials: 1000}
+	opts := &huntOptions{run: run, budget: runspec.Duration(10 * time.Minute), trials: 1000, parallel: 1}
 	fs.Var((*command.Duration)(&opts.budget), "budget", "how long the hunt may take; it ends at the first violation or here")
 	fs.IntVar(&opts.trials, "trials", opts.trials, "how many trials the hunt may run")
+	fs.IntVar(&opts.parallel, "parallel", opts.parallel, fmt.Sprintf("trials at once, 1 to %d, each on a cluster of its own; "+
+		"more than one wants cores to spare, or their clients slow each other", maxParallel))
 	fs.BoolVar(&opts.random, "random", false, "draw every schedule afresh, with no feedback: the random search a hunt is measured against")
 	opts.want = []string{string(checkers.LeaseSafety)}
 	fs.Func("for", "the checkers whose violation the hunt looks for, comma-separated (default lease-safety: the lock's own fault, "+
@@ -153,6 +158,10 @@ func parseHunt(args []string) (harness.Spec, *huntOptions, error) {
 		return s, nil, command.Bad(fmt.Errorf("hunt: --budget must be more than 0 and at most a week, got %s", opts.budget.Std()))
 	case opts.trials < 1:
 		return s, nil, command.Bad(fmt.Errorf("hunt: --trials must be at least 1, got %d", opts.trials))
+	case opts.parallel < 1 || opts.parallel > maxParallel:
+		return s, nil, command.Bad(fmt.Errorf("hunt: --parallel must be between 1 and %d, got %d", maxParallel, opts.parallel))
+	case opts.parallel > 1 && s.NodesFile != "":
+		return s, nil, command.Bad(errors.New("hunt: --parallel runs trials side by side, which one set of machines (--nodes-file) cannot"))
 	case len(s.Schedule) > 0:
 		return s, nil, command.Bad(errors.New("hunt: --schedule is what a hunt writes for each trial; give the faults with --nemesis"))
 	case !history.Injecting(s.Nemesis):
@@ -183,6 +192,7 @@ func cmdHunt(ctx context.Context, args []string, stdout io.Writer) (int, error) 
 		return 0, err
 	}
 	clusters := harness.NewClusters(base)
+	clusters.Keep = opts.parallel
 	defer clusters.Close(context.WithoutCancel(ctx))
 	trials := &huntTrials{runner: harness.Runner{ResultsRoot: store.Path("trials"), Progress: io.Discard, Clusters: clusters, Trends: suite.StoreTrends},
 		want: opts.want}
@@ -194,7 +204,7 @@ func cmdHunt(ctx context.Context, args []string, stdout io.Writer) (int, error) 
 		strings.Join(base.Nemesis, ","), mode, strings.Join(opts.want, ","), opts.trials, base.TimeLimit.Std(), opts.budget.Std(), command.Escape(store.Dir()))
 	saved := hunt.Saved{Base: base, Faults: base.Nemesis, For: opts.want, Feedback: !opts.random, Seed: base.Seed}
 	saved.Result, err = hunt.Search(ctx, base, hunt.NewSpace(base, base.Nemesis, takes(base.Nemesis), checked.Nodes(), aimOf(opts.want)), trials.run,
-		hunt.Options{Feedback: !opts.random, Budget: opts.budget.Std(), Trials: opts.trials, Seed: base.Seed, Progress: stdout})
+		hunt.Options{Feedback: !opts.random, Budget: opts.budget.Std(), Trials: opts.trials, Seed: base.Seed, Parallel: opts.parallel, Progress: stdout})
 	if err != nil {
 		return 0, errors.Join(err, hunt.Write(store.Dir(), saved))
 	}
@@ -219,12 +229,13 @@ func cmdHunt(ctx context.Context, args []string, stdout io.Writer) (int, error) 
 	return command.ExitInvalid, hunt.Write(store.Dir(), saved)
 }
 
-// huntTrials runs a hunt's trials: each a run of the harness, its directory removed once
-// scored unless it found a violation of a checker the hunt looks for (want); the last that
-// did is kept whole.
+// huntTrials runs a hunt's trials, side by side when the hunt says: each a run of the
+// harness, its directory removed once scored unless it found a violation of a checker the
+// hunt looks for (want); the last that did is kept whole.
 type huntTrials struct {
 	runner  harness.Runner
 	want    []string
+	mu      sync.Mutex
 	failing string          // the last failing trial's run directory
 	failed  results.Summary // its summary
 }
@@ -247,6 +258,8 @@ func (h *huntTrials) run(ctx context.Context, s runspec.Spec) (hunt.Outcome, err
 	if len(out.Invalid) == 0 {
 		return out, os.RemoveAll(dir)
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.failing, h.failed = dir, summary
 	return out, nil
 }

@@ -27,6 +27,8 @@ func TestHuntRefusesBadInputInOneLine(t *testing.T) {
 	}{
 		{[]string{"--budget", "0s"}, "hunt: --budget must be more than 0"},
 		{[]string{"--trials", "0"}, "hunt: --trials must be at least 1"},
+		{[]string{"--parallel", "0"}, "hunt: --parallel must be between 1 and 8"},
+		{[]string{"--parallel", "2", "--nodes-file", "machines.txt"}, "hunt: --parallel runs trials side by side, which one set of machines"},
 		{[]string{"--nemesis", "pause-everything"}, "unknown nemesis"},
 		{[]string{"--nemesis", "none"}, "hunt: --nemesis names the faults to hunt with"},
 		{[]string{"--nemesis", "pause-holder"}, "hunt: nemesis pause-holder draws its own faults, which a hunt cannot steer"},
@@ -82,23 +84,29 @@ func TestHuntStopsAtTheFirstViolationAndKeepsOnlyItsRun(t *testing.T) {
 	}
 }
 
+// Also two trials at once: the third waits for one of them, and none is lost.
 func TestHuntThatFindsNothingSaysUnknownAndKeepsNoRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the harness's own lock for a few seconds")
 	}
 	out := t.TempDir()
 	code, stdout, stderr := lockbreaker(t, nil, "hunt", "--system", "local", "--nemesis", "pause-client",
-		"--time-limit", "1s", "--trials", "2", "--random", "--results", out)
-	if code != 2 || !strings.Contains(stdout, "no violation in 2 trials") {
-		t.Fatalf("exit %d, want 2 and no violation in 2 trials\nstdout %s\nstderr %s", code, stdout, stderr)
+		"--time-limit", "1s", "--trials", "3", "--parallel", "2", "--random", "--results", out)
+	if code != 2 || !strings.Contains(stdout, "no violation in 3 trials") {
+		t.Fatalf("exit %d, want 2 and no violation in 3 trials\nstdout %s\nstderr %s", code, stdout, stderr)
 	}
 	dir := onlyRun(t, filepath.Join(out, "hunt-local-local-pause-client-nofence"))
 	h, err := hunt.Read(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(h.Trials) != 2 || h.Feedback || !h.Spent {
-		t.Errorf("hunt.json: %d trials, feedback %v, spent %v; want 2, random, spent", len(h.Trials), h.Feedback, h.Spent)
+	if len(h.Trials) != 3 || h.Feedback || !h.Spent {
+		t.Errorf("hunt.json: %d trials, feedback %v, spent %v; want 3, random, spent", len(h.Trials), h.Feedback, h.Spent)
+	}
+	for i, r := range h.Trials {
+		if r.N != i+1 || r.Took == 0 || r.Error != "" {
+			t.Errorf("trial %d kept as %+v: want its number, how long it took, no error", i+1, r)
+		}
 	}
 	runs, _ := filepath.Glob(filepath.Join(dir, "trials", "*", "2*"))
 	if len(runs) != 0 {

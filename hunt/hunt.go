@@ -13,6 +13,7 @@ package hunt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -47,6 +48,9 @@ type Options struct {
 	Trials int
 	// Seed seeds the schedules drawn and mutated.
 	Seed int64
+	// Parallel is how many trials run at once, each on a cluster of its own; 0 or 1: one
+	// at a time, each schedule steered by every trial before it.
+	Parallel int
 	// Progress gets a line per trial.
 	Progress io.Writer
 }
@@ -61,6 +65,8 @@ type Record struct {
 	Took     time.Duration `json:"took"`
 	// At is when it ended, from the hunt's start.
 	At time.Duration `json:"at"`
+	// Error says why it could not run, which ended the hunt.
+	Error string `json:"error,omitempty"`
 }
 
 // Result is a hunt's answer.
@@ -90,60 +96,110 @@ func (r Result) FirstFound() (Record, bool) {
 const fresh = 0.2
 
 // Search runs trials of base over space until one finds a violation or the budget is
-// spent. Each trial's spec is base with its schedule and a seed of its own (for what the
-// clients draw).
+// spent, up to opts.Parallel at once. Each trial's spec is base with its schedule and a
+// seed of its own (for what the clients draw). A trial started is always awaited and
+// kept, even once another found a violation or the budget ran out.
 func Search(ctx context.Context, base spec.Spec, space Space, trial Trial, opts Options) (Result, error) {
 	began := time.Now()
-	rng := rand.New(rand.NewSource(opts.Seed))
-	var res Result
-	tried := map[string]bool{}
-	met := map[string]bool{}
-	var corpus []int           // trials that came near, by index
-	deepened := map[int]bool{} // the corpus's trials already taken past a lease (deepen)
-	spent := spentKinds{}
-	progress := opts.Progress
-	if progress == nil {
-		progress = io.Discard
+	s := searcher{space: space, rng: rand.New(rand.NewSource(opts.Seed)), feedback: opts.Feedback, aim: space.Aim, ttl: base.TTL.Std(),
+		tried: map[string]bool{}, met: map[string]bool{}, deepened: map[int]bool{}, spent: spentKinds{}, progress: opts.Progress}
+	if s.progress == nil {
+		s.progress = io.Discard
 	}
-	for n := 1; n <= opts.Trials; n++ {
-		if time.Since(began) >= opts.Budget {
-			res.Spent = true
-			break
-		}
-		schedule, parent := next(space, rng, opts.Feedback, res.Trials, corpus, tried, deepened, spent)
-		tried[spec.ScheduleText(schedule)] = true
-		s := base
-		s.Schedule, s.Seed = schedule, base.Seed+int64(n)
-		start := time.Now()
-		out, err := trial(ctx, s)
-		if err != nil {
-			res.Took = time.Since(began)
-			return res, fmt.Errorf("trial %d: %w", n, err)
-		}
-		rec := Record{N: n, Schedule: schedule, Parent: parent, Invalid: out.Invalid,
-			Score: Measure(out.Events, base.TTL.Std(), space.Aim), Took: time.Since(start), At: time.Since(began)}
-		for _, st := range rec.Score.States {
-			if !met[st] {
-				met[st] = true
-				rec.Score.New++
+	done := make(chan ended)
+	running := 0
+	var errs []error
+	for {
+		for running < max(opts.Parallel, 1) && s.res.Found == 0 && errs == nil && len(s.res.Trials) < opts.Trials {
+			if time.Since(began) >= opts.Budget {
+				s.res.Spent = true
+				break
 			}
+			n, ts := s.start(base)
+			running++
+			go func() {
+				start := time.Now()
+				out, err := trial(ctx, ts)
+				done <- ended{n: n, out: out, err: err, took: time.Since(start), at: time.Since(began)}
+			}()
 		}
-		res.Trials = append(res.Trials, rec)
-		fmt.Fprintln(progress, rec.line())
-		if len(out.Invalid) > 0 {
-			res.Found = n
+		if running == 0 {
 			break
 		}
-		spent.see(rec.Score)
-		if better(rec, res.Trials) {
-			corpus = append(corpus, n-1)
+		e := <-done
+		running--
+		if e.err != nil {
+			errs = append(errs, fmt.Errorf("trial %d: %w", e.n, e.err))
+			s.res.Trials[e.n-1].Error = e.err.Error()
+			continue
+		}
+		s.end(e)
+	}
+	if s.res.Found == 0 && errs == nil && len(s.res.Trials) >= opts.Trials {
+		s.res.Spent = true
+	}
+	s.res.Took = time.Since(began)
+	return s.res, errors.Join(errs...)
+}
+
+// ended is a trial that ran: its number, what it found and when, or why it could not run.
+type ended struct {
+	n        int
+	out      Outcome
+	err      error
+	took, at time.Duration
+}
+
+// searcher is a search's state, kept by Search's own goroutine alone: trials run beside
+// it but hand back what they found (ended).
+type searcher struct {
+	space    Space
+	rng      *rand.Rand
+	feedback bool
+	aim      Aim
+	ttl      time.Duration
+	res      Result
+	tried    map[string]bool // every schedule started
+	met      map[string]bool // every state of the lock a trial met
+	corpus   []int           // trials that came near, by index
+	deepened map[int]bool    // the corpus's trials already taken past a lease (deepen)
+	spent    spentKinds
+	progress io.Writer
+}
+
+// start makes the next trial: its number (from 1) and its spec. Its record holds its
+// schedule and parent until it ends.
+func (s *searcher) start(base spec.Spec) (int, spec.Spec) {
+	schedule, parent := next(s.space, s.rng, s.feedback, s.res.Trials, s.corpus, s.tried, s.deepened, s.spent)
+	s.tried[spec.ScheduleText(schedule)] = true
+	n := len(s.res.Trials) + 1
+	s.res.Trials = append(s.res.Trials, Record{N: n, Schedule: schedule, Parent: parent})
+	ts := base
+	ts.Schedule, ts.Seed = schedule, base.Seed+int64(n)
+	return n, ts
+}
+
+// end scores a trial that ran and learns from it.
+func (s *searcher) end(e ended) {
+	rec := &s.res.Trials[e.n-1]
+	rec.Invalid, rec.Score, rec.Took, rec.At = e.out.Invalid, Measure(e.out.Events, s.ttl, s.aim), e.took, e.at
+	for _, st := range rec.Score.States {
+		if !s.met[st] {
+			s.met[st] = true
+			rec.Score.New++
 		}
 	}
-	if !res.Spent && res.Found == 0 && len(res.Trials) >= opts.Trials {
-		res.Spent = true
+	fmt.Fprintln(s.progress, rec.line())
+	if len(rec.Invalid) > 0 {
+		if s.res.Found == 0 {
+			s.res.Found = e.n
+		}
+		return
 	}
-	res.Took = time.Since(began)
-	return res, nil
+	s.spent.see(rec.Score)
+	if better(*rec, s.res.Trials) {
+		s.corpus = append(s.corpus, e.n-1)
+	}
 }
 
 // better says whether a trial joins the corpus that schedules are mutated from: a fault of

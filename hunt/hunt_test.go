@@ -6,7 +6,9 @@ import (
 	"math/rand"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/history"
@@ -367,12 +369,27 @@ func TestSearchStopsAtItsBudgetAndOnATrialsError(t *testing.T) {
 	if err != nil || len(res.Trials) != 0 || !res.Spent {
 		t.Errorf("a budget already spent: %d trials, spent %v, %v; want none, spent", len(res.Trials), res.Spent, err)
 	}
-	broken := errors.New("the cluster is gone")
-	_, err = Search(context.Background(), base, space, func(context.Context, spec.Spec) (Outcome, error) { return Outcome{}, broken },
-		Options{Budget: time.Hour, Trials: 10})
-	if !errors.Is(err, broken) {
-		t.Errorf("a trial's error: %v, want it passed on", err)
-	}
+	// Trial 2 cannot run while 1 and 3 do: it ends the hunt once they ended, and all three
+	// are kept, it with its error. (In a bubble, trials waiting on each other forever are a
+	// deadlock the test fails on at once.)
+	synctest.Test(t, func(t *testing.T) {
+		broken := errors.New("the cluster is gone")
+		others := make(chan struct{})
+		res, err := Search(context.Background(), base, space, func(_ context.Context, s spec.Spec) (Outcome, error) {
+			if s.Seed == 2 {
+				close(others)
+				return Outcome{}, broken
+			}
+			<-others
+			return toyNear(s), nil
+		}, Options{Budget: time.Hour, Trials: 10, Parallel: 3})
+		if !errors.Is(err, broken) {
+			t.Errorf("a trial's error: %v, want it passed on", err)
+		}
+		if len(res.Trials) != 3 || res.Trials[1].Error != broken.Error() || res.Trials[0].Error != "" || res.Trials[2].Error != "" {
+			t.Errorf("trials kept %+v: want 3, the second with its error", res.Trials)
+		}
+	})
 }
 
 func TestShrinkTakesAwayTheStepsTheViolationDoesNotNeed(t *testing.T) {
@@ -437,4 +454,90 @@ func TestAHolderWhoseExtendBeganUnderAFaultWasExtending(t *testing.T) {
 	if want := (Nth{Fault: history.DelayExtend.Name, Met: history.Extending}); got.Nearest != want || got.Nearness != 0.875 {
 		t.Errorf("nearest %+v, nearness %g; want %+v, 0.875 (0.375 of its length, granted, another holds)", got.Nearest, got.Nearness, want)
 	}
+}
+
+// Trials run up to Parallel at once, never more, and every trial started is scored and kept
+// in the order it was started. (In a bubble, so that trials waiting on each other forever
+// are a deadlock the test fails on at once, and a trial's second is the bubble's.)
+func TestParallelTrialsRunAtOnceAndAreAllKept(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const parallel, trials = 3, 12
+		var mu sync.Mutex
+		var once sync.Once
+		running, most := 0, 0
+		all := make(chan struct{}) // closed once parallel trials ran at once
+		trial := func(ctx context.Context, s spec.Spec) (Outcome, error) {
+			mu.Lock()
+			running++
+			most = max(most, running)
+			if running == parallel {
+				once.Do(func() { close(all) })
+			}
+			mu.Unlock()
+			<-all
+			time.Sleep(time.Second)
+			mu.Lock()
+			running--
+			mu.Unlock()
+			return toyNear(s), nil
+		}
+		base := spec.Spec{TTL: spec.Duration(ttl), TimeLimit: spec.Duration(10 * time.Second), Clients: 5}
+		res, err := Search(context.Background(), base, space, trial, Options{Feedback: true, Budget: time.Hour, Trials: trials, Parallel: parallel})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if most != parallel {
+			t.Errorf("at most %d trials ran at once, want %d", most, parallel)
+		}
+		if len(res.Trials) != trials || !res.Spent {
+			t.Fatalf("%d trials, spent %v; want %d, spent", len(res.Trials), res.Spent, trials)
+		}
+		for i, rec := range res.Trials {
+			if rec.N != i+1 || rec.Took != time.Second || rec.At < time.Second || len(rec.Schedule) == 0 {
+				t.Errorf("trial %d kept as %+v: want its number, schedule, a second's run and when it ended", i+1, rec)
+			}
+		}
+	})
+}
+
+// A violation ends the hunt: no trial starts after it, and those already running are
+// awaited and kept.
+func TestAViolationStartsNoMoreTrialsButAwaitsThoseRunning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		firstScored := make(chan struct{})
+		progress := writerFunc(func(line string) {
+			if strings.HasPrefix(line, "trial 1 (") {
+				close(firstScored)
+			}
+		})
+		trial := func(ctx context.Context, s spec.Spec) (Outcome, error) {
+			if s.Seed == 1 {
+				return Outcome{Invalid: []string{"lease-safety"}}, nil
+			}
+			<-firstScored
+			time.Sleep(time.Second)
+			return toyNear(s), nil
+		}
+		base := spec.Spec{TTL: spec.Duration(ttl), TimeLimit: spec.Duration(10 * time.Second), Clients: 5}
+		res, err := Search(context.Background(), base, space, trial, Options{Feedback: true, Budget: time.Hour, Trials: 100, Parallel: 3, Progress: progress})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Found != 1 || len(res.Trials) != 3 || res.Spent {
+			t.Errorf("found in trial %d, %d trials, spent %v; want trial 1, 3 trials (those running kept), not spent", res.Found, len(res.Trials), res.Spent)
+		}
+		for _, rec := range res.Trials[1:] {
+			if rec.Took != time.Second {
+				t.Errorf("trial %d running beside the violation was not kept whole: %+v", rec.N, rec)
+			}
+		}
+	})
+}
+
+// writerFunc hands each write, a progress line, to a function.
+type writerFunc func(line string)
+
+func (w writerFunc) Write(p []byte) (int, error) {
+	w(string(p))
+	return len(p), nil
 }

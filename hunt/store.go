@@ -117,7 +117,10 @@ func view(h Saved) pageView {
 		score = append(score, fmt.Sprintf("%.1f,%.1f", x(i), y(t.Score.Value()/best)))
 		near = append(near, fmt.Sprintf("%.1f,%.1f", x(i), y(t.Score.Nearness)))
 		verdict := "no violation"
-		if len(t.Invalid) > 0 {
+		switch {
+		case t.Error != "":
+			verdict = "could not run: " + t.Error
+		case len(t.Invalid) > 0:
 			verdict = strings.Join(t.Invalid, ", ") + " invalid"
 			v.Found = &point{x(i), y(t.Score.Value() / best)}
 		}
