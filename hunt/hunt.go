@@ -101,18 +101,17 @@ const fresh = 0.2
 // kept, even once another found a violation or the budget ran out.
 func Search(ctx context.Context, base spec.Spec, space Space, trial Trial, opts Options) (Result, error) {
 	began := time.Now()
-	s := searcher{space: space, rng: rand.New(rand.NewSource(opts.Seed)), feedback: opts.Feedback, aim: space.Aim, ttl: base.TTL.Std(),
+	s := searcher{space: space, rng: rand.New(rand.NewSource(opts.Seed)), feedback: opts.Feedback, ttl: base.TTL.Std(),
 		tried: map[string]bool{}, met: map[string]bool{}, deepened: map[int]bool{}, spent: spentKinds{}, progress: opts.Progress}
 	if s.progress == nil {
 		s.progress = io.Discard
 	}
 	done := make(chan ended)
-	running := 0
+	running, outOfTime := 0, false
 	var errs []error
 	for {
 		for running < max(opts.Parallel, 1) && s.res.Found == 0 && errs == nil && len(s.res.Trials) < opts.Trials {
-			if time.Since(began) >= opts.Budget {
-				s.res.Spent = true
+			if outOfTime = time.Since(began) >= opts.Budget; outOfTime {
 				break
 			}
 			n, ts := s.start(base)
@@ -135,9 +134,7 @@ func Search(ctx context.Context, base spec.Spec, space Space, trial Trial, opts 
 		}
 		s.end(e)
 	}
-	if s.res.Found == 0 && errs == nil && len(s.res.Trials) >= opts.Trials {
-		s.res.Spent = true
-	}
+	s.res.Spent = s.res.Found == 0 && errs == nil && (outOfTime || len(s.res.Trials) >= opts.Trials)
 	s.res.Took = time.Since(began)
 	return s.res, errors.Join(errs...)
 }
@@ -156,7 +153,6 @@ type searcher struct {
 	space    Space
 	rng      *rand.Rand
 	feedback bool
-	aim      Aim
 	ttl      time.Duration
 	res      Result
 	tried    map[string]bool // every schedule started
@@ -182,7 +178,7 @@ func (s *searcher) start(base spec.Spec) (int, spec.Spec) {
 // end scores a trial that ran and learns from it.
 func (s *searcher) end(e ended) {
 	rec := &s.res.Trials[e.n-1]
-	rec.Invalid, rec.Score, rec.Took, rec.At = e.out.Invalid, Measure(e.out.Events, s.ttl, s.aim), e.took, e.at
+	rec.Invalid, rec.Score, rec.Took, rec.At = e.out.Invalid, Measure(e.out.Events, s.ttl, s.space.Aim), e.took, e.at
 	for _, st := range rec.Score.States {
 		if !s.met[st] {
 			s.met[st] = true
