@@ -42,6 +42,7 @@ import (
 func File(ctx context.Context, dir, path string, s results.Summary, limits checkers.Limits) (results.Summary, error) {
 	opts := options(dir, s)
 	stream := checkers.NewStream(ctx, opts, limits)
+	defer stream.Close() // a history that fails to read leaves pieces with the judges
 	var nemesis []history.Event
 	drawing := results.NewDrawing()
 	counts := results.OpCounts{}

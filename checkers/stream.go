@@ -200,16 +200,23 @@ func (s *Stream) at(t int64) string {
 // Notes say where the history had no place to cut for a long stretch.
 func (s *Stream) Notes() []string { return s.notes }
 
+// Close lets the judges go once they are done with the pieces handed to them, and waits
+// for them. Results closes the stream; a reader that stops before Results must.
+func (s *Stream) Close() {
+	if s.judges[0] == nil {
+		return
+	}
+	for _, j := range s.judges {
+		close(j)
+	}
+	s.judged.Wait()
+	s.judges = [2]chan piece{}
+}
+
 // Results judges what is left and returns every checker's verdict on the whole history,
 // held to the stats precondition as Judge holds them.
 func (s *Stream) Results() []Result {
-	if s.judges[0] != nil {
-		for _, j := range s.judges {
-			close(j)
-		}
-		s.judged.Wait()
-		s.judges = [2]chan piece{}
-	}
+	s.Close()
 	if s.heapFull() {
 		s.guard(func(ctx context.Context) { addAll(ctx, s.judging, piece{place: s.place}.part()) })
 		return s.givenUp(resultsOf(s.judging))
