@@ -229,8 +229,6 @@ func newReport(s Summary, events []history.Event, plots *Plots) report {
 	}
 	r.Setup = ReadSetup(s.Spec).facts()
 	r.Headline, r.Lesson = headline(s.Results)
-	views := make(chan []plotView, 1) // made while the history is paired and its timeline drawn
-	go func() { views <- plots.views() }()
 	ops, pairErr := history.Pair(events)
 	var overlaps []checkers.Overlap
 	focus := firstTime(events) // the earliest violation any checker found, or the start
@@ -250,6 +248,8 @@ func newReport(s Summary, events []history.Event, plots *Plots) report {
 	case len(events) == 0:
 		r.NoTimeline = "The history is empty."
 	default:
+		views := make(chan []plotView, 1) // made while the timeline is drawn
+		go func() { views <- plots.views() }()
 		tl := newTimeline(events, ops, overlaps, focus)
 		r.Timeline = &tl
 		r.Plots = <-views
