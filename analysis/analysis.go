@@ -19,6 +19,7 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/internal/async"
 	"github.com/lockbreaker/lockbreaker/results"
 	"github.com/lockbreaker/lockbreaker/spec"
 )
@@ -85,11 +86,7 @@ func File(ctx context.Context, dir, path string, s results.Summary, limits check
 	}
 	// The timeline's events are read again while the last pieces are judged.
 	var timelineErr error
-	timelineRead := make(chan struct{})
-	go func() {
-		defer close(timelineRead)
-		drawing.Events, timelineErr = timeline(path, drawing.Total)
-	}()
+	timelineRead := async.Go(func() { drawing.Events, timelineErr = timeline(path, drawing.Total) })
 	for _, f := range open.All() { // never completed: indeterminate, as the checkers count it
 		counts.Add(f, history.Info)
 	}
@@ -109,7 +106,7 @@ func File(ctx context.Context, dir, path string, s results.Summary, limits check
 	if n := drawing.Note(); n != "" {
 		notes = append(notes, n)
 	}
-	<-timelineRead
+	timelineRead.Wait()
 	if timelineErr != nil {
 		notes = append(notes, "the report's timeline could not be read: "+timelineErr.Error())
 	}

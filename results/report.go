@@ -19,6 +19,7 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/internal/async"
 )
 
 // WriteReport writes report.html in dir: a self-contained page (inline CSS, its one inline
@@ -36,16 +37,20 @@ func WriteReport(dir string, s Summary, d *Drawing) error {
 	return writeReport(dir, s, d, nil)
 }
 
-// writeReport writes report.html, listing the run's files once written is closed (when
+// writeReport writes report.html, listing the run's files once written is done (when
 // not nil).
-func writeReport(dir string, s Summary, d *Drawing, written <-chan struct{}) error {
+func writeReport(dir string, s Summary, d *Drawing, written *async.Task) error {
 	r := newReport(s, d.Events, d.Plots)
 	if written != nil {
-		<-written
+		written.Wait()
 	}
 	r.Artifacts = artifacts(dir)
 	var buf bytes.Buffer
-	if err := reportTemplate.Execute(&buf, &r); err != nil {
+	err := reportTemplate.Execute(&buf, &r)
+	// The template makes an error of a panic in a method it calls: a section's is ours.
+	r.timeline.task.Wait()
+	r.plots.task.Wait()
+	if err != nil {
 		return fmt.Errorf("render %s: %w", ReportFile, err)
 	}
 	return WriteAtomic(filepath.Join(dir, ReportFile), buf.Bytes())
@@ -139,26 +144,25 @@ func (r *report) PlotsSection() (template.HTML, error) { return r.plots.get() }
 // section is a part of the page, a template of its own executed in a goroutine of its
 // own while the rest is.
 type section struct {
-	done chan struct{}
+	task *async.Task
 	html template.HTML
 	err  error
 }
 
 // executeSection starts executing the template named name on r.
 func executeSection(name string, r report) *section {
-	s := &section{done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
+	s := &section{}
+	s.task = async.Go(func() {
 		var buf bytes.Buffer
 		s.err = reportTemplate.ExecuteTemplate(&buf, name, r)
 		s.html = template.HTML(buf.String())
-	}()
+	})
 	return s
 }
 
 // get waits for the section.
 func (s *section) get() (template.HTML, error) {
-	<-s.done
+	s.task.Wait()
 	return s.html, s.err
 }
 
@@ -248,11 +252,10 @@ func newReport(s Summary, events []history.Event, plots *Plots) report {
 	case len(events) == 0:
 		r.NoTimeline = "The history is empty."
 	default:
-		views := make(chan []plotView, 1) // made while the timeline is drawn
-		go func() { views <- plots.views() }()
+		drawn := async.Go(func() { r.Plots = plots.views() }) // while the timeline is drawn
 		tl := newTimeline(events, ops, overlaps, focus)
 		r.Timeline = &tl
-		r.Plots = <-views
+		drawn.Wait()
 	}
 	// The timeline and the plots, most of the page, are executed while the rest is made
 	// and executed.
