@@ -103,10 +103,10 @@ func File(ctx context.Context, dir, path string, s results.Summary, limits check
 		notes = append(notes, n)
 	}
 	notes = append(notes, stream.Notes()...)
-	if n := drawing.Note(); n != "" {
+	timelineRead.Wait()
+	if n := drawing.Note(); n != "" { // of the events read again, however many
 		notes = append(notes, n)
 	}
-	timelineRead.Wait()
 	if timelineErr != nil {
 		notes = append(notes, "the report's timeline could not be read: "+timelineErr.Error())
 	}

@@ -68,7 +68,8 @@ const TimelineEvents = 200_000
 // read again at the end, analysis.File): held all along, they were a third of what check
 // of a long history kept, and its heap grew three times as much with them.
 type Drawing struct {
-	// Events are the history's first TimelineEvents events, all of a shorter one.
+	// Events are the history's first TimelineEvents events, all of a shorter one; fewer
+	// when its reader could not read them all again.
 	Events []history.Event
 	Plots  *Plots
 	// Total counts the history's events.
@@ -97,10 +98,10 @@ func (d *Drawing) Add(e history.Event) {
 
 // Note says that the timeline is of only the first events, or is "" when it is of all.
 func (d *Drawing) Note() string {
-	if d.Total <= TimelineEvents {
+	if len(d.Events) >= d.Total {
 		return ""
 	}
-	return fmt.Sprintf("the report's timeline is drawn from the first %d of the history's %d events; verdicts, counts and plots are of them all", TimelineEvents, d.Total)
+	return fmt.Sprintf("the report's timeline is drawn from the first %d of the history's %d events; verdicts, counts and plots are of them all", len(d.Events), d.Total)
 }
 
 type report struct {
