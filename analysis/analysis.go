@@ -19,6 +19,7 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/internal/async"
 	"github.com/lockbreaker/lockbreaker/results"
 	"github.com/lockbreaker/lockbreaker/spec"
 )
@@ -42,6 +43,7 @@ import (
 func File(ctx context.Context, dir, path string, s results.Summary, limits checkers.Limits) (results.Summary, error) {
 	opts := options(dir, s)
 	stream := checkers.NewStream(ctx, opts, limits)
+	defer stream.Close() // a history that fails to read leaves pieces with the judges
 	var nemesis []history.Event
 	drawing := results.NewDrawing()
 	counts := results.OpCounts{}
@@ -84,11 +86,7 @@ func File(ctx context.Context, dir, path string, s results.Summary, limits check
 	}
 	// The timeline's events are read again while the last pieces are judged.
 	var timelineErr error
-	timelineRead := make(chan struct{})
-	go func() {
-		defer close(timelineRead)
-		drawing.Events, timelineErr = timeline(path, drawing.Total)
-	}()
+	timelineRead := async.Go(func() { drawing.Events, timelineErr = timeline(path, drawing.Total) })
 	for _, f := range open.All() { // never completed: indeterminate, as the checkers count it
 		counts.Add(f, history.Info)
 	}
@@ -105,10 +103,10 @@ func File(ctx context.Context, dir, path string, s results.Summary, limits check
 		notes = append(notes, n)
 	}
 	notes = append(notes, stream.Notes()...)
-	if n := drawing.Note(); n != "" {
+	timelineRead.Wait()
+	if n := drawing.Note(); n != "" { // of the events read again, however many
 		notes = append(notes, n)
 	}
-	<-timelineRead
 	if timelineErr != nil {
 		notes = append(notes, "the report's timeline could not be read: "+timelineErr.Error())
 	}

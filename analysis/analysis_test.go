@@ -10,9 +10,11 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"testing/synctest"
 
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/history/histgen"
 	"github.com/lockbreaker/lockbreaker/results"
 	"github.com/lockbreaker/lockbreaker/spec"
 )
@@ -256,4 +258,30 @@ func TestAnInvalidRunTellsWhatHappened(t *testing.T) {
 	if told < 2 {
 		t.Errorf("%d results tell the story, want mutual exclusion's and the data checkers'", told)
 	}
+}
+
+// A history that turns out corrupt after the stream has cut pieces of it leaves no judge
+// behind: in the bubble, a goroutine left blocked fails the test.
+func TestACorruptHistoryLeavesNoJudgeRunning(t *testing.T) {
+	dir := t.TempDir()
+	if err := histgen.WriteRun(dir, histgen.Config{Ops: 2000, Clients: 3, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, results.HistoryFile)
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("{oops\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		limits := checkers.Limits{PieceOps: 20, MaxOps: 1_000_000, LongOps: 200_000}
+		if _, err := File(context.Background(), dir, path, results.Summary{}, limits); err == nil || !strings.Contains(err.Error(), "not a JSON event") {
+			t.Errorf("error %v, want the corrupt line's", err)
+		}
+	})
 }

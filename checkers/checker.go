@@ -14,7 +14,6 @@ package checkers
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -302,15 +301,11 @@ func begin(cs []Checker, opts Options) []*judging {
 	return js
 }
 
-// addAll judges the next piece with every checker. With more than one CPU the porcupine
-// searches (checker.search) run one after another beside the other checkers: checkers
-// only read the piece, and two searches at once would need twice the memory of one.
+// addAll judges the next piece with every checker. The porcupine searches
+// (checker.search) run one after another beside the other checkers, as a Stream's two
+// judges run them, whatever GOMAXPROCS: checkers only read the piece, and two searches at
+// once would need twice the memory of one.
 func addAll(ctx context.Context, js []*judging, p part) {
-	if runtime.GOMAXPROCS(0) == 1 {
-		addSome(ctx, js, p, true)
-		addSome(ctx, js, p, false)
-		return
-	}
 	var wg sync.WaitGroup
 	wg.Go(func() { addSome(ctx, js, p, true) })
 	addSome(ctx, js, p, false)

@@ -201,7 +201,7 @@ func (s *spans) any(from, to int64) bool {
 
 // leaseHolds are the piece's holds, each with what its holder was told within it.
 func (st *leaseState) leaseHolds(ops []history.Op, events []history.Event) []leaseHold {
-	hs := holds(ops, lastEvents(events))
+	hs := holds(ops, lastOf(events))
 	out := make([]leaseHold, len(hs))
 	type holding struct {
 		process int

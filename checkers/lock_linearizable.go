@@ -50,7 +50,7 @@ const lapse history.Func = "lapse"
 func lapses(p part) []*history.Op {
 	var out []*history.Op
 	failed := failedReleases(p.ops)
-	for _, h := range holds(p.ops, lastEvents(p.events)) {
+	for _, h := range holds(p.ops, lastOf(p.events)) {
 		at := history.Event{Index: h.until.Index, Type: history.Invoke, Process: h.process, Func: lapse, Key: h.key, Time: h.until.Time}
 		if h.released {
 			why, ok := failed[h.release]

@@ -48,7 +48,7 @@ type exclusionState struct {
 func (st *exclusionState) add(_ context.Context, p part) {
 	tl := p.tl
 	st.tl = tl
-	keys, groups := byKey(holds(p.ops, lastEvents(p.events)), func(h hold) string { return h.key })
+	keys, groups := byKey(holds(p.ops, lastOf(p.events)), func(h hold) string { return h.key })
 	found, first := &st.found, &st.first
 	for _, key := range keys {
 		st.keys[key] = true
@@ -123,11 +123,8 @@ func holds(ops []history.Op, last lastOf) []hold {
 	return out
 }
 
-// lastEvents is events, in which holds finds the last event of a process whose hold is
-// left open: most pieces have none, so none is looked for until one is.
-func lastEvents(events []history.Event) lastOf { return lastOf(events) }
-
-// lastOf is events to find processes' last events in.
+// lastOf is events to find processes' last events in. holds finds those of the processes
+// whose holds are left open, and only when one is: in most pieces none is.
 type lastOf []history.Event
 
 // find maps each of processes to its last event, the latest (of equal times, the later

@@ -65,8 +65,9 @@ type Limits struct {
 var DefaultLimits = Limits{PieceOps: 10_000, MaxOps: 1_000_000, LongOps: 200_000, MaxHeap: 2 << 30}
 
 // Stream judges a history fed to it event by event (history.Scan), piece by piece. A
-// piece is judged while the next ones are read: three pieces are held at most, besides the
-// operations not yet cut.
+// piece is judged while the next ones are read: three pieces are held at most (one judged,
+// one waiting for a judge, one cut), besides the operations not yet cut and the room of up
+// to three judged ones, kept to fill again (spent).
 type Stream struct {
 	ctx    context.Context
 	opts   Options
@@ -200,16 +201,23 @@ func (s *Stream) at(t int64) string {
 // Notes say where the history had no place to cut for a long stretch.
 func (s *Stream) Notes() []string { return s.notes }
 
+// Close lets the judges go once they are done with the pieces handed to them, and waits
+// for them. Results closes the stream; a reader that stops before Results must.
+func (s *Stream) Close() {
+	if s.judges[0] == nil {
+		return
+	}
+	for _, j := range s.judges {
+		close(j)
+	}
+	s.judged.Wait()
+	s.judges = [2]chan piece{}
+}
+
 // Results judges what is left and returns every checker's verdict on the whole history,
 // held to the stats precondition as Judge holds them.
 func (s *Stream) Results() []Result {
-	if s.judges[0] != nil {
-		for _, j := range s.judges {
-			close(j)
-		}
-		s.judged.Wait()
-		s.judges = [2]chan piece{}
-	}
+	s.Close()
 	if s.heapFull() {
 		s.guard(func(ctx context.Context) { addAll(ctx, s.judging, piece{place: s.place}.part()) })
 		return s.givenUp(resultsOf(s.judging))
@@ -363,7 +371,7 @@ func (s *Stream) take(t int64) piece {
 	return p
 }
 
-// spentPiece is a piece the judge is done with, if there is one, for take to fill again.
+// spentPiece is a piece both judges are done with, if there is one, for take to fill again.
 func (s *Stream) spentPiece() piece {
 	select {
 	case p := <-s.spent:
@@ -387,7 +395,7 @@ func (s *Stream) note(piece []history.Op) {
 }
 
 // cut hands the operations before the latest safe cut among those held, if there is one,
-// to the judge, which judges them while the stream reads on.
+// to the judges, which judge them while the stream reads on.
 func (s *Stream) cut() {
 	if s.heapFull() {
 		return

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/lockbreaker/lockbreaker/internal/async"
 	"github.com/lockbreaker/lockbreaker/internal/quote"
 )
 
@@ -228,7 +229,8 @@ func parse(r io.Reader, path string, lines int) (File, error) {
 // note is File.Note's. An error from visit stops the scan and is returned.
 //
 // The file is read, decoded and checked in a goroutine of its own, a few batches of events
-// ahead of visit, so that on two cores reading overlaps what visit does with the events.
+// ahead of visit, so that on two cores reading overlaps what visit does with the events. A
+// panic there is Scan's, as one in visit is.
 func Scan(path string, visit func(Event) error) (note string, err error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -237,12 +239,18 @@ func Scan(path string, visit func(Event) error) (note string, err error) {
 	defer f.Close()
 	batches := make(chan []Event, scanAhead)
 	spent := make(chan []Event, scanAhead+1) // batches visited, to fill again
-	stop := make(chan struct{})              // closed when visit fails
+	stop := make(chan struct{})              // closed once visit is done, however it ends
+	var readNote string
 	var scanErr error
-	go func() {
+	reader := async.Go(func() {
 		defer close(batches)
 		batch := make([]Event, 0, scanBatch)
 		send := func() error {
+			select { // the select below may still pick a send once stopped
+			case <-stop:
+				return errScanStopped
+			default:
+			}
 			select {
 			case batches <- batch:
 			case <-stop:
@@ -256,7 +264,7 @@ func Scan(path string, visit func(Event) error) (note string, err error) {
 			}
 			return nil
 		}
-		note, scanErr = scan(f, path, func(e Event) error {
+		readNote, scanErr = scan(f, path, func(e Event) error {
 			if batch = append(batch, e); len(batch) == scanBatch {
 				return send()
 			}
@@ -265,13 +273,16 @@ func Scan(path string, visit func(Event) error) (note string, err error) {
 		if len(batch) > 0 { // the events before the end, or before a bad line
 			send()
 		}
+	})
+	defer func() { // even when visit panics: the reader is done with the file before it is closed
+		close(stop)
+		for range batches {
+		}
+		reader.Wait()
 	}()
 	for batch := range batches {
 		for i := range batch {
 			if err := visit(batch[i]); err != nil {
-				close(stop)
-				for range batches { // let the reader go
-				}
 				return "", err
 			}
 		}
@@ -280,14 +291,14 @@ func Scan(path string, visit func(Event) error) (note string, err error) {
 		default:
 		}
 	}
-	return note, scanErr
+	return readNote, scanErr
 }
 
 // scanBatch is how many events Scan's reader hands over at once, and scanAhead how many
 // batches it may read ahead of visit.
 const scanBatch, scanAhead = 1024, 4
 
-// errScanStopped stops Scan's reader once visit failed.
+// errScanStopped stops Scan's reader once visit is done.
 var errScanStopped = errors.New("history scan stopped")
 
 // scan reads JSON lines, refusing what Parse refuses, and hands every event to visit.
@@ -650,12 +661,7 @@ func oneOf[T ~string](d *decoder, k known[T]) (T, bool) {
 	if i := d.marked(k.marks, 0); i >= 0 {
 		return k.strings[i], true
 	}
-	s, ok := d.rawString()
-	for _, known := range k.strings {
-		if string(s) == string(known) {
-			return known, ok
-		}
-	}
+	s, ok := d.rawString() // not one of k, which marked finds: rawString reads no escape
 	return T(s), ok
 }
 

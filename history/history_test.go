@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 )
 
 func TestRecorderWritesWhatParseReads(t *testing.T) {
@@ -394,6 +395,31 @@ func TestClientTarget(t *testing.T) {
 	if known := KnownHazards(); len(known) != len(hazards) || !slices.IsSorted(known) {
 		t.Errorf("KnownHazards = %v", known)
 	}
+}
+
+// A visit that panics, to a caller that recovers, leaves no reader behind: in the bubble,
+// a goroutine left blocked fails the test.
+func TestScanLetsItsReaderGoWhenVisitPanics(t *testing.T) {
+	var ls []string
+	for i := range (scanAhead + 2) * scanBatch { // more than the reader may read ahead
+		ls = append(ls, ev(i, Invoke, i, Acquire, int64(i+1)))
+	}
+	path := filepath.Join(t.TempDir(), FileName)
+	if err := os.WriteFile(path, []byte(lines(ls...)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bug := errors.New("visit's bug")
+	synctest.Test(t, func(t *testing.T) {
+		defer func() {
+			if p := recover(); p != bug {
+				t.Errorf("Scan panicked with %v, want visit's panic", p)
+			}
+		}()
+		Scan(path, func(Event) error {
+			synctest.Wait() // the reader has read as far ahead as it may
+			panic(bug)
+		})
+	})
 }
 
 // Scan reads in a goroutine of its own, batches ahead of visit: visit still sees every

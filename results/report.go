@@ -19,6 +19,7 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/internal/async"
 )
 
 // WriteReport writes report.html in dir: a self-contained page (inline CSS, its one inline
@@ -36,16 +37,20 @@ func WriteReport(dir string, s Summary, d *Drawing) error {
 	return writeReport(dir, s, d, nil)
 }
 
-// writeReport writes report.html, listing the run's files once written is closed (when
+// writeReport writes report.html, listing the run's files once written is done (when
 // not nil).
-func writeReport(dir string, s Summary, d *Drawing, written <-chan struct{}) error {
+func writeReport(dir string, s Summary, d *Drawing, written *async.Task) error {
 	r := newReport(s, d.Events, d.Plots)
 	if written != nil {
-		<-written
+		written.Wait()
 	}
 	r.Artifacts = artifacts(dir)
 	var buf bytes.Buffer
-	if err := reportTemplate.Execute(&buf, &r); err != nil {
+	err := reportTemplate.Execute(&buf, &r)
+	// The template makes an error of a panic in a method it calls: a section's is ours.
+	r.timeline.task.Wait()
+	r.plots.task.Wait()
+	if err != nil {
 		return fmt.Errorf("render %s: %w", ReportFile, err)
 	}
 	return WriteAtomic(filepath.Join(dir, ReportFile), buf.Bytes())
@@ -63,7 +68,8 @@ const TimelineEvents = 200_000
 // read again at the end, analysis.File): held all along, they were a third of what check
 // of a long history kept, and its heap grew three times as much with them.
 type Drawing struct {
-	// Events are the history's first TimelineEvents events, all of a shorter one.
+	// Events are the history's first TimelineEvents events, all of a shorter one; fewer
+	// when its reader could not read them all again.
 	Events []history.Event
 	Plots  *Plots
 	// Total counts the history's events.
@@ -92,10 +98,10 @@ func (d *Drawing) Add(e history.Event) {
 
 // Note says that the timeline is of only the first events, or is "" when it is of all.
 func (d *Drawing) Note() string {
-	if d.Total <= TimelineEvents {
+	if len(d.Events) >= d.Total {
 		return ""
 	}
-	return fmt.Sprintf("the report's timeline is drawn from the first %d of the history's %d events; verdicts, counts and plots are of them all", TimelineEvents, d.Total)
+	return fmt.Sprintf("the report's timeline is drawn from the first %d of the history's %d events; verdicts, counts and plots are of them all", len(d.Events), d.Total)
 }
 
 type report struct {
@@ -139,26 +145,25 @@ func (r *report) PlotsSection() (template.HTML, error) { return r.plots.get() }
 // section is a part of the page, a template of its own executed in a goroutine of its
 // own while the rest is.
 type section struct {
-	done chan struct{}
+	task *async.Task
 	html template.HTML
 	err  error
 }
 
 // executeSection starts executing the template named name on r.
 func executeSection(name string, r report) *section {
-	s := &section{done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
+	s := &section{}
+	s.task = async.Go(func() {
 		var buf bytes.Buffer
 		s.err = reportTemplate.ExecuteTemplate(&buf, name, r)
 		s.html = template.HTML(buf.String())
-	}()
+	})
 	return s
 }
 
 // get waits for the section.
 func (s *section) get() (template.HTML, error) {
-	<-s.done
+	s.task.Wait()
 	return s.html, s.err
 }
 
@@ -229,8 +234,6 @@ func newReport(s Summary, events []history.Event, plots *Plots) report {
 	}
 	r.Setup = ReadSetup(s.Spec).facts()
 	r.Headline, r.Lesson = headline(s.Results)
-	views := make(chan []plotView, 1) // made while the history is paired and its timeline drawn
-	go func() { views <- plots.views() }()
 	ops, pairErr := history.Pair(events)
 	var overlaps []checkers.Overlap
 	focus := firstTime(events) // the earliest violation any checker found, or the start
@@ -250,9 +253,10 @@ func newReport(s Summary, events []history.Event, plots *Plots) report {
 	case len(events) == 0:
 		r.NoTimeline = "The history is empty."
 	default:
+		drawn := async.Go(func() { r.Plots = plots.views() }) // while the timeline is drawn
 		tl := newTimeline(events, ops, overlaps, focus)
 		r.Timeline = &tl
-		r.Plots = <-views
+		drawn.Wait()
 	}
 	// The timeline and the plots, most of the page, are executed while the rest is made
 	// and executed.

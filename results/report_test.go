@@ -304,3 +304,26 @@ func TestWritersRenderTheSummaryAsGiven(t *testing.T) {
 		t.Error("report counted the history's writes itself")
 	}
 }
+
+// The note on the timeline counts the events it is drawn from, fewer than TimelineEvents
+// when the history's reader could not read them all again.
+func TestDrawingNoteCountsTheEventsDrawn(t *testing.T) {
+	events := make([]history.Event, 10)
+	cases := []struct {
+		name   string
+		events []history.Event
+		total  int
+		want   string
+	}{
+		{"all drawn", events, 10, ""},
+		{"the first TimelineEvents", make([]history.Event, TimelineEvents), TimelineEvents + 1,
+			fmt.Sprintf("the first %d of the history's %d events;", TimelineEvents, TimelineEvents+1)},
+		{"fewer read again", events, 50, "the first 10 of the history's 50 events;"},
+	}
+	for _, c := range cases {
+		d := &Drawing{Events: c.events, Total: c.total}
+		if got := d.Note(); c.want == "" && got != "" || !strings.Contains(got, c.want) {
+			t.Errorf("%s: note %q, want one with %q", c.name, got, c.want)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/internal/async"
 )
 
 // Summary is one run's outcome, what results.json holds. Every field is decided before a
@@ -189,12 +190,8 @@ func (c OpCounts) Add(f history.Func, t history.Type) {
 // and links them once they are.
 func WriteAll(dir string, s Summary, d *Drawing) error {
 	var summaryErr, junitErr error
-	written := make(chan struct{})
-	go func() {
-		defer close(written)
-		summaryErr, junitErr = WriteSummary(dir, s), WriteJUnit(dir, s)
-	}()
+	written := async.Go(func() { summaryErr, junitErr = WriteSummary(dir, s), WriteJUnit(dir, s) })
 	reportErr := writeReport(dir, s, d, written)
-	<-written
+	written.Wait()
 	return errors.Join(summaryErr, junitErr, reportErr)
 }
