@@ -195,7 +195,7 @@ func cmdHunt(ctx context.Context, args []string, stdout io.Writer) (int, error) 
 	clusters.Keep = opts.parallel
 	defer clusters.Close(context.WithoutCancel(ctx))
 	trials := &huntTrials{runner: harness.Runner{ResultsRoot: store.Path("trials"), Progress: io.Discard, Clusters: clusters, Trends: suite.StoreTrends},
-		want: opts.want}
+		want: opts.want, failed: map[int64]failedTrial{}}
 	mode := "feedback"
 	if opts.random {
 		mode = "random search"
@@ -223,21 +223,29 @@ func cmdHunt(ctx context.Context, args []string, stdout io.Writer) (int, error) 
 	}
 	failing.Schedule, failing.StopEarly = smallest, false
 	saved.Smallest, saved.Spec, saved.Command = smallest, &failing, shrink.Command(failing)
-	saved.Failing, _ = filepath.Rel(store.Dir(), trials.failing)
-	command.PrintVerdicts(stdout, trials.failing, trials.failed)
+	last := trials.failed[failing.Seed] // the found trial's, or the last of its shrink's that failed
+	saved.Failing, _ = filepath.Rel(store.Dir(), last.dir)
+	command.PrintVerdicts(stdout, last.dir, last.summary)
 	fmt.Fprintf(stdout, "\nrun it again: %s\npage: %s\n", command.Escape(saved.Command), command.Escape(store.Path(hunt.PageName)))
 	return command.ExitInvalid, hunt.Write(store.Dir(), saved)
 }
 
 // huntTrials runs a hunt's trials, side by side when the hunt says: each a run of the
 // harness, its directory removed once scored unless it found a violation of a checker the
-// hunt looks for (want); the last that did is kept whole.
+// hunt looks for (want), which is kept whole.
 type huntTrials struct {
-	runner  harness.Runner
-	want    []string
-	mu      sync.Mutex
-	failing string          // the last failing trial's run directory
-	failed  results.Summary // its summary
+	runner harness.Runner
+	want   []string
+	mu     sync.Mutex
+	// failed are the runs that found a violation, by their spec's seed (a trial's, which
+	// its shrink's trials share): the last of each.
+	failed map[int64]failedTrial
+}
+
+// failedTrial is a run that found a violation: its directory and summary.
+type failedTrial struct {
+	dir     string
+	summary results.Summary
 }
 
 func (h *huntTrials) run(ctx context.Context, s runspec.Spec) (hunt.Outcome, error) {
@@ -260,6 +268,6 @@ func (h *huntTrials) run(ctx context.Context, s runspec.Spec) (hunt.Outcome, err
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.failing, h.failed = dir, summary
+	h.failed[s.Seed] = failedTrial{dir, summary}
 	return out, nil
 }
