@@ -87,6 +87,16 @@ func runScenario(t *testing.T, spec Spec) results.Summary {
 // under -short; one the harness serves itself always runs.
 func runTrial(t *testing.T, spec Spec) (string, results.Summary) {
 	t.Helper()
+	dir, summary, err := tryTrial(t, spec)
+	if err != nil {
+		t.Fatalf("run %s: %v", spec.Test, err)
+	}
+	return dir, summary
+}
+
+// tryTrial is runTrial that returns the run's error rather than fail t with it.
+func tryTrial(t *testing.T, spec Spec) (string, results.Summary, error) {
+	t.Helper()
 	sys, err := system.Lookup(spec.System)
 	if err == nil && sys.Container != nil && testing.Short() {
 		t.Skip("needs Docker: real containers")
@@ -106,14 +116,14 @@ func runTrial(t *testing.T, spec Spec) (string, results.Summary) {
 	}
 	dir, summary, err := r.Run(ctx, spec)
 	if err != nil {
-		t.Fatalf("run %s: %v", spec.Test, err)
+		return "", results.Summary{}, err
 	}
 	expectNothingLeft(t, sys, summary.RunID, r.Clusters != nil)
 	t.Logf("results in %s", dir)
 	for _, res := range summary.Results {
 		t.Logf("%-18s %-8s %s", res.Checker, res.Verdict, res.Summary)
 	}
-	return dir, summary
+	return dir, summary, nil
 }
 
 // testStore is where a test's runs go: LOCKBREAKER_TEST_STORE when set, kept to look at

@@ -73,6 +73,10 @@ func New(cfg Config, nodes, monitors []Remote) *Cluster {
 // readyTimeout bounds the wait for a node to serve.
 const readyTimeout = 2 * time.Minute
 
+// ErrNotServing is the error of a node that did not serve within readyTimeout: a server
+// that never came up, or a machine too busy to let it.
+var ErrNotServing = errors.New("not serving")
+
 // readyPoll is how often a node that does not serve yet is asked again: often, since a
 // node killed under a held lock must serve again within the lease to matter.
 const readyPoll = 50 * time.Millisecond
@@ -133,7 +137,7 @@ func (c *Cluster) waitReady(ctx context.Context, r Remote, ready func(context.Co
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("node %s (%s) not serving: %w (%v); log ends:\n%s", info.Name, info.Addr, ctx.Err(), last, logTail(r))
+			return fmt.Errorf("node %s (%s) %w: %w (%v); log ends:\n%s", info.Name, info.Addr, ErrNotServing, ctx.Err(), last, logTail(r))
 		case <-time.After(readyPoll):
 		}
 	}

@@ -187,3 +187,16 @@ func TestDropFromWritesTheChain(t *testing.T) {
 		}
 	}
 }
+
+// A node that never serves is told apart from other failures, so that a test can take a
+// machine too busy to start a server as a try that fell short rather than a broken lock.
+func TestANodeThatNeverServesIsNotServing(t *testing.T) {
+	c, _ := fakeCluster(&fake{name: "n1"})
+	c.cfg.Recipe.Ready = func(context.Context, string) error { return errors.New("connection refused") }
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the wait's deadline has passed
+	err := c.WaitNodes(ctx)
+	if !errors.Is(err, ErrNotServing) || !strings.Contains(err.Error(), "node n1 (n1:1) not serving") {
+		t.Fatalf("WaitNodes: %v; want node n1 not serving", err)
+	}
+}
