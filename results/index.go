@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/checkers"
@@ -64,7 +65,7 @@ func RenderIndex(root string, trends Trends) ([]byte, error) {
 		*list = slices.Compact(*list)
 	}
 	var buf bytes.Buffer
-	if err := indexTemplate.Execute(&buf, v); err != nil {
+	if err := indexTemplate().Execute(&buf, v); err != nil {
 		return nil, fmt.Errorf("render %s: %w", IndexFile, err)
 	}
 	return buf.Bytes(), nil
@@ -194,11 +195,13 @@ func jsonList(values []string) string {
 //go:embed index.js
 var indexScript string
 
-var (
-	indexPolicy   = contentSecurityPolicy(indexScript)
-	indexTemplate = template.Must(template.New(IndexFile).Parse(pageHead + indexStyle + trendStyle + "</style>\n<title>lockbreaker runs</title>\n</head>\n<body>\n" +
+var indexPolicy = contentSecurityPolicy(indexScript)
+
+// indexTemplate is parsed on first use, not at every start of every lockbreaker process.
+var indexTemplate = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New(IndexFile).Parse(pageHead + indexStyle + trendStyle + "</style>\n<title>lockbreaker runs</title>\n</head>\n<body>\n" +
 		indexBody + "<script>{{.Script}}</script>\n</body>\n</html>\n"))
-)
+})
 
 const indexStyle = `.filters { display: flex; flex-wrap: wrap; gap: 1rem; align-items: center; margin: .5rem 0 1rem; font-size: .9rem; }
 .filters select { font: inherit; }

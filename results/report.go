@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/checkers"
@@ -46,7 +47,7 @@ func writeReport(dir string, s Summary, d *Drawing, written *async.Task) error {
 	}
 	r.Artifacts = artifacts(dir)
 	var buf bytes.Buffer
-	err := reportTemplate.Execute(&buf, &r)
+	err := reportTemplate().Execute(&buf, &r)
 	// The template makes an error of a panic in a method it calls: a section's is ours.
 	r.timeline.task.Wait()
 	r.plots.task.Wait()
@@ -155,7 +156,7 @@ func executeSection(name string, r report) *section {
 	s := &section{}
 	s.task = async.Go(func() {
 		var buf bytes.Buffer
-		s.err = reportTemplate.ExecuteTemplate(&buf, name, r)
+		s.err = reportTemplate().ExecuteTemplate(&buf, name, r)
 		s.html = template.HTML(buf.String())
 	})
 	return s
@@ -492,10 +493,12 @@ var reportStyle string
 //go:embed report.html.tmpl
 var reportPage string
 
-var (
-	reportPolicy   = contentSecurityPolicy(reportScript)
-	reportTemplate = template.Must(template.New(ReportFile).Parse(pageHead + reportStyle + reportPage))
-)
+var reportPolicy = contentSecurityPolicy(reportScript)
+
+// reportTemplate is parsed on first use, not at every start of every lockbreaker process.
+var reportTemplate = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New(ReportFile).Parse(pageHead + reportStyle + reportPage))
+})
 
 // newStoryView is the first story among rs, told once for every checker it explains; its
 // sentences link to the timeline when linked is set and the page has their events.
