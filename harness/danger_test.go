@@ -15,9 +15,10 @@ import (
 
 // A real-time run under a fault does not bring its danger every time: on a busy machine a
 // restarted server may answer after the lease, a promotion may outlast a split. Such a run
-// is the product's honest unknown, not a failure; so is a cluster that did not serve within
-// its start's two minutes (seen in CI, a machine stalled for minutes under the whole suite:
-// ZooKeeper's JVMs printed a line every 200 ms). So a test of a targeted fault runs fresh
+// is the product's honest unknown, not a failure; so is a node that did not serve within its
+// two minutes, at the cluster's start or after a crash (seen in CI, a machine stalled for
+// minutes under the whole suite: ZooKeeper's JVMs printed a line every 200 ms; a node
+// that never comes back fails every try all the same). So a test of a targeted fault runs fresh
 // seeds until its danger came, at most dangerTries, and asserts what must hold of the run
 // that had it; it fails for want of danger only when every try fell short, quoting each
 // try's reason. Each try runs longer than the one before (the spec's time limit times the
@@ -63,8 +64,8 @@ func untilDanger(t *testing.T, spec Spec, came danger) ran {
 	return ran{}
 }
 
-// runTrialEvents runs spec once and reads its history. A cluster that did not serve in
-// time is no failure of the lock: it is the reason the run did not happen.
+// runTrialEvents runs spec once and reads its history. A node that did not serve in time
+// (nodes.ErrNotServing) is no failure of the lock: it is why the run did not happen.
 func runTrialEvents(t *testing.T, spec Spec) (tr ran, unserved string) {
 	t.Helper()
 	dir, s, err := tryTrial(t, spec)
