@@ -72,8 +72,9 @@ func TestGrantedTokensKeepTheRecentGrants(t *testing.T) {
 // A token granted again long after its first grant is still a duplicate, its evidence
 // saying the first grant is no longer known.
 func TestFencingFindsAnOldDuplicate(t *testing.T) {
-	t.Parallel()                                           // a CPU-bound search: the fast tier runs them side by side
-	events := make([]history.Event, 0, 4*(recentGrants+6)) // made at once: growing it was half the test's time
+	t.Parallel() // a CPU-bound search: the fast tier runs them side by side
+	// The events made at once: growing the slice was half the test's time.
+	events := make([]history.Event, 0, 4*(recentGrants+6))
 	grant := func(process int, token int64) {
 		at := int64(len(events)+1) * 1000
 		events = append(events,
