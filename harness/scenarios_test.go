@@ -247,6 +247,7 @@ func expectLockBrokenDataSafe(t *testing.T, s results.Summary) {
 }
 
 func TestRedisWithoutFaultsIsSafe(t *testing.T) {
+	tier.Long(t) // make test's fenced clients whose connections break keep every property
 	inLane(t, laneRedis)
 	spec := kleppmannSpec(true)
 	spec.Nemesis = []string{"none"}
@@ -322,18 +323,22 @@ var none = []string{"none"}
 // Redlock: five independent masters.
 
 func TestRedlockClientsWithoutFaultsAreSafe(t *testing.T) {
+	tier.Long(t) // make test's minority partition keeps the lock (redsync's own test in workloads runs it on a real cluster)
 	inLane(t, laneRedis)
 	for _, client := range []string{"redlock", "redsync"} {
 		t.Run(client, func(t *testing.T) {
-			if client == "redsync" {
-				tier.Long(t) // redsync's own test in workloads runs it on a real cluster
-			}
 			s := untilDanger(t, spec("redlock", client, none, false, 6*time.Second), worked).summary
 			expectAllValid(t, s)
-			if len(s.Notes) == 0 || !strings.Contains(s.Notes[0], "no fencing token") {
-				t.Errorf("the report must say Redlock has no fencing token: notes %q", s.Notes)
-			}
+			expectNoTokenNote(t, s)
 		})
+	}
+}
+
+// expectNoTokenNote fails t unless a Redlock run's report says it has no fencing token.
+func expectNoTokenNote(t *testing.T, s results.Summary) {
+	t.Helper()
+	if len(s.Notes) == 0 || !strings.Contains(s.Notes[0], "no fencing token") {
+		t.Errorf("the report must say Redlock has no fencing token: notes %q", s.Notes)
 	}
 }
 
@@ -380,6 +385,7 @@ func TestRedlockMinorityPartitionKeepsMutualExclusion(t *testing.T) {
 	s := untilDanger(t, spec("redlock", "redlock", []string{"partition-clients-from"}, false, 12*time.Second), proven).summary
 	expectLockKept(t, s)
 	expectFaults(t, s, 2)
+	expectNoTokenNote(t, s)
 }
 
 func TestFencingIsRefusedForRedlock(t *testing.T) {
@@ -399,20 +405,24 @@ func zkSpec(nemesis []string, fencing bool, limit time.Duration) Spec {
 }
 
 func TestZooKeeperWithoutFaultsIsSafeWithGrowingTokens(t *testing.T) {
+	tier.Long(t) // make test's ZooKeeper under clock jumps keeps every property, its tokens growing
 	inLane(t, laneZooKeeper)
 	for _, client := range []string{"zookeeper", "zk-recipe-lib"} {
 		t.Run(client, func(t *testing.T) {
-			if client == "zk-recipe-lib" {
-				tier.Long(t) // its faulted runs in make test show it works
-			}
 			s := zkSpec(none, true, 8*time.Second)
 			s.Client = client
 			summary := untilDanger(t, s, worked).summary
 			expectAllValid(t, summary)
-			if n := verdicts(summary)["fencing"].Counts["grants-with-token"]; n < 5 {
-				t.Errorf("only %d grants carried a token", n)
-			}
+			expectTokens(t, summary)
 		})
+	}
+}
+
+// expectTokens fails t unless a fenced run's grants carried tokens: five at least.
+func expectTokens(t *testing.T, s results.Summary) {
+	t.Helper()
+	if n := verdicts(s)["fencing"].Counts["grants-with-token"]; n < 5 {
+		t.Errorf("only %d grants carried a token", n)
 	}
 }
 
@@ -494,4 +504,5 @@ func TestZooKeeperIgnoresClockJumps(t *testing.T) {
 	inLane(t, laneZooKeeper)
 	s := untilDanger(t, zkSpec([]string{"clock-strobe"}, true, 10*time.Second), hazard(history.ClockServed)).summary
 	expectAllValid(t, s)
+	expectTokens(t, s)
 }
