@@ -78,6 +78,19 @@ func acquire(l Lock, within time.Duration) (Grant, error) {
 	return l.Acquire(ctx)
 }
 
+// grant is acquire of a lock that should be granted. A Redlock client rightly refuses a
+// grant whose attempt outlasted its TTL (SpentError), which a busy machine can make
+// happen: such an attempt is made again, three at most, each within its own window.
+func grant(l Lock, within time.Duration) (g Grant, err error) {
+	for range 3 {
+		var spent *SpentError
+		if g, err = acquire(l, within); !errors.As(err, &spent) {
+			break
+		}
+	}
+	return g, err
+}
+
 func isAMutex(t *testing.T, client Client, target Config) {
 	ttl := 2 * time.Second
 	if client.RunsOn("zookeeper") {
@@ -86,7 +99,7 @@ func isAMutex(t *testing.T, client Client, target Config) {
 	a := newLock(t, client, target, client.Name+"-a", ttl)
 	b := newLock(t, client, target, client.Name+"-b", ttl)
 
-	ga, err := acquire(a, 5*time.Second)
+	ga, err := grant(a, 5*time.Second)
 	if err != nil {
 		t.Fatalf("a: acquire a free lock: %v", err)
 	}
@@ -99,7 +112,7 @@ func isAMutex(t *testing.T, client Client, target Config) {
 	if err := a.Release(context.Background()); err != nil {
 		t.Fatalf("a: release: %v", err)
 	}
-	gb, err := acquire(b, 5*time.Second)
+	gb, err := grant(b, 5*time.Second)
 	if err != nil {
 		t.Fatalf("b: acquire after a released: %v", err)
 	}
@@ -116,19 +129,19 @@ func isAMutex(t *testing.T, client Client, target Config) {
 
 // A Redis lease runs out on its own: the holder is not asked. This is the root of every
 // violation the harness reproduces. The lease is long enough for a grant: a Redlock client
-// refuses one that took longer than its TTL, and an attempt on five masters beside make
-// test's containers and two busy processes took 592 ms.
+// refuses one that took longer than its TTL (grant tries again), and an attempt on five
+// masters beside make test's containers and two busy processes took 592 ms.
 func leaseExpiresUnderTheHolder(name string) func(*testing.T, Config) {
 	return func(t *testing.T, target Config) {
 		const ttl = 2 * time.Second
 		client, _ := LookupClient(name)
 		a := newLock(t, client, target, name+"-lease-a", ttl)
 		b := newLock(t, client, target, name+"-lease-b", ttl)
-		if _, err := acquire(a, time.Second); err != nil {
+		if _, err := grant(a, time.Second); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(ttl + 100*time.Millisecond) // past a's lease, which the servers end
-		if _, err := acquire(b, time.Second); err != nil {
+		if _, err := grant(b, time.Second); err != nil {
 			t.Fatalf("b could not take an expired lease: %v", err)
 		}
 		if err := a.Release(context.Background()); !errors.Is(err, ErrNotHeld) {
