@@ -164,6 +164,26 @@ func TestRetryWhileBusyDatesTheGrantedAttempt(t *testing.T) {
 	}
 }
 
+// An acquire whose every attempt asked nothing says why, not that another client holds
+// the lock; one the service answered busy, then could not ask, says busy.
+func TestRetryWhileBusySaysWhyNothingWasAsked(t *testing.T) {
+	unasked := fmt.Errorf("%w (connect to postgres: refused)", ErrBusy)
+	for _, answers := range [][]error{{unasked}, {unasked, unasked}, {ErrBusy, unasked}} {
+		ctx, cancel := context.WithCancel(context.Background())
+		tries := 0
+		_, err := retryWhileBusy(ctx, time.Microsecond, func(context.Context) (Grant, error) {
+			if tries++; tries >= len(answers) {
+				cancel()
+			}
+			return Grant{}, answers[min(tries, len(answers))-1] // the loop may try once more before it sees ctx end
+		})
+		busy := (*BusyError)(nil)
+		if answered := answers[0] == ErrBusy; answered != errors.As(err, &busy) || !answered && err != unasked {
+			t.Errorf("attempts answered %v: got %v", answers, err)
+		}
+	}
+}
+
 // goneLock grants, then its client is gone at release (lost or broken, as err says).
 type goneLock struct{ err error }
 

@@ -3,8 +3,11 @@ package workloads
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/lockbreaker/lockbreaker/containers"
 	"github.com/lockbreaker/lockbreaker/containers/containerstest"
@@ -219,8 +222,10 @@ func advisoryLockDiesWithItsSession(t *testing.T, target Config) {
 	client, _ := LookupClient("pg-advisory")
 	a := newLock(t, client, target, "adv-a", 2*time.Second)
 	b := newLock(t, client, target, "adv-b", 2*time.Second)
-	if _, err := acquire(a, time.Second); err != nil {
-		t.Fatal(err)
+	// A free lock is granted at a's first try, but that try connects first: beside make
+	// test's containers and two busy processes, a fresh server process can take seconds.
+	if _, err := acquire(a, 5*time.Second); err != nil {
+		t.Fatalf("a: acquire a free lock: %v; the server's advisory locks: %s", err, advisoryHolders(target))
 	}
 	var pid int32
 	a.(*pgAdvisory).db.conn.QueryRow(context.Background(), `SELECT pg_backend_pid()`).Scan(&pid)
@@ -232,7 +237,7 @@ func advisoryLockDiesWithItsSession(t *testing.T, target Config) {
 	if _, err := conn.Exec(context.Background(), `SELECT pg_terminate_backend($1)`, pid); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := acquire(b, 2*time.Second); err != nil {
+	if _, err := acquire(b, 5*time.Second); err != nil { // the ended backend exits in its own time
 		t.Fatalf("b could not take the lock of an ended session: %v", err)
 	}
 	if err := a.Release(context.Background()); err == nil || errors.Is(err, ErrNotHeld) {
@@ -243,6 +248,24 @@ func advisoryLockDiesWithItsSession(t *testing.T, target Config) {
 	}
 }
 
+// advisoryHolders names the sessions holding advisory locks on target's server, for a test
+// that found a free lock busy.
+func advisoryHolders(target Config) string {
+	s := pgSession{cfg: Config{Nodes: target.Nodes, Owner: "holders", OpTimeout: 5 * time.Second}}
+	defer s.drop()
+	var holders []string
+	err := s.do(context.Background(), func(ctx context.Context, conn *pgx.Conn) (err error) {
+		rows, _ := conn.Query(ctx, `SELECT format('%s (backend %s, %s since %s)', a.application_name, a.pid, a.state, a.state_change)
+			FROM pg_locks l JOIN pg_stat_activity a USING (pid) WHERE l.locktype = 'advisory' AND l.granted`)
+		holders, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	if err != nil {
+		return fmt.Sprintf("unknown (%v)", err)
+	}
+	return fmt.Sprint(holders)
+}
+
 // A lease row its holder stops renewing (a pause) is taken over once a waiter has seen it
 // unchanged for a TTL, with a higher record version number; the holder's release is
 // refused.
@@ -250,7 +273,7 @@ func pgLeaseIsTakenOverWhenNotRenewed(t *testing.T, target Config) {
 	client, _ := LookupClient("pg-lease")
 	a := newLock(t, client, target, "lease-a", 500*time.Millisecond)
 	b := newLock(t, client, target, "lease-b", 500*time.Millisecond)
-	ga, err := acquire(a, time.Second)
+	ga, err := acquire(a, 5*time.Second) // its first try connects, as advisoryLockDiesWithItsSession's
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -104,8 +104,10 @@ func (l *redisLock) Acquire(ctx context.Context) (Grant, error) {
 // ctx only stops new attempts: an attempt in flight runs to its own timeout, so giving up
 // on a busy lock is a definite failure rather than an abandoned request. A grant's
 // AttemptStarted, unless try set it, is when the granted attempt began; a busy outcome is a
-// BusyError naming the last attempt.
+// BusyError naming the last attempt, or, when the service answered none, the last
+// attempt's own words (a connection that could not be made).
 func retryWhileBusy(ctx context.Context, retry time.Duration, try func(context.Context) (Grant, error)) (Grant, error) {
+	var unasked error     // the latest attempt that asked nothing
 	var busy *BusyError   // the latest run of attempts the service answered busy
 	var last int64        // when the latest of them began
 	var apart, took int64 // the longest gap between their starts, the longest of them
@@ -124,7 +126,7 @@ func retryWhileBusy(ctx context.Context, retry time.Duration, try func(context.C
 		}
 		switch now := history.Now(); {
 		case err != ErrBusy: // a wrapped one: a try that asked nothing (no connection) ends the run
-			last, unbroken = 0, false
+			unasked, last, unbroken = err, 0, false
 		case last == 0:
 			busy, last, apart, took = &BusyError{Since: started, Until: now}, started, 0, now-started
 		default:
@@ -136,10 +138,10 @@ func retryWhileBusy(ctx context.Context, retry time.Duration, try func(context.C
 		}
 		select {
 		case <-ctx.Done():
-			if busy == nil {
-				return Grant{}, ErrBusy
+			if busy != nil {
+				return Grant{}, busy
 			}
-			return Grant{}, busy
+			return Grant{}, unasked // no attempt was answered
 		case <-time.After(retry):
 		}
 	}
