@@ -44,11 +44,18 @@ type danger func(ran) string
 // run, and returns that run.
 func untilDanger(t *testing.T, spec Spec, came danger) ran {
 	t.Helper()
+	return untilDangerOn(t, spec, came, runTrialEvents)
+}
+
+// untilDangerOn is untilDanger with each try run by run, which says why a run did not
+// happen ("" when it did).
+func untilDangerOn(t *testing.T, spec Spec, came danger, run func(*testing.T, Spec) (ran, string)) ran {
+	t.Helper()
 	var short []string
 	limit := spec.TimeLimit
 	for try := 1; try <= dangerTries; try++ {
 		spec.TimeLimit = limit * Duration(try)
-		tr, why := runTrialEvents(t, spec)
+		tr, why := run(t, spec)
 		if why == "" {
 			why = came(tr)
 		}
