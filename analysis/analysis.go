@@ -14,7 +14,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/lockbreaker/lockbreaker/checkers"
@@ -102,6 +104,7 @@ func File(ctx context.Context, dir, path string, s results.Summary, limits check
 	if n := validityNote(spent, slowed, leastValidity); n != "" {
 		notes = append(notes, n)
 	}
+	notes = append(notes, unservedNotes(nemesis)...)
 	notes = append(notes, stream.Notes()...)
 	timelineRead.Wait()
 	if n := drawing.Note(); n != "" { // of the events read again, however many
@@ -151,7 +154,7 @@ func options(dir string, s results.Summary) checkers.Options {
 // finish completes the summary from the verdicts and writes the files, the report drawing
 // d; nemesis holds at least the hazard events.
 func finish(dir string, s results.Summary, d *results.Drawing, faults int, nemesis []history.Event, hazards map[string]history.Hazard) (results.Summary, error) {
-	s.Verdict = overall(s.Results, s.Error)
+	s.Verdict = overall(s.Results, s.Error != "" || len(unservedNotes(nemesis)) > 0)
 	s.Faults = faults
 	s.Hazards = results.CountHazards(nemesis, hazards)
 	s.Command = spec.ReproduceCommand(s.Spec)
@@ -159,13 +162,32 @@ func finish(dir string, s results.Summary, d *results.Drawing, faults int, nemes
 }
 
 // overall is a run's verdict: the worst of the checkers' (unknown when none decided) and
-// never valid when the harness broke, since the history may then be partial.
-func overall(rs []checkers.Result, harnessError string) checkers.Verdict {
+// never valid when the run was cut short (the harness broke, or a node did not serve
+// again), since its history is then partial.
+func overall(rs []checkers.Result, cutShort bool) checkers.Verdict {
 	v := checkers.Worst(rs)
-	if v == checkers.Valid && harnessError != "" {
+	if v == checkers.Valid && cutShort {
 		return checkers.Unknown
 	}
 	return v
+}
+
+// unservedNotes say of each node a fault took down that did not serve again
+// (history.NotServing) that the service failed to come back, and where its log is.
+func unservedNotes(nemesis []history.Event) []string {
+	var notes []string
+	for _, e := range nemesis {
+		if e.Func != history.NotServing {
+			continue
+		}
+		logs := make([]string, len(e.Targets))
+		for i, node := range e.Targets {
+			logs[i] = filepath.Join(results.NodesDir, node+".log")
+		}
+		notes = append(notes, fmt.Sprintf("%s after a fault took it down: the service did not come back, so the run ended "+
+			"there and no verdict of it can be valid (the log: %s)", e.Message, strings.Join(logs, ", ")))
+	}
+	return notes
 }
 
 // requested says whether the spec asked for any fault, and which hazards its nemeses exist

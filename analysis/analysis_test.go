@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -160,22 +161,22 @@ func TestOverallVerdict(t *testing.T) {
 	unknown := checkers.Result{Checker: "c", Verdict: checkers.Unknown}
 	notApplicable := checkers.Result{Checker: "d", Verdict: checkers.NotApplicable}
 	tests := []struct {
-		name         string
-		results      []checkers.Result
-		harnessError string
-		want         checkers.Verdict
+		name     string
+		results  []checkers.Result
+		cutShort bool
+		want     checkers.Verdict
 	}{
-		{"all valid", []checkers.Result{valid, valid}, "", checkers.Valid},
-		{"invalid beats unknown", []checkers.Result{valid, unknown, invalid}, "", checkers.Invalid},
-		{"unknown beats valid", []checkers.Result{valid, unknown}, "", checkers.Unknown},
-		{"no checker proves nothing", nil, "", checkers.Unknown},
-		{"nothing decided proves nothing", []checkers.Result{notApplicable}, "", checkers.Unknown},
-		{"harness error is never a pass", []checkers.Result{valid}, "boom", checkers.Unknown},
-		{"harness error keeps invalid", []checkers.Result{invalid}, "boom", checkers.Invalid},
+		{"all valid", []checkers.Result{valid, valid}, false, checkers.Valid},
+		{"invalid beats unknown", []checkers.Result{valid, unknown, invalid}, false, checkers.Invalid},
+		{"unknown beats valid", []checkers.Result{valid, unknown}, false, checkers.Unknown},
+		{"no checker proves nothing", nil, false, checkers.Unknown},
+		{"nothing decided proves nothing", []checkers.Result{notApplicable}, false, checkers.Unknown},
+		{"a run cut short is never a pass", []checkers.Result{valid}, true, checkers.Unknown},
+		{"a run cut short keeps invalid", []checkers.Result{invalid}, true, checkers.Invalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := overall(tt.results, tt.harnessError); got != tt.want {
+			if got := overall(tt.results, tt.cutShort); got != tt.want {
 				t.Errorf("overall = %s, want %s", got, tt.want)
 			}
 		})
@@ -232,6 +233,33 @@ func TestARunWhoseHazardNeverOccurredIsNeverValid(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A node a fault took down that did not serve again ends the run: its history, valid
+// otherwise, is unknown, and a note says which node and where its log is.
+func TestANodeThatDidNotComeBackIsNeverValid(t *testing.T) {
+	saved, err := json.Marshal(spec.Spec{Nemesis: []string{history.KillNode.Name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hazard := fmt.Sprintf(`{"index":12,"type":"info","process":-1,"f":"hazard","fault":"kill-node","hazard":%q,"time":1150}`+"\n",
+		history.KillNode.Hazard)
+	gone := `{"index":13,"type":"info","process":-1,"f":"not-serving","targets":["n2"],"message":"node n2 exited (exit status 1)","time":1850}` + "\n"
+	for _, tt := range []struct {
+		history string
+		want    checkers.Verdict
+	}{{cleanRun + hazard, checkers.Valid}, {cleanRun + hazard + gone, checkers.Unknown}} {
+		got, err := analyze(t, t.TempDir(), tt.history, results.Summary{Spec: saved})
+		if err != nil {
+			t.Fatal(err)
+		}
+		said := slices.ContainsFunc(got.Notes, func(n string) bool {
+			return strings.HasPrefix(n, "node n2 exited (exit status 1) after a fault took it down") && strings.HasSuffix(n, "(the log: nodes/n2.log)")
+		})
+		if got.Verdict != tt.want || said != (tt.want == checkers.Unknown) {
+			t.Errorf("verdict %s, notes %q; want %s, and the node named when it did not come back", got.Verdict, got.Notes, tt.want)
+		}
 	}
 }
 

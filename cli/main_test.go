@@ -602,6 +602,42 @@ func TestInterruptedRunCleansUpAndKeepsItsHistory(t *testing.T) {
 	}
 }
 
+// A node a fault took down that does not serve again is the service's failure: the run
+// ends there with its verdict (unknown, exit 2), a note naming the node and its log, and
+// nothing left behind; it is not a harness error. The server here starts once: started
+// again, it exits, as a server whose data a power loss cut short does.
+func TestANodeThatDoesNotComeBackEndsTheRunUnknown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker: real containers")
+	}
+	once := filepath.Join(t.TempDir(), "once.yaml")
+	os.WriteFile(once, []byte(`name: once
+nodes: 1
+port: 6379
+command: [/bin/sh, -c, "test -e /tmp/started && { echo cannot load its data; exit 3; }; touch /tmp/started; exec redis-server --save '' --protected-mode no"]
+ready: {send: PING, expect: +PONG}
+clients: [redis]
+`), 0o644)
+	results := t.TempDir()
+	code, out, errs := lockbreaker(t, nil, "run", "--system-file", once, "--nemesis", "kill-node", "--interval", "1s",
+		"--time-limit", "1m", "--results", results)
+	if code != command.ExitUnknown || errs != "" {
+		t.Fatalf("exit %d, stderr %q: want 2 and nothing on stderr\n%s", code, errs, out)
+	}
+	for _, want := range []string{"node n1 did not serve again after the faults: the run ends here (its log: nodes/n1.log)",
+		"note: node n1 exited (", "after a fault took it down: the service did not come back", "(the log: nodes/n1.log)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the run did not say %q:\n%s", want, out)
+		}
+	}
+	if log, err := os.ReadFile(filepath.Join(results, "latest", "nodes", "n1.log")); !strings.Contains(string(log), "cannot load its data") {
+		t.Errorf("the node's log (%v) lacks its last words: %q", err, log)
+	}
+	if m := printedRun.FindStringSubmatch(out); m == nil || len(dockerList(t, "container", "{{.ID}}", "label=org.lockbreaker.run="+m[1])) > 0 {
+		t.Errorf("containers of the run %v left", m)
+	}
+}
+
 // startedWorkers waits until the run of cmd has started its workers, at most three minutes,
 // and returns them. Only its own: other tests' runs of the same binary have workers too.
 func startedWorkers(t *testing.T, cmd *exec.Cmd) []process {

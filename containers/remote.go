@@ -167,10 +167,12 @@ func (n engineNode) Alive(ctx context.Context) error {
 	switch {
 	case err != nil:
 		return err
-	case info.Container.State != nil && !info.Container.State.Running:
-		return errors.New(string(info.Container.State.Status))
+	case info.Container.State == nil || info.Container.State.Running:
+		return nil
+	case info.Container.State.Status == "exited":
+		return fmt.Errorf("exit code %d", info.Container.State.ExitCode)
 	}
-	return nil
+	return errors.New(string(info.Container.State.Status))
 }
 
 func (n engineNode) Disk() *nodes.Disk { return n.c.disks[n.Name] }

@@ -9,8 +9,8 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/history"
-	"github.com/lockbreaker/lockbreaker/nodes"
 	"github.com/lockbreaker/lockbreaker/results"
+	"github.com/lockbreaker/lockbreaker/system"
 )
 
 // A real-time run under a fault does not bring its danger every time: on a busy machine a
@@ -71,12 +71,13 @@ func untilDangerOn(t *testing.T, spec Spec, came danger, run func(*testing.T, Sp
 	return ran{}
 }
 
-// runTrialEvents runs spec once and reads its history. A node that did not serve in time
-// (nodes.ErrNotServing) is no failure of the lock: it is why the run did not happen.
+// runTrialEvents runs spec once and reads its history. A node that did not serve in time,
+// at the cluster's start (system.NotServingError) or after a fault (history.NotServing), is
+// no failure of the lock: it is why the run did not happen.
 func runTrialEvents(t *testing.T, spec Spec) (tr ran, unserved string) {
 	t.Helper()
 	dir, s, err := tryTrial(t, spec)
-	if errors.Is(err, nodes.ErrNotServing) {
+	if ns := (*system.NotServingError)(nil); errors.As(err, &ns) {
 		return ran{}, err.Error()
 	}
 	if err != nil {
@@ -85,6 +86,11 @@ func runTrialEvents(t *testing.T, spec Spec) (tr ran, unserved string) {
 	file, err := history.ReadFile(filepath.Join(dir, results.HistoryFile))
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, e := range file.Events {
+		if e.Func == history.NotServing {
+			return ran{}, e.Message + " after a fault"
+		}
 	}
 	return ran{dir, s, file.Events}, ""
 }

@@ -1,8 +1,17 @@
 package harness
 
 import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/nemesis"
+	"github.com/lockbreaker/lockbreaker/system"
 )
 
 // The notes say what the fencing and the servers of a run are worth: tokens that a
@@ -45,4 +54,45 @@ func checked(t *testing.T, change func(*Spec)) Checked {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// A node that did not serve again after a fault is what the run found, recorded in its
+// history, and no harness error; any other error beside it still is one.
+func TestANodeThatDidNotComeBackIsAFinding(t *testing.T) {
+	gone := func(node string) error {
+		return &system.NotServingError{Node: node, Why: "exited (exit status 1)", Log: "..."}
+	}
+	broken := errors.New("restart node n3: no such container")
+	tests := []struct {
+		name   string
+		err    error
+		nodes  []string
+		harmed bool
+	}{
+		{"none", nil, nil, false},
+		{"one, as a crash returns it", errors.Join(nil, fmt.Errorf("power-loss of node n2: %w", gone("n2"))), []string{"n2"}, false},
+		{"two at a heal", errors.Join(gone("n1"), gone("n2")), []string{"n1", "n2"}, false},
+		{"one beside a harness error", errors.Join(gone("n1"), broken), []string{"n1"}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var recorded []history.Event
+			env := nemesis.Env{Record: func(e history.Event) { recorded = append(recorded, e) }}
+			tr := &trial{progress: io.Discard, log: slog.New(slog.DiscardHandler)}
+			rest := tr.unserved(env, tt.err)
+			if (rest != nil) != tt.harmed || tt.harmed && !errors.Is(rest, broken) {
+				t.Errorf("left %v, want a harness error: %v", rest, tt.harmed)
+			}
+			var nodes []string
+			for _, e := range recorded {
+				if e.Func != history.NotServing || e.Process != history.NemesisProcess || e.Message != "node "+e.Targets[0]+" exited (exit status 1)" {
+					t.Errorf("recorded %+v", e)
+				}
+				nodes = append(nodes, e.Targets...)
+			}
+			if !slices.Equal(nodes, tt.nodes) {
+				t.Errorf("recorded nodes %v as not serving, want %v", nodes, tt.nodes)
+			}
+		})
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"math/rand"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -271,11 +272,11 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 	if err != nil {
 		return err
 	}
-	nemErr := t.unleash(ctx, env, workers, rec)
+	nemErr := t.unserved(env, t.unleash(ctx, env, workers, rec))
 	// Interrupted means cut short. What follows runs to its end whatever the signals, so
 	// an interrupt from here on leaves a complete history and its verdict.
 	interrupted := ctx.Err() != nil
-	healErr := t.nemesis.Heal(context.WithoutCancel(ctx), env)
+	healErr := t.unserved(env, t.nemesis.Heal(context.WithoutCancel(ctx), env))
 	workers.stop(configs[0].cycleBound() + 5*time.Second)
 	stopPooled()
 	t.say("all faults healed, clients stopped")
@@ -287,6 +288,50 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 		return errors.Join(errInterrupted, nemErr, healErr)
 	}
 	return errors.Join(workers.clientErr(), nemErr, healErr, finalErr)
+}
+
+// unserved records each node in err that did not serve again after a fault took it down
+// (system.NotServingError) as what the run found (history.NotServing): the service failed
+// to come back, not the harness. It returns err without them, nil when they were all of it.
+func (t *trial) unserved(env nemesis.Env, err error) error {
+	var others bool
+	for _, leaf := range leaves(err) {
+		ns, ok := leaf.(*system.NotServingError)
+		if !ok {
+			others = true
+			continue
+		}
+		t.say("node %s did not serve again after the faults: the run ends here (its log: %s)", ns.Node,
+			filepath.Join(results.NodesDir, ns.Node+".log"))
+		env.Record(history.Event{Type: history.Info, Process: history.NemesisProcess, Func: history.NotServing,
+			Time: history.Now(), Targets: []string{ns.Node}, Message: "node " + ns.Node + " " + ns.Why})
+	}
+	if others {
+		return err
+	}
+	return nil
+}
+
+// leaves are the errors err is made of: itself when it wraps none, else the leaves of each
+// error it wraps.
+func leaves(err error) []error {
+	switch e := err.(type) {
+	case nil:
+		return nil
+	case *system.NotServingError:
+		return []error{e}
+	case interface{ Unwrap() []error }:
+		var all []error
+		for _, inner := range e.Unwrap() {
+			all = append(all, leaves(inner)...)
+		}
+		return all
+	case interface{ Unwrap() error }:
+		if inner := e.Unwrap(); inner != nil {
+			return leaves(inner)
+		}
+	}
+	return []error{err}
 }
 
 // clusterSetup is the cluster the run needs: its nodes, lease, the levers its nemesis

@@ -53,6 +53,10 @@ const (
 	Roles Func = "roles"
 	// HazardFunc records that a fault's hazard occurred (see Hazard); not a fault.
 	HazardFunc Func = "hazard"
+	// NotServing records that a node a fault took down did not serve again (Targets names
+	// it, Message says how): the service failed to come back. The run ends there, and none
+	// of its verdicts can be valid.
+	NotServing Func = "not-serving"
 )
 
 // Process numbers that are not lock clients.

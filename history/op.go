@@ -119,8 +119,8 @@ func (e Event) validate() error {
 	switch {
 	case e.Func == "":
 		return errors.New("event has no f")
-	case e.Process == NemesisProcess && e.Func != Start && e.Func != Stop && e.Func != Roles && e.Func != HazardFunc:
-		return fmt.Errorf("unknown nemesis operation %s (want start, stop, roles or hazard)", quote.Short(e.Func))
+	case e.Process == NemesisProcess && !slices.Contains(nemesisFuncs, e.Func):
+		return fmt.Errorf("unknown nemesis operation %s (want start, stop, roles, hazard or not-serving)", quote.Short(e.Func))
 	case e.Process != NemesisProcess && !slices.Contains(clientFuncs, e.Func):
 		return fmt.Errorf("unknown operation %s (want acquire, release, extend, read, write or final-read)", quote.Short(e.Func))
 	case e.Func == HazardFunc && e.Hazard == "":
@@ -143,7 +143,10 @@ func (e Event) validate() error {
 	return nil
 }
 
-var clientFuncs = []Func{Acquire, Release, Extend, Read, Write, FinalRead}
+var (
+	clientFuncs  = []Func{Acquire, Release, Extend, Read, Write, FinalRead}
+	nemesisFuncs = []Func{Start, Stop, Roles, HazardFunc, NotServing}
+)
 
 // pairing follows a history's events in order and refuses those that do not pair: a
 // process's invocation is completed by that process's next completion, with the same f,

@@ -53,15 +53,17 @@ type Cluster struct {
 	monitors []Remote
 
 	mu   sync.Mutex
-	down map[string]downBy // nodes crashed and not serving again yet
+	down map[string]downBy // nodes crashed and not serving again (yet)
 }
 
 // downBy is how a node that is down went down.
 type downBy int
 
 const (
-	killed  downBy = iota + 1 // its server was killed: Restart starts it
-	inPlace                   // its server restarts itself: Restart waits for it
+	up      downBy = iota // its server runs, or is paused
+	killed                // its server was killed: Restart starts it
+	inPlace               // its server restarts itself: Restart waits for it
+	gone                  // started again, it did not serve (system.NotServingError): nothing heals it
 )
 
 // New is a cluster of nodes and monitors, each started already; Start waits until they
@@ -73,9 +75,9 @@ func New(cfg Config, nodes, monitors []Remote) *Cluster {
 // readyTimeout bounds the wait for a node to serve.
 const readyTimeout = 2 * time.Minute
 
-// ErrNotServing is the error of a node that did not serve within readyTimeout: a server
-// that never came up, or a machine too busy to let it.
-var ErrNotServing = errors.New("not serving")
+// aliveEvery is how often a node that does not serve yet is asked whether its server still
+// runs.
+const aliveEvery = 2 * time.Second
 
 // readyPoll is how often a node that does not serve yet is asked again: often, since a
 // node killed under a held lock must serve again within the lease to matter.
@@ -122,22 +124,27 @@ func probe(ctx context.Context, r Remote, cmd []string) (string, error) {
 }
 
 // waitReady polls node r until ready says it serves, fails fast when its server has
-// exited, and reports the end of its log when it gives up.
+// exited, and reports the end of its log when it gives up (system.NotServingError): a
+// server that exited or never came up, or a machine too busy to let it within ctx.
 func (c *Cluster) waitReady(ctx context.Context, r Remote, ready func(context.Context, Remote, string) error) error {
 	info := r.Info()
 	var last error
-	for attempt := 0; ; attempt++ {
+	for asked := time.Now(); ; {
 		if last = ready(ctx, r, info.Addr); last == nil {
 			return nil
 		}
-		if attempt%40 == 39 { // about every 2 s
+		// A probe of a server that is gone may take its whole second to fail: a server that
+		// exited is told by asking where it runs, every few seconds.
+		if time.Since(asked) >= aliveEvery {
+			asked = time.Now()
 			if err := r.Alive(ctx); err != nil {
-				return fmt.Errorf("node %s exited (%v); log ends:\n%s", info.Name, err, logTail(r))
+				return &system.NotServingError{Node: info.Name, Why: fmt.Sprintf("exited (%v)", err), Log: logTail(r)}
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("node %s (%s) %w: %w (%v); log ends:\n%s", info.Name, info.Addr, ErrNotServing, ctx.Err(), last, logTail(r))
+			return &system.NotServingError{Node: info.Name, Why: fmt.Sprintf("(%s) not serving: %v (%v)", info.Addr, ctx.Err(), last),
+				Log: logTail(r)}
 		case <-time.After(readyPoll):
 		}
 	}
@@ -213,7 +220,7 @@ func (c *Cluster) Kill(ctx context.Context, name string) error {
 	c.setDown(name, killed)
 	if err := r.Kill(ctx); err != nil {
 		if !errors.Is(err, context.DeadlineExceeded) {
-			c.setDown(name, 0) // the place said no: it runs as it did
+			c.setDown(name, up) // the place said no: it runs as it did
 		}
 		return fmt.Errorf("kill node %s: %w", name, err)
 	}
@@ -239,7 +246,7 @@ func (c *Cluster) Crash(ctx context.Context, name string) error {
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH):
 		return c.Kill(ctx, name)
 	default:
-		c.setDown(name, 0)
+		c.setDown(name, up)
 		return fmt.Errorf("crash node %s: %w", name, err)
 	}
 }
@@ -257,15 +264,19 @@ func (c *Cluster) Restart(ctx context.Context, name string) error {
 			return fmt.Errorf("restart node %s: %w", name, err)
 		}
 	}
-	c.setDown(name, 0)
+	c.setDown(name, up)
 	ready, cancel := context.WithTimeout(context.WithoutCancel(ctx), readyTimeout)
 	defer cancel()
-	return c.waitReady(ready, r, c.ready)
+	err = c.waitReady(ready, r, c.ready)
+	if ns := (*system.NotServingError)(nil); errors.As(err, &ns) {
+		c.setDown(name, gone)
+	}
+	return err
 }
 
 // RestartKilled starts every node that was killed and not started again.
 func (c *Cluster) RestartKilled(ctx context.Context) error {
-	return Each(c.byDown(true), func(r Remote) error { return c.Restart(ctx, r.Info().Name) })
+	return Each(c.byDown(killed, inPlace), func(r Remote) error { return c.Restart(ctx, r.Info().Name) })
 }
 
 // SetClock moves the wall clock of node name's server to real time plus offset; the
@@ -296,7 +307,7 @@ func (c *Cluster) ResetClocks(ctx context.Context) error {
 	if c.cfg.Clocks == FixedClocks {
 		return nil
 	}
-	return Each(c.byDown(false), func(r Remote) error { return c.SetClock(ctx, r.Info().Name, 0) })
+	return Each(c.byDown(up), func(r Remote) error { return c.SetClock(ctx, r.Info().Name, 0) })
 }
 
 // Chain is lockbreaker's iptables chain in a node's network namespace, jumped to first
@@ -356,7 +367,7 @@ func (c *Cluster) HealNetwork(ctx context.Context) error {
 	}
 	return Each(c.nodes, func(r Remote) error {
 		name := r.Info().Name
-		if err := r.NetRun(ctx, fmt.Sprintf("iptables -w -F %s 2>/dev/null || true", Chain)); err != nil && c.downBy(name) == 0 {
+		if err := r.NetRun(ctx, fmt.Sprintf("iptables -w -F %s 2>/dev/null || true", Chain)); err != nil && c.downBy(name) == up {
 			return fmt.Errorf("heal node %s's network: %w", name, err)
 		}
 		return nil
@@ -370,7 +381,7 @@ func (c *Cluster) Heal(ctx context.Context) error {
 	network := c.HealNetwork(ctx)
 	disks := c.healDisks(ctx)
 	restart := c.RestartKilled(ctx)
-	cont := Each(c.byDown(false), func(r Remote) error { return c.Signal(ctx, r.Info().Name, syscall.SIGCONT) })
+	cont := Each(c.byDown(up), func(r Remote) error { return c.Signal(ctx, r.Info().Name, syscall.SIGCONT) })
 	return errors.Join(network, disks, restart, cont, c.ResetClocks(ctx))
 }
 
@@ -383,10 +394,10 @@ func (c *Cluster) Roles(ctx context.Context) (map[string]system.Role, error) {
 	}
 	var mu sync.Mutex
 	roles := map[string]system.Role{}
-	for _, r := range c.byDown(true) {
+	for _, r := range c.byDown(killed, inPlace, gone) {
 		roles[r.Info().Name] = system.Down
 	}
-	err := Each(c.byDown(false), func(r Remote) error {
+	err := Each(c.byDown(up), func(r Remote) error {
 		role, err := c.role(ctx, r)
 		if err != nil || role == "" {
 			role = system.Unknown
@@ -417,7 +428,7 @@ func (c *Cluster) Leader(ctx context.Context) (string, error) {
 	if c.cfg.Recipe.Role == nil && len(c.cfg.Recipe.RoleIn) == 0 {
 		return "", fmt.Errorf("a %s cluster has no leader", c.cfg.System)
 	}
-	for _, r := range c.byDown(false) {
+	for _, r := range c.byDown(up) {
 		if role, err := c.role(ctx, r); err == nil && role == system.Leader {
 			return r.Info().Name, nil
 		}
@@ -473,7 +484,7 @@ func (c *Cluster) CollectLogs(ctx context.Context, dir string) error {
 func (c *Cluster) setDown(name string, by downBy) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if by != 0 {
+	if by != up {
 		c.down[name] = by
 	} else {
 		delete(c.down, name)
@@ -486,14 +497,13 @@ func (c *Cluster) downBy(name string) downBy {
 	return c.down[name]
 }
 
-// byDown are the nodes killed and not started again (down), or the others: those whose
-// servers run, or are paused.
-func (c *Cluster) byDown(down bool) []Remote {
+// byDown are the nodes that are down (or up) as one of bys says.
+func (c *Cluster) byDown(bys ...downBy) []Remote {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var rs []Remote
 	for _, r := range c.nodes {
-		if (c.down[r.Info().Name] != 0) == down {
+		if slices.Contains(bys, c.down[r.Info().Name]) {
 			rs = append(rs, r)
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/lockbreaker/lockbreaker/system"
 )
@@ -20,6 +22,7 @@ type fake struct {
 	down  bool  // its server is killed
 	kill  error // what Kill answers
 	netOK bool  // NetRun works while down (a machine keeps its network)
+	exits error // what Alive answers: its server exited
 	disk  *Disk
 }
 
@@ -68,7 +71,7 @@ func (f *fake) Start(context.Context) error {
 	f.down = false
 	return nil
 }
-func (f *fake) Alive(context.Context) error               { return nil }
+func (f *fake) Alive(context.Context) error               { return f.exits }
 func (f *fake) Log(context.Context, io.Writer, int) error { return nil }
 func (f *fake) Disk() *Disk                               { return f.disk }
 
@@ -153,7 +156,7 @@ func TestKillThatWentUnansweredIsTakenAsKilled(t *testing.T) {
 	if err := c.Kill(ctx, "n1"); err == nil {
 		t.Fatal("a refused kill is no error")
 	}
-	if down := c.byDown(true); len(down) != 0 {
+	if down := c.byDown(killed, inPlace); len(down) != 0 {
 		t.Errorf("a refused kill left n1 down")
 	}
 	unanswered := &fake{name: "n1", kill: context.DeadlineExceeded}
@@ -188,6 +191,46 @@ func TestDropFromWritesTheChain(t *testing.T) {
 	}
 }
 
+// A node whose server exits when started again is gone, told within seconds rather than at
+// the end of the wait: nothing heals it, Heal neither starts nor continues it, and its
+// role is down.
+func TestANodeThatExitsWhenStartedAgainIsGone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c, log := fakeCluster(&fake{name: "n1", exits: errors.New("exit code 3")}, &fake{name: "n2"})
+		c.cfg.Recipe.Ready = func(_ context.Context, addr string) error {
+			if addr == "n1:1" {
+				return errors.New("connection refused")
+			}
+			return nil
+		}
+		c.cfg.Recipe.Role = func(context.Context, string) (system.Role, error) { return system.Leader, nil }
+		if err := c.Kill(ctx, "n1"); err != nil {
+			t.Fatal(err)
+		}
+		started := time.Now()
+		var ns *system.NotServingError
+		if err := c.Restart(ctx, "n1"); !errors.As(err, &ns) || ns.Node != "n1" || ns.Why != "exited (exit code 3)" {
+			t.Fatalf("restart: %v; want n1 exited", err)
+		}
+		if waited := time.Since(started); waited > 2*aliveEvery {
+			t.Errorf("told after %s, want within %s", waited, 2*aliveEvery)
+		}
+		log.all = nil
+		if err := c.Heal(ctx); err != nil {
+			t.Fatalf("heal: %v", err)
+		}
+		if i := slices.IndexFunc(log.all, func(call string) bool {
+			return strings.HasPrefix(call, "n1 start") || strings.HasPrefix(call, "n1 signal")
+		}); i >= 0 {
+			t.Errorf("heal asked the gone node: %q", log.all[i])
+		}
+		if roles, err := c.Roles(ctx); err != nil || roles["n1"] != system.Down || roles["n2"] != system.Leader {
+			t.Errorf("roles %v (%v), want n1 down", roles, err)
+		}
+	})
+}
+
 // A node that never serves is told apart from other failures, so that a test can take a
 // machine too busy to start a server as a try that fell short rather than a broken lock.
 func TestANodeThatNeverServesIsNotServing(t *testing.T) {
@@ -196,7 +239,8 @@ func TestANodeThatNeverServesIsNotServing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // the wait's deadline has passed
 	err := c.WaitNodes(ctx)
-	if !errors.Is(err, ErrNotServing) || !strings.Contains(err.Error(), "node n1 (n1:1) not serving") {
+	var ns *system.NotServingError
+	if !errors.As(err, &ns) || ns.Node != "n1" || !strings.Contains(err.Error(), "node n1 (n1:1) not serving") {
 		t.Fatalf("WaitNodes: %v; want node n1 not serving", err)
 	}
 }
