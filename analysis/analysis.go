@@ -104,7 +104,13 @@ func File(ctx context.Context, dir, path string, s results.Summary, limits check
 	if n := validityNote(spent, slowed, leastValidity); n != "" {
 		notes = append(notes, n)
 	}
-	notes = append(notes, unservedNotes(nemesis)...)
+	s.NotServing = nil
+	for _, e := range nemesis {
+		if e.Func == history.NotServing {
+			s.NotServing = append(s.NotServing, e.Targets...)
+			notes = append(notes, unservedNote(e))
+		}
+	}
 	notes = append(notes, stream.Notes()...)
 	timelineRead.Wait()
 	if n := drawing.Note(); n != "" { // of the events read again, however many
@@ -154,7 +160,7 @@ func options(dir string, s results.Summary) checkers.Options {
 // finish completes the summary from the verdicts and writes the files, the report drawing
 // d; nemesis holds at least the hazard events.
 func finish(dir string, s results.Summary, d *results.Drawing, faults int, nemesis []history.Event, hazards map[string]history.Hazard) (results.Summary, error) {
-	s.Verdict = overall(s.Results, s.Error != "" || len(unservedNotes(nemesis)) > 0)
+	s.Verdict = overall(s.Results, s.Error != "" || len(s.NotServing) > 0)
 	s.Faults = faults
 	s.Hazards = results.CountHazards(nemesis, hazards)
 	s.Command = spec.ReproduceCommand(s.Spec)
@@ -172,22 +178,15 @@ func overall(rs []checkers.Result, cutShort bool) checkers.Verdict {
 	return v
 }
 
-// unservedNotes say of each node a fault took down that did not serve again
-// (history.NotServing) that the service failed to come back, and where its log is.
-func unservedNotes(nemesis []history.Event) []string {
-	var notes []string
-	for _, e := range nemesis {
-		if e.Func != history.NotServing {
-			continue
-		}
-		logs := make([]string, len(e.Targets))
-		for i, node := range e.Targets {
-			logs[i] = filepath.Join(results.NodesDir, node+".log")
-		}
-		notes = append(notes, fmt.Sprintf("%s after a fault took it down: the service did not come back, so the run ended "+
-			"there and no verdict of it can be valid (the log: %s)", e.Message, strings.Join(logs, ", ")))
+// unservedNote says of a node a fault took down that did not serve again (e, a
+// history.NotServing) that the service did not come back, and where its log is.
+func unservedNote(e history.Event) string {
+	logs := make([]string, len(e.Targets))
+	for i, node := range e.Targets {
+		logs[i] = filepath.Join(results.NodesDir, node+".log")
 	}
-	return notes
+	return fmt.Sprintf("%s after a fault took it down: the service did not come back (or the machine was too busy to "+
+		"let it), so the run ended there and no verdict of it can be valid (the log: %s)", e.Message, strings.Join(logs, ", "))
 }
 
 // requested says whether the spec asked for any fault, and which hazards its nemeses exist

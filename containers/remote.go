@@ -170,7 +170,7 @@ func (n engineNode) Alive(ctx context.Context) error {
 	case info.Container.State == nil || info.Container.State.Running:
 		return nil
 	case info.Container.State.Status == "exited":
-		return fmt.Errorf("exit code %d", info.Container.State.ExitCode)
+		return &nodes.ExitedError{How: fmt.Sprintf("exit code %d", info.Container.State.ExitCode)}
 	}
 	return errors.New(string(info.Container.State.Status))
 }

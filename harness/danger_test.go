@@ -9,8 +9,8 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/checkers"
 	"github.com/lockbreaker/lockbreaker/history"
+	"github.com/lockbreaker/lockbreaker/nodes"
 	"github.com/lockbreaker/lockbreaker/results"
-	"github.com/lockbreaker/lockbreaker/system"
 )
 
 // A real-time run under a fault does not bring its danger every time: on a busy machine a
@@ -72,12 +72,12 @@ func untilDangerOn(t *testing.T, spec Spec, came danger, run func(*testing.T, Sp
 }
 
 // runTrialEvents runs spec once and reads its history. A node that did not serve in time,
-// at the cluster's start (system.NotServingError) or after a fault (history.NotServing), is
+// at the cluster's start (nodes.NotServingError) or after a fault (history.NotServing), is
 // no failure of the lock: it is why the run did not happen.
 func runTrialEvents(t *testing.T, spec Spec) (tr ran, unserved string) {
 	t.Helper()
 	dir, s, err := tryTrial(t, spec)
-	if ns := (*system.NotServingError)(nil); errors.As(err, &ns) {
+	if ns := (*nodes.NotServingError)(nil); errors.As(err, &ns) {
 		return ran{}, err.Error()
 	}
 	if err != nil {

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +12,7 @@ import (
 
 	"github.com/lockbreaker/lockbreaker/history"
 	"github.com/lockbreaker/lockbreaker/nemesis"
-	"github.com/lockbreaker/lockbreaker/system"
+	"github.com/lockbreaker/lockbreaker/nodes"
 )
 
 // The notes say what the fencing and the servers of a run are worth: tokens that a
@@ -60,7 +61,7 @@ func checked(t *testing.T, change func(*Spec)) Checked {
 // history, and no harness error; any other error beside it still is one.
 func TestANodeThatDidNotComeBackIsAFinding(t *testing.T) {
 	gone := func(node string) error {
-		return &system.NotServingError{Node: node, Why: "exited (exit status 1)", Log: "..."}
+		return &nodes.NotServingError{Node: node, Why: "exited (exit status 1)", Log: "..."}
 	}
 	broken := errors.New("restart node n3: no such container")
 	tests := []struct {
@@ -72,6 +73,8 @@ func TestANodeThatDidNotComeBackIsAFinding(t *testing.T) {
 		{"none", nil, nil, false},
 		{"one, as a crash returns it", errors.Join(nil, fmt.Errorf("power-loss of node n2: %w", gone("n2"))), []string{"n2"}, false},
 		{"two at a heal", errors.Join(gone("n1"), gone("n2")), []string{"n1", "n2"}, false},
+		{"one that never answered", &nodes.NotServingError{Node: "n3", Why: "exited (exit status 1)", Err: context.DeadlineExceeded},
+			[]string{"n3"}, false},
 		{"one beside a harness error", errors.Join(gone("n1"), broken), []string{"n1"}, true},
 	}
 	for _, tt := range tests {

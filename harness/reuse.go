@@ -87,13 +87,13 @@ type kept struct {
 	setup  clusterSetup
 	faults []string // the nemeses it was started for
 	keys   []string // every lock key a run on it has used
-	broken bool     // a heal failed: what the last run did may still be in force
+	broken bool     // a heal failed, or a node did not serve again: what the last run did may still be in force
 }
 
 // Heal heals the cluster and remembers whether that worked.
 func (k *kept) Heal(ctx context.Context) error {
 	err := k.Cluster.Heal(ctx)
-	if err != nil {
+	if err != nil || len(k.Gone()) > 0 {
 		k.broken = true
 	}
 	return err

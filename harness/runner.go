@@ -26,6 +26,7 @@ import (
 	"github.com/lockbreaker/lockbreaker/links"
 	"github.com/lockbreaker/lockbreaker/machines"
 	"github.com/lockbreaker/lockbreaker/nemesis"
+	"github.com/lockbreaker/lockbreaker/nodes"
 	"github.com/lockbreaker/lockbreaker/results"
 	runspec "github.com/lockbreaker/lockbreaker/spec"
 	"github.com/lockbreaker/lockbreaker/system"
@@ -291,12 +292,13 @@ func (t *trial) record(ctx context.Context, rec *history.Recorder) (err error) {
 }
 
 // unserved records each node in err that did not serve again after a fault took it down
-// (system.NotServingError) as what the run found (history.NotServing): the service failed
-// to come back, not the harness. It returns err without them, nil when they were all of it.
+// (nodes.NotServingError) as what the run found (history.NotServing): the service did not
+// come back, which is no failure of the harness. It returns err without them, nil when they
+// were all of it.
 func (t *trial) unserved(env nemesis.Env, err error) error {
 	var others bool
 	for _, leaf := range leaves(err) {
-		ns, ok := leaf.(*system.NotServingError)
+		ns, ok := leaf.(*nodes.NotServingError)
 		if !ok {
 			others = true
 			continue
@@ -304,7 +306,7 @@ func (t *trial) unserved(env nemesis.Env, err error) error {
 		t.say("node %s did not serve again after the faults: the run ends here (its log: %s)", ns.Node,
 			filepath.Join(results.NodesDir, ns.Node+".log"))
 		env.Record(history.Event{Type: history.Info, Process: history.NemesisProcess, Func: history.NotServing,
-			Time: history.Now(), Targets: []string{ns.Node}, Message: "node " + ns.Node + " " + ns.Why})
+			Time: history.Now(), Targets: []string{ns.Node}, Message: ns.Short()})
 	}
 	if others {
 		return err
@@ -312,13 +314,13 @@ func (t *trial) unserved(env nemesis.Env, err error) error {
 	return nil
 }
 
-// leaves are the errors err is made of: itself when it wraps none, else the leaves of each
-// error it wraps.
+// leaves are the errors err is made of: itself when it wraps none or is a NotServingError
+// (which wraps its wait's end), else the leaves of each error it wraps.
 func leaves(err error) []error {
 	switch e := err.(type) {
 	case nil:
 		return nil
-	case *system.NotServingError:
+	case *nodes.NotServingError:
 		return []error{e}
 	case interface{ Unwrap() []error }:
 		var all []error

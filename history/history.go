@@ -202,7 +202,8 @@ func Duration(from, to int64) time.Duration { return time.Duration(to - from) }
 //     stop closes the start with the same fault and targets. The fault begins with the
 //     name of one of the kinds in faults.go.
 //   - kill-node: start when the node's server was killed, detail{restart-after, role: its
-//     role then, when the cluster has roles}; stop once it serves again.
+//     role then, when the cluster has roles}; stop once it serves again, none when it
+//     never did (see not-serving).
 //   - failover: start when replication from the primary is cut, detail{primary}; stop
 //     once a replica was promoted and the old primary started again, detail{primary: the
 //     promoted one, grant: the client granted just before the crash, or none}.
@@ -211,4 +212,7 @@ func Duration(from, to int64) time.Duration { return time.Duration(to - from) }
 //   - hazard: process NemesisProcess, type info, f hazard, hazard set, fault the nemesis
 //     that saw it, targets the clients and nodes involved, detail what made it so; one per
 //     occurrence (see Hazard).
+//   - not-serving: process NemesisProcess, type info, targets the node a fault took down
+//     that did not serve again, message how ("node n2 exited (exit code 3)"); the run
+//     ends after it.
 //   - a grant's detail{nodes: n1,n2,n3} names the nodes that granted it (Redlock).

@@ -434,6 +434,9 @@ func (n node) Start(ctx context.Context) error { return n.start(ctx, false) }
 
 func (n node) Alive(ctx context.Context) error {
 	_, err := n.m.Sudo(ctx, fmt.Sprintf("kill -0 \"$(cat %s)\"", shellwords.Quote(n.pidfile())))
+	if exit := (*ExitError)(nil); errors.As(err, &exit) { // the machine answered: no such process
+		return &nodes.ExitedError{How: "its process is gone"}
+	}
 	return err
 }
 

@@ -250,8 +250,11 @@ func crash(ctx context.Context, env Env, r Restarter, how downing, node string, 
 	defer func() {
 		restartErr := r.Restart(bg, node)
 		err = errors.Join(err, restartErr)
+		if restartErr != nil {
+			return // the node never served again: the fault never healed
+		}
 		record(env, history.Stop, fault, node)
-		if now := history.Now(); held != nil && restartErr == nil && now < leaseEnd {
+		if now := history.Now(); held != nil && now < leaseEnd {
 			recordHazard(env, fault, history.RestartInLease, now,
 				map[string]string{"grant": grantText(*held), "lease left": history.Duration(now, leaseEnd).Round(time.Millisecond).String()},
 				node, history.TargetOfClient(held.Process))

@@ -204,6 +204,8 @@ type Restarter interface {
 	// and returns once it has gone.
 	Crash(ctx context.Context, node string) error
 	// Restart starts a killed or crashed node's server again and returns once it serves.
+	// A node that does not serve again is the service's failure (nodes.NotServingError):
+	// a nemesis passes the error on, wrapped with %w, and the harness tells it apart.
 	Restart(ctx context.Context, node string) error
 	// RestartKilled starts every node still killed again.
 	RestartKilled(ctx context.Context) error

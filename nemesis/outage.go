@@ -79,9 +79,12 @@ func (outage) strike(ctx context.Context, env Env, w *watcher, r Restarter) erro
 		}
 		return err
 	})
+	if err != nil {
+		return err // a node never served again: the outage never healed
+	}
 	record(env, history.Stop, history.Outage.Name, nodes...)
-	if err != nil || downFor <= lease {
-		return err
+	if downFor <= lease {
+		return nil
 	}
 	// Every grant while the restored sessions may stand. Followed past the run's end too,
 	// while its last clients finish: a lease at most.

@@ -63,7 +63,7 @@ const (
 	up      downBy = iota // its server runs, or is paused
 	killed                // its server was killed: Restart starts it
 	inPlace               // its server restarts itself: Restart waits for it
-	gone                  // started again, it did not serve (system.NotServingError): nothing heals it
+	gone                  // started again, it did not serve (NotServingError): nothing heals it
 )
 
 // New is a cluster of nodes and monitors, each started already; Start waits until they
@@ -124,8 +124,8 @@ func probe(ctx context.Context, r Remote, cmd []string) (string, error) {
 }
 
 // waitReady polls node r until ready says it serves, fails fast when its server has
-// exited, and reports the end of its log when it gives up (system.NotServingError): a
-// server that exited or never came up, or a machine too busy to let it within ctx.
+// exited, and reports the end of its log when it gives up (NotServingError): a server that
+// exited or never came up, or a machine too busy to let it within ctx.
 func (c *Cluster) waitReady(ctx context.Context, r Remote, ready func(context.Context, Remote, string) error) error {
 	info := r.Info()
 	var last error
@@ -135,19 +135,32 @@ func (c *Cluster) waitReady(ctx context.Context, r Remote, ready func(context.Co
 		}
 		// A probe of a server that is gone may take its whole second to fail: a server that
 		// exited is told by asking where it runs, every few seconds.
-		if time.Since(asked) >= aliveEvery {
+		if time.Since(asked) >= aliveEvery && ctx.Err() == nil {
 			asked = time.Now()
-			if err := r.Alive(ctx); err != nil {
-				return &system.NotServingError{Node: info.Name, Why: fmt.Sprintf("exited (%v)", err), Log: logTail(r)}
+			if err := exited(ctx, r); err != nil {
+				return err
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return &system.NotServingError{Node: info.Name, Why: fmt.Sprintf("(%s) not serving: %v (%v)", info.Addr, ctx.Err(), last),
-				Log: logTail(r)}
+			return &NotServingError{Node: info.Name, Why: fmt.Sprintf("(%s) not serving: %v (%v)", info.Addr, ctx.Err(), last),
+				Log: logTail(r), Err: ctx.Err()}
 		case <-time.After(readyPoll):
 		}
 	}
+}
+
+// exited is a NotServingError when node r's server has exited, another error when its place
+// could not tell, and nil while it runs.
+func exited(ctx context.Context, r Remote) error {
+	var exit *ExitedError
+	switch err := r.Alive(ctx); {
+	case errors.As(err, &exit):
+		return &NotServingError{Node: r.Info().Name, Why: exit.Error(), Log: logTail(r)}
+	case err != nil:
+		return fmt.Errorf("node %s: whether its server runs: %w", r.Info().Name, err)
+	}
+	return nil
 }
 
 // logTail is the last lines of node r's log, for error messages.
@@ -197,10 +210,11 @@ func (c *Cluster) Gateway() string { return c.nodes[0].Info().Control }
 // Remotes are the nodes, n1 first, then the monitors.
 func (c *Cluster) Remotes() []Remote { return slices.Concat(c.nodes, c.monitors) }
 
-// Signal sends sig (SIGSTOP, SIGCONT, SIGKILL...) to the server of node name.
+// Signal sends sig (SIGSTOP, SIGCONT, SIGKILL...) to the server of node name. A gone
+// node's has nothing to continue.
 func (c *Cluster) Signal(ctx context.Context, name string, sig syscall.Signal) error {
 	r, err := c.find(slices.Concat(c.nodes, c.monitors), name)
-	if err != nil {
+	if err != nil || sig == syscall.SIGCONT && c.downBy(name) == gone {
 		return err
 	}
 	if err := r.Signal(ctx, sig); err != nil {
@@ -217,10 +231,11 @@ func (c *Cluster) Kill(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	was := c.downBy(name)
 	c.setDown(name, killed)
 	if err := r.Kill(ctx); err != nil {
 		if !errors.Is(err, context.DeadlineExceeded) {
-			c.setDown(name, up) // the place said no: it runs as it did
+			c.setDown(name, was) // the place said no: it is as it was
 		}
 		return fmt.Errorf("kill node %s: %w", name, err)
 	}
@@ -239,14 +254,16 @@ func (c *Cluster) Crash(ctx context.Context, name string) error {
 	if c.cfg.Recipe.Crash == nil {
 		return c.Kill(ctx, name)
 	}
+	was := c.downBy(name)
 	c.setDown(name, inPlace)
 	switch err := c.cfg.Recipe.Crash(ctx, r.Info().Addr); {
 	case err == nil:
 		return nil
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH):
+		c.setDown(name, was)
 		return c.Kill(ctx, name)
 	default:
-		c.setDown(name, up)
+		c.setDown(name, was)
 		return fmt.Errorf("crash node %s: %w", name, err)
 	}
 }
@@ -261,18 +278,29 @@ func (c *Cluster) Restart(ctx context.Context, name string) error {
 	}
 	if c.downBy(name) != inPlace {
 		if err := r.Start(ctx); err != nil {
-			return fmt.Errorf("restart node %s: %w", name, err)
+			// A server that exits at once may be gone before its place has seen it run.
+			if ns := (*NotServingError)(nil); errors.As(exited(ctx, r), &ns) {
+				err = ns
+			}
+			return c.goneIf(name, fmt.Errorf("restart node %s: %w", name, err))
 		}
 	}
 	c.setDown(name, up)
 	ready, cancel := context.WithTimeout(context.WithoutCancel(ctx), readyTimeout)
 	defer cancel()
-	err = c.waitReady(ready, r, c.ready)
-	if ns := (*system.NotServingError)(nil); errors.As(err, &ns) {
+	return c.goneIf(name, c.waitReady(ready, r, c.ready))
+}
+
+// goneIf marks node name gone when err says it did not serve, and returns err.
+func (c *Cluster) goneIf(name string, err error) error {
+	if ns := (*NotServingError)(nil); errors.As(err, &ns) {
 		c.setDown(name, gone)
 	}
 	return err
 }
+
+// Gone are the nodes that did not serve again after they were started again.
+func (c *Cluster) Gone() []string { return names(c.byDown(gone)) }
 
 // RestartKilled starts every node that was killed and not started again.
 func (c *Cluster) RestartKilled(ctx context.Context) error {
@@ -376,7 +404,8 @@ func (c *Cluster) HealNetwork(ctx context.Context) error {
 
 // Heal undoes every fault this package can make, the same wherever the nodes live: it
 // removes every cut, makes every disk fast again, starts every killed node again,
-// continues every node (SIGCONT) and puts every clock back. Run it in a defer.
+// continues every node (SIGCONT) and puts every clock back. A gone node is left as it is.
+// Run it in a defer.
 func (c *Cluster) Heal(ctx context.Context) error {
 	network := c.HealNetwork(ctx)
 	disks := c.healDisks(ctx)
@@ -386,7 +415,7 @@ func (c *Cluster) Heal(ctx context.Context) error {
 }
 
 // Roles asks every node for its part in the cluster now: system.Down for a node killed
-// and not started again, system.Unknown for one that does not say (paused, cut off from
+// and not started again (or gone), system.Unknown for one that does not say (paused, cut off from
 // this host, between roles).
 func (c *Cluster) Roles(ctx context.Context) (map[string]system.Role, error) {
 	if c.cfg.Recipe.Role == nil && len(c.cfg.Recipe.RoleIn) == 0 {
@@ -480,7 +509,7 @@ func (c *Cluster) CollectLogs(ctx context.Context, dir string) error {
 	})
 }
 
-// setDown notes how node name went down; 0: it serves again.
+// setDown notes how node name went down, or that it serves again (up).
 func (c *Cluster) setDown(name string, by downBy) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -22,7 +22,7 @@ type fake struct {
 	down  bool  // its server is killed
 	kill  error // what Kill answers
 	netOK bool  // NetRun works while down (a machine keeps its network)
-	exits error // what Alive answers: its server exited
+	exits error // what Alive answers (an *ExitedError: its server exited)
 	disk  *Disk
 }
 
@@ -197,7 +197,7 @@ func TestDropFromWritesTheChain(t *testing.T) {
 func TestANodeThatExitsWhenStartedAgainIsGone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		c, log := fakeCluster(&fake{name: "n1", exits: errors.New("exit code 3")}, &fake{name: "n2"})
+		c, log := fakeCluster(&fake{name: "n1", exits: &ExitedError{How: "exit code 3"}}, &fake{name: "n2"})
 		c.cfg.Recipe.Ready = func(_ context.Context, addr string) error {
 			if addr == "n1:1" {
 				return errors.New("connection refused")
@@ -209,7 +209,7 @@ func TestANodeThatExitsWhenStartedAgainIsGone(t *testing.T) {
 			t.Fatal(err)
 		}
 		started := time.Now()
-		var ns *system.NotServingError
+		var ns *NotServingError
 		if err := c.Restart(ctx, "n1"); !errors.As(err, &ns) || ns.Node != "n1" || ns.Why != "exited (exit code 3)" {
 			t.Fatalf("restart: %v; want n1 exited", err)
 		}
@@ -239,7 +239,7 @@ func TestANodeThatNeverServesIsNotServing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // the wait's deadline has passed
 	err := c.WaitNodes(ctx)
-	var ns *system.NotServingError
+	var ns *NotServingError
 	if !errors.As(err, &ns) || ns.Node != "n1" || !strings.Contains(err.Error(), "node n1 (n1:1) not serving") {
 		t.Fatalf("WaitNodes: %v; want node n1 not serving", err)
 	}

@@ -39,7 +39,8 @@ type Remote interface {
 	// Start starts a killed server again on what its disk kept, and returns once it runs
 	// (not once it serves).
 	Start(ctx context.Context) error
-	// Alive says why the server's process is not running; nil while it runs.
+	// Alive says whether the server's process runs: nil while it does, an *ExitedError
+	// once it has exited, another error when its place could not tell.
 	Alive(ctx context.Context) error
 	// Log writes the server's log to w: its last tail lines, or all of it when tail is 0.
 	Log(ctx context.Context, w io.Writer, tail int) error
@@ -70,3 +71,31 @@ type Info struct {
 	// plus its argument in signed seconds, for a node whose own clock moves.
 	ClockProgram string
 }
+
+// ExitedError is Alive's answer for a server that has exited; How says what its place knows
+// of it ("exit code 3").
+type ExitedError struct{ How string }
+
+func (e *ExitedError) Error() string { return "exited (" + e.How + ")" }
+
+// NotServingError is a node that did not serve: its server exited, or did not answer
+// within the wait. At a cluster's start the run cannot begin. After a fault took the node
+// down, the service did not come back, which a run reports as what it found
+// (history.NotServing) rather than as its own failure.
+type NotServingError struct {
+	Node string
+	// Why is how it did not serve: "exited (...)", or the wait's end and the last probe's
+	// answer.
+	Why string
+	// Log is the end of the node's log.
+	Log string
+	// Err is the wait's end when that is why: its deadline, or an interrupt.
+	Err error
+}
+
+// Short is the error without the log: "node n2 exited (exit code 3)".
+func (e *NotServingError) Short() string { return "node " + e.Node + " " + e.Why }
+
+func (e *NotServingError) Error() string { return e.Short() + "; log ends:\n" + e.Log }
+
+func (e *NotServingError) Unwrap() error { return e.Err }

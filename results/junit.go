@@ -121,6 +121,10 @@ func WriteJUnit(dir string, s Summary) error {
 	if s.Error != "" {
 		addError("harness", s.Error)
 	}
+	if len(s.NotServing) > 0 { // a CI job never passes a run its service did not finish
+		addError("service", fmt.Sprintf("nodes that did not serve again after a fault took them down: %s; the run ended there",
+			strings.Join(s.NotServing, ", ")))
+	}
 	suite.Tests = len(suite.Cases)
 	suite.SystemOut = strings.Join(s.Notes, "\n")
 	b, err := xml.MarshalIndent(junitSuites{

@@ -207,6 +207,8 @@ func TestJUnit(t *testing.T) {
 			3, 1, 1, []string{"mutual-exclusion"}, []string{hostile}},
 		{"harness error adds an errored case", Summary{Test: "t", Results: pauseFencingResults()[2:], Error: "docker went away"},
 			4, 0, 1, nil, []string{"harness"}},
+		{"a node that did not serve again adds an errored case", Summary{Test: "t", Results: pauseFencingResults()[2:],
+			NotServing: []string{"n2"}}, 4, 0, 1, nil, []string{"service"}},
 		{"no checker is an error", Summary{Test: "t"}, 1, 0, 1, nil, []string{"checkers"}},
 		{"a metric never fails, not applicable is skipped", Summary{Test: "t", Results: []checkers.Result{
 			{Checker: "herd", Property: checkers.PropertyMetric, Verdict: checkers.Invalid, Summary: "a thundering herd"},

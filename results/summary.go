@@ -49,6 +49,9 @@ type Summary struct {
 	Hazards []HazardCount `json:"hazards,omitempty"`
 	// Error is the harness error that broke the run, if one did.
 	Error string `json:"error,omitempty"`
+	// NotServing are the nodes a fault took down that did not serve again
+	// (history.NotServing): the run ended there, and its verdict is never valid.
+	NotServing []string `json:"not_serving,omitempty"`
 }
 
 // HazardCount is how often one hazard occurred in a run.

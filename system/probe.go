@@ -62,20 +62,3 @@ func readBulk(r *bufio.Reader) (string, error) {
 	_, err = io.ReadFull(r, b)
 	return string(b[:n]), err
 }
-
-// NotServingError is a node that did not serve: its server exited, or did not answer
-// within the wait. At a cluster's start the run cannot begin; after a fault took the node
-// down, the service failed to come back, which a run reports as what it found
-// (history.NotServing) rather than as its own failure.
-type NotServingError struct {
-	Node string
-	// Why is how it did not serve: "exited (...)", or the wait's end and the last probe's
-	// answer.
-	Why string
-	// Log is the end of the node's log.
-	Log string
-}
-
-func (e *NotServingError) Error() string {
-	return fmt.Sprintf("node %s %s; log ends:\n%s", e.Node, e.Why, e.Log)
-}
