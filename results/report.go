@@ -116,6 +116,7 @@ type report struct {
 	Headline          verdictView
 	Lesson            string
 	Error             string
+	NotServing        string // the nodes a fault took down that did not serve again
 	Checkers          []checkerView
 	Story             *storyView
 	Timeline          *timelineView
@@ -225,7 +226,8 @@ type opRow struct {
 }
 
 func newReport(s Summary, events []history.Event, plots *Plots) report {
-	r := report{Policy: reportPolicy, Script: template.JS(reportScript), Test: s.Test, RunID: s.RunID, Overall: viewVerdict(s.Verdict), Error: s.Error, Notes: s.Notes,
+	r := report{Policy: reportPolicy, Script: template.JS(reportScript), Test: s.Test, RunID: s.RunID, Overall: viewVerdict(s.Verdict), Error: s.Error,
+		NotServing: strings.Join(s.NotServing, ", "), Notes: s.Notes,
 		Command: s.Command, MaxLabels: maxLabels}
 	if !s.Started.IsZero() {
 		r.Started = s.Started.UTC().Format(time.RFC3339)

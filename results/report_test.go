@@ -119,6 +119,14 @@ func TestReport(t *testing.T) {
 			contains: []string{`<span class="verdict not-applicable">not-applicable</span>`, ".verdict.not-applicable { background: var(--na); }"},
 		},
 		{
+			name:   "a node that did not serve again",
+			golden: "report-not-serving.html",
+			s: Summary{Test: "zookeeper-power-loss", Verdict: checkers.Unknown, Results: pauseFencingResults()[2:],
+				NotServing: []string{"n2"}},
+			rows:     3,
+			contains: []string{"The service did not come back", "did not serve again after a fault took them down: n2"},
+		},
+		{
 			name:   "hostile strings are escaped",
 			golden: "report-hostile.html",
 			s: Summary{Test: hostile, RunID: hostile, Verdict: checkers.Invalid, Results: hostileResults(), Notes: []string{hostile},
